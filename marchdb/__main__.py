@@ -1,0 +1,5 @@
+"""``python -m marchdb`` runs the CLI."""
+
+from .cli import main
+
+main()

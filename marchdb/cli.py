@@ -1,0 +1,298 @@
+"""The ``marchdb`` command line. It wraps the library and formats its data.
+
+Every command takes ``--json`` and then prints exactly one JSON object on
+stdout. Errors print one line on stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from .errors import MarchError
+
+app = typer.Typer(
+    help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+model_app = typer.Typer(help="Build, inspect and self-test the embedding model.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+
+
+def command(group: typer.Typer, *args, **kwargs):
+    """``group.command`` that turns a MarchError into one stderr line and its exit code."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            try:
+                return fn(*a, **kw)
+            except MarchError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(exc.exit_code) from None
+
+        return group.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+def _store(ctx: typer.Context):
+    from .store import Store
+
+    obj = ctx.find_root().obj or {}
+    if "store" not in obj:
+        obj["store"] = Store(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+        ctx.find_root().obj = obj
+    return obj["store"]
+
+
+def _emit(data: dict) -> None:
+    typer.echo(json.dumps(data, ensure_ascii=False, default=str))
+
+
+def _notices(store, as_json: bool) -> list[str]:
+    notes = list(store.notices)
+    store.notices.clear()
+    if not as_json:
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+    return notes
+
+
+class _Progress:
+    """A progress line with rate and ETA, drawn only on a terminal."""
+
+    def __init__(self, enabled: bool, label: str = "embedding"):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.label = label
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total == 0:
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn(f"[bold]{self.label}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                transient=True,
+                console=None,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, rate="")
+        elapsed = self.bar.tasks[0].elapsed or 0.0
+        rate = f"{done / elapsed:.1f} texts/s" if elapsed > 0 and done else ""
+        self.bar.update(self.task, completed=done, rate=rate)
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    home: Optional[str] = typer.Option(None, "--home", help="marchdb home (default $MARCH_HOME or ~/.march)."),
+    root: Optional[str] = typer.Option(None, "--root", help="Memory root folder (wins over env and config)."),
+    model: Optional[str] = typer.Option(None, "--model", help="GGUF embedding model path or recipe name."),
+):
+    ctx.obj = {"home": home, "root": root, "model": model}
+
+
+# ---------------------------------------------------------------- core
+
+
+@command(app)
+def sync(
+    ctx: typer.Context,
+    as_json: bool = JsonOpt,
+    no_embed: bool = typer.Option(False, "--no-embed", help="Only the files and BM25 side."),
+):
+    """Scan the memory root and bring the index up to date."""
+    store = _store(ctx)
+    progress = _Progress(not as_json)
+    try:
+        report = store.sync(embed=not no_embed, progress=progress)
+    finally:
+        progress.close()
+    data = report.to_dict()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    typer.echo(
+        f"scanned {report.scanned} files: {report.added} added, {report.updated} updated, "
+        f"{report.moved} moved, {report.removed} removed, {report.unchanged} unchanged; "
+        f"{report.conflicts} conflicts, {report.problems} problems; "
+        f"{report.embedded} texts embedded in {report.seconds:.2f}s"
+    )
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if report.problems or report.conflicts:
+        typer.echo("run `marchdb doctor` to see the problems and how to fix them")
+
+
+@command(app)
+def status(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Index summary: files, memories, conflicts, problems, model, paths."""
+    store = _store(ctx)
+    data = store.status()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        typer.echo(f"{key.ljust(width)}  {'' if value is None else value}")
+
+
+ADVICE = {
+    "missing_id": "add an `id:` to the frontmatter if this note should be a memory; otherwise ignore",
+    "invalid_id": "make the id a quoted string without control characters",
+    "missing_description": "add a one-line `description:`; without it the memory is never shown as a hint",
+    "missing_name": "add a `name:`",
+    "duplicate_id": "give all but one of these files a new id (or delete the copies), then `marchdb sync`",
+    "parse_error": "fix the YAML between the `---` lines (quote values that contain ':' or '#')",
+    "not_utf8": "re-save the file as UTF-8 text (binary files do not belong in the memory root)",
+    "too_large": "split the file or move it out of the memory root",
+    "unreadable": "fix the file's permissions",
+    "unreadable_dir": "fix the folder's permissions",
+    "invalid_field": "fix the field's type in the frontmatter",
+    "invalid_tags": "tags may hold letters, digits, '/', '-' and '_'",
+    "symlink": "move the real file into the memory root; links are never followed",
+    "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
+}
+
+
+@command(app)
+def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
+    """List every problem with the vault or index, and what to do about each."""
+    store = _store(ctx)
+    problems = store.problems()
+    summary = store.status()
+    for row in problems:
+        row["advice"] = ADVICE.get(row["kind"], "")
+    notes = _notices(store, as_json)
+    if as_json:
+        _emit({"problems": problems, "vector_error": summary.get("vector_error"), "notices": notes})
+        return
+    if summary.get("vector_error"):
+        typer.echo(f"vectors: {summary['vector_error']}")
+    if not problems:
+        typer.echo("no problems")
+        return
+    by_kind: dict[str, list[dict]] = {}
+    for row in problems:
+        by_kind.setdefault(row["kind"], []).append(row)
+    for kind, items in by_kind.items():
+        typer.echo(f"{kind} ({len(items)}): {ADVICE.get(kind, '')}")
+        for row in items[:50]:
+            typer.echo(f"  {row['path']}: {row['detail']}")
+        if len(items) > 50:
+            typer.echo(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
+
+
+@command(app, "open")
+def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JsonOpt):
+    """Print a memory's Markdown by id."""
+    store = _store(ctx)
+    result = store.open(mem_id)
+    _notices(store, as_json)
+    if as_json:
+        _emit(result)
+    elif result["status"] == "ok":
+        typer.echo(result["markdown"], nl=False)
+    elif result["status"] == "conflict":
+        typer.echo(f"conflict: {result['message']}:", err=True)
+        for path in result["paths"]:
+            typer.echo(f"  {path}", err=True)
+    else:
+        typer.echo(f"not found: no memory has id {mem_id}", err=True)
+    if result["status"] != "ok":
+        raise typer.Exit(1)
+
+
+@command(app)
+def rebuild(ctx: typer.Context, as_json: bool = JsonOpt, no_embed: bool = typer.Option(False, "--no-embed")):
+    """Delete the index and build it again from the Markdown files."""
+    store = _store(ctx)
+    if not as_json:
+        typer.echo(f"rebuilding {store.cfg.index_path} from {store.root}", err=True)
+    progress = _Progress(not as_json)
+    try:
+        report = store.rebuild(embed=not no_embed, progress=progress)
+    finally:
+        progress.close()
+    _notices(store, as_json)
+    if as_json:
+        _emit(report.to_dict())
+    else:
+        typer.echo(
+            f"rebuilt: {report.added} memories from {report.scanned} files, "
+            f"{report.embedded} texts embedded in {report.seconds:.2f}s"
+        )
+        for warning in report.warnings:
+            typer.echo(f"warning: {warning}", err=True)
+
+
+@command(app)
+def sql(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
+    as_json: bool = JsonOpt,
+):
+    """Run SQL on the index (sqlite-vec loaded), or open an SQL shell."""
+    store = _store(ctx)
+    if query is None:
+        import apsw.shell
+
+        shell = apsw.shell.Shell(db=store.con)
+        shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
+        return
+    columns, rows = store.query(query)
+    if as_json:
+        _emit({"columns": columns, "rows": [dict(zip(columns, _jsonable(r))) for r in rows]})
+        return
+    if not columns:
+        return
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [min(60, max([len(c)] + [len(row[i]) for row in cells])) for i, c in enumerate(columns)]
+    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    typer.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
+
+
+def _jsonable(row: tuple) -> list:
+    return [v.hex() if isinstance(v, bytes) else v for v in row]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return str(value).replace("\n", " ")
+
+
+def main() -> None:
+    """Console entry point."""
+    app()

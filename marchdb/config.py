@@ -1,0 +1,181 @@
+"""Where things live: ``MARCH_HOME``, ``config.json``, the memory root, the index.
+
+Resolution, first found wins:
+
+* home: ``--home`` flag, ``MARCH_HOME``, ``~/.march``;
+* memory root: ``--root`` flag, ``MARCH_MEMORY_ROOT``, ``memoryRoot`` in
+  ``$MARCH_HOME/config.json``, ``$MARCH_HOME/March Memories``;
+* index: ``indexPath`` in config.json, ``$MARCH_HOME/index.sqlite``;
+* built models: ``MARCH_MODELS_DIR``, ``modelsDir``, ``$MARCH_HOME/models``;
+* embedding model: ``--model`` flag, ``MARCH_EMBED_MODEL``, ``embeddingModel``
+  in config.json, the built-in default recipe (``e5``). A value is a path to a
+  ``.gguf`` file or the name of a built-in recipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError
+
+DEFAULT_MIN_SCORE = 0.5
+
+AGENT_PROFILE = """\
+# Agent Profile
+
+How the agent works, speaks and collaborates. This file is injected into every
+run as [agent_profile]; edit it freely. Keep searchable events out of it: those
+belong in memories.
+"""
+
+USER_PROFILE = """\
+# User Profile
+
+The user's stable preferences, long-term goals and facts. Injected into every
+run as [user_profile]; edit it freely.
+"""
+
+
+@dataclass
+class Config:
+    """Resolved settings for one marchdb process."""
+
+    home: Path
+    memory_root: Path
+    index_path: Path
+    embedding_model: str | None = None
+    min_score: float = DEFAULT_MIN_SCORE
+    threads: int | None = None
+    prefixes: dict | None = None
+    models_path: Path | None = None
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def models_dir(self) -> Path:
+        """Where built-in recipes are built: ``MARCH_MODELS_DIR``, ``modelsDir``
+        in config.json, or ``$MARCH_HOME/models``."""
+        return self.models_path or self.home / "models"
+
+    @property
+    def profiles_dir(self) -> Path:
+        """``$MARCH_HOME/memory/profiles`` (agent.md, user.md)."""
+        return self.home / "memory" / "profiles"
+
+
+def read_config_file(home: Path) -> dict:
+    """``$MARCH_HOME/config.json`` as a dict ({} when absent)."""
+    path = home / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix or delete it"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object like {{\"memoryRoot\": \"...\"}}")
+    return data
+
+
+def _expand(value: str, base: Path) -> Path:
+    path = Path(os.path.expandvars(os.path.expanduser(value)))
+    return path if path.is_absolute() else (base / path)
+
+
+def load_config(
+    home: str | os.PathLike | None = None,
+    root: str | os.PathLike | None = None,
+    model: str | None = None,
+    env: dict | None = None,
+) -> Config:
+    """Resolve the configuration from flags, environment and config.json."""
+    env = os.environ if env is None else env
+    home_path = Path(home) if home else Path(env.get("MARCH_HOME") or "~/.march").expanduser()
+    home_path = home_path.absolute()
+    data = read_config_file(home_path)
+
+    if root:
+        root_path = Path(root).expanduser()
+    elif env.get("MARCH_MEMORY_ROOT"):
+        root_path = Path(env["MARCH_MEMORY_ROOT"]).expanduser()
+    elif data.get("memoryRoot"):
+        if not isinstance(data["memoryRoot"], str):
+            raise ConfigError("memoryRoot in config.json must be a path string")
+        root_path = _expand(data["memoryRoot"], home_path)
+    else:
+        root_path = home_path / "March Memories"
+
+    index_value = data.get("indexPath")
+    index_path = _expand(index_value, home_path) if isinstance(index_value, str) else home_path / "index.sqlite"
+
+    embed = model or env.get("MARCH_EMBED_MODEL") or data.get("embeddingModel") or None
+    if embed is not None and not isinstance(embed, str):
+        raise ConfigError("embeddingModel in config.json must be a path or a recipe name")
+
+    score_raw = env.get("MARCH_MEMORY_RECALL_MIN_SCORE", data.get("recallMinScore", DEFAULT_MIN_SCORE))
+    try:
+        min_score = float(score_raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"MARCH_MEMORY_RECALL_MIN_SCORE={score_raw!r} is not a number; use e.g. 0.5"
+        ) from None
+
+    threads_raw = env.get("MARCH_THREADS", data.get("threads"))
+    try:
+        threads = int(threads_raw) if threads_raw not in (None, "") else None
+    except (TypeError, ValueError):
+        raise ConfigError(f"threads={threads_raw!r} is not a whole number") from None
+
+    prefixes = data.get("embeddingPrefixes")
+    if prefixes is not None and not isinstance(prefixes, dict):
+        raise ConfigError('embeddingPrefixes must be an object like {"query": "query: ", "passage": "passage: "}')
+
+    models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
+    models_path = _expand(models_value, home_path) if isinstance(models_value, str) and models_value else None
+
+    return Config(
+        home=home_path,
+        models_path=models_path,
+        memory_root=root_path.absolute(),
+        index_path=index_path.absolute(),
+        embedding_model=embed,
+        min_score=min_score,
+        threads=threads,
+        prefixes=prefixes,
+        raw=data,
+    )
+
+
+def ensure_layout(cfg: Config) -> list[Path]:
+    """Create the home, the memory root and missing profiles; never overwrite.
+
+    Returns the paths created, so a caller can tell the user.
+    """
+    created: list[Path] = []
+    for folder in (cfg.home, cfg.memory_root, cfg.profiles_dir):
+        if not folder.exists():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create {folder}: {exc.strerror}") from None
+            created.append(folder)
+    for name, text in (("agent.md", AGENT_PROFILE), ("user.md", USER_PROFILE)):
+        path = cfg.profiles_dir / name
+        try:
+            # "x" mode: never clobber a profile another process just wrote.
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(text)
+            created.append(path)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise ConfigError(f"cannot create {path}: {exc.strerror}") from None
+    return created

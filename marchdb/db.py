@@ -1,0 +1,252 @@
+"""The SQLite index: open it with apsw, load sqlite-vec, apply the schema.
+
+The index is a cache of the Markdown files. On a schema mismatch or a
+corrupt file it is emptied and rebuilt from the files, never migrated.
+All DDL lives in ``sql/*.sql`` (shipped in the package as ``marchdb.sql``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import apsw
+import apsw.bestpractice
+import sqlite_vec
+
+from .errors import IndexUnavailable
+
+#: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+
+
+def _sql_text(name: str) -> str:
+    return resources.files("marchdb.sql").joinpath(name).read_text(encoding="utf-8")
+
+
+def schema_files() -> list[str]:
+    """The numbered schema files, in the order they are applied."""
+    names = [p.name for p in resources.files("marchdb.sql").iterdir() if p.name.endswith(".sql")]
+    return sorted(n for n in names if n[:3].isdigit())
+
+
+def schema_sql() -> str:
+    """All numbered ``sql/NNN_*.sql`` files, concatenated in order."""
+    return "\n".join(_sql_text(n) for n in schema_files())
+
+
+def schema_hash() -> str:
+    """Hash of the schema text: an edited .sql file forces a rebuild even if
+    someone forgot to bump SCHEMA_VERSION."""
+    return hashlib.sha256(schema_sql().encode()).hexdigest()[:16]
+
+
+def sql_file(name: str) -> str:
+    """The text of one file of ``sql/`` (e.g. the recall query)."""
+    return _sql_text(name)
+
+
+def connect(path: str | os.PathLike) -> apsw.Connection:
+    """An apsw connection with sqlite-vec loaded and our best-practice settings.
+
+    Settings are applied to this connection only (not process-wide), so code
+    embedding marchdb keeps its own SQLite defaults.
+    """
+    try:
+        con = apsw.Connection(str(path))
+        con.enable_load_extension(True)
+        con.load_extension(sqlite_vec.loadable_path())
+        con.enable_load_extension(False)
+        apsw.bestpractice.connection_dqs(con)
+        apsw.bestpractice.connection_enable_foreign_keys(con)
+        con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        apsw.bestpractice.connection_wal(con)
+        con.pragma("synchronous", "NORMAL")
+    except apsw.Error as exc:
+        raise IndexUnavailable(
+            f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`"
+        ) from None
+    return con
+
+
+def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict]:
+    """Run a query and return its rows as dicts."""
+    cur = con.execute(sql, params)
+    try:
+        names = [d[0] for d in cur.getdescription()]
+    except apsw.ExecutionCompleteError:
+        return []  # the statement produced no rows
+    return [dict(zip(names, row)) for row in cur]
+
+
+def get_meta(con: apsw.Connection, key: str, default: str | None = None) -> str | None:
+    """A value of the ``meta`` table."""
+    for (value,) in con.execute("SELECT value FROM meta WHERE key = ?", (key,)):
+        return value
+    return default
+
+
+def set_meta(con: apsw.Connection, key: str, value: object) -> None:
+    """Set (or with ``None``, delete) a value of the ``meta`` table."""
+    if value is None:
+        con.execute("DELETE FROM meta WHERE key = ?", (key,))
+    else:
+        con.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, str(value)),
+        )
+
+
+def _schema_state(con: apsw.Connection) -> str:
+    """'fresh', 'current' or a reason the schema must be rebuilt."""
+    version = con.pragma("user_version")
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if version == 0 and not tables:
+        return "fresh"
+    if version != SCHEMA_VERSION:
+        return f"schema version {version} != {SCHEMA_VERSION}"
+    if "meta" not in tables or get_meta(con, "schema_hash") != schema_hash():
+        return "schema files changed"
+    return "current"
+
+
+def _drop_everything(con: apsw.Connection) -> None:
+    # Virtual tables first: dropping them removes their shadow tables too.
+    objects = list(
+        con.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+            "ORDER BY CASE WHEN sql LIKE 'CREATE VIRTUAL%' THEN 0 WHEN type = 'view' THEN 1 ELSE 2 END"
+        )
+    )
+    dropped: set[str] = set()
+    for kind, name, _sql in objects:
+        if kind not in ("table", "view") or name in dropped:
+            continue
+        exists = con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchall()
+        if exists:
+            con.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
+        dropped.add(name)
+
+
+def _apply_schema(con: apsw.Connection) -> None:
+    with con:
+        _drop_everything(con)
+        con.execute(schema_sql())
+        set_meta(con, "schema_hash", schema_hash())
+        set_meta(con, "created_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        con.pragma("user_version", SCHEMA_VERSION)
+
+
+def remove_index_files(path: str | os.PathLike) -> None:
+    """Delete an index file and its WAL/SHM companions."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
+def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
+    """Open (creating or rebuilding as needed) the index at ``path``.
+
+    Returns ``(connection, rebuilt)`` where ``rebuilt`` is None when the
+    existing index was usable, else why it was (re)created — the caller says so.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot create {path.parent}: {exc.strerror}") from None
+    existed = path.exists()
+    con = connect(path)
+    try:
+        state = _schema_state(con)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        con.close()
+        remove_index_files(path)
+        con = connect(path)
+        _apply_schema(con)
+        return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files"
+    if state == "current":
+        return con, None
+    with writer_lock(path):
+        state = _schema_state(con)  # another process may have done it meanwhile
+        if state == "current":
+            return con, None
+        _apply_schema(con)
+    if state == "fresh":
+        return con, None if not existed else "the index file was empty"
+    return con, f"{state}; rebuilt from the Markdown files"
+
+
+def ensure_vector_tables(con: apsw.Connection, dim: int) -> None:
+    """Create the vec0 tables for a model of dimension ``dim`` (idempotent)."""
+    con.execute(_sql_text("vectors.sql").replace("{dim}", str(int(dim))))
+
+
+def drop_vector_tables(con: apsw.Connection) -> None:
+    """Drop every vector (the model changed: everything is re-embedded)."""
+    con.execute("DROP TABLE IF EXISTS vec_meta")
+    con.execute("DROP TABLE IF EXISTS vec_chunk")
+    con.execute("DELETE FROM vectors")
+
+
+_LOCKS: dict[str, threading.RLock] = {}
+_HELD: dict[str, list[int]] = {}  # path -> [fd, depth]
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def writer_lock(index_path: str | os.PathLike, timeout: float = 120.0) -> Iterator[None]:
+    """Cross-process (and cross-thread) lock: one index writer at a time.
+
+    SQLite would serialise the writes themselves, but a sync reads files and
+    embeds between its transactions; the lock keeps two syncs from doing the
+    same work twice and racing on the same rows. Readers never take it (WAL
+    lets them read while a writer works). Re-entrant within a thread.
+    """
+    lock_path = os.path.abspath(f"{index_path}.lock")
+    with _LOCKS_GUARD:
+        local = _LOCKS.setdefault(lock_path, threading.RLock())
+    deadline = time.monotonic() + timeout
+    if not local.acquire(timeout=timeout):
+        raise IndexUnavailable(f"another thread has held {lock_path} for {timeout:.0f}s")
+    try:
+        held = _HELD.get(lock_path)
+        if held is not None:
+            held[1] += 1
+        else:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        os.close(fd)
+                        raise
+                    if time.monotonic() > deadline:
+                        os.close(fd)
+                        raise IndexUnavailable(
+                            f"another marchdb process has held {lock_path} for {timeout:.0f}s; "
+                            "wait for it to finish or stop it"
+                        ) from None
+                    time.sleep(0.02)
+            held = _HELD[lock_path] = [fd, 1]
+        try:
+            yield
+        finally:
+            held[1] -= 1
+            if held[1] == 0:
+                del _HELD[lock_path]
+                os.close(held[0])  # closing the descriptor releases the flock
+    finally:
+        local.release()

@@ -1,0 +1,63 @@
+"""Text prepared for FTS5, so BM25 can find Chinese (and other CJK) words.
+
+FTS5's ``unicode61`` tokenizer treats a run of Han characters as one token,
+so "记忆系统" could only be found by that exact run. We rewrite CJK runs as
+overlapping bigrams ("记忆 忆系 系统") before text reaches FTS5 and do the
+same to queries; Latin text passes through unchanged. The index stays
+queryable from the stock sqlite3 shell: no custom tokenizer is involved.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Han (incl. extension A and compatibility), kana, Hangul syllables.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+
+#: Queries longer than this many terms are cut (assistant outputs can be long).
+MAX_QUERY_TERMS = 64
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def index_text(text: str) -> str:
+    """Text as stored in the FTS5 table: CJK runs become space-separated bigrams."""
+    text = unicodedata.normalize("NFKC", text)
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group())) + " ", text)
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, lowercased, CJK as bigrams, in order."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    terms: list[str] = []
+    seen: set[str] = set()
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        parts = _bigrams(token) if _CJK_RUN.fullmatch(token) else [token.replace("’", "'")]
+        for part in parts:
+            # unicode61 splits on the apostrophe too; keep FTS5's view of it.
+            for piece in part.split("'"):
+                if piece and piece not in seen:
+                    seen.add(piece)
+                    terms.append(piece)
+    return terms[:MAX_QUERY_TERMS]
+
+
+def match_expression(text: str) -> str | None:
+    """An FTS5 MATCH expression: every term quoted and OR-ed (None when empty).
+
+    OR rather than AND: a memory should rank when it shares the rare words of
+    a question, not only when it holds all of them (AND-ed BM25 returned
+    nothing for most conversational questions in our benchmarks).
+    """
+    terms = query_terms(text)
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

@@ -1,0 +1,447 @@
+"""The memory file format of seed 000: parse, validate, render, name and chunk.
+
+A memory is a Markdown file with YAML frontmatter (``id, name, description,
+tags, status, created_at, updated_at``) and a body. Everything here is pure:
+bytes in, data out. Reading and writing files lives in ``sync`` and ``save``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import re
+import secrets
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import frontmatter
+import yaml
+
+from .errors import InvalidInput
+
+#: Files larger than this are not memories; they get a ``too_large`` row.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+#: Body chunks are paragraph groups of at most this many characters.
+CHUNK_CHARS = 800
+
+FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "updated_at")
+
+# Fast C loader when PyYAML was built with libyaml; the pure-Python one is
+# ~10x slower and dominates a cold sync.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass
+class Problem:
+    """Something wrong with one file, as shown by the ``diag_problems`` view."""
+
+    kind: str
+    detail: str
+
+
+@dataclass
+class Note:
+    """A parsed memory file. ``problems`` are warnings that do not stop indexing."""
+
+    id: str
+    name: str
+    description: str
+    tags: list[str]
+    status: str
+    created_at: str | None
+    updated_at: str | None
+    body: str
+    extra: dict = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+class BadNote(Exception):
+    """The file cannot become a memory; ``problem`` says why. Internal to sync."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"{kind}: {detail}")
+        self.problem = Problem(kind, detail)
+
+
+# ---------------------------------------------------------------- hashing
+
+
+def content_hash(data: bytes) -> str:
+    """A short, stable hash of file bytes (or UTF-8 text) used to detect real changes."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def text_hash(text: str) -> str:
+    """``content_hash`` of a string's UTF-8 bytes."""
+    return content_hash(text.encode("utf-8"))
+
+
+# ---------------------------------------------------------------- tags
+
+_TAG_OK = re.compile(r"^[\w/\-]+$")
+_ASCII_UPPER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def normalize_tag(raw: object) -> str:
+    """Normalise one tag by seed 000's rules or raise ``InvalidInput``.
+
+    Trim; ASCII letters lowercased (other scripts, Chinese included, kept as
+    written); runs of whitespace become ``-``; a leading ``#`` (Obsidian's
+    inline form) is dropped; only letters, digits, ``_``, ``/`` and ``-`` may
+    remain. Empty is invalid.
+    """
+    if not isinstance(raw, str):
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            raw = str(raw)
+        else:
+            raise InvalidInput(f"tag {raw!r} is not text; write tags as a list of words")
+    tag = unicodedata.normalize("NFKC", raw).strip().lstrip("#").strip()
+    tag = re.sub(r"\s+", "-", tag).translate(_ASCII_UPPER)
+    if not tag:
+        raise InvalidInput("empty tag; a tag needs at least one letter or digit")
+    if not _TAG_OK.match(tag) or tag.strip("/-_") == "":
+        raise InvalidInput(
+            f"tag {raw!r} has characters a tag cannot hold; use letters, digits, '/', '-' or '_'"
+        )
+    return tag
+
+
+def normalize_tags(raw: object) -> tuple[list[str], list[str]]:
+    """Normalise a tag list. Returns ``(tags, rejected)``: valid tags deduplicated
+    in first-seen order, and the raw values that were not valid tags.
+
+    A single string is accepted as a comma-separated list (a common hand-edit).
+    """
+    if raw is None:
+        return [], []
+    if isinstance(raw, str):
+        items: list[object] = [p for p in raw.split(",")]
+    elif isinstance(raw, (list, tuple)):
+        items = list(raw)
+    else:
+        return [], [repr(raw)]
+    tags: list[str] = []
+    rejected: list[str] = []
+    for item in items:
+        try:
+            tag = normalize_tag(item)
+        except InvalidInput:
+            if not (isinstance(item, str) and not item.strip()) or not isinstance(raw, str):
+                rejected.append(repr(item))
+            continue
+        if tag not in tags:
+            tags.append(tag)
+    return tags, rejected
+
+
+# ---------------------------------------------------------------- names and paths
+
+
+def week_of_month(day: int) -> int:
+    """Seed 000's 7-day buckets: days 1-7 → 1, 8-14 → 2, ..., 29-31 → 5."""
+    if not 1 <= day <= 31:
+        raise ValueError(f"day of month out of range: {day}")
+    return (day - 1) // 7 + 1
+
+
+def slugify(name: str, max_len: int = 60) -> str:
+    """A file-name-safe slug: ASCII lowercased, CJK and other letters kept,
+    everything else folded to single ``-``. Never empty (``memory``)."""
+    text = unicodedata.normalize("NFKC", name).translate(_ASCII_UPPER)
+    text = re.sub(r"[^\w]+", "-", text).replace("_", "-")
+    text = re.sub(r"-{2,}", "-", text).strip("-")
+    if len(text) > max_len:
+        text = text[:max_len].rstrip("-")
+    return text or "memory"
+
+
+def bucket_dir(when: dt.datetime | dt.date) -> PurePosixPath:
+    """``YYYY/MM/weekN`` for a creation date."""
+    return PurePosixPath(f"{when.year:04d}", f"{when.month:02d}", f"week{week_of_month(when.day)}")
+
+
+def bucket_path(when: dt.datetime | dt.date, slug: str) -> PurePosixPath:
+    """The seed's time-bucket path ``YYYY/MM/weekN/YYYY-MM-DD-slug.md``."""
+    return bucket_dir(when) / f"{when.year:04d}-{when.month:02d}-{when.day:02d}-{slug}.md"
+
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_ID_OK = re.compile(r"^[\w.:\-]+$")
+MAX_ID_LEN = 128
+
+
+def _base32(n: int, width: int) -> str:
+    out = []
+    for _ in range(width):
+        out.append(_CROCKFORD[n & 31])
+        n >>= 5
+    return "".join(reversed(out))
+
+
+def new_id(name: str, now: dt.datetime | None = None) -> str:
+    """A fresh id in the seed's style: ``mem_`` + a time-sortable part + a short slug.
+
+    The time part is the creation time in milliseconds (Crockford base32, so
+    ids sort by creation) plus two random characters against same-millisecond
+    collisions, e.g. ``mem_01jdx3k7p2mq_context_cache``.
+    """
+    now = now or dt.datetime.now(dt.timezone.utc)
+    ms = int(now.timestamp() * 1000)
+    stamp = _base32(ms, 10) + _base32(secrets.randbits(10), 2)
+    words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKC", name).translate(_ASCII_UPPER))
+    slug = "_".join(words[:3])[:24].strip("_")
+    return f"mem_{stamp}_{slug}" if slug else f"mem_{stamp}"
+
+
+def validate_id(raw: object) -> str:
+    """Check an id given by a caller; return it stripped or raise ``InvalidInput``.
+
+    Ids are references, never paths: letters, digits and ``_ - . :`` only, at
+    most 128 characters, not ``.`` or ``..``.
+    """
+    if not isinstance(raw, str):
+        raise InvalidInput(f"id must be text, got {type(raw).__name__}")
+    ident = raw.strip()
+    if not ident:
+        raise InvalidInput("id is empty; leave it out to have one generated")
+    if len(ident) > MAX_ID_LEN:
+        raise InvalidInput(f"id is {len(ident)} characters; the limit is {MAX_ID_LEN}")
+    if "\x00" in ident or "/" in ident or "\\" in ident or ident in (".", "..") or not _ID_OK.match(ident):
+        raise InvalidInput(
+            f"id {raw!r} may hold only letters, digits and _ - . : (no spaces or path characters)"
+        )
+    return ident
+
+
+# ---------------------------------------------------------------- time
+
+
+def utc_now_iso() -> str:
+    """Now, in the seed's timestamp form ``2026-05-14T10:30:00.000Z``."""
+    return format_time(dt.datetime.now(dt.timezone.utc))
+
+
+def format_time(when: dt.datetime) -> str:
+    """A datetime in the seed's form (UTC, milliseconds, ``Z``)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    when = when.astimezone(dt.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: object) -> dt.datetime | None:
+    """Best-effort read of a frontmatter timestamp (YAML may already give a datetime)."""
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+    if isinstance(value, str) and value.strip():
+        text = value.strip().replace("Z", "+00:00")
+        try:
+            parsed = dt.datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return None
+
+
+def _time_field(meta: dict, key: str, problems: list[Problem]) -> str | None:
+    value = meta.get(key)
+    if value is None or value == "":
+        return None
+    parsed = parse_time(value)
+    if parsed is None:
+        problems.append(Problem("invalid_field", f"{key} {value!r} is not an ISO 8601 time"))
+        return str(value)
+    return format_time(parsed) if not isinstance(value, str) else value.strip()
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def decode(data: bytes) -> str:
+    """Bytes → text, or ``BadNote`` for binary junk and non-UTF-8 files."""
+    if b"\x00" in data[:8192]:
+        raise BadNote("not_utf8", "binary file (NUL bytes); a memory must be UTF-8 text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadNote(
+            "not_utf8", f"not UTF-8 at byte {exc.start}; re-save the file as UTF-8"
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def parse_note(data: bytes, stem: str = "") -> Note:
+    """Parse a memory file's bytes into a ``Note`` or raise ``BadNote``.
+
+    ``stem`` (the file name without ``.md``) stands in for a missing name.
+    Rules from seed 000: no id → not a memory (``missing_id``); no
+    description → a memory, flagged; unknown fields are kept in ``extra``.
+    """
+    text = decode(data)
+    if not text.startswith("---"):
+        raise BadNote("missing_id", "no YAML frontmatter; not a memory (add id, name, description)")
+    try:
+        meta, body = frontmatter.parse(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError as exc:
+        detail = " ".join(str(exc).split())
+        raise BadNote("parse_error", f"frontmatter is not valid YAML: {detail[:300]}") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        # python-frontmatter raises these when the block is not a mapping.
+        raise BadNote("parse_error", f"frontmatter is not a mapping of fields: {exc}") from None
+    if not isinstance(meta, dict):
+        raise BadNote("parse_error", "frontmatter is not a mapping of fields")
+    problems: list[Problem] = []
+
+    raw_id = meta.get("id")
+    if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
+        raise BadNote("missing_id", "frontmatter has no id; not indexed")
+    if not isinstance(raw_id, str):
+        raise BadNote(
+            "invalid_id", f"id {raw_id!r} is a {type(raw_id).__name__}; quote it to make it text"
+        )
+    ident = raw_id.strip()
+    if len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
+        raise BadNote("invalid_id", f"id {ident[:40]!r}... is too long or holds control characters")
+
+    name = _text_field(meta, "name", problems)
+    if not name:
+        name = stem or ident
+        problems.append(Problem("missing_name", "no name; the file name stands in"))
+    description = _text_field(meta, "description", problems)
+    if not description:
+        problems.append(
+            Problem("missing_description", "no description; indexed but never shown as a hint")
+        )
+
+    raw_tags = meta.get("tags")
+    tags, rejected = normalize_tags(raw_tags)
+    if isinstance(raw_tags, str):
+        problems.append(Problem("invalid_field", "tags is a string; write it as a YAML list"))
+    if rejected:
+        problems.append(Problem("invalid_tags", "ignored tags: " + ", ".join(rejected)[:300]))
+
+    status = meta.get("status", "active")
+    if status is None:
+        status = "active"
+    if not isinstance(status, str):
+        problems.append(Problem("invalid_field", f"status {status!r} is not text"))
+        status = str(status)
+    status = status.strip().lower() or "active"
+
+    extra = {k: v for k, v in meta.items() if k not in FIELD_ORDER}
+    return Note(
+        id=ident,
+        name=name,
+        description=description,
+        tags=tags,
+        status=status,
+        created_at=_time_field(meta, "created_at", problems),
+        updated_at=_time_field(meta, "updated_at", problems),
+        body=body,
+        extra=extra,
+        problems=problems,
+    )
+
+
+def _text_field(meta: dict, key: str, problems: list[Problem]) -> str:
+    value = meta.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, (int, float, dt.date)) and not isinstance(value, bool):
+        problems.append(Problem("invalid_field", f"{key} is a {type(value).__name__}, read as text"))
+        value = str(value)
+    if not isinstance(value, str):
+        problems.append(Problem("invalid_field", f"{key} is not text; ignored"))
+        return ""
+    return " ".join(value.split())
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def render_note(note: Note) -> str:
+    """The Markdown text of a memory: frontmatter in the seed's field order,
+    then any extra fields the user added, then the body."""
+    meta: dict = {
+        "id": note.id,
+        "name": note.name,
+        "description": note.description,
+        "tags": list(note.tags),
+        "status": note.status,
+    }
+    if note.created_at:
+        meta["created_at"] = note.created_at
+    if note.updated_at:
+        meta["updated_at"] = note.updated_at
+    for key, value in note.extra.items():
+        meta.setdefault(key, value)
+    head = yaml.dump(
+        meta, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
+    body = note.body if note.body.endswith("\n") else note.body + "\n"
+    return f"---\n{head}---\n\n{body.lstrip(chr(10))}"
+
+
+def metadata_text(name: str, description: str, tags: list[str]) -> str:
+    """The text of the metadata dense signal: name + description + tags."""
+    parts = [name, description]
+    if tags:
+        parts.append(" ".join(tags))
+    return "\n".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------- chunking
+
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+")
+
+
+def chunk_body(body: str, max_chars: int = CHUNK_CHARS) -> list[str]:
+    """Split a body into chunks of at most ``max_chars`` characters.
+
+    Paragraphs (blank-line separated) are packed together while they fit;
+    a paragraph longer than the limit is cut at sentence ends, then hard-cut.
+    Chunks hold body text only (seed 000: no name/description/tags in them).
+    """
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()]
+    pieces: list[str] = []
+    for para in paragraphs:
+        if len(para) <= max_chars:
+            pieces.append(para)
+            continue
+        buf = ""
+        for sentence in (s for s in _SENTENCE_END.split(para) if s and s.strip()):
+            while len(sentence) > max_chars:
+                if buf:
+                    pieces.append(buf)
+                    buf = ""
+                pieces.append(sentence[:max_chars])
+                sentence = sentence[max_chars:]
+            if len(buf) + len(sentence) + 1 > max_chars and buf:
+                pieces.append(buf)
+                buf = ""
+            buf = f"{buf} {sentence}".strip() if buf else sentence.strip()
+        if buf:
+            pieces.append(buf)
+    chunks: list[str] = []
+    current = ""
+    for piece in pieces:
+        if current and len(current) + 2 + len(piece) > max_chars:
+            chunks.append(current)
+            current = piece
+        else:
+            current = f"{current}\n\n{piece}" if current else piece
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def is_inside(root: str, candidate: str) -> bool:
+    """True when ``candidate`` (a real path) is ``root`` or below it."""
+    root = os.path.realpath(root)
+    candidate = os.path.realpath(candidate)
+    return candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)

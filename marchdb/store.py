@@ -1,0 +1,194 @@
+"""The marchdb store: one object an agent, the CLI or the MCP server holds.
+
+It returns data (dicts, dataclasses); formatting lives in ``cli`` and ``mcp``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import apsw.ext
+
+from . import db, vectors
+from .config import Config, ensure_layout, load_config
+from .errors import InvalidInput, MarchError, ModelError
+from .sync import SyncReport, sync_files
+
+#: Seed 000: a search or recall re-scans when the last scan is older than this.
+DIRTY_CHECK_SECONDS = 5.0
+
+
+class Store:
+    """A memory vault and its index.
+
+    ``Store()`` resolves the configuration the usual way (flags, environment,
+    config.json); pass ``home=``, ``root=``, ``model=`` to override.
+    """
+
+    def __init__(self, cfg: Config | None = None, **overrides):
+        self.cfg = cfg or load_config(**overrides)
+        self.notices: list[str] = []  # things the user should be told once
+        self._con: apsw.Connection | None = None
+        self._embedder = None
+        self._embedder_error: str | None = None
+        self._created = ensure_layout(self.cfg)
+
+    # ------------------------------------------------------------ plumbing
+
+    @property
+    def con(self) -> apsw.Connection:
+        """The index connection, opened (and created or rebuilt) on first use."""
+        if self._con is None:
+            con, rebuilt = db.open_index(self.cfg.index_path)
+            if rebuilt:
+                self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
+            self._con = con
+        return self._con
+
+    @property
+    def root(self) -> Path:
+        """The memory root (only this folder is indexed)."""
+        return self.cfg.memory_root
+
+    def close(self) -> None:
+        """Close the index connection."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def embedder(self):
+        """The loaded embedder, or None when no model can be loaded (the
+        reason is kept for ``status`` / ``doctor`` and announced once)."""
+        if self._embedder is None and self._embedder_error is None:
+            try:
+                self._embedder = vectors.load_embedder(self.cfg)
+            except ModelError as exc:
+                self._embedder_error = str(exc)
+                self.notices.append(f"vectors disabled, recall uses BM25 only: {exc}")
+        return self._embedder
+
+    # ------------------------------------------------------------ sync
+
+    def sync(
+        self, embed: bool = True, progress: Callable[[int, int], None] | None = None, paths=None
+    ) -> SyncReport:
+        """Bring the index in line with the files, then embed what is new.
+
+        Without a usable model the BM25 side still completes; the report's
+        ``warnings`` and ``status()`` say why vectors are missing.
+        """
+        started = time.perf_counter()
+        report = sync_files(self.con, self.root, self.cfg.index_path, paths)
+        if embed:
+            emb = self.embedder()
+            if emb is None:
+                report.warnings.append(f"no vectors: {self._embedder_error}")
+                with self.con:
+                    db.set_meta(self.con, "vector_error", self._embedder_error)
+            else:
+                report.model = emb.fingerprint
+                try:
+                    report.embedded = vectors.embed_pending(self.con, emb, self.cfg.index_path, progress)
+                except ModelError as exc:
+                    report.warnings.append(f"embedding stopped: {exc}")
+                    with self.con:
+                        db.set_meta(self.con, "vector_error", str(exc))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS) -> SyncReport | None:
+        """Seed 000's throttled dirty check: re-scan when the last scan (by
+        any process) is older than ``max_age`` seconds."""
+        last = db.get_meta(self.con, "last_scan_epoch")
+        if last is not None and time.time() - float(last) < max_age:
+            return None
+        return self.sync()
+
+    def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
+        """Delete the index and build it again from the Markdown files."""
+        self.close()
+        with db.writer_lock(self.cfg.index_path):
+            db.remove_index_files(self.cfg.index_path)
+        return self.sync(embed=embed, progress=progress)
+
+    # ------------------------------------------------------------ reading
+
+    def status(self) -> dict:
+        """``diag_summary`` plus where things are."""
+        summary = db.rows(self.con, "SELECT * FROM diag_summary")[0]
+        summary.update(
+            index_path=str(self.cfg.index_path),
+            memory_root=str(self.root),
+            home=str(self.cfg.home),
+            model_config=self.cfg.embedding_model or "e5 (default)",
+        )
+        return summary
+
+    def problems(self) -> list[dict]:
+        """Every row of ``diag_problems``."""
+        return db.rows(self.con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path")
+
+    def open(self, mem_id: str, log: bool = True) -> dict:
+        """A memory's Markdown by id.
+
+        ``{"status": "ok", "id", "path", "markdown"}``, ``{"status":
+        "not_found", "id"}`` or ``{"status": "conflict", "id", "paths"}``.
+        Reads the file as it is now; the index only says where it is.
+        """
+        if not isinstance(mem_id, str) or not mem_id.strip():
+            raise InvalidInput("give the id of a memory, e.g. mem_01hx_context_cache")
+        mem_id = mem_id.strip()
+        self.ensure_fresh()
+        holders = [r[0] for r in self.con.execute("SELECT path FROM files WHERE mem_id = ? ORDER BY path", (mem_id,))]
+        if len(holders) > 1:
+            return {
+                "status": "conflict",
+                "id": mem_id,
+                "paths": [str(self.root / p) for p in holders],
+                "message": f"{len(holders)} files hold id {mem_id}; give all but one a new id, then sync",
+            }
+        row = self.con.execute("SELECT path FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
+        if row is None:
+            return {"status": "not_found", "id": mem_id}
+        path = self.root / row[0]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            self.sync(embed=False)
+            return self.open(mem_id, log=log) if self._still_indexed(mem_id) else {"status": "not_found", "id": mem_id}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MarchError(f"cannot read {path}: {exc}; check the file") from None
+        if log:
+            with self.con:
+                self.con.execute(
+                    "INSERT INTO open_log(mem_id, at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))", (mem_id,)
+                )
+        return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text}
+
+    def _still_indexed(self, mem_id: str) -> bool:
+        return self.con.execute("SELECT 1 FROM memory_index WHERE id = ?", (mem_id,)).fetchone() is not None
+
+    def query(self, sql: str, params: tuple = ()) -> tuple[list[str], list[tuple]]:
+        """Run any SQL on the index (sqlite-vec loaded). Returns (columns, rows)."""
+        try:
+            cur = self.con.execute(sql, params)
+            try:
+                columns = [d[0] for d in cur.getdescription()]
+            except apsw.ExecutionCompleteError:
+                # No rows: ask the statement itself for its columns.
+                last = apsw.ext.query_info(self.con, sql, params).description or ()
+                columns = [d[0] for d in last]
+            rows = cur.fetchall()
+        except apsw.Error as exc:
+            raise InvalidInput(f"SQL error: {exc}") from None
+        return columns, rows
+

@@ -1,0 +1,418 @@
+"""Keep the index true to the Markdown files (seed 000, "索引同步").
+
+A light full scan ``stat``s every ``.md`` file under the memory root; only new
+or changed files (path, mtime or size) are read and parsed. Vanished files
+leave the index; a file that moved with the same id keeps its id and its
+chunks; an id held by several files puts all of them in conflict. Bad files
+become rows of ``problems`` and never stop the sync. Nothing here writes to
+the memory root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import apsw
+
+from . import fts
+from .db import get_meta, set_meta, writer_lock
+from .notes import MAX_FILE_BYTES, BadNote, Note, Problem, chunk_body, content_hash, metadata_text, parse_note, text_hash
+
+#: Files applied per transaction: a killed sync keeps what earlier batches did.
+BATCH_FILES = 500
+#: Kinds of problem found by the walk itself (not tied to reading one file).
+WALK_KINDS = ("symlink", "unreadable_dir")
+
+
+@dataclass
+class SyncReport:
+    """What one sync did. Memory counts are per id; ``scanned`` is files."""
+
+    scanned: int = 0
+    added: int = 0
+    updated: int = 0
+    moved: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    conflicts: int = 0
+    problems: int = 0
+    seconds: float = 0.0
+    embedded: int = 0
+    model: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The report as a JSON-ready dict."""
+        data = asdict(self)
+        data["seconds"] = round(self.seconds, 4)
+        return data
+
+
+@dataclass
+class _Read:
+    """The outcome of reading one changed file."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    hash: str | None = None
+    note: Note | None = None
+    problems: list[Problem] = field(default_factory=list)
+    gone: bool = False
+    unreadable: bool = False
+
+    @property
+    def mem_id(self) -> str | None:
+        return self.note.id if self.note else None
+
+
+def walk(root: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str, str]]]:
+    """Every ``.md`` file below ``root`` → ``(mtime_ns, size)``, by relative path.
+
+    Hidden entries (``.obsidian``, ``.trash``, ``.git``, dotfiles) are skipped.
+    Symlinks are never followed, so nothing outside the root is ever read and
+    no file is seen twice. Returns ``(files, walk_problems)``.
+    """
+    found: dict[str, tuple[int, int]] = {}
+    problems: list[tuple[str, str, str]] = []
+    stack: list[tuple[str, str]] = [("", os.fspath(root))]
+    while stack:
+        rel, absdir = stack.pop()
+        try:
+            entries = os.scandir(absdir)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append((rel or ".", "unreadable_dir", f"cannot list folder: {exc.strerror}"))
+            continue
+        with entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue
+                relpath = f"{rel}/{name}" if rel else name
+                try:
+                    if entry.is_symlink():
+                        if entry.is_dir() or name.lower().endswith(".md"):
+                            problems.append(
+                                (relpath, "symlink", "symlinks are not followed; move the file into the memory root")
+                            )
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((relpath, entry.path))
+                        continue
+                    if not name.lower().endswith(".md"):
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # vanished between listing and stat
+                except OSError as exc:
+                    problems.append((relpath, "unreadable", f"cannot stat: {exc.strerror}"))
+                    continue
+                found[relpath] = (st.st_mtime_ns, st.st_size)
+    return found, problems
+
+
+def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
+    """Read and parse one file; every failure becomes part of the result."""
+    result = _Read(relpath, mtime_ns, size)
+    if size > MAX_FILE_BYTES:
+        result.problems.append(
+            Problem("too_large", f"{size:,} bytes; memories are limited to {MAX_FILE_BYTES:,} bytes")
+        )
+        return result
+    try:
+        with open(root / relpath, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        result.gone = True
+        return result
+    except OSError as exc:
+        result.unreadable = True
+        result.problems.append(Problem("unreadable", f"cannot read: {exc.strerror}; check permissions"))
+        return result
+    result.mtime_ns, result.size = st.st_mtime_ns, len(data)
+    if len(data) > MAX_FILE_BYTES:
+        result.problems.append(Problem("too_large", f"grew past {MAX_FILE_BYTES:,} bytes while read"))
+        return result
+    result.hash = content_hash(data)
+    stem = relpath.rsplit("/", 1)[-1][:-3]
+    try:
+        result.note = parse_note(data, stem)
+        result.problems.extend(result.note.problems)
+    except BadNote as bad:
+        result.problems.append(bad.problem)
+    return result
+
+
+class Syncer:
+    """One sync of the files under ``root`` into the index ``con``."""
+
+    def __init__(self, con: apsw.Connection, root: str | os.PathLike, index_path: str | os.PathLike):
+        self.con = con
+        self.root = Path(root)
+        self.index_path = index_path
+        self.report = SyncReport()
+        self.parsed: dict[str, Note] = {}
+        self.known: dict[str, tuple] = {}
+
+    # ------------------------------------------------------------ entry point
+
+    def run(self, paths: Iterable[str] | None = None) -> SyncReport:
+        """Scan and apply. With ``paths`` (relative), only those files are
+        looked at (the watcher's incremental mode); otherwise the whole root."""
+        started = time.perf_counter()
+        with writer_lock(self.index_path):
+            if paths is None:
+                seen, walk_problems = walk(self.root)
+            else:
+                seen, walk_problems = self._stat_paths(paths), None
+            self.known = {
+                row[0]: row[1:]
+                for row in self.con.execute(
+                    "SELECT path, mtime_ns, size, content_hash, mem_id FROM files"
+                    if paths is None
+                    else "SELECT path, mtime_ns, size, content_hash, mem_id FROM files WHERE path IN "
+                    "(SELECT value FROM json_each(?))",
+                    () if paths is None else (json.dumps(list(paths)),),
+                )
+            }
+            changed = [
+                p for p, st in seen.items() if (k := self.known.get(p)) is None or k[0] != st[0] or k[1] != st[1]
+            ]
+            vanished = {p for p in self.known if p not in seen}
+            if paths is not None:
+                vanished = {p for p in vanished if p in set(paths)}
+            self.report.scanned = len(seen)
+            self.report.unchanged = len(seen) - len(changed)
+            walk_changed = walk_problems is not None and self._walk_problems_changed(walk_problems)
+
+            if changed or vanished or walk_changed:
+                self._apply(sorted(changed), seen, vanished, walk_problems if walk_changed else None)
+                self._store_counts()
+            with self.con:
+                set_meta(self.con, "last_sync_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                set_meta(self.con, "last_scan_epoch", f"{time.time():.3f}")
+            self.report.conflicts = int(get_meta(self.con, "count_conflicts", "0") or 0)
+            self.report.problems = int(get_meta(self.con, "count_problems", "0") or 0)
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+    def _stat_paths(self, paths: Iterable[str]) -> dict[str, tuple[int, int]]:
+        found = {}
+        for rel in paths:
+            parts = rel.split("/")
+            if any(p.startswith(".") or p in ("", "..") for p in parts) or not rel.lower().endswith(".md"):
+                continue
+            full = self.root / rel
+            try:
+                if full.is_symlink():
+                    continue
+                st = full.stat()
+            except OSError:
+                continue
+            found[rel] = (st.st_mtime_ns, st.st_size)
+        return found
+
+    # ------------------------------------------------------------ applying
+
+    def _apply(self, changed: list[str], seen: dict, vanished: set[str], walk_problems) -> None:
+        vanished_by_id: dict[str, list[str]] = {}
+        for p in vanished:
+            mem_id = self.known[p][3]
+            if mem_id:
+                vanished_by_id.setdefault(mem_id, []).append(p)
+
+        for start in range(0, max(len(changed), 1), BATCH_FILES):
+            batch = [read_one(self.root, p, *seen[p]) for p in changed[start : start + BATCH_FILES]]
+            with self.con:
+                touched: set[str] = set()
+                for res in batch:
+                    if res.gone:
+                        if res.path in self.known:
+                            vanished.add(res.path)
+                            if self.known[res.path][3]:
+                                vanished_by_id.setdefault(self.known[res.path][3], []).append(res.path)
+                        continue
+                    self._apply_read(res, touched, vanished, vanished_by_id)
+                self._resolve(touched)
+
+        with self.con:
+            touched = set()
+            for p in sorted(vanished):
+                old_id = self.known[p][3]
+                self.con.execute("DELETE FROM files WHERE path = ?", (p,))
+                self.con.execute("DELETE FROM problems WHERE path = ?", (p,))
+                if old_id:
+                    touched.add(old_id)
+            self._resolve(touched)
+            if walk_problems is not None:
+                self.con.execute(
+                    f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS
+                )
+                self.con.executemany("INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)", walk_problems)
+
+    def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> None:
+        con = self.con
+        old = self.known.get(res.path)
+        con.execute("DELETE FROM problems WHERE path = ?", (res.path,))
+        con.executemany(
+            "INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)",
+            [(res.path, p.kind, p.detail) for p in res.problems],
+        )
+        if res.unreadable:
+            # Keep what the index knew; mtime -1 makes the next sync try again.
+            if old is None:
+                con.execute(
+                    "INSERT INTO files(path, mtime_ns, size, parse_status, error) VALUES (?, -1, ?, 'error', ?)",
+                    (res.path, res.size, res.problems[0].detail),
+                )
+            else:
+                con.execute("UPDATE files SET mtime_ns = -1 WHERE path = ?", (res.path,))
+            return
+        if old is not None and old[3]:
+            touched.add(old[3])
+        mem_id = res.mem_id
+        if mem_id and mem_id in vanished_by_id and (old is None or old[3] != mem_id):
+            # The same id left another path that vanished in this scan: a move.
+            gone_path = vanished_by_id[mem_id].pop()
+            if not vanished_by_id[mem_id]:
+                del vanished_by_id[mem_id]
+            vanished.discard(gone_path)
+            con.execute("DELETE FROM files WHERE path = ?", (gone_path,))
+            con.execute("DELETE FROM problems WHERE path = ?", (gone_path,))
+        blocking = res.note is None
+        status = "error" if blocking else ("problem" if res.problems else "ok")
+        error = res.problems[0].kind + ": " + res.problems[0].detail if res.problems else None
+        con.execute(
+            "INSERT INTO files(path, mtime_ns, size, content_hash, mem_id, parse_status, error) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
+            "size = excluded.size, content_hash = excluded.content_hash, mem_id = excluded.mem_id, "
+            "parse_status = excluded.parse_status, error = excluded.error",
+            (res.path, res.mtime_ns, res.size, res.hash, mem_id, status, error),
+        )
+        if res.note is not None:
+            self.parsed[res.path] = res.note
+            touched.add(mem_id)
+
+    def _resolve(self, ids: set[str]) -> None:
+        """Make ``memory_index`` right for each id: 0 files → gone, 1 → indexed
+        from that file, more → conflict (left out until fixed)."""
+        con = self.con
+        for mem_id in sorted(i for i in ids if i):
+            holders = con.execute(
+                "SELECT path, content_hash, mtime_ns, size FROM files WHERE mem_id = ?", (mem_id,)
+            ).fetchall()
+            mem = con.execute(
+                "SELECT rid, path, content_hash FROM memory_index WHERE id = ?", (mem_id,)
+            ).fetchone()
+            if len(holders) != 1:
+                if mem is not None:
+                    con.execute("DELETE FROM memory_index WHERE rid = ?", (mem[0],))
+                    if not holders:
+                        self.report.removed += 1
+                continue
+            path, chash, mtime_ns, size = holders[0]
+            if mem is not None and mem[2] == chash:
+                if mem[1] != path:
+                    con.execute(
+                        "UPDATE memory_index SET path = ?, mtime_ms = ?, size = ? WHERE rid = ?",
+                        (path, mtime_ns // 1_000_000, size, mem[0]),
+                    )
+                    self.report.moved += 1
+                else:
+                    con.execute(
+                        "UPDATE memory_index SET mtime_ms = ?, size = ? WHERE rid = ?",
+                        (mtime_ns // 1_000_000, size, mem[0]),
+                    )
+                    self.report.unchanged += 1  # touched, same bytes
+                continue
+            note = self.parsed.get(path) or self._reparse(path)
+            if note is None or note.id != mem_id:
+                continue
+            if mem is not None and mem[1] != path:
+                self.report.moved += 1
+            self._write_memory(note, path, chash, mtime_ns, size, mem[0] if mem else None)
+            if mem is None:
+                self.report.added += 1
+            else:
+                self.report.updated += 1
+
+    def _reparse(self, path: str) -> Note | None:
+        """Read a file again (it was unchanged, but a conflict partner went away)."""
+        try:
+            st = os.stat(self.root / path)
+        except OSError:
+            return None
+        res = read_one(self.root, path, st.st_mtime_ns, st.st_size)
+        if res.note is None:
+            self.con.execute("UPDATE files SET mtime_ns = -1 WHERE path = ?", (path,))
+        return res.note
+
+    def _write_memory(self, note: Note, path: str, chash: str, mtime_ns: int, size: int, rid: int | None) -> None:
+        con = self.con
+        meta_text = metadata_text(note.name, note.description, note.tags)
+        values = (
+            note.id, path, note.name, note.description, json.dumps(note.tags, ensure_ascii=False),
+            note.status, note.created_at, note.updated_at, mtime_ns // 1_000_000, size, chash,
+            text_hash(meta_text),
+        )
+        if rid is None:
+            rid = con.execute(
+                "INSERT INTO memory_index(id, path, name, description, tags_json, status, created_at, "
+                "updated_at, mtime_ms, size, content_hash, meta_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                "RETURNING rid",
+                values,
+            ).fetchone()[0]
+        else:
+            con.execute(
+                "UPDATE memory_index SET id=?, path=?, name=?, description=?, tags_json=?, status=?, "
+                "created_at=?, updated_at=?, mtime_ms=?, size=?, content_hash=?, meta_hash=? WHERE rid=?",
+                (*values, rid),
+            )
+            con.execute("DELETE FROM chunks WHERE mem_rid = ?", (rid,))
+            con.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
+        chunks = chunk_body(note.body)
+        con.executemany(
+            "INSERT INTO chunks(mem_rid, seq, text, hash) VALUES (?, ?, ?, ?)",
+            [(rid, i, text, text_hash(text)) for i, text in enumerate(chunks)],
+        )
+        con.execute(
+            "INSERT INTO fts(rowid, meta, body) VALUES (?, ?, ?)",
+            (rid, fts.index_text(meta_text), fts.index_text(note.body)),
+        )
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _walk_problems_changed(self, walk_problems: list) -> bool:
+        current = sorted(
+            tuple(r)
+            for r in self.con.execute(
+                f"SELECT path, kind, detail FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})",
+                WALK_KINDS,
+            )
+        )
+        return current != sorted(walk_problems)
+
+    def _store_counts(self) -> None:
+        # Cached so that a sync with nothing to do stays a bare stat walk.
+        conflicts = self.con.execute("SELECT count(*) FROM diag_conflicts").fetchone()[0]
+        problems = self.con.execute(
+            "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'"
+        ).fetchone()[0]
+        with self.con:
+            set_meta(self.con, "count_conflicts", conflicts)
+            set_meta(self.con, "count_problems", problems)
+
+
+def sync_files(
+    con: apsw.Connection, root: str | os.PathLike, index_path: str | os.PathLike, paths: Iterable[str] | None = None
+) -> SyncReport:
+    """Bring the index in line with the files under ``root`` (no embedding)."""
+    return Syncer(con, root, index_path).run(paths)

@@ -1,0 +1,163 @@
+"""Dense vectors in the index: which model, which texts, resumable embedding.
+
+Vectors are keyed by (kind, content hash) in the plain ``vectors`` table and
+stored in the vec0 tables ``vec_meta`` / ``vec_chunk`` under the same rowid.
+A moved or renamed file keeps its hashes, so it is never embedded again; a
+new model fingerprint drops every vector and re-embeds. Each batch commits on
+its own, so a killed run leaves a consistent index and the next sync resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from .config import Config
+from .db import drop_vector_tables, ensure_vector_tables, get_meta, set_meta, writer_lock
+from .errors import ModelError
+from .notes import metadata_text
+
+#: Texts embedded per transaction (and per progress step).
+EMBED_BATCH = 32
+
+
+def resolve_model_path(cfg: Config, build: bool = True) -> Path:
+    """The GGUF file to use: a path from config, or a built-in recipe built
+    into ``$MARCH_HOME/models`` on first need."""
+    from . import modelbuild
+
+    name = cfg.embedding_model or modelbuild.DEFAULT_RECIPE
+    if name in modelbuild.RECIPES:
+        path = modelbuild.model_path_for(name, cfg.models_dir)
+        if build:
+            path = modelbuild.build_model(name, cfg.models_dir)
+        return path
+    path = Path(os.path.expanduser(name))
+    if not path.is_file():
+        raise ModelError(
+            f"embedding model {path} does not exist; fix embeddingModel / MARCH_EMBED_MODEL / --model, "
+            f"or name a built-in recipe ({', '.join(modelbuild.RECIPES)})"
+        )
+    return path
+
+
+def load_embedder(cfg: Config):
+    """Load the configured embedder (building the default model if needed)."""
+    from .embed import Embedder
+
+    return Embedder(resolve_model_path(cfg), threads=cfg.threads, prefixes=cfg.prefixes)
+
+
+def _blob(vec: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
+
+
+def prepare_model(con: apsw.Connection, fingerprint: str, dim: int) -> bool:
+    """Point the index at a model; drop all vectors when it changed. Returns
+    True when vectors were dropped (everything will be re-embedded)."""
+    current = get_meta(con, "model_fingerprint")
+    if current == fingerprint and get_meta(con, "dim") == str(dim):
+        ensure_vector_tables(con, dim)
+        return False
+    with con:
+        drop_vector_tables(con)
+        set_meta(con, "model_fingerprint", fingerprint)
+        set_meta(con, "dim", dim)
+        ensure_vector_tables(con, dim)
+        # Calibration belongs to a model; a new model needs a new one.
+        con.execute("DELETE FROM meta WHERE key LIKE 'calibration%'")
+    return current is not None
+
+
+def pending_texts(con: apsw.Connection) -> list[tuple[str, str, str]]:
+    """``(kind, hash, text)`` of every active memory's metadata and chunks
+    that has no vector yet, metadata first."""
+    out: list[tuple[str, str, str]] = []
+    for meta_hash, name, desc, tags_json in con.execute(
+        "SELECT meta_hash, name, description, tags_json FROM memory_index m WHERE status = 'active' "
+        "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash) "
+        "GROUP BY meta_hash"
+    ):
+        out.append(("meta", meta_hash, metadata_text(name, desc, json.loads(tags_json))))
+    for chash, text in con.execute(
+        "SELECT c.hash, c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid "
+        "WHERE m.status = 'active' "
+        "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash) "
+        "GROUP BY c.hash"
+    ):
+        out.append(("chunk", chash, text))
+    return out
+
+
+def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.ndarray) -> int:
+    """Insert vectors for ``(kind, hash)`` items in one transaction; items
+    another process stored meanwhile are skipped. Returns how many were new."""
+    added = 0
+    with con:
+        for (kind, h), vec in zip(items, vecs):
+            row = con.execute(
+                "INSERT INTO vectors(kind, hash) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING vid", (kind, h)
+            ).fetchone()
+            if row is None:
+                continue
+            table = "vec_meta" if kind == "meta" else "vec_chunk"
+            con.execute(f"INSERT INTO {table}(rowid, embedding) VALUES (?, ?)", (row[0], _blob(vec)))
+            added += 1
+    return added
+
+
+def collect_garbage(con: apsw.Connection) -> int:
+    """Delete vectors no memory refers to any more. Returns how many."""
+    with con:
+        stale = con.execute(
+            "SELECT vid, kind FROM vectors v WHERE "
+            "(kind = 'meta' AND NOT EXISTS (SELECT 1 FROM memory_index m WHERE m.meta_hash = v.hash)) OR "
+            "(kind = 'chunk' AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.hash = v.hash))"
+        ).fetchall()
+        has_tables = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchall())
+        for vid, kind in stale:
+            if has_tables:
+                con.execute(f"DELETE FROM {'vec_meta' if kind == 'meta' else 'vec_chunk'} WHERE rowid = ?", (vid,))
+            con.execute("DELETE FROM vectors WHERE vid = ?", (vid,))
+    return len(stale)
+
+
+def embed_pending(
+    con: apsw.Connection,
+    embedder,
+    index_path: str | os.PathLike,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = EMBED_BATCH,
+) -> int:
+    """Embed every text that lacks a vector for ``embedder``'s model.
+
+    The model runs outside any lock or transaction; each batch is then
+    written under the writer lock in its own short transaction, so readers
+    and savers are never held up by a long embedding run.
+    """
+    with writer_lock(index_path):
+        prepare_model(con, embedder.fingerprint, embedder.dim)
+        collect_garbage(con)
+        todo = pending_texts(con)
+    total = len(todo)
+    done = 0
+    if progress:
+        progress(0, total)
+    # Similar lengths together make the model's batches efficient.
+    for start in range(0, total, batch):
+        part = todo[start : start + batch]
+        vecs = embedder.embed_passages([t for _, _, t in part])
+        with writer_lock(index_path):
+            if get_meta(con, "model_fingerprint") != embedder.fingerprint:
+                raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+            done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+        if progress:
+            progress(min(start + batch, total), total)
+    with con:
+        set_meta(con, "vector_error", None)
+    return done

@@ -1,0 +1,101 @@
+-- marchdb index schema. The index is a cache of the Markdown files: on a
+-- schema change it is deleted and rebuilt from them, never migrated.
+-- Plain tables and diag_* views stay readable from the stock sqlite3 shell;
+-- only the vec0 tables (sql/vectors.sql) need the sqlite-vec extension.
+
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT
+);
+
+-- Every .md file seen under the memory root, memory or not.
+CREATE TABLE files (
+    path         TEXT PRIMARY KEY,   -- relative to the memory root, '/'-separated
+    mtime_ns     INTEGER NOT NULL,
+    size         INTEGER NOT NULL,
+    content_hash TEXT,               -- NULL until the file was read successfully
+    mem_id       TEXT,               -- the id its frontmatter declares, if valid
+    parse_status TEXT NOT NULL,      -- 'ok' | 'problem' | 'error'
+    error        TEXT                -- first problem, for a quick look
+);
+CREATE INDEX files_mem_id ON files(mem_id) WHERE mem_id IS NOT NULL;
+
+-- Problems found when a file was last read (duplicate ids are derived, see views).
+CREATE TABLE problems (
+    path   TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX problems_path ON problems(path);
+
+-- Seed 000's memory_index, one row per id held by exactly one file.
+CREATE TABLE memory_index (
+    rid          INTEGER PRIMARY KEY,  -- stable key for fts/chunks joins
+    id           TEXT NOT NULL UNIQUE,
+    path         TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    description  TEXT NOT NULL,
+    tags_json    TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    created_at   TEXT,
+    updated_at   TEXT,
+    mtime_ms     INTEGER NOT NULL,
+    size         INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    meta_hash    TEXT NOT NULL         -- hash of name + description + tags (its vector key)
+);
+CREATE INDEX memory_index_path ON memory_index(path);
+
+-- Body chunks: paragraphs packed to a bounded length, body text only.
+CREATE TABLE chunks (
+    rid     INTEGER PRIMARY KEY,
+    mem_rid INTEGER NOT NULL REFERENCES memory_index(rid) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,
+    text    TEXT NOT NULL,
+    hash    TEXT NOT NULL              -- its vector key
+);
+CREATE INDEX chunks_mem ON chunks(mem_rid);
+CREATE INDEX chunks_hash ON chunks(hash);
+
+-- BM25 over metadata (weighted x2 at query time) and body; rowid = memory_index.rid.
+-- Text arrives with CJK runs rewritten as bigrams (marchdb/fts.py).
+CREATE VIRTUAL TABLE fts USING fts5(meta, body, tokenize = 'unicode61 remove_diacritics 2');
+
+CREATE TRIGGER memory_index_delete AFTER DELETE ON memory_index BEGIN
+    DELETE FROM fts WHERE rowid = old.rid;
+END;
+
+-- Which texts have a vector for the current model (meta.model_fingerprint).
+-- The vectors themselves live in vec0 tables keyed by vid; keying by content
+-- hash means a moved or renamed file is never embedded again.
+CREATE TABLE vectors (
+    vid  INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('meta', 'chunk')),
+    hash TEXT NOT NULL,
+    UNIQUE (kind, hash)
+);
+
+-- Passive recall log: which memory was hinted in which agent run, shared by
+-- every process (CLI, MCP server, agent loop) through the index.
+CREATE TABLE recall_log (
+    seq     INTEGER PRIMARY KEY,
+    run_id  TEXT NOT NULL,
+    trigger TEXT NOT NULL,             -- 'user' | 'assistant'
+    mem_id  TEXT NOT NULL,
+    score   REAL NOT NULL,
+    at      TEXT NOT NULL
+);
+CREATE INDEX recall_log_run ON recall_log(run_id);
+
+-- Agent runs in the order they first asked for recall (rolling suppression).
+CREATE TABLE runs (
+    seq    INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    at     TEXT NOT NULL
+);
+
+CREATE TABLE open_log (
+    seq    INTEGER PRIMARY KEY,
+    mem_id TEXT NOT NULL,
+    at     TEXT NOT NULL
+);
