@@ -62,7 +62,16 @@ def connect(path: str | os.PathLike) -> apsw.Connection:
     embedding marchdb keeps its own SQLite defaults.
     """
     try:
-        con = apsw.Connection(str(path))
+        return _connect_raw(path)
+    except apsw.Error as exc:
+        raise IndexUnavailable(
+            f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`"
+        ) from None
+
+
+def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
+    con = apsw.Connection(str(path))
+    try:
         con.enable_load_extension(True)
         con.load_extension(sqlite_vec.loadable_path())
         con.enable_load_extension(False)
@@ -71,10 +80,9 @@ def connect(path: str | os.PathLike) -> apsw.Connection:
         con.set_busy_timeout(BUSY_TIMEOUT_MS)
         apsw.bestpractice.connection_wal(con)
         con.pragma("synchronous", "NORMAL")
-    except apsw.Error as exc:
-        raise IndexUnavailable(
-            f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`"
-        ) from None
+    except apsw.Error:
+        con.close()
+        raise
     return con
 
 
@@ -166,15 +174,19 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
     except OSError as exc:
         raise IndexUnavailable(f"cannot create {path.parent}: {exc.strerror}") from None
     existed = path.exists()
-    con = connect(path)
+    con = None
     try:
+        con = _connect_raw(path)
         state = _schema_state(con)
     except (apsw.NotADBError, apsw.CorruptError) as exc:
-        con.close()
+        if con is not None:
+            con.close()
         remove_index_files(path)
         con = connect(path)
         _apply_schema(con)
         return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files"
+    except apsw.Error as exc:
+        raise IndexUnavailable(f"cannot open the index {path}: {exc}; check the folder's permissions") from None
     if state == "current":
         return con, None
     with writer_lock(path):

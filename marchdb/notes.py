@@ -32,6 +32,7 @@ FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "upd
 # ~10x slower and dominates a cold sync.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_FM_HANDLER = frontmatter.YAMLHandler()
 
 
 @dataclass
@@ -283,16 +284,18 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     description → a memory, flagged; unknown fields are kept in ``extra``.
     """
     text = decode(data)
-    if not text.startswith("---"):
+    if not _FM_HANDLER.detect(text):
         raise BadNote("missing_id", "no YAML frontmatter; not a memory (add id, name, description)")
     try:
-        meta, body = frontmatter.parse(text, Loader=_YAML_LOADER)
+        head, body = _FM_HANDLER.split(text)
+        meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise BadNote("parse_error", f"frontmatter is not valid YAML: {detail[:300]}") from None
-    except (ValueError, TypeError, AttributeError) as exc:
-        # python-frontmatter raises these when the block is not a mapping.
-        raise BadNote("parse_error", f"frontmatter is not a mapping of fields: {exc}") from None
+    except ValueError as exc:
+        raise BadNote("parse_error", f"frontmatter block is malformed: {exc}") from None
+    if meta is None:
+        meta = {}
     if not isinstance(meta, dict):
         raise BadNote("parse_error", "frontmatter is not a mapping of fields")
     problems: list[Problem] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -109,6 +110,8 @@ def walk(root: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], list[tupl
                     if not name.lower().endswith(".md"):
                         continue
                     st = entry.stat(follow_symlinks=False)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue  # a FIFO or device named .md would block or lie
                 except FileNotFoundError:
                     continue  # vanished between listing and stat
                 except OSError as exc:

@@ -1,0 +1,70 @@
+"""The index file: schema, version checks, rebuilds, views without extensions."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from marchdb import db
+
+
+def test_fresh_index_has_schema_and_vec(tmp_path):
+    con, rebuilt = db.open_index(tmp_path / "i.sqlite")
+    assert rebuilt is None
+    assert con.pragma("user_version") == db.SCHEMA_VERSION
+    assert con.pragma("journal_mode") == "wal"
+    assert con.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+    db.ensure_vector_tables(con, 8)
+    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+    assert {"files", "memory_index", "chunks", "fts", "meta", "vec_meta", "vec_chunk", "diag_summary", "diag_problems"} <= names
+
+
+def test_schema_mismatch_rebuilds(tmp_path):
+    path = tmp_path / "i.sqlite"
+    con, _ = db.open_index(path)
+    con.execute("INSERT INTO files(path, mtime_ns, size, parse_status) VALUES ('x.md', 1, 1, 'ok')")
+    con.pragma("user_version", 999)
+    con.close()
+    con, rebuilt = db.open_index(path)
+    assert rebuilt and "999" in rebuilt
+    assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+
+
+def test_edited_schema_text_rebuilds(tmp_path):
+    path = tmp_path / "i.sqlite"
+    con, _ = db.open_index(path)
+    db.set_meta(con, "schema_hash", "stale")
+    con.close()
+    _, rebuilt = db.open_index(path)
+    assert rebuilt and "changed" in rebuilt
+
+
+def test_corrupt_file_is_rebuilt(tmp_path):
+    path = tmp_path / "i.sqlite"
+    path.write_bytes(b"this is not a database" * 1000)
+    con, rebuilt = db.open_index(path)
+    assert rebuilt and "corrupt" in rebuilt
+    assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+
+
+def test_writer_lock_is_reentrant(tmp_path):
+    with db.writer_lock(tmp_path / "i"):
+        with db.writer_lock(tmp_path / "i"):
+            pass
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on this machine")
+def test_views_readable_from_stock_sqlite3_shell(vault, store):
+    vault.memory("a.md", "mem_a")
+    vault.write("bad.md", "---\nid: [x\n---\n")
+    store.sync(embed=False)
+    store.close()
+    out = subprocess.run(
+        ["sqlite3", str(store.cfg.index_path),
+         "SELECT files, memories FROM diag_summary; SELECT path, kind FROM diag_problems ORDER BY path;"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert out[0] == "2|1"
+    assert "bad.md|parse_error" in out

@@ -1,0 +1,155 @@
+"""The memory file format: tags, paths, ids, parsing, rendering, chunking."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from marchdb.errors import InvalidInput
+from marchdb.notes import (
+    BadNote,
+    bucket_path,
+    chunk_body,
+    new_id,
+    normalize_tag,
+    normalize_tags,
+    parse_note,
+    render_note,
+    slugify,
+    validate_id,
+    week_of_month,
+)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("  Cache  ", "cache"),
+        ("Prefix Cache", "prefix-cache"),
+        ("project/March-CLI", "project/march-cli"),
+        ("snake_case", "snake_case"),
+        ("记忆系统", "记忆系统"),
+        ("上下文 Cache", "上下文-cache"),
+        ("#obsidian", "obsidian"),
+        ("Straße", "straße"),  # only ASCII letters are lowercased
+    ],
+)
+def test_normalize_tag(raw, expected):
+    assert normalize_tag(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "#", "a,b", "semi;colon", "---", None, ["x"]])
+def test_invalid_tags_are_refused(raw):
+    with pytest.raises(InvalidInput):
+        normalize_tag(raw)
+
+
+def test_normalize_tags_dedupes_and_reports_rejects():
+    tags, rejected = normalize_tags(["Cache", "cache ", "a;b", "中文", "CACHE"])
+    assert tags == ["cache", "中文"]
+    assert rejected == ["'a;b'"]
+    assert normalize_tags("one, Two") == (["one", "two"], [])
+
+
+@pytest.mark.parametrize("day, week", [(1, 1), (7, 1), (8, 2), (14, 2), (15, 3), (21, 3), (22, 4), (28, 4), (29, 5), (31, 5)])
+def test_week_buckets(day, week):
+    assert week_of_month(day) == week
+
+
+def test_bucket_path_and_slug():
+    when = dt.datetime(2026, 5, 14, 10, 30, tzinfo=dt.timezone.utc)
+    assert str(bucket_path(when, slugify("Context cache ordering"))) == "2026/05/week2/2026-05-14-context-cache-ordering.md"
+    assert slugify("记忆 召回: 去重!") == "记忆-召回-去重"
+    assert slugify("../../etc/passwd") == "etc-passwd"
+    assert slugify("!!!") == "memory"
+
+
+def test_new_ids_sort_by_time_and_validate():
+    a = new_id("Context cache", dt.datetime(2026, 5, 14, tzinfo=dt.timezone.utc))
+    b = new_id("Context cache", dt.datetime(2026, 5, 15, tzinfo=dt.timezone.utc))
+    assert a.startswith("mem_") and a.endswith("_context_cache")
+    assert a < b
+    assert validate_id(a) == a
+    assert new_id("只有中文").startswith("mem_")
+
+
+@pytest.mark.parametrize("bad", ["", " ", "a/b", "../x", "..", "a\x00b", "x" * 500, "has space", 42])
+def test_bad_ids_are_refused(bad):
+    with pytest.raises(InvalidInput):
+        validate_id(bad)
+
+
+GOOD = b"""---
+id: mem_01hx_context_cache
+name: Context cache ordering
+description: keep volatile layers after stable ones
+tags:
+  - march/context
+  - Cache
+status: active
+created_at: 2026-05-14T10:30:00.000Z
+custom: kept
+---
+
+# Context cache ordering
+
+Body.
+"""
+
+
+def test_parse_good_note():
+    note = parse_note(GOOD, "x")
+    assert note.id == "mem_01hx_context_cache"
+    assert note.tags == ["march/context", "cache"]
+    assert note.status == "active"
+    assert note.created_at == "2026-05-14T10:30:00.000Z"
+    assert note.extra == {"custom": "kept"}
+    assert note.problems == []
+    assert "Body." in note.body
+
+
+@pytest.mark.parametrize(
+    "data, kind",
+    [
+        (b"no frontmatter at all", "missing_id"),
+        (b"---\nname: x\ndescription: y\n---\nbody", "missing_id"),
+        (b"---\nid: [unclosed\n---\nbody", "parse_error"),
+        (b"---\n- a\n- b\n---\nbody", "parse_error"),
+        (b"---\njust a string\n---\nbody", "parse_error"),
+        (b"---\nid: 12345\nname: n\n---\n", "invalid_id"),
+        (b"\xff\xfe---\nid: x\n---", "not_utf8"),
+        (b"---\nid: x\n---\n\x00\x01\x02binary", "not_utf8"),
+    ],
+)
+def test_bad_notes(data, kind):
+    with pytest.raises(BadNote) as info:
+        parse_note(data, "stem")
+    assert info.value.problem.kind == kind
+
+
+def test_soft_problems_still_parse():
+    note = parse_note(b"---\nid: m1\ntags: one, two\nstatus: Deprecated\n---\nbody", "my-file")
+    kinds = {p.kind for p in note.problems}
+    assert {"missing_description", "missing_name", "invalid_field"} <= kinds
+    assert note.name == "my-file"
+    assert note.tags == ["one", "two"]
+    assert note.status == "deprecated"
+
+
+def test_render_round_trips():
+    note = parse_note(GOOD, "x")
+    again = parse_note(render_note(note).encode(), "x")
+    assert (again.id, again.name, again.description, again.tags, again.created_at, again.extra) == (
+        note.id, note.name, note.description, note.tags, note.created_at, note.extra,
+    )
+    assert again.body.strip() == note.body.strip()
+
+
+def test_chunks_are_bounded_paragraph_groups():
+    body = "\n\n".join(["Short paragraph."] * 3 + ["x" * 2000, "第一句。" * 300])
+    chunks = chunk_body(body, max_chars=800)
+    assert all(0 < len(c) <= 800 for c in chunks)
+    assert chunks[0].count("Short paragraph.") == 3
+    assert "".join(chunks).count("x") == 2000
+    assert chunk_body("") == []

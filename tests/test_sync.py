@@ -1,0 +1,264 @@
+"""Sync rules of seed 000, on real files and a real SQLite index."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from marchdb import db
+from marchdb.sync import sync_files
+
+
+def run(store):
+    return store.sync(embed=False)
+
+
+def mem_rows(store):
+    return {r["id"]: r for r in db.rows(store.con, "SELECT * FROM memory_index")}
+
+
+def problem_kinds(store):
+    return {(r["path"], r["kind"]) for r in store.problems() if r["kind"] != "missing_vector"}
+
+
+def bump(path, text=None):
+    """Change a file so that its mtime surely differs."""
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+def test_first_sync_indexes_memories_chunks_and_fts(vault, store):
+    vault.memory("2026/05/week2/a.md", "mem_a", name="Context cache", tags=["cache", "上下文"], body="段落一。\n\nParagraph two.")
+    vault.memory("2026/05/week2/b.md", "mem_b", name="Other")
+    report = run(store)
+    assert (report.scanned, report.added, report.unchanged) == (2, 2, 0)
+    rows = mem_rows(store)
+    assert rows["mem_a"]["path"] == "2026/05/week2/a.md"
+    assert json.loads(rows["mem_a"]["tags_json"]) == ["cache", "上下文"]
+    assert rows["mem_a"]["content_hash"] and rows["mem_a"]["created_at"] == "2026-05-14T10:30:00.000Z"
+    chunks = db.rows(store.con, "SELECT text FROM chunks JOIN memory_index m ON m.rid = mem_rid WHERE m.id='mem_a'")
+    assert [c["text"] for c in chunks] == ["段落一。\n\nParagraph two."]
+    # Chinese is findable by BM25 (bigrams), name/tags too.
+    hits = store.query("SELECT m.id FROM fts JOIN memory_index m ON m.rid = fts.rowid WHERE fts MATCH '\"上下\"'")[1]
+    assert hits == [("mem_a",)]
+
+
+def test_warm_sync_only_stats(vault, store):
+    vault.memory("a.md", "mem_a")
+    run(store)
+    report = run(store)
+    assert (report.added, report.updated, report.unchanged) == (0, 0, 1)
+
+
+def test_touch_without_change_is_unchanged(vault, store):
+    path = vault.memory("a.md", "mem_a")
+    run(store)
+    bump(path)
+    report = run(store)
+    assert (report.added, report.updated, report.unchanged) == (0, 0, 1)
+
+
+def test_edit_updates(vault, store):
+    path = vault.memory("a.md", "mem_a", name="Old name")
+    run(store)
+    bump(path, path.read_text().replace("Old name", "New name"))
+    report = run(store)
+    assert report.updated == 1
+    assert mem_rows(store)["mem_a"]["name"] == "New name"
+    assert store.query("SELECT count(*) FROM fts WHERE fts MATCH 'new'")[1] == [(1,)]
+    assert store.query("SELECT count(*) FROM fts WHERE fts MATCH 'old'")[1] == [(0,)]
+
+
+def test_delete_removes(vault, store):
+    path = vault.memory("a.md", "mem_a")
+    run(store)
+    path.unlink()
+    report = run(store)
+    assert report.removed == 1 and mem_rows(store) == {}
+    assert store.query("SELECT count(*) FROM chunks")[1] == [(0,)]
+    assert store.query("SELECT count(*) FROM fts")[1] == [(0,)]
+    assert store.open("mem_a")["status"] == "not_found"
+
+
+def test_move_keeps_id_and_chunks(vault, store):
+    path = vault.memory("2026/05/week2/a.md", "mem_a")
+    run(store)
+    before = mem_rows(store)["mem_a"]
+    chunk_ids = store.query("SELECT rid FROM chunks")[1]
+    dest = vault.root / "elsewhere" / "renamed.md"
+    dest.parent.mkdir()
+    path.rename(dest)
+    report = run(store)
+    assert (report.moved, report.added, report.removed, report.updated) == (1, 0, 0, 0)
+    after = mem_rows(store)["mem_a"]
+    assert after["path"] == "elsewhere/renamed.md" and after["rid"] == before["rid"]
+    assert store.query("SELECT rid FROM chunks")[1] == chunk_ids  # not re-processed
+    assert store.open("mem_a")["path"].endswith("elsewhere/renamed.md")
+
+
+def test_id_changed_in_place(vault, store):
+    path = vault.memory("a.md", "mem_old")
+    run(store)
+    bump(path, path.read_text().replace("mem_old", "mem_new"))
+    report = run(store)
+    assert (report.removed, report.added) == (1, 1)
+    assert set(mem_rows(store)) == {"mem_new"}
+
+
+def test_duplicate_ids_conflict_until_fixed(vault, store):
+    a = vault.memory("a.md", "mem_dup", name="First")
+    vault.memory("b.md", "mem_dup", name="Second")
+    vault.memory("c.md", "mem_ok")
+    report = run(store)
+    assert report.conflicts == 1
+    assert set(mem_rows(store)) == {"mem_ok"}  # both conflicting files excluded
+    assert {("a.md", "duplicate_id"), ("b.md", "duplicate_id")} <= problem_kinds(store)
+    opened = store.open("mem_dup")
+    assert opened["status"] == "conflict" and len(opened["paths"]) == 2
+    # Fix one: the other becomes the memory again.
+    a.unlink()
+    report = run(store)
+    assert report.conflicts == 0
+    assert mem_rows(store)["mem_dup"]["name"] == "Second"
+    assert store.open("mem_dup")["status"] == "ok"
+
+
+def test_conflict_appears_when_a_second_file_claims_an_id(vault, store):
+    vault.memory("a.md", "mem_x")
+    run(store)
+    vault.memory("b.md", "mem_x")
+    report = run(store)
+    assert report.conflicts == 1 and "mem_x" not in mem_rows(store)
+
+
+def test_rules_for_missing_fields_and_status(vault, store):
+    vault.write("plain.md", "Just an ordinary note.\n")
+    vault.memory("nodesc.md", "mem_nodesc", description=None)
+    vault.memory("old.md", "mem_old", status="deprecated")
+    run(store)
+    rows = mem_rows(store)
+    assert "mem_nodesc" in rows and rows["mem_nodesc"]["description"] == ""
+    assert rows["mem_old"]["status"] == "deprecated"
+    kinds = problem_kinds(store)
+    assert ("plain.md", "missing_id") in kinds
+    assert ("nodesc.md", "missing_description") in kinds
+    summary = store.status()
+    assert (summary["memories"], summary["active"], summary["deprecated"]) == (2, 1, 1)
+
+
+def test_hidden_folders_non_md_and_symlinks_are_ignored(vault, store, tmp_path):
+    vault.memory(".obsidian/x.md", "mem_hidden")
+    vault.memory(".trash/y.md", "mem_trash")
+    vault.memory(".git/z.md", "mem_git")
+    vault.write("notes.txt", "---\nid: mem_txt\n---\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("---\nid: mem_secret\ndescription: x\n---\nsecret\n")
+    os.symlink(outside, vault.root / "linked-dir")
+    os.symlink(outside / "secret.md", vault.root / "linked.md")
+    vault.memory("real.md", "mem_real")
+    report = run(store)
+    assert report.scanned == 1
+    assert set(mem_rows(store)) == {"mem_real"}
+    assert ("linked-dir", "symlink") in problem_kinds(store)
+
+
+def test_bad_input_never_stops_sync_or_changes_files(vault, store):
+    files = {
+        "broken.md": b"---\nid: [oops\n---\nbody\n",
+        "list.md": b"---\n- a\n- b\n---\nbody\n",
+        "types.md": b"---\nid: 123\nname: n\n---\n",
+        "tagstr.md": b"---\nid: mem_tagstr\nname: n\ndescription: d\ntags: alpha, beta\n---\nbody\n",
+        "latin1.md": "---\nid: mem_l\nname: caf\xe9\n---\n".encode("latin-1"),
+        "binary.md": bytes(range(256)) * 20,
+        "huge.md": b"---\nid: mem_huge\n---\n" + b"x" * (50 * 1024 * 1024),
+    }
+    for name, data in files.items():
+        vault.write(name, data)
+    vault.memory("good.md", "mem_good")
+    before = {p.name: p.read_bytes() for p in vault.root.iterdir()}
+    report = run(store)
+    assert set(mem_rows(store)) == {"mem_good", "mem_tagstr"}
+    assert json.loads(mem_rows(store)["mem_tagstr"]["tags_json"]) == ["alpha", "beta"]
+    kinds = problem_kinds(store)
+    for expected in [
+        ("broken.md", "parse_error"), ("list.md", "parse_error"), ("types.md", "invalid_id"),
+        ("tagstr.md", "invalid_field"), ("latin1.md", "not_utf8"), ("binary.md", "not_utf8"),
+        ("huge.md", "too_large"),
+    ]:
+        assert expected in kinds
+    assert report.problems >= 7
+    after = {p.name: p.read_bytes() for p in vault.root.iterdir()}
+    assert before == after  # nothing written to the user's files
+
+
+def test_fixing_a_broken_file_indexes_it(vault, store):
+    path = vault.write("a.md", b"---\nid: [oops\n---\n")
+    run(store)
+    assert mem_rows(store) == {}
+    bump(path, "---\nid: mem_fixed\nname: n\ndescription: d\ntags: [x]\n---\nbody\n")
+    run(store)
+    assert "mem_fixed" in mem_rows(store)
+    assert not any(k == "parse_error" for _, k in problem_kinds(store))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_file(vault, store):  # pragma: no cover - CI runs as root
+    path = vault.memory("a.md", "mem_a")
+    path.chmod(0)
+    run(store)
+    assert ("a.md", "unreadable") in problem_kinds(store)
+
+
+def test_file_vanishing_mid_sync(vault, store, monkeypatch):
+    vault.memory("a.md", "mem_a")
+    vault.memory("b.md", "mem_b")
+    import marchdb.sync as sync_mod
+
+    real_read = sync_mod.read_one
+
+    def read_then_vanish(root, rel, *args):
+        if rel == "a.md":
+            (root / rel).unlink()  # the user deletes it between stat and read
+        return real_read(root, rel, *args)
+
+    monkeypatch.setattr(sync_mod, "read_one", read_then_vanish)
+    report = run(store)
+    assert set(mem_rows(store)) == {"mem_b"} and report.added == 1
+    assert store.query("SELECT path FROM files")[1] == [("b.md",)]
+
+
+def test_many_files_span_batches(vault, store):
+    for i in range(1203):
+        vault.memory(f"{i % 7}/m{i}.md", f"mem_{i}")
+    report = run(store)
+    assert report.added == 1203
+    assert store.status()["memories"] == 1203
+
+
+def test_incremental_paths(vault, store):
+    vault.memory("a.md", "mem_a")
+    run(store)
+    vault.memory("b.md", "mem_b")
+    report = sync_files(store.con, vault.root, store.cfg.index_path, paths=["b.md", "gone.md"])
+    assert report.added == 1 and set(mem_rows(store)) == {"mem_a", "mem_b"}
+
+
+def test_summary_view_counts(vault, store):
+    vault.memory("a.md", "mem_a", body="one\n\ntwo")
+    vault.memory("b.md", "mem_b", status="deprecated")
+    run(store)
+    summary = store.status()
+    assert summary["files"] == 2 and summary["memories"] == 2 and summary["chunks"] == 2
+    assert summary["last_sync_at"] and time.strftime("%Y") in summary["last_sync_at"]
+
+
+def test_fifo_named_md_does_not_hang(vault, store):
+    os.mkfifo(vault.root / "pipe.md")
+    vault.memory("a.md", "mem_a")
+    assert run(store).added == 1
