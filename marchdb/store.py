@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import db, vectors
+from . import calibrate, db, vectors
 from .config import Config, ensure_layout, load_config
 from .errors import InvalidInput, MarchError, ModelError
 from .sync import SyncReport, sync_files
@@ -98,6 +98,7 @@ class Store:
                 report.model = emb.fingerprint
                 try:
                     report.embedded = vectors.embed_pending(self.con, emb, self.cfg.index_path, progress)
+                    calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
                     with self.con:
@@ -173,6 +174,43 @@ class Store:
                     "INSERT INTO open_log(mem_id, at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))", (mem_id,)
                 )
         return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text}
+
+    def recall(
+        self,
+        text: str,
+        run_id: str | None = None,
+        trigger: str = "user",
+        explain: bool = False,
+        threshold: float | None = None,
+    ):
+        """Passive recall hints for a user message or an assistant output.
+
+        Returns a ``recall.RecallResult``; hints are data (id, score, name,
+        description, per-signal scores). With ``run_id`` the seed's
+        de-duplication rules apply and the hints are logged in the index;
+        without it the call is a dry run. Falls back to BM25 (announced in
+        ``result.warning``) when no model can be loaded.
+        """
+        from . import recall as recall_mod
+
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("recall needs the text of a message")
+        if trigger not in ("user", "assistant"):
+            raise InvalidInput("trigger must be 'user' or 'assistant'")
+        self.ensure_fresh()
+        emb = self.embedder()
+        result = recall_mod.recall(
+            self.con,
+            text,
+            emb,
+            trigger=trigger,
+            run_id=run_id,
+            threshold=self.cfg.min_score if threshold is None else threshold,
+            explain=explain,
+        )
+        if emb is None:
+            result.warning = f"BM25 only: {self._embedder_error}"
+        return result
 
     def _still_indexed(self, mem_id: str) -> bool:
         return self.con.execute("SELECT 1 FROM memory_index WHERE id = ?", (mem_id,)).fetchone() is not None

@@ -409,7 +409,9 @@ class Syncer:
         problems = self.con.execute(
             "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'"
         ).fetchone()[0]
+        docs = self.con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
         with self.con:
+            set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
             set_meta(self.con, "count_conflicts", conflicts)
             set_meta(self.con, "count_problems", problems)
 

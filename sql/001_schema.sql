@@ -80,7 +80,7 @@ CREATE TABLE vectors (
 CREATE TABLE recall_log (
     seq     INTEGER PRIMARY KEY,
     run_id  TEXT NOT NULL,
-    trigger TEXT NOT NULL,             -- 'user' | 'assistant'
+    trigger TEXT NOT NULL,             -- 'user' | 'assistant' (injected) | 'display' (shown only)
     mem_id  TEXT NOT NULL,
     score   REAL NOT NULL,
     at      TEXT NOT NULL
@@ -99,3 +99,7 @@ CREATE TABLE open_log (
     mem_id TEXT NOT NULL,
     at     TEXT NOT NULL
 );
+
+-- Document frequency of every FTS term: the IDFs that turn a BM25 score into
+-- "share of the query's information matched" (see sql/recall.sql).
+CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');

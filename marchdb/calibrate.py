@@ -1,0 +1,84 @@
+"""Per-model calibration of the dense signal, stored in the index.
+
+Raw cosines are not comparable across models (multilingual-e5 puts unrelated
+texts at 0.75-0.85, MiniLM near 0.0-0.2). We embed the probe pairs of
+``probes.py`` once per model fingerprint and keep two levels in ``meta``:
+
+* ``dense_lo`` — the 99th percentile of cosines between unrelated probe
+  texts (and at least the best nonsense-message cosine): at or below it a
+  match means nothing, so it maps to 0;
+* ``dense_hi`` — the median cosine of related probe pairs: it maps to 1.
+
+In between the scale is linear. BM25 needs no model calibration: its ceiling
+is computed per query from term statistics (see ``sql/recall.sql``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+import numpy as np
+
+from .db import get_meta, set_meta
+from .probes import NONSENSE, PAIRS
+
+#: BM25 share-of-query at which the keyword signal counts as a full match.
+BM25_FULL = 0.5
+
+
+def measure(embedder) -> dict:
+    """Embed the probes and return the calibration levels for this model."""
+    messages = [m for _, m, _ in PAIRS]
+    passages = list(dict.fromkeys(p for _, _, p in PAIRS))
+    index = {p: i for i, p in enumerate(passages)}
+    q = embedder.embed_queries(messages)
+    p = embedder.embed_passages(passages)
+    sims = q @ p.T
+    related = np.array([sims[i, index[pair[2]]] for i, pair in enumerate(PAIRS)])
+    mask = np.ones_like(sims, dtype=bool)
+    for i, pair in enumerate(PAIRS):
+        mask[i, index[pair[2]]] = False
+    unrelated = sims[mask]
+    nonsense = (embedder.embed_queries(NONSENSE) @ p.T).max(axis=1)
+    lo = float(max(np.percentile(unrelated, 99), np.median(nonsense)))
+    hi = float(np.median(related))
+    if hi <= lo + 0.02:
+        # A model this flat cannot separate related from unrelated text.
+        hi = lo + 0.02
+    return {
+        "fingerprint": embedder.fingerprint,
+        "dense_lo": round(lo, 5),
+        "dense_hi": round(hi, 5),
+        "unrelated_p50": round(float(np.median(unrelated)), 5),
+        "unrelated_p99": round(float(np.percentile(unrelated, 99)), 5),
+        "nonsense_p50": round(float(np.median(nonsense)), 5),
+        "related_p25": round(float(np.percentile(related, 25)), 5),
+        "related_p50": round(hi, 5),
+        "related_above_unrelated": round(float((related[:, None] > unrelated[None, :]).mean()), 4),
+        "bm25_full": BM25_FULL,
+    }
+
+
+def load(con: apsw.Connection, fingerprint: str | None) -> dict | None:
+    """The stored calibration for ``fingerprint`` (None when missing or stale)."""
+    raw = get_meta(con, "calibration")
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return data if data.get("fingerprint") == fingerprint else None
+
+
+def ensure(con: apsw.Connection, embedder) -> dict:
+    """The calibration for ``embedder``'s model, measured and stored if needed."""
+    data = load(con, embedder.fingerprint)
+    if data is None:
+        data = measure(embedder)
+        with con:
+            set_meta(con, "calibration", json.dumps(data))
+    return data
+
+
+def bm25_only() -> dict:
+    """Calibration used when no model is available: BM25 needs none."""
+    return {"fingerprint": None, "dense_lo": 0.0, "dense_hi": 1.0, "bm25_full": BM25_FULL}

@@ -1,0 +1,293 @@
+"""Passive recall (seed 000, "被动召回"): score memories for a message and
+apply the hint rules.
+
+Scoring lives in ``sql/recall.sql``; this module supplies its parameters
+(query vector, FTS expression, the query's BM25 ceiling, the model's
+calibration) and then applies the rules:
+
+* user trigger — at most 3 hints at or above the threshold; a memory hinted
+  in any of the last 10 agent runs is suppressed (rolling window);
+* assistant trigger — at most 2 hints injected; up to 3 candidates shown for
+  display whatever their score (no description); nothing repeats within a run;
+* within a run, a memory hinted for the user message is not hinted again.
+
+The log of hints lives in the index (``recall_log``, ``runs``), so separate
+processes share it. Without a run id a recall is a dry run: no suppression,
+nothing logged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+import apsw
+import numpy as np
+
+from . import calibrate, fts
+from .db import get_meta, sql_file
+
+USER_MAX_HINTS = 3
+ASSISTANT_MAX_HINTS = 2
+ASSISTANT_MAX_DISPLAY = 3
+SUPPRESSION_RUNS = 10
+#: Dense weight of the seed's fusion (BM25 gets the rest).
+W_DENSE = 0.7
+#: FTS5's BM25 k1 (its default): a term's score tends to IDF * (k1 + 1).
+BM25_K1 = 1.2
+#: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
+K_DENSE = 40
+K_CHUNK = 80
+K_BM25 = 40
+SCORED_LIMIT = 60
+
+
+@dataclass
+class Hint:
+    """One recall hint: never the body, only what the seed's hint line shows."""
+
+    id: str
+    score: float
+    name: str
+    description: str
+    path: str
+    signals: dict = field(default_factory=dict)
+    reason: str | None = None  # why it was cut (explain mode); None when kept
+
+    def line(self, with_description: bool = True) -> str:
+        """The seed's hint line ``- <id> | score=0.62 | <name> | <short description>``."""
+        parts = [self.id, f"score={self.score:.2f}", self.name]
+        if with_description and self.description:
+            parts.append(short(self.description))
+        return "- " + " | ".join(parts)
+
+    def to_dict(self, with_reason: bool = False) -> dict:
+        """JSON-ready form."""
+        data = asdict(self)
+        data["score"] = round(self.score, 4)
+        data["signals"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.signals.items()}
+        if not with_reason:
+            data.pop("reason")
+        return data
+
+
+@dataclass
+class RecallResult:
+    """Hints to inject (in order), display-only candidates, and with explain
+    every scored candidate with the reason it was cut."""
+
+    trigger: str
+    run_id: str | None
+    threshold: float
+    hints: list[Hint]
+    display: list[Hint] = field(default_factory=list)
+    candidates: list[Hint] = field(default_factory=list)
+    mode: str = "hybrid"  # or "bm25" when no vectors can be used
+    warning: str | None = None
+
+
+def short(text: str, limit: int = 80) -> str:
+    """A description shortened for a hint line."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+_STATEMENTS: dict[str, str] | None = None
+
+
+def statements() -> dict[str, str]:
+    """The named statements of ``sql/recall.sql``."""
+    global _STATEMENTS
+    if _STATEMENTS is None:
+        parts = re.split(r"^-- name: (\w+)\s*$", sql_file("recall.sql"), flags=re.M)
+        _STATEMENTS = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+    return _STATEMENTS
+
+
+def bm25_ceiling(con: apsw.Connection, terms: list[str]) -> float:
+    """The BM25 score a memory would get if it matched every query term
+    perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term no
+    memory holds gets the largest IDF — so nonsense words keep the ratio low."""
+    if not terms:
+        return 1.0
+    total = int(get_meta(con, "fts_docs", "0") or 0) or con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
+    df = dict(con.execute(statements()["idf"], {"terms": json.dumps(terms, ensure_ascii=False)}).fetchall())
+    ceiling = 0.0
+    for term in terms:
+        n = df.get(term, 0)
+        idf = math.log((total - n + 0.5) / (n + 0.5)) if total else 0.0
+        ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
+    return max(ceiling, 1e-6)
+
+
+def score(
+    con: apsw.Connection,
+    text: str,
+    qvec: np.ndarray | None,
+    calibration: dict,
+    limit: int = SCORED_LIMIT,
+) -> list[Hint]:
+    """Score candidate memories for ``text``; best first, with every signal."""
+    terms = fts.query_terms(text)
+    params = {
+        "match": " OR ".join('"' + t.replace('"', '""') + '"' for t in terms) if terms else '""',
+        "bm25_max": bm25_ceiling(con, terms),
+        "bm25_full": calibration.get("bm25_full", calibrate.BM25_FULL),
+        "k_bm25": K_BM25,
+        "limit": limit,
+    }
+    if qvec is not None:
+        params.update(
+            qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),
+            k_dense=K_DENSE,
+            k_chunk=K_CHUNK,
+            dense_lo=calibration["dense_lo"],
+            dense_hi=calibration["dense_hi"],
+            w_dense=W_DENSE,
+        )
+        sql = statements()["hybrid"]
+    else:
+        sql = statements()["bm25"]
+    out = []
+    cur = con.execute(sql, params)
+    try:
+        names = [d[0] for d in cur.getdescription()]
+    except apsw.ExecutionCompleteError:
+        return []
+    for row in cur:
+        r = dict(zip(names, row))
+        signals = {
+            k: r[k] for k in ("meta_cos", "body_cos", "dense_cos", "dense", "bm25_raw", "bm25") if r[k] is not None
+        }
+        hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
+        hint.signals["status"] = r["status"]
+        out.append(hint)
+    return out
+
+
+# ---------------------------------------------------------------- hint rules
+
+
+def _register_run(con: apsw.Connection, run_id: str) -> None:
+    con.execute(
+        "INSERT INTO runs(run_id, at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now')) ON CONFLICT DO NOTHING",
+        (run_id,),
+    )
+
+
+def suppressed_ids(con: apsw.Connection, run_id: str) -> set[str]:
+    """Memories hinted in the current run or in the 10 runs before it."""
+    return {
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT l.mem_id FROM recall_log l WHERE l.trigger IN ('user', 'assistant') AND l.run_id IN "
+            "(SELECT run_id FROM runs WHERE seq <= (SELECT seq FROM runs WHERE run_id = :run) "
+            " ORDER BY seq DESC LIMIT :n)",
+            {"run": run_id, "n": SUPPRESSION_RUNS + 1},
+        )
+    }
+
+
+def seen_in_run(con: apsw.Connection, run_id: str, triggers: tuple[str, ...]) -> set[str]:
+    """Memories logged in this run under the given triggers."""
+    marks = ",".join("?" * len(triggers))
+    return {
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT mem_id FROM recall_log WHERE run_id = ? AND trigger IN ({marks})", (run_id, *triggers)
+        )
+    }
+
+
+def apply_rules(
+    con: apsw.Connection,
+    scored: list[Hint],
+    trigger: str,
+    run_id: str | None,
+    threshold: float,
+) -> tuple[list[Hint], list[Hint], list[Hint]]:
+    """Split scored candidates into (hints, display, all-with-reasons) and log
+    what is injected or shown. Runs inside the caller's transaction."""
+    if trigger not in ("user", "assistant"):
+        raise ValueError(f"trigger must be 'user' or 'assistant', not {trigger!r}")
+    if run_id is not None:
+        _register_run(con, run_id)
+        if trigger == "user":
+            blocked = suppressed_ids(con, run_id)
+            blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs"
+        else:
+            blocked = seen_in_run(con, run_id, ("user", "assistant"))
+            blocked_reason = "already hinted in this run"
+        displayed = seen_in_run(con, run_id, ("user", "assistant", "display"))
+    else:
+        blocked, blocked_reason, displayed = set(), "", set()
+    cap = USER_MAX_HINTS if trigger == "user" else ASSISTANT_MAX_HINTS
+    hints: list[Hint] = []
+    display: list[Hint] = []
+    for cand in scored:
+        status = cand.signals.get("status")
+        if status != "active":
+            cand.reason = f"status is {status}"
+        elif not cand.description:
+            cand.reason = "no description"
+        elif cand.id in blocked:
+            cand.reason = blocked_reason
+        elif cand.score < threshold:
+            cand.reason = f"score below threshold {threshold:.2f}"
+        elif len(hints) >= cap:
+            cand.reason = f"beyond the {cap} hints per {trigger} message"
+        else:
+            hints.append(cand)
+        if (
+            trigger == "assistant"
+            and status == "active"
+            and cand.id not in displayed
+            and cand.id not in blocked
+            and len(display) < ASSISTANT_MAX_DISPLAY
+        ):
+            display.append(cand)
+    if run_id is not None:
+        rows = [(run_id, trigger, h.id, h.score) for h in hints]
+        rows += [(run_id, "display", h.id, h.score) for h in display if h not in hints]
+        con.executemany(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score, at) "
+            "VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
+            rows,
+        )
+    return hints, display, scored
+
+
+def recall(
+    con: apsw.Connection,
+    text: str,
+    embedder=None,
+    trigger: str = "user",
+    run_id: str | None = None,
+    threshold: float = 0.5,
+    explain: bool = False,
+) -> RecallResult:
+    """Score ``text`` and apply the hint rules. ``embedder`` None → BM25 only."""
+    mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
+    if embedder is not None:
+        has_vectors = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchone()
+        if has_vectors and get_meta(con, "model_fingerprint") == embedder.fingerprint:
+            calib = calibrate.ensure(con, embedder)
+            qvec = embedder.embed_queries([text])[0]
+            mode = "hybrid"
+        else:
+            warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
+    scored = score(con, text, qvec, calib)
+    with con:
+        hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold)
+    return RecallResult(
+        trigger=trigger,
+        run_id=run_id,
+        threshold=threshold,
+        hints=hints,
+        display=display if trigger == "assistant" else [],
+        candidates=everything if explain else [],
+        mode=mode,
+        warning=warning,
+    )

@@ -1,0 +1,106 @@
+-- How a passive-recall score is made. marchdb/recall.py runs one of these
+-- statements (the hybrid one when vectors exist, else the BM25 one), then
+-- applies the hint rules (threshold, per-run de-duplication) in Python.
+--
+-- Signals per candidate memory (seed 000):
+--   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
+--   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
+--   dense_cos max(meta_cos, body_cos)
+--   bm25_raw  FTS5 BM25, metadata column weighted x2
+-- Calibration turns raw values into 0..1 values that mean the same for
+-- every query and every model (parameters come from the meta table):
+--   dense = clamp((dense_cos - :dense_lo) / (:dense_hi - :dense_lo))
+--           dense_lo / dense_hi are this model's "unrelated" and "related"
+--           cosine levels, measured on probe pairs when the model is first used.
+--   bm25  = clamp((bm25_raw / :bm25_max) / :bm25_full)
+--           bm25_max = what this query would score if every one of its terms
+--           matched perfectly (sum of IDF * (k1 + 1)), so the ratio is the share
+--           of the query's information a memory holds — not a share of the
+--           best hit, which makes junk look perfect.
+-- Fusion over the signals present: dense 0.7 + bm25 0.3, or the one present.
+
+-- name: hybrid
+WITH
+knn_meta AS (               -- sqlite-vec: KNN alone in its CTE, joined afterwards
+    SELECT rowid AS vid FROM vec_meta WHERE embedding MATCH :qvec AND k = :k_dense
+),
+knn_chunk AS (
+    SELECT rowid AS vid FROM vec_chunk WHERE embedding MATCH :qvec AND k = :k_chunk
+),
+bm25_top AS (
+    SELECT rowid AS rid FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
+),
+cand(rid) AS (
+    SELECT m.rid FROM knn_meta k JOIN vectors v ON v.vid = k.vid JOIN memory_index m ON m.meta_hash = v.hash
+    UNION
+    SELECT c.mem_rid FROM knn_chunk k JOIN vectors v ON v.vid = k.vid JOIN chunks c ON c.hash = v.hash
+    UNION
+    SELECT rid FROM bm25_top
+),
+meta_sig AS (
+    SELECT m.rid, 1.0 - vec_distance_cosine(vm.embedding, :qvec) AS cos
+    FROM cand JOIN memory_index m ON m.rid = cand.rid
+    JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
+    JOIN vec_meta vm ON vm.rowid = v.vid
+),
+chunk_sig AS (
+    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) AS cos,
+           row_number() OVER (PARTITION BY c.mem_rid ORDER BY vec_distance_cosine(vc.embedding, :qvec)) AS rn
+    FROM cand JOIN chunks c ON c.mem_rid = cand.rid
+    JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
+    JOIN vec_chunk vc ON vc.rowid = v.vid
+),
+body_sig AS (
+    SELECT rid,
+           sum(cos * (CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END))
+             / sum(CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END) AS cos
+    FROM chunk_sig WHERE rn <= 3 GROUP BY rid
+),
+bm25_sig AS (
+    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
+    FROM fts WHERE fts MATCH :match AND rowid IN (SELECT rid FROM cand)
+),
+signals AS (
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+           ms.cos AS meta_cos, bs.cos AS body_cos,
+           CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
+                ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
+           b.raw AS bm25_raw
+    FROM cand JOIN memory_index m ON m.rid = cand.rid
+    LEFT JOIN meta_sig ms ON ms.rid = m.rid
+    LEFT JOIN body_sig bs ON bs.rid = m.rid
+    LEFT JOIN bm25_sig b ON b.rid = m.rid
+),
+calibrated AS (
+    SELECT *,
+           CASE WHEN dense_cos IS NULL THEN NULL
+                ELSE min(1.0, max(0.0, (dense_cos - :dense_lo) / (:dense_hi - :dense_lo))) END AS dense,
+           CASE WHEN bm25_raw IS NULL THEN NULL
+                ELSE min(1.0, max(0.0, bm25_raw / :bm25_max / :bm25_full)) END AS bm25
+    FROM signals
+)
+SELECT *,
+       CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL THEN :w_dense * dense + (1.0 - :w_dense) * bm25
+            ELSE coalesce(dense, bm25, 0.0) END AS score
+FROM calibrated
+ORDER BY score DESC, dense_cos DESC
+LIMIT :limit;
+
+-- name: bm25
+WITH
+bm25_sig AS (
+    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
+    FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
+)
+SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+       NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, b.raw AS bm25_raw,
+       NULL AS dense, min(1.0, max(0.0, b.raw / :bm25_max / :bm25_full)) AS bm25,
+       min(1.0, max(0.0, b.raw / :bm25_max / :bm25_full)) AS score
+FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
+ORDER BY score DESC
+LIMIT :limit;
+
+-- name: idf
+-- Document frequencies of the query's terms, and the collection size, for
+-- the BM25 ceiling of a query (FTS5 computes IDF the same way).
+SELECT term, doc FROM fts_vocab WHERE term IN (SELECT value FROM json_each(:terms));
