@@ -382,7 +382,7 @@ def model_build(
 def _model_info(store) -> dict:
     emb = store.embedder()
     if emb is None:
-        raise MarchError(f"no model: {store._embedder_error}")
+        raise MarchError(f"no model: {store.embedder_error}")
     return {
         "path": str(emb.path),
         "bytes": emb.path.stat().st_size,
@@ -413,7 +413,7 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
     store = _store(ctx)
     emb = store.embedder()
     if emb is None:
-        raise MarchError(f"no model: {store._embedder_error}")
+        raise MarchError(f"no model: {store.embedder_error}")
     rows = embed.check_model(emb)
     ok = all(r["ok"] for r in rows)
     if as_json:
@@ -424,6 +424,122 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
         typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
     if not ok:
         raise typer.Exit(4)
+
+
+
+# ---------------------------------------------------------------- agent tools
+
+
+@command(app)
+def search(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="Words or a literal phrase."),
+    limit: int = typer.Option(10, "--limit", "-n", help="Most files to show."),
+    as_json: bool = JsonOpt,
+):
+    """memory_search: ripgrep full-text search of the memory files (not semantic)."""
+    store = _store(ctx)
+    result = store.search(query, limit=limit)
+    if as_json:
+        _emit(result)
+        return
+    if not result["results"]:
+        typer.echo("no match")
+    for hit in result["results"]:
+        typer.echo(f"{hit['path']}  [{hit['id'] or 'no id'}]")
+        for m in hit["matches"]:
+            for i, line in enumerate(m.get("before", [])):
+                typer.echo(f"  {m['line'] - len(m['before']) + i:>5}- {line}")
+            typer.echo(f"  {m['line']:>5}: {m['text']}")
+            for i, line in enumerate(m.get("after", [])):
+                typer.echo(f"  {m['line'] + 1 + i:>5}- {line}")
+    if result.get("truncated"):
+        typer.echo(f"(more files match; raise --limit)")
+
+
+@command(app)
+def save(
+    ctx: typer.Context,
+    mem_id: Optional[str] = typer.Option(None, "--id", help="Update this memory (or create it with this id)."),
+    name: Optional[str] = typer.Option(None, "--name"),
+    description: Optional[str] = typer.Option(None, "--description", "-d"),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Repeatable; replaces all tags on update."),
+    body: Optional[str] = typer.Option(None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."),
+    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated"),
+    force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
+    as_json: bool = JsonOpt,
+):
+    """memory_save: create or update a memory (new ones need name, description, body, a tag)."""
+    if body == "-" or (body is None and not sys.stdin.isatty()):
+        piped = sys.stdin.read()
+        body = piped if (body == "-" or piped.strip()) else None
+    store = _store(ctx)
+    result = store.save(
+        id=mem_id, name=name, description=description, body=body, tags=tag or None, status=status, force=force
+    )
+    notes = _notices(store, as_json)
+    if as_json:
+        result["notices"] = notes
+        _emit(result)
+    else:
+        typer.echo(f"{result['status']}: {result['id']} {result['path']}")
+        if result.get("message"):
+            typer.echo(result["message"])
+        for warning in result.get("warnings", []):
+            typer.echo(f"warning: {warning}", err=True)
+    if result["status"] == "duplicate":
+        raise typer.Exit(1)
+
+
+@command(app)
+def context(
+    ctx: typer.Context,
+    text: Optional[str] = typer.Argument(None, help="The user message to recall for."),
+    run: Optional[str] = typer.Option(None, "--run", help="Agent run id."),
+    as_json: bool = JsonOpt,
+):
+    """The profiles plus recall hints, ready to put into a prompt."""
+    store = _store(ctx)
+    data = store.context(text, run_id=run)
+    _notices(store, as_json)
+    if as_json:
+        _emit(data)
+    else:
+        typer.echo(data["text"], nl=False)
+
+
+@command(app)
+def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
+    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_recall, memory_context)."""
+    from .mcp_server import serve
+
+    serve(_store(ctx), watch=not no_watch)
+
+
+@command(app)
+def watch(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Watch the memory root and keep the index (and vectors) up to date until Ctrl-C."""
+    import time
+
+    from .watch import start_watcher
+
+    store = _store(ctx)
+
+    def log(message: str) -> None:
+        if as_json:
+            _emit({"event": message, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        else:
+            typer.echo(f"{time.strftime('%H:%M:%S')} {message}", err=True)
+
+    watcher = start_watcher(store, log=log)
+    log(f"watching {store.root} ({watcher.mode}); Ctrl-C to stop")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ It returns data (dicts, dataclasses); formatting lives in ``cli`` and ``mcp``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,8 @@ from .sync import SyncReport, sync_files
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
 DIRTY_CHECK_SECONDS = 5.0
+#: Texts a dirty check may embed before answering.
+DIRTY_CHECK_EMBED_LIMIT = 64
 
 
 class Store:
@@ -79,9 +82,15 @@ class Store:
     # ------------------------------------------------------------ sync
 
     def sync(
-        self, embed: bool = True, progress: Callable[[int, int], None] | None = None, paths=None
+        self,
+        embed: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+        paths=None,
+        embed_limit: int | None = None,
     ) -> SyncReport:
-        """Bring the index in line with the files, then embed what is new.
+        """Bring the index in line with the files, then embed what is new
+        (at most ``embed_limit`` texts when given; the rest waits for the
+        next sync).
 
         Without a usable model the BM25 side still completes; the report's
         ``warnings`` and ``status()`` say why vectors are missing.
@@ -97,7 +106,9 @@ class Store:
             else:
                 report.model = emb.fingerprint
                 try:
-                    report.embedded = vectors.embed_pending(self.con, emb, self.cfg.index_path, progress)
+                    report.embedded = vectors.embed_pending(
+                        self.con, emb, self.cfg.index_path, progress, limit=embed_limit
+                    )
                     calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
@@ -112,7 +123,9 @@ class Store:
         last = db.get_meta(self.con, "last_scan_epoch")
         if last is not None and time.time() - float(last) < max_age:
             return None
-        return self.sync()
+        # Bounded embedding: a dirty check must stay quick; a big backlog is
+        # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
+        return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
         """Delete the index and build it again from the Markdown files."""
@@ -211,6 +224,55 @@ class Store:
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
         return result
+
+    def search(self, query: str, limit: int = 20, context: int = 2) -> dict:
+        """``memory_search``: ripgrep full-text search of the files as they
+        are now (no index needed). See ``search.search`` for the result."""
+        from . import search as search_mod
+
+        def ids_for(paths: list[str]) -> dict[str, str]:
+            return dict(
+                self.con.execute(
+                    "SELECT path, mem_id FROM files WHERE mem_id IS NOT NULL "
+                    "AND path IN (SELECT value FROM json_each(?))",
+                    (json.dumps(paths),),
+                )
+            )
+
+        return search_mod.search(self.root, query, limit=limit, context=context, mem_ids=ids_for)
+
+    def save(self, **fields) -> dict:
+        """``memory_save``: create or update a memory file, then re-index it.
+
+        Keywords: ``id, name, description, body, tags, status, force, embed``
+        (see ``save.save``). Returns ``{"status": created|updated|unchanged|
+        duplicate, "id", "path", "message", "warnings"}``.
+        """
+        from . import save as save_mod
+
+        return save_mod.save(self, **fields)
+
+    def context(self, text: str | None = None, run_id: str | None = None) -> dict:
+        """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
+        the recall hints for ``text``: ``{"text", "agent_profile",
+        "user_profile", "hints"}``, ready to put into a prompt."""
+        from . import profiles
+
+        blocks = profiles.read_profiles(self.cfg)
+        hints = []
+        if text and text.strip():
+            hints = [h.to_dict() for h in self.recall(text, run_id=run_id).hints]
+        return {
+            "text": profiles.format_context(blocks, hints),
+            "agent_profile": blocks["agent_profile"],
+            "user_profile": blocks["user_profile"],
+            "hints": hints,
+        }
+
+    @property
+    def embedder_error(self) -> str | None:
+        """Why no model could be loaded (None when one is loaded or untried)."""
+        return self._embedder_error
 
     def _still_indexed(self, mem_id: str) -> bool:
         return self.con.execute("SELECT 1 FROM memory_index WHERE id = ?", (mem_id,)).fetchone() is not None

@@ -133,8 +133,10 @@ def embed_pending(
     index_path: str | os.PathLike,
     progress: Callable[[int, int], None] | None = None,
     batch: int = EMBED_BATCH,
+    limit: int | None = None,
 ) -> int:
-    """Embed every text that lacks a vector for ``embedder``'s model.
+    """Embed every text (or the first ``limit``) that lacks a vector for
+    ``embedder``'s model.
 
     The model runs outside any lock or transaction; each batch is then
     written under the writer lock in its own short transaction, so readers
@@ -143,7 +145,7 @@ def embed_pending(
     with writer_lock(index_path):
         prepare_model(con, embedder.fingerprint, embedder.dim)
         collect_garbage(con)
-        todo = pending_texts(con)
+        todo = pending_texts(con)[:limit]
     total = len(todo)
     done = 0
     if progress:

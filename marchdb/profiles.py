@@ -1,0 +1,111 @@
+"""Profiles and the context block an agent injects every run (seed 000).
+
+``$MARCH_HOME/memory/profiles/agent.md`` and ``user.md`` are the fixed,
+always-injected identity and preferences; they are not recalled on demand.
+The context shows them as ``[agent_profile]`` and ``[user_profile]``, then,
+when passive recall found something, a ``[recall]`` block of one-line hints
+(id, score, name, short description; never a memory's body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .config import Config, ensure_layout
+from .errors import InvalidInput, MarchError
+
+#: Characters of a hint's description shown in the ``[recall]`` block.
+HINT_DESCRIPTION_CHARS = 80
+
+PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
+
+
+def read_profiles(cfg: Config) -> dict:
+    """``{"agent_profile": text, "user_profile": text}`` from the profile files.
+
+    Missing files are created first (``config.ensure_layout``, never
+    overwriting), so a fresh home yields the starter texts. The files are
+    read as they are now; the user may edit them at any time.
+    """
+    if not all((cfg.profiles_dir / name).is_file() for name in PROFILE_FILES.values()):
+        ensure_layout(cfg)
+    out = {}
+    for key, name in PROFILE_FILES.items():
+        path = cfg.profiles_dir / name
+        try:
+            out[key] = path.read_text(encoding="utf-8").removeprefix("\ufeff").strip()
+        except UnicodeDecodeError as exc:
+            raise MarchError(f"{path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+        except OSError as exc:
+            raise MarchError(f"cannot read {path}: {exc.strerror}; check the file and its permissions") from None
+    return out
+
+
+def _one_line(value: object) -> str:
+    return " ".join(str(value).split())
+
+
+def shorten(text: str, limit: int = HINT_DESCRIPTION_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = _one_line(text)
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + "…"
+
+
+def _field(hint: object, key: str) -> object:
+    # Hints arrive as dicts (JSON, MCP) or as recall.Hint objects.
+    if isinstance(hint, Mapping):
+        return hint[key]
+    try:
+        return getattr(hint, key)
+    except AttributeError:
+        raise KeyError(key) from None
+
+
+def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
+    """Seed 000's recall lines, one per hint:
+    ``- <id> | score=0.62 | <name> | <short description>``.
+
+    A hint is a dict or an object (``recall.Hint``) with ``id``, ``score``,
+    ``name`` and ``description``; the description is cut to
+    ``HINT_DESCRIPTION_CHARS``. Returns "" for no hints.
+    """
+    lines = []
+    for hint in hints:
+        try:
+            mem_id, score, name = _field(hint, "id"), _field(hint, "score"), _field(hint, "name")
+        except KeyError:
+            raise InvalidInput(f"a recall hint needs id, score and name (and a description); got {hint!r}") from None
+        try:
+            score_text = f"{float(score):.2f}"
+        except (TypeError, ValueError):
+            raise InvalidInput(f"hint {mem_id}: score {score!r} is not a number") from None
+        parts = [f"- {_one_line(mem_id)}", f"score={score_text}", _one_line(name)]
+        try:
+            description = shorten(_field(hint, "description") or "")
+        except KeyError:
+            description = ""  # a hint without a description is shown without one (seed 000)
+        if description:
+            parts.append(description)
+        lines.append(" | ".join(parts))
+    return "\n".join(lines)
+
+
+def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | object] | None = None) -> str:
+    """The text injected at the start of an agent run.
+
+    ``[agent_profile]`` and ``[user_profile]`` blocks, then a ``[recall]``
+    block when there are hints. ``hints_text`` is the output of
+    ``format_hint_lines`` (a list of hints is formatted here too).
+    """
+    blocks = []
+    for key in PROFILE_FILES:
+        if key not in profiles:
+            raise InvalidInput(f"profiles lack {key!r}; pass the dict read_profiles() returns")
+        blocks.append(f"[{key}]\n{str(profiles[key] or '').strip()}")
+    if hints_text is not None and not isinstance(hints_text, str):
+        hints_text = format_hint_lines(hints_text)
+    if hints_text and hints_text.strip():
+        blocks.append(f"[recall]\n{hints_text.strip()}")
+    return "\n\n".join(blocks) + "\n"

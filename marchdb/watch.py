@@ -1,0 +1,190 @@
+"""Keep the index fresh while files change: a watcher plus dirty checks.
+
+Seed 000: a watcher alone is not enough (editors, sync tools, ``git pull``
+and sleep all lose events), so there are three layers: a full light scan at
+start, a watcher applying changes incrementally, and the throttled dirty
+check before each search or recall (``Store.ensure_fresh``).
+
+The watcher collects changed paths, waits until they have been quiet for a
+short debounce (editors save by writing a temp file and renaming it over the
+original: one quiet period coalesces that into one change), then syncs just
+those paths, embedding included. It runs on its own thread with its own
+Store (own connection and model), so callers of the main Store are never
+blocked by it. If the platform watcher fails or overflows, it says so and
+falls back to periodic full scans instead of going stale silently.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+#: Quiet time before a batch of changes is applied.
+DEBOUNCE_SECONDS = 0.25
+#: Full light scan period when the platform watcher is unavailable.
+FALLBACK_SCAN_SECONDS = 5.0
+#: A batch larger than this becomes a full scan (e.g. a git checkout).
+MAX_INCREMENTAL = 2000
+
+
+class Watcher:
+    """Watch the memory root and apply changes to the index."""
+
+    def __init__(self, store, log: Callable[[str], None] = lambda m: None, debounce: float = DEBOUNCE_SECONDS):
+        from .store import Store
+
+        # Own Store: own SQLite connection and own model instance, so a long
+        # embedding run here never holds up the caller's store.
+        self.store = Store(store.cfg)
+        self.root = Path(store.root)
+        self.log = log
+        self.debounce = debounce
+        self._pending: set[str] = set()
+        self._full_scan = True  # the start-up scan
+        self._last_event = 0.0
+        self._cond = threading.Condition()
+        self._stop = False
+        self._observer = None
+        self.mode = "starting"
+        self._busy = False
+        self.applied = 0
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._loop, name="marchdb-watch", daemon=True)
+
+    # ------------------------------------------------------------ events
+
+    def _rel(self, path: str | bytes) -> str | None:
+        path = os.fsdecode(path)
+        try:
+            rel = Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+        if any(part.startswith(".") for part in rel.split("/")):
+            return None  # hidden folders, editors' and marchdb's own temp files
+        return rel
+
+    def _on_event(self, event) -> None:
+        paths = [event.src_path] + ([event.dest_path] if getattr(event, "dest_path", "") else [])
+        with self._cond:
+            for raw in paths:
+                rel = self._rel(raw)
+                if rel is None:
+                    continue
+                if event.is_directory or not rel.lower().endswith(".md"):
+                    if event.is_directory and event.event_type in ("moved", "deleted", "created"):
+                        self._full_scan = True  # a whole folder came or went
+                    continue
+                self._pending.add(rel)
+            self._last_event = time.monotonic()
+            self._cond.notify()
+
+    def _on_overflow(self, reason: str) -> None:
+        with self._cond:
+            self._full_scan = True
+            self._cond.notify()
+        self.log(f"watcher: {reason}; running a full scan")
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> Watcher:
+        """Start watching (falls back to periodic scans if watching fails)."""
+        try:
+            from watchdog.events import FileSystemEventHandler
+            from watchdog.observers import Observer
+
+            watcher = self
+
+            class Handler(FileSystemEventHandler):
+                def on_any_event(self, event):
+                    if event.event_type in ("created", "modified", "deleted", "moved", "closed"):
+                        watcher._on_event(event)
+
+            self.root.mkdir(parents=True, exist_ok=True)
+            observer = Observer()
+            observer.schedule(Handler(), str(self.root), recursive=True)
+            observer.start()
+            self._observer = observer
+            self.mode = "watching"
+        except (OSError, RuntimeError, ImportError) as exc:
+            self.mode = "polling"
+            self.log(
+                f"file watcher unavailable ({exc}); falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s"
+            )
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop watching and wait for the current batch to finish."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout)
+        self._thread.join(timeout)
+        self.store.close()
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until no change is pending (for tests and tools)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._cond:
+                if not self._pending and not self._full_scan and not self._busy:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    # ------------------------------------------------------------ worker
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and not self._pending and not self._full_scan:
+                    timeout = FALLBACK_SCAN_SECONDS if self.mode != "watching" else None
+                    if not self._cond.wait(timeout) and self.mode != "watching":
+                        self._full_scan = True
+                if self._stop:
+                    return
+                # Debounce: wait until events have been quiet for a moment.
+                while not self._stop and time.monotonic() - self._last_event < self.debounce:
+                    self._cond.wait(self.debounce)
+                full = self._full_scan or len(self._pending) > MAX_INCREMENTAL
+                paths = None if full else sorted(self._pending)
+                self._pending.clear()
+                self._full_scan = False
+                self._busy = True
+            try:
+                self._apply(paths)
+            finally:
+                with self._cond:
+                    self._busy = False
+            if self._observer is not None and not self._observer.is_alive() and self.mode == "watching":
+                self.mode = "polling"
+                self.log(f"file watcher stopped; falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s")
+
+    def _apply(self, paths: list[str] | None) -> None:
+        from .errors import MarchError
+
+        try:
+            report = self.store.sync(paths=paths)
+        except MarchError as exc:
+            self.errors.append(str(exc))
+            self.log(f"sync failed: {exc}")
+            return
+        self.applied += 1
+        changed = report.added + report.updated + report.moved + report.removed
+        if changed or report.embedded:
+            self.log(
+                f"{'scan' if paths is None else 'update'}: +{report.added} ~{report.updated} "
+                f">{report.moved} -{report.removed}, {report.embedded} embedded"
+            )
+        for warning in report.warnings:
+            self.log(warning)
+
+
+def start_watcher(store, log: Callable[[str], None] = lambda m: None) -> Watcher:
+    """Start a Watcher for ``store``'s memory root (it does the start-up scan)."""
+    return Watcher(store, log=log).start()

@@ -1,0 +1,403 @@
+"""memory_save on real files, a real index and real second processes (no model)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marchdb import db, notes, vectors
+from marchdb.errors import Conflict, InvalidInput
+from marchdb.save import (
+    SAVE_TOOL_DESCRIPTION,
+    TEMP_PREFIX,
+    Changes,
+    find_similar,
+    save,
+    update_file,
+    validate_changes,
+)
+
+NEW = dict(name="Context cache ordering", description="volatile layers go last", body="Body text.", tags=["cache"])
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (hidden ones too) → its bytes."""
+    out = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            out[str(path.relative_to(root))] = path.read_bytes()
+    return out
+
+
+def no_temp_files(root: Path) -> bool:
+    return not any(TEMP_PREFIX in name for name in snapshot(root))
+
+
+def indexed(store) -> dict[str, dict]:
+    return {r["id"]: r for r in db.rows(store.con, "SELECT * FROM memory_index")}
+
+
+def create(store, **kw):
+    args = {**NEW, **kw}
+    return save(store, embed=False, **args)
+
+
+# ---------------------------------------------------------------- create
+
+
+def test_create_writes_bucket_file_with_frontmatter_and_indexes_it(vault, store):
+    res = create(store, tags=["Cache", "project/March CLI", "上下文"])
+    assert res["status"] == "created" and res["warnings"] == []
+    path = Path(res["path"])
+    assert path.is_absolute() and path.is_file()
+    assert re.fullmatch(r"mem_[0-9a-z]{12}_context_cache_ordering", res["id"])
+    note = notes.parse_note(path.read_bytes())
+    assert (note.id, note.name, note.description, note.status) == (
+        res["id"], "Context cache ordering", "volatile layers go last", "active",
+    )
+    assert note.tags == ["cache", "project/march-cli", "上下文"]
+    assert note.body.strip() == "Body text."
+    assert note.created_at == note.updated_at and note.created_at.endswith("Z")
+    created = notes.parse_time(note.created_at).astimezone()
+    expected = notes.bucket_path(created, "context-cache-ordering")
+    assert path.relative_to(vault.root).as_posix() == str(expected)
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("---\nid: ")
+    # The index knows it before save returns.
+    row = indexed(store)[res["id"]]
+    assert row["path"] == str(expected) and json.loads(row["tags_json"]) == note.tags
+    assert no_temp_files(vault.root)
+
+
+def test_create_with_a_chosen_id_and_chinese_name(vault, store):
+    res = create(store, id="mem_custom_1", name="写作风格 指南")
+    assert res["status"] == "created" and res["id"] == "mem_custom_1"
+    assert Path(res["path"]).name.endswith("-写作风格-指南.md")
+    assert indexed(store)["mem_custom_1"]["name"] == "写作风格 指南"
+
+
+def test_slug_collision_gets_suffix_and_never_overwrites(vault, store):
+    first = create(store)
+    # Someone else's file already sits at the name the next memory would get.
+    second = create(store, force=True)
+    third = create(store, force=True)
+    names = [Path(r["path"]).name for r in (first, second, third)]
+    stem = names[0][: -len(".md")]
+    assert names == [f"{stem}.md", f"{stem}-2.md", f"{stem}-3.md"]
+    assert len({r["id"] for r in (first, second, third)}) == 3
+    assert set(indexed(store)) == {r["id"] for r in (first, second, third)}
+
+
+def test_existing_plain_file_at_the_target_name_is_kept(vault, store):
+    when = dt.datetime.now().astimezone()
+    rel = notes.bucket_path(when, "context-cache-ordering")
+    user_file = vault.write(str(rel), "my own note, not a memory\n")
+    res = create(store)
+    assert res["status"] == "created"
+    assert user_file.read_text() == "my own note, not a memory\n"
+    assert Path(res["path"]).name.endswith("-context-cache-ordering-2.md")
+
+
+# ---------------------------------------------------------------- update
+
+
+def test_update_keeps_omitted_fields_replaces_tags_keeps_created_and_extra(vault, store):
+    path = vault.write(
+        "2026/05/week2/2026-05-14-mine.md",
+        """\
+        ---
+        id: mem_mine
+        name: My memory
+        description: short text
+        tags:
+          - old
+          - other
+        status: active
+        created_at: 2026-05-14T10:30:00.000Z
+        updated_at: 2026-05-14T10:30:00.000Z
+        aliases:
+          - mm
+        source: obsidian
+        ---
+
+        Original body.
+        """,
+    )
+    store.sync(embed=False)
+    res = save(store, id="mem_mine", tags=["new", "Another Tag"], name="Renamed", embed=False)
+    assert res["status"] == "updated" and res["path"] == str(path)
+    assert "name" in res["message"] and "tags" in res["message"]
+    note = notes.parse_note(path.read_bytes())
+    assert note.name == "Renamed" and note.description == "short text"
+    assert note.tags == ["new", "another-tag"]
+    assert note.body.strip() == "Original body."
+    assert note.created_at == "2026-05-14T10:30:00.000Z"
+    assert note.updated_at != note.created_at
+    assert note.extra == {"aliases": ["mm"], "source": "obsidian"}
+    # The file did not move, even though the name changed.
+    assert sorted(snapshot(vault.root)) == ["2026/05/week2/2026-05-14-mine.md"]
+    row = indexed(store)["mem_mine"]
+    assert row["name"] == "Renamed" and json.loads(row["tags_json"]) == ["new", "another-tag"]
+
+
+def test_update_without_tags_keeps_the_users_tag_spelling(vault, store):
+    path = vault.write(
+        "m.md",
+        "---\nid: mem_m\nname: M\ndescription: d\ntags:\n  - Cache\n  - '#Obsidian'\nstatus: active\n---\n\nBody.\n",
+    )
+    store.sync(embed=False)
+    assert save(store, id="mem_m", body="New body.", embed=False)["status"] == "updated"
+    text = path.read_text(encoding="utf-8")
+    assert "- Cache" in text and "'#Obsidian'" in text and "New body." in text
+
+
+def test_update_status_deprecated_and_file_mode_kept(vault, store):
+    res = create(store)
+    path = Path(res["path"])
+    os.chmod(path, 0o640)
+    out = save(store, id=res["id"], status="Deprecated", embed=False)
+    assert out["status"] == "updated"
+    assert notes.parse_note(path.read_bytes()).status == "deprecated"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert indexed(store)[res["id"]]["status"] == "deprecated"
+
+
+def test_same_values_are_unchanged_and_nothing_is_written(vault, store):
+    res = create(store)
+    path = Path(res["path"])
+    before = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    again = save(store, id=res["id"], name="Context  cache ordering ", tags=["CACHE"], body="Body text.\n\n", embed=False)
+    assert again["status"] == "unchanged" and again["id"] == res["id"]
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
+    assert save(store, id=res["id"], embed=False)["status"] == "unchanged"
+
+
+def test_update_follows_a_file_the_user_moved(vault, store):
+    res = create(store)
+    old = Path(res["path"])
+    new = vault.root / "elsewhere" / "moved.md"
+    new.parent.mkdir()
+    os.rename(old, new)
+    out = save(store, id=res["id"], description="after the move", embed=False)
+    assert out["status"] == "updated" and out["path"] == str(new)
+    assert notes.parse_note(new.read_bytes()).description == "after the move"
+    assert not old.exists()
+
+
+def test_user_edit_racing_a_save_is_kept(vault, store):
+    """The update was computed from content the user has since changed: the
+    re-check before the replace re-applies it onto the user's version."""
+    res = create(store)
+    path = Path(res["path"])
+    stale = path.read_bytes()
+    # The user edits the body and adds a field in their editor meanwhile.
+    edited = stale.decode().replace("Body text.", "Body text.\n\nA line the user just typed.")
+    edited = edited.replace("status: active", "status: active\nreviewed: true")
+    path.write_text(edited, encoding="utf-8")
+    state, note, changed = update_file(
+        path, res["id"], validate_changes(description="new description"), stale, notes.utc_now_iso()
+    )
+    assert state == "updated" and changed == ["description"]
+    final = notes.parse_note(path.read_bytes())
+    assert final.description == "new description"
+    assert "A line the user just typed." in final.body
+    assert final.extra == {"reviewed": True}
+    assert no_temp_files(vault.root)
+
+
+def test_stale_base_already_holding_the_values_is_still_checked(vault, store):
+    res = create(store)
+    path = Path(res["path"])
+    stale = path.read_bytes()
+    path.write_text(stale.decode().replace("volatile layers go last", "user changed it"), encoding="utf-8")
+    # Judged on the stale bytes this would be "unchanged"; the newest file differs.
+    state, _note, changed = update_file(
+        path, res["id"], validate_changes(description="volatile layers go last"), stale, notes.utc_now_iso()
+    )
+    assert state == "updated" and changed == ["description"]
+
+
+def test_duplicate_ids_are_a_conflict(vault, store):
+    vault.memory("a.md", "mem_twin", body="one")
+    vault.memory("b.md", "mem_twin", body="two")
+    before = snapshot(vault.root)
+    with pytest.raises(Conflict) as err:
+        save(store, id="mem_twin", description="x", embed=False)
+    assert sorted(Path(p).name for p in err.value.paths) == ["a.md", "b.md"]
+    assert "new id" in str(err.value)
+    assert snapshot(vault.root) == before
+
+
+# ---------------------------------------------------------------- reconcile
+
+
+def test_same_name_is_a_duplicate_unless_forced(vault, store):
+    first = create(store)
+    before = snapshot(vault.root)
+    dup = create(store, name="CONTEXT cache ORDERING", body="another body")
+    assert dup["status"] == "duplicate" and dup["id"] == first["id"] and dup["path"] == first["path"]
+    assert first["id"] in dup["message"] and "force" in dup["message"]
+    assert snapshot(vault.root) == before
+    forced = create(store, name="CONTEXT cache ORDERING", body="another body", force=True)
+    assert forced["status"] == "created" and forced["id"] != first["id"]
+
+
+def test_non_ascii_name_duplicate_and_deprecated_twin_does_not_block(vault, store):
+    first = create(store, name="Straße Ärger")
+    assert create(store, name="STRASSE ärger")["status"] == "duplicate"
+    save(store, id=first["id"], status="deprecated", embed=False)
+    assert create(store, name="Straße Ärger")["status"] == "created"
+
+
+def test_find_similar_uses_the_stored_metadata_vectors(vault, store):
+    vault.memory("a.md", "mem_a", name="Alpha")
+    vault.memory("b.md", "mem_b", name="Beta")
+    store.sync(embed=False)
+    con = store.con
+    dim = 4
+    vectors.prepare_model(con, "fp-test", dim)
+    hashes = {r["id"]: r["meta_hash"] for r in db.rows(con, "SELECT id, meta_hash FROM memory_index")}
+    vecs = np.array([[1, 0, 0, 0], [0, 1, 0, 0]], dtype=np.float32)
+    vectors.store_vectors(con, [("meta", hashes["mem_a"]), ("meta", hashes["mem_b"])], vecs)
+    near_a = np.array([1, 0.05, 0, 0], dtype=np.float32)
+    hit = find_similar(con, near_a, "fp-test")
+    assert hit["id"] == "mem_a" and hit["path"] == "a.md" and "similarity" in hit["why"]
+    assert find_similar(con, np.array([1, 1, 0, 0], dtype=np.float32), "fp-test") is None
+    assert find_similar(con, near_a, "another-model") is None
+
+
+# ---------------------------------------------------------------- bad input
+
+
+BAD_INPUTS = [
+    ({"name": ""}, "name is empty"),
+    ({"name": "   "}, "name is empty"),
+    ({"description": "\n\t"}, "description is empty"),
+    ({"body": "  \n "}, "body is empty"),
+    ({"name": None}, "also pass name"),
+    ({"description": None}, "also pass description"),
+    ({"body": None}, "also pass body"),
+    ({"tags": None}, "also pass tags"),
+    ({"tags": []}, "tags are empty"),
+    ({"tags": ["  ", ""]}, "invalid tags: '  ', ''"),
+    ({"tags": ["ok", "bad!tag"]}, "invalid tags"),
+    ({"tags": [{"x": 1}]}, "invalid tags"),
+    ({"tags": 5}, "invalid tags"),
+    ({"name": 42}, "name must be text"),
+    ({"body": "a\x00b"}, "NUL"),
+    ({"name": "x" * 500}, "limit is 200"),
+    ({"status": "archived"}, "status must be one of"),
+    ({"id": "../escape"}, "may hold only"),
+    ({"id": "a/b"}, "may hold only"),
+    ({"id": ".."}, "may hold only"),
+    ({"id": "mem\x00x"}, "may hold only"),
+    ({"id": "x" * 500}, "limit is 128"),
+    ({"id": "   "}, "id is empty"),
+    ({"body": "x" * (10 * 1024 * 1024)}, "limited to"),
+    ({"body": "y" * (notes.MAX_FILE_BYTES - 20)}, "including its frontmatter"),
+    ({"body": "\ud800 lone surrogate"}, "not valid Unicode"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD_INPUTS, ids=[m for _, m in BAD_INPUTS])
+def test_bad_input_is_refused_and_nothing_changes(vault, store, change, message):
+    existing = create(store, name="Existing one")
+    before = snapshot(vault.root)
+    with pytest.raises(InvalidInput, match=re.escape(message)):
+        create(store, **change)
+    assert snapshot(vault.root) == before
+    assert no_temp_files(vault.root)
+    assert set(indexed(store)) == {existing["id"]}
+
+
+def test_bad_update_input_leaves_the_file_alone(vault, store):
+    res = create(store)
+    before = snapshot(vault.root)
+    for change in ({"name": " "}, {"tags": []}, {"body": ""}, {"status": 1}):
+        with pytest.raises(InvalidInput):
+            save(store, id=res["id"], embed=False, **change)
+    assert snapshot(vault.root) == before
+
+
+def test_unknown_id_without_fields_says_what_to_pass(vault, store):
+    with pytest.raises(InvalidInput, match="no memory has id mem_nope; to create it also pass"):
+        save(store, id="mem_nope", description="d", embed=False)
+    assert snapshot(vault.root) == {}
+
+
+# ---------------------------------------------------------------- concurrency
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time, os, json
+    from marchdb.config import load_config
+    from marchdb.store import Store
+    from marchdb.save import save
+    home, root, go, name = sys.argv[1:5]
+    store = Store(load_config(home=home, root=root, env={}))
+    store.con  # open the index before the start signal
+    while not os.path.exists(go):
+        time.sleep(0.005)
+    res = save(store, name=name, description="written by " + name, body="body of " + name,
+               tags=["race"], force=True, embed=False)
+    print(json.dumps(res))
+    """
+)
+
+
+def test_two_processes_saving_at_once(tmp_path, vault, cfg, store):
+    go = tmp_path / "go"
+    store.con  # create the index first, as a running marchdb would have
+    names = ["Same slug", "Same slug", "Other memory"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(cfg.home), str(vault.root), str(go), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    time.sleep(1.0)  # let them import and open the index
+    go.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    assert [r["status"] for r in results] == ["created"] * 3
+    paths = {Path(r["path"]) for r in results}
+    assert len(paths) == 3
+    for res in results:
+        note = notes.parse_note(Path(res["path"]).read_bytes())
+        assert note.id == res["id"] and note.body.strip() == "body of " + note.name
+    store.sync(embed=False)
+    rows = indexed(store)
+    assert set(rows) == {r["id"] for r in results}
+    assert no_temp_files(vault.root)
+    assert [p for p in store.problems() if p["kind"] != "missing_vector"] == []
+
+
+def test_tool_description_states_the_rules():
+    text = SAVE_TOOL_DESCRIPTION.lower()
+    for phrase in ("create or update", "at least one", "omitted fields keep", "replace", "recall hints"):
+        assert phrase in text
+
+
+def test_changes_differences_ignores_blank_line_padding():
+    note = notes.parse_note(b"---\nid: m\nname: N\ndescription: d\ntags: [a]\n---\n\nBody\n")
+    assert Changes(body="\nBody\n\n").differences(note) == []
+    assert Changes(body="Body!").differences(note) == ["body"]
