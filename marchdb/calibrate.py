@@ -69,11 +69,15 @@ def load(con: apsw.Connection, fingerprint: str | None) -> dict | None:
     return data if data.get("fingerprint") == fingerprint else None
 
 
+_MEASURED: dict[str, dict] = {}  # per process: the same model measures the same
+
+
 def ensure(con: apsw.Connection, embedder) -> dict:
     """The calibration for ``embedder``'s model, measured and stored if needed."""
     data = load(con, embedder.fingerprint)
     if data is None:
-        data = measure(embedder)
+        data = _MEASURED.get(embedder.fingerprint) or measure(embedder)
+        _MEASURED[embedder.fingerprint] = data
         with con:
             set_meta(con, "calibration", json.dumps(data))
     return data

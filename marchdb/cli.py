@@ -542,6 +542,24 @@ def watch(ctx: typer.Context, as_json: bool = JsonOpt):
         watcher.stop()
 
 
+
+@command(app)
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Keep the throwaway vault to look at."),
+    as_json: bool = JsonOpt,
+):
+    """Save a few memories into a throwaway vault, index them and show recall."""
+    from .demo import run_demo
+
+    progress = _Progress(not as_json)
+    try:
+        data = run_demo(keep=keep, progress=progress, say=(lambda m: None) if as_json else typer.echo)
+    finally:
+        progress.close()
+    if as_json:
+        _emit(data)
+
+
 def main() -> None:
     """Console entry point."""
     app()

