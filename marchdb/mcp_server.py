@@ -38,6 +38,7 @@ CONTEXT_DESCRIPTION = (
 def build_server(store):
     """An MCPServer exposing marchdb's tools on ``store``."""
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     from .save import SAVE_TOOL_DESCRIPTION
     from .search import SEARCH_TOOL_DESCRIPTION
@@ -56,7 +57,7 @@ def build_server(store):
             return fn(*args, **kwargs)
         except MarchError as exc:
             # A tool error the model can read and act on, not a crash.
-            raise ValueError(str(exc)) from None
+            raise ToolError(str(exc)) from None
 
     @server.tool(name="memory_search", description=SEARCH_TOOL_DESCRIPTION)
     def memory_search(

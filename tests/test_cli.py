@@ -1,0 +1,138 @@
+"""The CLI through typer's CliRunner: --json everywhere, errors on stderr."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from marchdb.cli import app
+
+
+@pytest.fixture
+def cli(tmp_path, vault):
+    runner = CliRunner()
+
+    def invoke(*args, model: str | None = None, input: str | None = None):
+        base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+        if model:
+            base += ["--model", model]
+        return runner.invoke(app, [*base, *args], input=input, env={"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")})
+
+    return invoke
+
+
+def js(result) -> dict:
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def test_sync_status_doctor_json(cli, vault):
+    vault.memory("a.md", "mem_a")
+    vault.write("bad.md", "---\nid: [x\n---\n")
+    vault.memory("d1.md", "mem_dup")
+    vault.memory("d2.md", "mem_dup")
+    report = js(cli("sync", "--no-embed", "--json"))
+    for key in ("scanned", "added", "updated", "moved", "removed", "unchanged", "conflicts", "problems", "seconds"):
+        assert key in report
+    assert (report["scanned"], report["added"], report["conflicts"]) == (4, 1, 1)
+    status = js(cli("status", "--json"))
+    assert status["memories"] == 1 and status["conflicts"] == 1
+    assert {"index_path", "memory_root", "home"} <= set(status)
+    doctor = js(cli("doctor", "--json"))
+    kinds = {p["kind"] for p in doctor["problems"]}
+    assert {"parse_error", "duplicate_id"} <= kinds
+    assert all(p["advice"] for p in doctor["problems"])
+    text = cli("doctor")
+    assert "duplicate_id" in text.stdout and "give all but one" in text.stdout
+
+
+def test_open_ok_not_found_conflict(cli, vault):
+    vault.memory("a.md", "mem_a", body="hello body")
+    vault.memory("d1.md", "mem_dup")
+    vault.memory("d2.md", "mem_dup")
+    cli("sync", "--no-embed")
+    ok = js(cli("open", "mem_a", "--json"))
+    assert ok["status"] == "ok" and "hello body" in ok["markdown"]
+    assert "hello body" in cli("open", "mem_a").stdout
+    missing = cli("open", "mem_nope", "--json")
+    assert missing.exit_code == 1 and json.loads(missing.stdout)["status"] == "not_found"
+    conflict = cli("open", "mem_dup", "--json")
+    data = json.loads(conflict.stdout)
+    assert conflict.exit_code == 1 and data["status"] == "conflict" and len(data["paths"]) == 2
+
+
+def test_sql_json_and_table(cli, vault):
+    vault.memory("a.md", "mem_a")
+    cli("sync", "--no-embed")
+    data = js(cli("sql", "SELECT id, status FROM memory_index", "--json"))
+    assert data == {"columns": ["id", "status"], "rows": [{"id": "mem_a", "status": "active"}]}
+    empty = js(cli("sql", "SELECT id FROM memory_index WHERE 0", "--json"))
+    assert empty == {"columns": ["id"], "rows": []}
+    assert "vec_version" in js(cli("sql", "SELECT vec_version() AS vec_version", "--json"))["columns"]
+    bad = cli("sql", "SELEC nonsense")
+    assert bad.exit_code != 0 and "SQL error" in bad.stderr
+
+
+def test_rebuild(cli, vault):
+    vault.memory("a.md", "mem_a")
+    cli("sync", "--no-embed")
+    data = js(cli("rebuild", "--no-embed", "--json"))
+    assert data["added"] == 1
+
+
+def test_save_search_open_round_trip(cli, vault):
+    created = js(cli("save", "--name", "Deploy day", "--description", "We deploy on Tuesdays",
+                     "--tag", "Process", "--body", "Never on Fridays.", "--json"))
+    assert created["status"] == "created" and created["id"].startswith("mem_")
+    found = js(cli("search", "Fridays", "--json"))
+    assert found["results"][0]["id"] == created["id"]
+    updated = js(cli("save", "--id", created["id"], "--json", input="New body from stdin\n"))
+    assert updated["status"] == "updated"
+    assert "New body from stdin" in js(cli("open", created["id"], "--json"))["markdown"]
+    bad = cli("save", "--name", " ", "--description", "d", "--tag", "x", "--body", "b")
+    assert bad.exit_code == 2 and bad.stderr.startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_recall_json_shape_bm25_fallback(cli, vault):
+    vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache", tags=["cache"])
+    for i in range(5):
+        vault.memory(f"o{i}.md", f"mem_o{i}", name=f"Gardening {i}", description="tomatoes")
+    cli("sync")
+    data = js(cli("recall", "Context cache ordering", "--trigger", "assistant", "--explain", "--json"))
+    assert data["mode"] == "bm25" and data["warning"]
+    assert [h["id"] for h in data["hints"]] == ["mem_a"]
+    assert {"id", "score", "name", "description", "signals"} <= set(data["hints"][0])
+    assert "display" in data and "candidates" in data
+    assert all("reason" in c for c in data["candidates"])
+
+
+def test_context_has_profile_blocks(cli, vault):
+    data = js(cli("context", "anything", "--json"))
+    assert data["text"].startswith("[agent_profile]") and "[user_profile]" in data["text"]
+
+
+def test_config_errors_are_one_line(cli, tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.json").write_text("{not json")
+    result = cli("status")
+    assert result.exit_code == 2 and "config.json is not valid JSON" in result.stderr
+
+
+def test_model_commands_with_default_model(cli, vault, default_model_path):
+    info = js(cli("model", "info", "--json", model=str(default_model_path)))
+    assert info["dim"] == 384 and info["pooling"] == "mean" and info["fingerprint"]
+    check = js(cli("model", "check", "--json", model=str(default_model_path)))
+    assert check["ok"] is True
+
+
+def test_recall_with_default_model(cli, mixed_vault, default_model_path):
+    cli("sync", model=str(default_model_path))
+    data = js(cli("recall", "狗在吃什么药？", "--json", "--explain", model=str(default_model_path)))
+    assert data["mode"] == "hybrid"
+    # Cross-lingual: ranked first, though e5-small's cross-lingual cosine is
+    # too weak here to pass the threshold on meaning alone.
+    assert data["candidates"][0]["id"] == "mem_dog"
+    text = cli("recall", "why does the prompt cache keep missing?", model=str(default_model_path)).stdout
+    assert text.startswith("[recall]\n- mem_cache | score=")
