@@ -164,6 +164,12 @@ class Syncer:
         self.report = SyncReport()
         self.parsed: dict[str, Note] = {}
         self.known: dict[str, tuple] = {}
+        # FTS5 rows written at the end of each transaction: any statement that
+        # opens a statement journal (an INSERT into a table with a UNIQUE index,
+        # an upsert...) makes SQLite call xSavepoint on FTS5, which flushes its
+        # pending terms as a new segment. Interleaved, that is one tiny segment
+        # (plus merge work) per memory.
+        self._fts_rows: list[tuple[int, str, str]] = []
 
     # ------------------------------------------------------------ entry point
 
@@ -245,6 +251,7 @@ class Syncer:
                         continue
                     self._apply_read(res, touched, vanished, vanished_by_id)
                 self._resolve(touched)
+                self._flush_fts()
 
         with self.con:
             touched = set()
@@ -255,6 +262,7 @@ class Syncer:
                 if old_id:
                     touched.add(old_id)
             self._resolve(touched)
+            self._flush_fts()
             if walk_problems is not None:
                 self.con.execute(
                     f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS
@@ -386,10 +394,12 @@ class Syncer:
             "INSERT INTO chunks(mem_rid, seq, text, hash) VALUES (?, ?, ?, ?)",
             [(rid, i, text, text_hash(text)) for i, text in enumerate(chunks)],
         )
-        con.execute(
-            "INSERT INTO fts(rowid, meta, body) VALUES (?, ?, ?)",
-            (rid, fts.index_text(meta_text), fts.index_text(note.body)),
-        )
+        self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+
+    def _flush_fts(self) -> None:
+        if self._fts_rows:
+            self.con.executemany("INSERT INTO fts(rowid, meta, body) VALUES (?, ?, ?)", self._fts_rows)
+            self._fts_rows = []
 
     # ------------------------------------------------------------ bookkeeping
 

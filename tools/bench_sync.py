@@ -435,7 +435,14 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.markdown).write_text(
             markdown_table(results)
             + f"\n\nMachine: {info['nproc']} CPU, Python {info['python']}, SQLite {info['sqlite']}. "
-            f"Medians of {args.repeat} interleaved warm runs.\n"
+            f"Medians of {args.repeat} interleaved warm runs. Load average before the run: "
+            f"{load_before if load_before is None else round(load_before, 1)}. CPU-time figures: "
+            + "; ".join(
+                f"{r['files']:,}: cold {r['cold_cpu_files_per_s']:,.0f} files/s, warm sync "
+                f"{r['warm_sync_cpu_ms']:.1f} ms vs walk {r['bare_walk_cpu_ms']:.1f} ms"
+                for r in results
+            )
+            + ".\n"
         )
     return 0
 

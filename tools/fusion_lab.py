@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Compare fusion rules offline on a benchmark set (how the recall rule was chosen).
+
+    python tools/fusion_lab.py ../shared/bench/locomo [--work DIR]
+
+Uses the index that ``tools/bench_recall.py`` built in ``--work`` (run that
+first), collects every candidate's raw signals once per query, then scores
+several fusion rules on the same candidates and prints nDCG@10 for each plus
+the hint figures at threshold 0.5. Rules are whole-set comparisons; nothing
+here is tuned per query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_recall import BENCH, load_set, metrics  # noqa: E402
+
+from marchdb import calibrate  # noqa: E402
+from marchdb.config import load_config  # noqa: E402
+from marchdb.recall import score  # noqa: E402
+from marchdb.store import Store  # noqa: E402
+
+
+def collect(store, emb, calib, texts):
+    vecs = emb.embed_queries(texts)
+    out = []
+    for text, v in zip(texts, vecs):
+        cands = score(store.con, text, v, calib, limit=60)
+        out.append(
+            [
+                {
+                    "id": c.id,
+                    "desc": bool(c.description),
+                    "meta": c.signals.get("meta_cos"),
+                    "body": c.signals.get("body_cos"),
+                    "dense": c.signals.get("dense_cos"),
+                    "ratio": (c.signals["bm25"] * calib["bm25_full"]) if "bm25" in c.signals else None,
+                }
+                for c in cands
+            ]
+        )
+    return out
+
+
+def sig(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def rules(calib):
+    lo, hi = calib["dense_lo"], calib["dense_hi"]
+
+    def d_lin(c):
+        return None if c["dense"] is None else min(1, max(0, (c["dense"] - lo) / (hi - lo)))
+
+    def d_sig(c):
+        return None if c["dense"] is None else sig(4 * (c["dense"] - (lo + hi) / 2) / (hi - lo))
+
+    def b_lin(full):
+        return lambda c: None if c["ratio"] is None else min(1, c["ratio"] / full)
+
+    def b_sig(full):
+        return lambda c: None if c["ratio"] is None else sig(4 * (c["ratio"] - full / 2) / full)
+
+    def fuse(dense_f, bm_f, missing_bm25_zero=False, w=0.7):
+        def f(c, any_bm25):
+            d, b = dense_f(c), bm_f(c)
+            if b is None and missing_bm25_zero and any_bm25:
+                b = 0.0
+            if d is not None and b is not None:
+                return w * d + (1 - w) * b
+            return d if d is not None else (b if b is not None else 0.0)
+
+        return f
+
+    out = {}
+    for full in (0.3, 0.5):
+        out[f"seed lin/lin full={full}"] = fuse(d_lin, b_lin(full))
+        out[f"seed lin/lin full={full} miss=0"] = fuse(d_lin, b_lin(full), True)
+        out[f"sig/sig full={full}"] = fuse(d_sig, b_sig(full))
+        out[f"sig/sig full={full} miss=0"] = fuse(d_sig, b_sig(full), True)
+        out[f"sig/lin full={full} miss=0"] = fuse(d_sig, b_lin(full), True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("set_dir", type=Path)
+    ap.add_argument("--work", type=Path, default=Path(".bench/recall"))
+    ap.add_argument("--offtopic", type=int, default=300)
+    args = ap.parse_args()
+    set_dir = args.set_dir.resolve()
+    memories, queries, qrels = load_set(set_dir)
+    queries = [q for q in queries if q["id"] in qrels]
+    set_hash = hashlib.sha256((set_dir / "memories.jsonl").read_bytes()).hexdigest()[:12]
+    work = args.work.resolve() / f"{set_dir.name}-{set_hash}"
+    store = Store(load_config(home=work / "home", root=work / "vault", env={}))
+    emb = store.embedder()
+    calib = calibrate.ensure(store.con, emb)
+    cache = work / "lab.json"
+    if cache.exists():
+        data = json.loads(cache.read_text())
+    else:
+        rng = random.Random(7)
+        others = []
+        for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name != set_dir.name):
+            others += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
+        off = rng.sample(others, min(args.offtopic, len(others)))
+        data = {"on": collect(store, emb, calib, [q["text"] for q in queries]), "off": collect(store, emb, calib, off)}
+        cache.write_text(json.dumps(data))
+    print(f"{set_dir.name}: calibration lo={calib['dense_lo']} hi={calib['dense_hi']}")
+    base = {"bm25": lambda c, a: c["ratio"] if c["ratio"] is not None else -1, "dense": lambda c, a: c["dense"] or -1}
+    for name, rule in {**base, **rules(calib)}.items():
+        nd, hinted = [], 0
+        for q, cands in zip(queries, data["on"]):
+            any_b = any(c["ratio"] is not None for c in cands)
+            ranked = sorted(cands, key=lambda c: rule(c, any_b), reverse=True)
+            nd.append(metrics([c["id"] for c in ranked], qrels[q["id"]])["ndcg@10"])
+            kept = [c["id"] for c in ranked if c["desc"] and rule(c, any_b) >= 0.5][:3]
+            hinted += any(k in qrels[q["id"]] for k in kept)
+        quiet = 0
+        for cands in data["off"]:
+            any_b = any(c["ratio"] is not None for c in cands)
+            quiet += not any(c["desc"] and rule(c, any_b) >= 0.5 for c in cands)
+        print(f"{name:32} nDCG@10 {np.mean(nd):.4f}  hinted {hinted / len(queries):6.1%}  off-topic quiet {quiet / len(data['off']):6.1%}")
+
+
+if __name__ == "__main__":
+    main()
