@@ -117,6 +117,7 @@ def main() -> None:
                 v = emb.embed_passages(texts)
             runs[name].append(len(texts) / (time.perf_counter() - t))
             vectors[name] = v
+            print(f"  {name:<8} {runs[name][-1]:6.1f} chunks/s", flush=True)
 
     print(f"\n{'method':<10}{'best chunks/s':>15}{'median':>10}")
     for name, r in runs.items():
