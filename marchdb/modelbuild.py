@@ -32,7 +32,6 @@ import json
 import os
 import struct
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,7 +136,11 @@ def build_model(recipe: str, models_dir: Path, force: bool = False) -> Path:
     except OSError as exc:
         raise ModelError(f"cannot create the models folder {models_dir}: {exc}; "
                          "check its permissions or set another MARCH_HOME") from exc
-    _atomic_build(target, writer_fn)
+    try:
+        _atomic_build(target, writer_fn)
+    except OSError as exc:
+        raise ModelError(f"cannot write {target}: {exc}; free some disk space or check the "
+                         "folder's permissions, then run 'marchdb model build' again") from exc
     return target
 
 
@@ -232,6 +235,10 @@ def _atomic_build(target: Path, writer_fn) -> None:
         writer_fn(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        # mkstemp makes the file private (0600); a model is not a secret and
+        # other local tools may want to read it. (Reading the umask would mean
+        # briefly changing it, which is racy in a threaded process.)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -21,23 +21,23 @@
 
 -- name: hybrid
 WITH
-knn_meta AS (               -- sqlite-vec: KNN alone in its CTE, joined afterwards
+knn_meta AS MATERIALIZED (             -- sqlite-vec: KNN alone in its CTE, joined afterwards
     SELECT rowid AS vid FROM vec_meta WHERE embedding MATCH :qvec AND k = :k_dense
 ),
-knn_chunk AS (
+knn_chunk AS MATERIALIZED (
     SELECT rowid AS vid FROM vec_chunk WHERE embedding MATCH :qvec AND k = :k_chunk
 ),
-bm25_top AS (
+bm25_top AS MATERIALIZED (
     SELECT rowid AS rid FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 ),
-cand(rid) AS (
+cand(rid) AS MATERIALIZED (
     SELECT m.rid FROM knn_meta k JOIN vectors v ON v.vid = k.vid JOIN memory_index m ON m.meta_hash = v.hash
     UNION
     SELECT c.mem_rid FROM knn_chunk k JOIN vectors v ON v.vid = k.vid JOIN chunks c ON c.hash = v.hash
     UNION
     SELECT rid FROM bm25_top
 ),
-meta_sig AS (
+meta_sig AS MATERIALIZED (
     SELECT m.rid, 1.0 - vec_distance_cosine(vm.embedding, :qvec) AS cos
     FROM cand JOIN memory_index m ON m.rid = cand.rid
     JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
@@ -50,13 +50,13 @@ chunk_sig AS (
     JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     JOIN vec_chunk vc ON vc.rowid = v.vid
 ),
-body_sig AS (
+body_sig AS MATERIALIZED (
     SELECT rid,
            sum(cos * (CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END))
              / sum(CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END) AS cos
     FROM chunk_sig WHERE rn <= 3 GROUP BY rid
 ),
-bm25_sig AS (
+bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match AND rowid IN (SELECT rid FROM cand)
 ),
@@ -88,7 +88,7 @@ LIMIT :limit;
 
 -- name: bm25
 WITH
-bm25_sig AS (
+bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 )

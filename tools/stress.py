@@ -106,8 +106,15 @@ def pct(values: list[float], p: float) -> float | None:
     return s[max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))]
 
 
-def make_cfg(home, root, model: str | None, models_dir: str | None):
+#: ``--threads``: MARCH_THREADS for every Store and subprocess (None: marchdb's default).
+THREADS: int | None = None
+
+
+def make_cfg(home, root, model: str | None, models_dir: str | None, threads: int | None = None):
     env = {"MARCH_MODELS_DIR": str(models_dir)} if models_dir else {}
+    threads = THREADS if threads is None else threads
+    if threads:
+        env["MARCH_THREADS"] = str(threads)
     return load_config(home=home, root=root, model=model, env=env)
 
 
@@ -118,6 +125,8 @@ def sub_env(home: Path, models_dir: str | None) -> dict:
     env["MARCH_HOME"] = str(home)
     if models_dir:
         env["MARCH_MODELS_DIR"] = str(models_dir)
+    if THREADS:
+        env["MARCH_THREADS"] = str(THREADS)
     return env
 
 
@@ -606,7 +615,7 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
     copy_tree(vault_src, vault)
     copy_tree(home_src, home)
     cfg_args = {"home": str(home), "root": str(vault), "model": None if embed else NO_MODEL,
-                "models_dir": args.models_dir}
+                "models_dir": args.models_dir, "threads": THREADS}
     with Store(make_cfg(**cfg_args)) as s:
         before = s.con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
 
@@ -801,6 +810,25 @@ def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir
     return out
 
 
+def kill_states(runs: list[dict], size: int) -> dict[str, int]:
+    """Where the kills landed: before the index existed, mid file phase, after it."""
+    out: dict[str, int] = {}
+    for r in runs:
+        st = r["state_at_kill"]
+        if not r["killed"]:
+            key = "finished before the kill"
+        elif st in ("no index", "no schema"):
+            key = "before the schema existed"
+        elif st.startswith(f"{size} memories"):
+            key = "files indexed, later phase" if "vectors" not in st or st.endswith(" 0 vectors") else "while embedding"
+        elif "memories" in st:
+            key = "mid file phase"
+        else:
+            key = st
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def run_faults(args, work: Path, runs: int | None = None, size: int | None = None,
                embed_runs: int | None = None, embed_size: int | None = None) -> dict:
     runs = args.kill_runs if runs is None else runs
@@ -827,6 +855,7 @@ def run_faults(args, work: Path, runs: int | None = None, size: int | None = Non
     result["no_embed_ok"] = sum(1 for r in result["no_embed"] if r["ok"])
     result["no_embed_killed"] = sum(1 for r in result["no_embed"] if r["killed"])
     result["no_embed_files_changed"] = sum(r["files_changed"] for r in result["no_embed"])
+    result["no_embed_states"] = kill_states(result["no_embed"], size)
 
     if embed_runs:
         evault, _ = ensure_vault(work / f"n{embed_size}", embed_size, log)
@@ -845,6 +874,7 @@ def run_faults(args, work: Path, runs: int | None = None, size: int | None = Non
                                     lo=t_files)
         result["embed_ok"] = sum(1 for r in result["embed"] if r["ok"])
         result["embed_killed"] = sum(1 for r in result["embed"] if r["killed"])
+        result["embed_states"] = kill_states(result["embed"], embed_size)
     result["load_after"] = loadavg()
     return result
 
@@ -910,6 +940,7 @@ def table(results: dict) -> str:
         add("faults", f"kill -9 `sync --no-embed`, {fa['size']:,} memories (typical sync {fa['typical_sync_s']} s)",
             f"{fa['no_embed_ok']}/{fa['runs']} recovered ok ({fa['no_embed_killed']} killed mid-run)",
             f"{fa['runs']}/{fa['runs']} " + ("OK" if fa["no_embed_ok"] == fa["runs"] else "FAIL"))
+        add("faults", "  where the kills landed", ", ".join(f"{k}: {v}" for k, v in fa["no_embed_states"].items()), "")
         add("faults", "  files changed by marchdb", str(fa["no_embed_files_changed"]), "0")
         ic = [r["check"].get("integrity") for r in fa["no_embed"]]
         add("faults", "  integrity_check after recovery", f"{sum(1 for x in ic if x == 'ok')}/{len(ic)} ok", "")
@@ -919,6 +950,7 @@ def table(results: dict) -> str:
                 f"(files {et['files_only']} s, full {et['full']} s)",
                 f"{fa['embed_ok']}/{len(fa['embed'])} recovered ok ({fa['embed_killed']} killed mid-run)",
                 f"{len(fa['embed'])}/{len(fa['embed'])} " + ("OK" if fa["embed_ok"] == len(fa["embed"]) else "FAIL"))
+            add("faults", "  where the kills landed", ", ".join(f"{k}: {v}" for k, v in fa["embed_states"].items()), "")
             add("faults", "  files changed by marchdb", str(sum(r["files_changed"] for r in fa["embed"])), "0")
     heads = ("scenario", "figure", "value", "target")
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(heads)]
@@ -958,8 +990,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-size", type=int, default=2000)
     ap.add_argument("--embed-kill-runs", type=int, default=3)
     ap.add_argument("--embed-kill-size", type=int, default=40)
+    ap.add_argument("--threads", type=int, help="MARCH_THREADS for every store and subprocess "
+                    "(default: marchdb's own, the CPU count)")
     ap.add_argument("--out", help="write all results as JSON to this file")
     args = ap.parse_args(argv)
+    global THREADS
+    THREADS = args.threads
 
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     unknown = only - {"freshness", "load", "faults"}
@@ -970,6 +1006,7 @@ def main(argv: list[str] | None = None) -> int:
     args.models_dir = str(Path(args.models_dir).absolute())
     started = datetime.now(timezone.utc)
     info = machine_info()
+    info["threads"] = THREADS or f"default ({min(8, os.cpu_count() or 1)})"
     log(f"machine: {info['nproc']} cpu, Python {info['python']}, load average {info['load_average_start']}")
 
     variants = [v.strip() for v in args.load_variants.split(",") if v.strip()]
@@ -998,6 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"date: {started.strftime('%Y-%m-%d %H:%M:%SZ')} (took {(datetime.now(timezone.utc) - started).seconds} s)")
     print(f"machine: {info['nproc']} cpu, Python {info['python']}, SQLite {info['sqlite']}, {info['platform']}")
+    print(f"embedding threads per process: {info['threads']}")
     print(f"load average (1/5/15 min) at start {info['load_average_start']}, at end {info['load_average_end']}")
     if "load" in only:
         for v in variants:

