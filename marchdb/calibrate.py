@@ -51,6 +51,8 @@ def measure(embedder) -> dict:
         "dense_lo": round(lo, 5),
         "dense_hi": round(hi, 5),
         "unrelated_p50": round(float(np.median(unrelated)), 5),
+        "unrelated_p75": round(float(np.percentile(unrelated, 75)), 5),
+        "unrelated_p90": round(float(np.percentile(unrelated, 90)), 5),
         "unrelated_p99": round(float(np.percentile(unrelated, 99)), 5),
         "nonsense_p50": round(float(np.median(nonsense)), 5),
         "related_p25": round(float(np.percentile(related, 25)), 5),

@@ -159,7 +159,9 @@ def score(
     for row in cur:
         r = dict(zip(names, row))
         signals = {
-            k: r[k] for k in ("meta_cos", "body_cos", "dense_cos", "dense", "bm25_raw", "bm25") if r[k] is not None
+            k: r[k]
+            for k in ("meta_cos", "body_cos", "dense_cos", "dense", "bm25_raw", "bm25_ratio", "bm25")
+            if r[k] is not None
         }
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]

@@ -73,6 +73,7 @@ signals AS (
 ),
 calibrated AS (
     SELECT *,
+           bm25_raw / :bm25_max AS bm25_ratio,
            CASE WHEN dense_cos IS NULL THEN NULL
                 ELSE min(1.0, max(0.0, (dense_cos - :dense_lo) / (:dense_hi - :dense_lo))) END AS dense,
            CASE WHEN bm25_raw IS NULL THEN NULL
@@ -93,7 +94,7 @@ bm25_sig AS MATERIALIZED (
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 )
 SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
-       NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, b.raw AS bm25_raw,
+       NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, b.raw AS bm25_raw, b.raw / :bm25_max AS bm25_ratio,
        NULL AS dense, min(1.0, max(0.0, b.raw / :bm25_max / :bm25_full)) AS bm25,
        min(1.0, max(0.0, b.raw / :bm25_max / :bm25_full)) AS score
 FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid

@@ -106,6 +106,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, help="only the first N queries (quick look; report whole sets)")
     ap.add_argument("--offtopic", type=int, default=300, help="off-topic queries sampled from the other sets")
     ap.add_argument("--latency", type=int, default=200, help="queries timed through Store.recall")
+    ap.add_argument("--threads", type=int, help="llama.cpp threads (default: the configured or CPU count)")
+    ap.add_argument("--index-only", action="store_true", help="build or update the index, then stop")
     args = ap.parse_args()
 
     set_dir = args.set_dir.resolve()
@@ -117,7 +119,7 @@ def main() -> int:
     if not (work / "vault.done").exists():
         write_vault(memories, vault)
         (work / "vault.done").write_text("ok")
-    cfg = load_config(home=home, root=vault, model=args.model, env={})
+    cfg = load_config(home=home, root=vault, model=args.model, env={"MARCH_THREADS": str(args.threads or "")})
     store = Store(cfg)
     t0 = time.perf_counter()
     report = store.sync()
@@ -127,6 +129,9 @@ def main() -> int:
     if report.embedded or report.added or state.get("model") != report.model:
         state = {"model": report.model, "index_seconds": round(index_seconds, 2), "embedded": report.embedded}
         state_file.write_text(json.dumps(state))
+    if args.index_only:
+        print(f"{set_dir.name}: indexed in {index_seconds:.1f}s ({report.embedded} texts embedded)")
+        return 0
     emb = store.embedder()
     if emb is None:
         print(f"no model: {store.notices}", file=sys.stderr)

@@ -33,11 +33,25 @@ from marchdb.recall import score  # noqa: E402
 from marchdb.store import Store  # noqa: E402
 
 
+def background(store, emb):
+    """Vectors a query is compared with to see how much its best match stands
+    out: the probe passages plus up to 200 of the vault's metadata vectors."""
+    from marchdb.probes import PAIRS
+
+    probes = emb.embed_passages(list(dict.fromkeys(p for _, _, p in PAIRS)))
+    rows = store.con.execute("SELECT embedding FROM vec_meta ORDER BY rowid LIMIT 200").fetchall()
+    vault = np.array([np.frombuffer(r[0], dtype=np.float32) for r in rows]) if rows else np.zeros((0, probes.shape[1]))
+    return probes, vault
+
+
 def collect(store, emb, calib, texts):
     vecs = emb.embed_queries(texts)
+    probes, vault = background(store, emb)
     out = []
     for text, v in zip(texts, vecs):
         cands = score(store.con, text, v, calib, limit=60)
+        bp = probes @ v
+        bv = vault @ v if len(vault) else bp
         out.append(
             [
                 {
@@ -46,7 +60,9 @@ def collect(store, emb, calib, texts):
                     "meta": c.signals.get("meta_cos"),
                     "body": c.signals.get("body_cos"),
                     "dense": c.signals.get("dense_cos"),
-                    "ratio": (c.signals["bm25"] * calib["bm25_full"]) if "bm25" in c.signals else None,
+                    "ratio": c.signals.get("bm25_ratio"),
+                    "bg_probe": [float(bp.mean()), float(bp.std()), float(np.percentile(bp, 95))],
+                    "bg_vault": [float(bv.mean()), float(bv.std()), float(np.percentile(bv, 95))],
                 }
                 for c in cands
             ]
@@ -105,7 +121,7 @@ def main():
     queries = [q for q in queries if q["id"] in qrels]
     set_hash = hashlib.sha256((set_dir / "memories.jsonl").read_bytes()).hexdigest()[:12]
     work = args.work.resolve() / f"{set_dir.name}-{set_hash}"
-    store = Store(load_config(home=work / "home", root=work / "vault", env={}))
+    store = Store(load_config(home=work / "home", root=work / "vault", env={"MARCH_THREADS": "1"}))
     emb = store.embedder()
     calib = calibrate.ensure(store.con, emb)
     cache = work / "lab.json"
