@@ -4,13 +4,18 @@ Raw cosines are not comparable across models (multilingual-e5 puts unrelated
 texts at 0.75-0.85, MiniLM near 0.0-0.2). We embed the probe pairs of
 ``probes.py`` once per model fingerprint and keep two levels in ``meta``:
 
-* ``dense_lo`` — the 99th percentile of cosines between unrelated probe
-  texts (and at least the best nonsense-message cosine): at or below it a
-  match means nothing, so it maps to 0;
-* ``dense_hi`` — the median cosine of related probe pairs: it maps to 1.
+* ``dense_lo`` — the median cosine between unrelated probe texts;
+* ``dense_hi`` — the median cosine of related probe pairs;
+* the 99th percentile of unrelated cosines (or the typical nonsense-message
+  cosine, if higher): the level a candidate without any keyword support must
+  clearly pass.
 
-In between the scale is linear. BM25 needs no model calibration: its ceiling
-is computed per query from term statistics (see ``sql/recall.sql``).
+``sql/recall.sql`` maps a cosine through a logistic curve centred halfway
+between them, with a third of the gap as its scale. BM25 needs no model
+calibration: its ceiling is computed per query from term statistics.
+
+The shape (logistic dense, 1 - exp BM25, tau 0.15, dense weight 0.5) was
+chosen on whole benchmark sets with ``tools/fusion_lab.py``; see the README.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ import numpy as np
 from .db import get_meta, set_meta
 from .probes import NONSENSE, PAIRS
 
-#: BM25 share-of-query at which the keyword signal counts as a full match.
-BM25_FULL = 0.5
+#: BM25 share-of-query scale: a memory holding 15% of the query's
+#: information scores 0.63, 30% scores 0.86.
+BM25_TAU = 0.15
+#: Logistic scale of the dense signal, as a fraction of the related-unrelated gap.
+DENSE_SLOPE = 3.0
 
 
 def measure(embedder) -> dict:
@@ -41,12 +49,14 @@ def measure(embedder) -> dict:
         mask[i, index[pair[2]]] = False
     unrelated = sims[mask]
     nonsense = (embedder.embed_queries(NONSENSE) @ p.T).max(axis=1)
-    lo = float(max(np.percentile(unrelated, 99), np.median(nonsense)))
+    lo = float(np.median(unrelated))
     hi = float(np.median(related))
+    strict = float(max(np.percentile(unrelated, 99), np.median(nonsense)))
     if hi <= lo + 0.02:
         # A model this flat cannot separate related from unrelated text.
         hi = lo + 0.02
     return {
+        "version": VERSION,
         "fingerprint": embedder.fingerprint,
         "dense_lo": round(lo, 5),
         "dense_hi": round(hi, 5),
@@ -58,7 +68,12 @@ def measure(embedder) -> dict:
         "related_p25": round(float(np.percentile(related, 25)), 5),
         "related_p50": round(hi, 5),
         "related_above_unrelated": round(float((related[:, None] > unrelated[None, :]).mean()), 4),
-        "bm25_full": BM25_FULL,
+        "dense_mid": round((lo + hi) / 2, 5),
+        "dense_scale": round((hi - lo) / DENSE_SLOPE, 5),
+        # A candidate with no keyword support needs a cosine beyond chance.
+        "alone_mid": round((strict + hi) / 2, 5),
+        "alone_scale": round(max(hi - strict, 0.02) / DENSE_SLOPE, 5),
+        "bm25_tau": BM25_TAU,
     }
 
 
@@ -68,9 +83,12 @@ def load(con: apsw.Connection, fingerprint: str | None) -> dict | None:
     if raw is None:
         return None
     data = json.loads(raw)
-    return data if data.get("fingerprint") == fingerprint else None
+    current = data.get("fingerprint") == fingerprint and data.get("version") == VERSION
+    return data if current else None
 
 
+#: Bump when the calibration's meaning changes: stored ones are then remeasured.
+VERSION = 3
 _MEASURED: dict[str, dict] = {}  # per process: the same model measures the same
 
 
@@ -87,4 +105,5 @@ def ensure(con: apsw.Connection, embedder) -> dict:
 
 def bm25_only() -> dict:
     """Calibration used when no model is available: BM25 needs none."""
-    return {"fingerprint": None, "dense_lo": 0.0, "dense_hi": 1.0, "bm25_full": BM25_FULL}
+    return {"fingerprint": None, "dense_mid": 0.5, "dense_scale": 0.1, "alone_mid": 0.5, "alone_scale": 0.1,
+            "bm25_tau": BM25_TAU}

@@ -51,6 +51,7 @@ class Config:
     threads: int | None = None
     prefixes: dict | None = None
     models_path: Path | None = None
+    dense_weight: float | None = None
     raw: dict = field(default_factory=dict)
 
     @property
@@ -138,12 +139,17 @@ def load_config(
     if prefixes is not None and not isinstance(prefixes, dict):
         raise ConfigError('embeddingPrefixes must be an object like {"query": "query: ", "passage": "passage: "}')
 
+    weight = data.get("recallDenseWeight")
+    if weight is not None and (not isinstance(weight, (int, float)) or not 0 <= weight <= 1):
+        raise ConfigError("recallDenseWeight must be a number from 0 to 1 (the dense share of the fusion)")
+
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     models_path = _expand(models_value, home_path) if isinstance(models_value, str) and models_value else None
 
     return Config(
         home=home_path,
         models_path=models_path,
+        dense_weight=weight,
         memory_root=root_path.absolute(),
         index_path=index_path.absolute(),
         embedding_model=embed,

@@ -131,6 +131,11 @@ def _load_llama_cpp():
     return llama_cpp
 
 
+def _clean(text: str) -> str:
+    """NFKC, and no NUL (C tokenizers stop at it; SentencePiece maps it away)."""
+    return unicodedata.normalize("NFKC", text).replace("\x00", "")
+
+
 def _why() -> str:
     """llama.cpp's last error lines, formatted for a ModelError message."""
     return f" ({'; '.join(_recent_errors)})" if _recent_errors else ""
@@ -428,7 +433,7 @@ class Embedder:
     def count_tokens(self, text: str, kind: str = "passage") -> int:
         """Tokens the model sees for ``text`` (prefix and special tokens included, before windowing)."""
         prefix = self._prefixes.get(kind, "")
-        body = unicodedata.normalize("NFKC", prefix + text).encode("utf-8")
+        body = _clean(prefix + text).encode("utf-8")
         return len(self._tokenize(body, True))
 
     def close(self) -> None:
@@ -476,14 +481,14 @@ class Embedder:
 
     def _windows(self, text: str, prefix: str) -> list[tuple[list[int], int]]:
         """Token sequences for one text: [(tokens, weight)], one per window."""
-        full = unicodedata.normalize("NFKC", prefix + text)
+        full = _clean(prefix + text)
         toks = self._tokenize(full.encode("utf-8"), True)
         if len(toks) <= self._window:
             return [(toks, max(1, len(toks) - len(self._head) - len(self._tail)))]
         # Too long: cut the text's own tokens into overlapping windows, each
         # re-framed with the special tokens and the prefix.
         ptoks = self._tokenize(prefix.encode("utf-8"), False) if prefix else []
-        body = self._tokenize(unicodedata.normalize("NFKC", text).encode("utf-8"), False)
+        body = self._tokenize(_clean(text).encode("utf-8"), False)
         room = self._window - len(self._head) - len(self._tail) - len(ptoks)
         if room < 16:
             raise ModelError(f"model window of {self._window} tokens is too small for the "

@@ -220,6 +220,7 @@ class Store:
             run_id=run_id,
             threshold=self.cfg.min_score if threshold is None else threshold,
             explain=explain,
+            w_dense=self.cfg.dense_weight,
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"

@@ -6,18 +6,27 @@
 --   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
 --   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
 --   dense_cos max(meta_cos, body_cos)
---   bm25_raw  FTS5 BM25, metadata column weighted x2
+--   bm25_raw  FTS5 BM25, metadata column weighted x2, query terms OR-ed
 -- Calibration turns raw values into 0..1 values that mean the same for
 -- every query and every model (parameters come from the meta table):
---   dense = clamp((dense_cos - :dense_lo) / (:dense_hi - :dense_lo))
---           dense_lo / dense_hi are this model's "unrelated" and "related"
---           cosine levels, measured on probe pairs when the model is first used.
---   bm25  = clamp((bm25_raw / :bm25_max) / :bm25_full)
+--   dense = logistic((dense_cos - :dense_mid) / :dense_scale)
+--           dense_mid is halfway between this model's typical unrelated and
+--           typical related cosine (measured on probe pairs when the model is
+--           first used), dense_scale a third of that gap: a typically
+--           unrelated text scores ~0.18, a typically related one ~0.82.
+--   bm25  = 1 - exp(-(bm25_raw / :bm25_max) / :bm25_tau)
 --           bm25_max = what this query would score if every one of its terms
 --           matched perfectly (sum of IDF * (k1 + 1)), so the ratio is the share
 --           of the query's information a memory holds — not a share of the
---           best hit, which makes junk look perfect.
--- Fusion over the signals present: dense 0.7 + bm25 0.3, or the one present.
+--           best hit, which makes junk look perfect. Words no memory holds carry
+--           the largest IDF, so nonsense stays near 0. The curve never
+--           saturates, so BM25 keeps ordering strong matches.
+--   dense_alone = the same curve centred between the 99th percentile of
+--           unrelated cosines and the typical related one: a candidate no
+--           query word supports must be clearly closer in meaning than chance
+--           (short nonsense like "lorem ipsum" sits near every text in e5).
+-- Fusion over the signals present: :w_dense * dense + (1 - :w_dense) * bm25
+-- when both are; dense_alone or bm25 when a candidate has only one.
 
 -- name: hybrid
 WITH
@@ -75,14 +84,16 @@ calibrated AS (
     SELECT *,
            bm25_raw / :bm25_max AS bm25_ratio,
            CASE WHEN dense_cos IS NULL THEN NULL
-                ELSE min(1.0, max(0.0, (dense_cos - :dense_lo) / (:dense_hi - :dense_lo))) END AS dense,
+                ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_mid) / :dense_scale)) END AS dense,
+           CASE WHEN dense_cos IS NULL THEN NULL
+                ELSE 1.0 / (1.0 + exp(-(dense_cos - :alone_mid) / :alone_scale)) END AS dense_alone,
            CASE WHEN bm25_raw IS NULL THEN NULL
-                ELSE min(1.0, max(0.0, bm25_raw / :bm25_max / :bm25_full)) END AS bm25
+                ELSE 1.0 - exp(-(bm25_raw / :bm25_max) / :bm25_tau) END AS bm25
     FROM signals
 )
 SELECT *,
        CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL THEN :w_dense * dense + (1.0 - :w_dense) * bm25
-            ELSE coalesce(dense, bm25, 0.0) END AS score
+            ELSE coalesce(dense_alone, bm25, 0.0) END AS score
 FROM calibrated
 ORDER BY score DESC, dense_cos DESC
 LIMIT :limit;
@@ -95,8 +106,8 @@ bm25_sig AS MATERIALIZED (
 )
 SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
        NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, b.raw AS bm25_raw, b.raw / :bm25_max AS bm25_ratio,
-       NULL AS dense, min(1.0, max(0.0, b.raw / :bm25_max / :bm25_full)) AS bm25,
-       min(1.0, max(0.0, b.raw / :bm25_max / :bm25_full)) AS score
+       NULL AS dense, NULL AS dense_alone, 1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS bm25,
+       1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS score
 FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
 ORDER BY score DESC
 LIMIT :limit;

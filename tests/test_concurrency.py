@@ -33,6 +33,7 @@ def _args(**overrides) -> argparse.Namespace:
         kill_size=300,
         embed_kill_runs=0,
         embed_kill_size=0,
+        kill_clock="index",
     )
     values.update(overrides)
     return argparse.Namespace(**values)

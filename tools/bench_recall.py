@@ -182,7 +182,7 @@ def main() -> int:
         "queries": n,
         "memories": len(memories),
         "model": report.model,
-        "calibration": {k: calib.get(k) for k in ("dense_lo", "dense_hi", "bm25_full")},
+        "calibration": {k: calib.get(k) for k in ("dense_lo", "dense_hi", "dense_mid", "dense_scale", "bm25_tau")},
         "signals": figures,
         "hints": {
             "threshold": threshold,

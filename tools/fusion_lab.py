@@ -74,40 +74,20 @@ def sig(x):
     return 1.0 / (1.0 + math.exp(-x))
 
 
-def rules(calib):
-    lo, hi = calib["dense_lo"], calib["dense_hi"]
+def rule(lo, hi, w, tau, slope, bm25_curve="exp"):
+    """A fusion rule: logistic dense (centre between lo and hi, scale gap/slope),
+    BM25 share-of-query through 1 - exp(-r/tau) (or clipped r/(2 tau)), weight w."""
+    mid, scale = (lo + hi) / 2, (hi - lo) / slope
 
-    def d_lin(c):
-        return None if c["dense"] is None else min(1, max(0, (c["dense"] - lo) / (hi - lo)))
+    def f(c, any_bm25=False):
+        d = None if c["dense"] is None else sig((c["dense"] - mid) / scale)
+        r = c["ratio"]
+        b = None if r is None else (1 - math.exp(-r / tau) if bm25_curve == "exp" else min(1.0, r / (2 * tau)))
+        if d is not None and b is not None:
+            return w * d + (1 - w) * b
+        return d if d is not None else (b if b is not None else 0.0)
 
-    def d_sig(c):
-        return None if c["dense"] is None else sig(4 * (c["dense"] - (lo + hi) / 2) / (hi - lo))
-
-    def b_lin(full):
-        return lambda c: None if c["ratio"] is None else min(1, c["ratio"] / full)
-
-    def b_sig(full):
-        return lambda c: None if c["ratio"] is None else sig(4 * (c["ratio"] - full / 2) / full)
-
-    def fuse(dense_f, bm_f, missing_bm25_zero=False, w=0.7):
-        def f(c, any_bm25):
-            d, b = dense_f(c), bm_f(c)
-            if b is None and missing_bm25_zero and any_bm25:
-                b = 0.0
-            if d is not None and b is not None:
-                return w * d + (1 - w) * b
-            return d if d is not None else (b if b is not None else 0.0)
-
-        return f
-
-    out = {}
-    for full in (0.3, 0.5):
-        out[f"seed lin/lin full={full}"] = fuse(d_lin, b_lin(full))
-        out[f"seed lin/lin full={full} miss=0"] = fuse(d_lin, b_lin(full), True)
-        out[f"sig/sig full={full}"] = fuse(d_sig, b_sig(full))
-        out[f"sig/sig full={full} miss=0"] = fuse(d_sig, b_sig(full), True)
-        out[f"sig/lin full={full} miss=0"] = fuse(d_sig, b_lin(full), True)
-    return out
+    return f
 
 
 def main():
@@ -121,9 +101,10 @@ def main():
     queries = [q for q in queries if q["id"] in qrels]
     set_hash = hashlib.sha256((set_dir / "memories.jsonl").read_bytes()).hexdigest()[:12]
     work = args.work.resolve() / f"{set_dir.name}-{set_hash}"
-    store = Store(load_config(home=work / "home", root=work / "vault", env={"MARCH_THREADS": "1"}))
+    store = Store(load_config(home=work / "home", root=work / "vault", env={"MARCH_THREADS": "1"}))  # one thread: steady under load
     emb = store.embedder()
     calib = calibrate.ensure(store.con, emb)
+    fresh = calibrate.measure(emb)  # every level, whatever the stored rule
     cache = work / "lab.json"
     if cache.exists():
         data = json.loads(cache.read_text())
@@ -135,21 +116,29 @@ def main():
         off = rng.sample(others, min(args.offtopic, len(others)))
         data = {"on": collect(store, emb, calib, [q["text"] for q in queries]), "off": collect(store, emb, calib, off)}
         cache.write_text(json.dumps(data))
-    print(f"{set_dir.name}: calibration lo={calib['dense_lo']} hi={calib['dense_hi']}")
+    print(f"{set_dir.name}: probe levels " + ", ".join(f"{k}={fresh[k]}" for k in ("unrelated_p50", "unrelated_p75", "unrelated_p99", "related_p50")))
     base = {"bm25": lambda c, a: c["ratio"] if c["ratio"] is not None else -1, "dense": lambda c, a: c["dense"] or -1}
-    for name, rule in {**base, **rules(calib)}.items():
+    variants = {}
+    for lo_key in ("unrelated_p50", "unrelated_p75", "unrelated_p99"):
+        for w in (0.7, 0.6, 0.5):
+            for tau in (0.15, 0.25):
+                for slope in (3, 4):
+                    for curve in ("exp", "lin"):
+                        name = f"lo={lo_key[-3:]} w={w} tau={tau} slope={slope} {curve}"
+                        variants[name] = rule(fresh[lo_key], fresh["related_p50"], w, tau, slope, curve)
+    for name, rule_f in {**base, **variants}.items():
         nd, hinted = [], 0
         for q, cands in zip(queries, data["on"]):
             any_b = any(c["ratio"] is not None for c in cands)
-            ranked = sorted(cands, key=lambda c: rule(c, any_b), reverse=True)
+            ranked = sorted(cands, key=lambda c: rule_f(c, any_b), reverse=True)
             nd.append(metrics([c["id"] for c in ranked], qrels[q["id"]])["ndcg@10"])
-            kept = [c["id"] for c in ranked if c["desc"] and rule(c, any_b) >= 0.5][:3]
+            kept = [c["id"] for c in ranked if c["desc"] and rule_f(c, any_b) >= 0.5][:3]
             hinted += any(k in qrels[q["id"]] for k in kept)
         quiet = 0
         for cands in data["off"]:
             any_b = any(c["ratio"] is not None for c in cands)
-            quiet += not any(c["desc"] and rule(c, any_b) >= 0.5 for c in cands)
-        print(f"{name:32} nDCG@10 {np.mean(nd):.4f}  hinted {hinted / len(queries):6.1%}  off-topic quiet {quiet / len(data['off']):6.1%}")
+            quiet += not any(c["desc"] and rule_f(c, any_b) >= 0.5 for c in cands)
+        print(f"{name:44} nDCG@10 {np.mean(nd):.4f}  hinted {hinted / len(queries):6.1%}  off-topic quiet {quiet / len(data['off']):6.1%}")
 
 
 if __name__ == "__main__":

@@ -376,7 +376,9 @@ def wait_visible(probe, mem_id: str, query: str, t0: float, timeout: float, poll
             if not vec:
                 time.sleep(0.01)
                 continue
+        t_call = time.perf_counter()
         res = probe.recall(query, explain=True)
+        out["last_recall_call_s"] = time.perf_counter() - t_call
         out["probes"] += 1
         hit = _find(res, mem_id)
         indexed, vec = _vectors_present(probe.con, mem_id)
@@ -486,6 +488,7 @@ def run_freshness(args, work: Path) -> dict:
         "max_s": max(got) if got else None,
         "indexed_p50_s": pct([s["indexed_s"] for s in counted if s["indexed_s"] is not None], 50),
         "vectors_p50_s": pct([s["vectors_s"] for s in counted if s["vectors_s"] is not None], 50),
+        "probe_recall_call_p50_s": pct([s["last_recall_call_s"] for s in counted if "last_recall_call_s" in s], 50),
         "with_dense_signal": sum(1 for s in counted if s["dense"]),
         "as_hint": sum(1 for s in counted if s["hint"]),
         "target_s": FRESH_TARGET_S,
@@ -539,15 +542,20 @@ def run_freshness(args, work: Path) -> dict:
 # ---------------------------------------------------------------- load
 
 
-def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, ready_q, start_evt, out_q) -> None:
-    """One writer or reader process: own Store, loop until ``seconds`` passed."""
+def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, ready_q, start_evt, out_q,
+                 update_share: float = 0.0) -> None:
+    """One writer or reader process: own Store, loop until ``seconds`` passed.
+
+    A writer creates new memories; with ``update_share`` > 0 that share of its
+    saves instead updates one of its own earlier memories (new description and
+    body), and the last description it wrote must be what the file holds at the end."""
     import apsw
 
     from marchdb.store import Store
 
     rng = random.Random(seed * 100 + k + (0 if role == "writer" else 50))
     out = {"role": role, "k": k, "ops": 0, "errors": [], "locked": 0, "lat": [], "saved": [], "statuses": {},
-           "warnings": [], "hints": 0, "modes": {}}
+           "warnings": [], "hints": 0, "modes": {}, "last_desc": {}}
     try:
         store = Store(make_cfg(**cfg_args))
         store.embedder()  # load the model (if any) before the clock starts
@@ -563,6 +571,7 @@ def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, r
     ready_q.put(k)
     start_evt.wait()
     end = time.monotonic() + seconds
+    t_begin = time.perf_counter()
     i = 0
     while time.monotonic() < end:
         i += 1
@@ -570,14 +579,19 @@ def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, r
         try:
             if role == "writer":
                 word = made_up_word(rng)
-                res = store.save(
-                    name=f"Stress {word} w{k}-{i}",
-                    description=f"{_en_sentence(rng)[:-1]} ({word})" if rng.random() < 0.8 else rng.choice(ZH_SENTENCES) + word,
-                    body="\n\n".join(_paragraph(rng) for _ in range(rng.randint(1, 3))),
-                    tags=["stress", f"writer-{k}"],
-                )
+                desc = f"{_en_sentence(rng)[:-1]} ({word})" if rng.random() < 0.8 else rng.choice(ZH_SENTENCES) + word
+                body = "\n\n".join(_paragraph(rng) for _ in range(rng.randint(1, 3)))
+                mine = [m for st, m, _ in out["saved"] if st == "created"]
+                if mine and rng.random() < update_share:
+                    target = rng.choice(mine)
+                    res = store.save(id=target, description=desc, body=body)
+                else:
+                    res = store.save(name=f"Stress {word} w{k}-{i}", description=desc, body=body,
+                                     tags=["stress", f"writer-{k}"])
                 out["statuses"][res["status"]] = out["statuses"].get(res["status"], 0) + 1
                 out["saved"].append((res["status"], res["id"], res["path"]))
+                if res["status"] in ("created", "updated"):
+                    out["last_desc"][res["id"]] = desc
                 for w in res["warnings"]:
                     if not w.startswith("no vectors"):
                         out["warnings"].append(w)
@@ -589,8 +603,11 @@ def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, r
                 res = store.recall(text, run_id=run_id, trigger=rng.choice(("user", "assistant")))
                 out["hints"] += len(res.hints)
                 out["modes"][res.mode] = out["modes"].get(res.mode, 0) + 1
-            out["lat"].append(time.perf_counter() - t0)
+            took = time.perf_counter() - t0
+            out["lat"].append(took)
             out["ops"] += 1
+            if took > 1.0:  # slow operations, with when they started (s after the start)
+                out.setdefault("slow", []).append((round(t0 - t_begin, 2), round(took, 3)))
         except Exception as exc:  # noqa: BLE001 - every exception is a finding
             text = f"{type(exc).__name__}: {exc}"
             if isinstance(exc, apsw.BusyError) or "locked" in str(exc).lower() or "busy" in str(exc).lower():
@@ -627,7 +644,8 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
     procs = []
     for role, count in (("writer", writers), ("reader", readers)):
         for k in range(count):
-            p = ctx.Process(target=_load_worker, args=(role, k, cfg_args, seconds, args.seed, ready_q, start_evt, out_q))
+            p = ctx.Process(target=_load_worker, args=(role, k, cfg_args, seconds, args.seed, ready_q, start_evt, out_q,
+                                                       getattr(args, "update_share", 0.0)))
             p.start()
             procs.append(p)
     for _ in procs:
@@ -676,6 +694,7 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
     from marchdb.notes import BadNote, parse_note
 
     holders: dict[str, list[str]] = {}
+    descs: dict[str, str] = {}
     for dirpath, dirs, names in os.walk(vault):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
@@ -686,12 +705,20 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
                 except BadNote:
                     continue
                 holders.setdefault(note.id, []).append(full.relative_to(vault).as_posix())
+                descs[note.id] = note.description
     lost = []
     for mem_id, path in created:
         rel = Path(path).relative_to(vault).as_posix()
         files = holders.get(mem_id, [])
         if files != [rel] or index.get(mem_id) != rel:
             lost.append({"id": mem_id, "returned_path": rel, "files": files, "index_path": index.get(mem_id)})
+    # Lost updates: the file must hold the last description its writer saved.
+    stale = [
+        {"id": mem_id, "want": want, "file": descs.get(mem_id)}
+        for o in w_outs
+        for mem_id, want in o["last_desc"].items()
+        if descs.get(mem_id) != " ".join(want.split())
+    ]
     dup_ids = len(created) - len({i for i, _ in created})
     leftovers = sorted(
         os.path.relpath(os.path.join(d, n), vault) for d, _, ns in os.walk(vault) for n in ns if n.startswith(".marchdb-tmp-")
@@ -710,6 +737,9 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
         missing_results=len(procs) - len(outs),
         lost=len(lost),
         lost_samples=lost[:10],
+        update_share=getattr(args, "update_share", 0.0),
+        lost_updates=len(stale),
+        lost_update_samples=stale[:10],
         save_warnings=[w for o in w_outs for w in o["warnings"]][:10],
         temp_files_left=leftovers[:10],
         conflicts_after=conflicts,
@@ -720,6 +750,11 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
         save_p50_ms=pct(wlat, 50) and round(pct(wlat, 50) * 1000, 1),
         save_p95_ms=pct(wlat, 95) and round(pct(wlat, 95) * 1000, 1),
         save_max_ms=wlat and round(max(wlat) * 1000, 1),
+        slow_saves=sorted(((o["k"], *x) for o in w_outs for x in o.get("slow", [])), key=lambda x: -x[2])[:10],
+        slow_recalls=sorted(((o["k"], *x) for o in r_outs for x in o.get("slow", [])), key=lambda x: -x[2])[:10],
+        saves_over_1s=sum(len(o.get("slow", [])) for o in w_outs),
+        recalls_over_1s=sum(len(o.get("slow", [])) for o in r_outs),
+        ops_per_process={f"{o['role']}{o['k']}": o["ops"] for o in outs},
         recall_modes={m: sum(o["modes"].get(m, 0) for o in r_outs) for m in {m for o in r_outs for m in o["modes"]}},
         hints_returned=sum(o["hints"] for o in r_outs),
         vectors_missing_before_final_sync=vec_before,
@@ -727,7 +762,7 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
         load_after=loadavg(),
     )
     result["ok"] = (
-        not errors and not lost and not crashed and not result["missing_results"] and check["ok"] and not leftovers
+        not errors and not lost and not stale and not crashed and not result["missing_results"] and check["ok"] and not leftovers
     )
     for e in errors[:10]:
         log(f"  ERROR: {e}")
@@ -737,15 +772,33 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
 # ---------------------------------------------------------------- faults
 
 
-def _timed_sync(home: Path, vault: Path, models_dir: str | None, embed: bool, timeout: float = 1800) -> tuple[float, dict]:
+def _timed_sync(home: Path, vault: Path, models_dir: str | None, embed: bool, timeout: float = 1800,
+                watch_index: bool = False) -> tuple[float, dict] | tuple[float, dict, float | None]:
+    """Run ``marchdb sync`` to completion; its wall time and JSON report (and
+    with ``watch_index``, when the index file appeared: the sync's own work
+    starts there, after interpreter start-up and imports)."""
     args = ["--root", str(vault), "sync", "--json"] + ([] if embed else ["--no-embed"])
+    index_path = home / "index.sqlite"
     t0 = time.perf_counter()
-    proc = subprocess.run(marchdb_cmd(*args), env=sub_env(home, models_dir), capture_output=True, text=True,
-                          timeout=timeout)
+    t_index = None
+    with subprocess.Popen(marchdb_cmd(*args), env=sub_env(home, models_dir), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        if watch_index:
+            while proc.poll() is None and time.perf_counter() - t0 < timeout:
+                if t_index is None and index_path.exists():
+                    t_index = time.perf_counter() - t0
+                    break
+                time.sleep(0.002)
+        try:
+            stdout, stderr = proc.communicate(timeout=max(1.0, timeout - (time.perf_counter() - t0)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
     dt = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise RuntimeError(f"marchdb sync exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return dt, json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"marchdb sync exited {proc.returncode}: {stderr[-2000:]}")
+    report = json.loads(stdout.strip().splitlines()[-1])
+    return (dt, report, t_index) if watch_index else (dt, report)
 
 
 def _index_state(index_path: Path) -> str:
@@ -772,9 +825,13 @@ def _index_state(index_path: Path) -> str:
 
 
 def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir: str | None, embed: bool,
-              rng: random.Random, lo: float = 0.0) -> list[dict]:
+              rng: random.Random, lo: float = 0.0, clock: str = "process") -> list[dict]:
     """``runs`` times: fresh home, sync (embedding or not) killed with SIGKILL at
-    uniform(lo, typical) seconds, a normal sync to completion, checks."""
+    uniform(lo, typical) seconds, a normal sync to completion, checks.
+
+    ``clock`` "process": seconds from the process start; "index": from the
+    moment the index file appears (the sync's own work, without interpreter
+    start-up, which a kill can teach nothing about)."""
     before = file_hashes(vault)
     out = []
     for i in range(runs):
@@ -782,18 +839,27 @@ def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir
         if home.exists():
             shutil.rmtree(home)
         home.mkdir(parents=True)
+        index_path = home / "index.sqlite"
         delay = rng.uniform(lo, typical)
         args = ["--root", str(vault), "sync", "--json"] + ([] if embed else ["--no-embed"])
+        t0 = time.perf_counter()
         proc = subprocess.Popen(marchdb_cmd(*args), env=sub_env(home, models_dir),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
+        if clock == "index":
+            while proc.poll() is None and not index_path.exists():
+                time.sleep(0.001)
+            t_start = time.perf_counter() - t0
+        else:
+            t_start = 0.0
+        time.sleep(max(0.0, t_start + delay - (time.perf_counter() - t0)))
         killed = proc.poll() is None
         if killed:
             os.kill(proc.pid, signal.SIGKILL)
+        t_kill = time.perf_counter() - t0
         proc.wait()
-        index_path = home / "index.sqlite"
         state = _index_state(index_path)
-        rec: dict = {"run": i + 1, "kill_at_s": round(delay, 3), "killed": killed, "state_at_kill": state}
+        rec: dict = {"run": i + 1, "clock": clock, "kill_at_s": round(delay, 3), "kill_after_start_s": round(t_kill, 3),
+                     "killed": killed, "state_at_kill": state}
         try:
             rec["recovery_s"], report = _timed_sync(home, vault, models_dir, embed)
             rec["recovery_report"] = {k: report.get(k) for k in ("added", "updated", "removed", "embedded", "warnings",
@@ -805,7 +871,8 @@ def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir
         rec.update(files_changed=len(changed), files_changed_samples=changed[:5], check=check,
                    ok=check["ok"] and not changed)
         out.append(rec)
-        log(f"  kill {i + 1}/{runs} at {delay:.2f}s ({'killed' if killed else 'had finished'}; {state}): "
+        where = f"{delay:.2f}s after the index appeared" if clock == "index" else f"{delay:.2f}s"
+        log(f"  kill {i + 1}/{runs} at {where} ({'killed' if killed else 'had finished'}; {state}): "
             f"{'ok' if rec['ok'] else 'FAILED ' + '; '.join(check.get('problems', [])[:3] + changed[:3])}")
     return out
 
@@ -839,19 +906,27 @@ def run_faults(args, work: Path, runs: int | None = None, size: int | None = Non
     result: dict = {"load_before": loadavg(), "runs": runs, "size": size}
     vault, _ = ensure_vault(work / f"n{size}", size, log)
     runs_dir = work / "faults"
-    # The typical duration of a full `marchdb sync --no-embed` (process start included).
-    durations = []
+    # The typical duration of a full `marchdb sync --no-embed`: process start to exit, and
+    # from the index file appearing to exit (the sync's own work).
+    durations, works = [], []
     for j in range(2):
         home = runs_dir / f"calib{j}"
         if home.exists():
             shutil.rmtree(home)
-        dt, _ = _timed_sync(home, vault, args.models_dir, embed=False)
+        dt, _, t_index = _timed_sync(home, vault, args.models_dir, embed=False, watch_index=True)
         durations.append(dt)
+        works.append(dt - (t_index or 0.0))
     typical = statistics.median(durations)
+    typical_work = statistics.median(works)
+    clock = getattr(args, "kill_clock", "process")
+    window = typical if clock == "process" else typical_work
     result["typical_sync_s"] = round(typical, 3)
-    log(f"faults: {runs} kill -9 runs of `marchdb sync --no-embed` on {size:,} memories, "
-        f"kill at uniform(0, {typical:.2f}s)")
-    result["no_embed"] = kill_runs(vault, runs_dir, runs, typical, args.models_dir, False, rng)
+    result["typical_sync_work_s"] = round(typical_work, 3)
+    result["kill_clock"] = clock
+    log(f"faults: {runs} kill -9 runs of `marchdb sync --no-embed` on {size:,} memories, kill at uniform(0, "
+        f"{window:.2f}s) {'after the process started' if clock == 'process' else 'after the index file appeared'} "
+        f"(full sync {typical:.2f}s, {typical_work:.2f}s of it after the index appeared)")
+    result["no_embed"] = kill_runs(vault, runs_dir, runs, window, args.models_dir, False, rng, clock=clock)
     result["no_embed_ok"] = sum(1 for r in result["no_embed"] if r["ok"])
     result["no_embed_killed"] = sum(1 for r in result["no_embed"] if r["killed"])
     result["no_embed_files_changed"] = sum(r["files_changed"] for r in result["no_embed"])
@@ -903,6 +978,8 @@ def table(results: dict) -> str:
             "MET" if w["target_met"] else "MISSED")
         add("freshness", "watcher: in memory_index p50 / vectors p50",
             f"{_f(w['indexed_p50_s'], '{:.3f}')} / {_f(w['vectors_p50_s'], '{:.3f}')} s", "")
+        add("freshness", "watcher: the probe's last recall call alone, p50",
+            _f(w.get("probe_recall_call_p50_s"), "{:.3f} s"), "")
         add("freshness", "watcher: returned with a dense signal / as a hint",
             f"{w['with_dense_signal']}/{w['runs']} / {w['as_hint']}/{w['runs']}", "")
         for case, label in (("stale", "last scan > 5 s ago"), ("recent", "right after a scan")):
@@ -922,10 +999,16 @@ def table(results: dict) -> str:
         add(scn, "'database is locked' reaching a caller", str(ld["locked_errors"]),
             "0 " + ("OK" if not ld["locked_errors"] else "FAIL"))
         add(scn, "memories lost (of created)", f"{ld['lost']} of {ld['created']}", "0 " + ("OK" if not ld["lost"] else "FAIL"))
+        if ld.get("update_share"):
+            add(scn, f"lost updates ({ld['update_share']:.0%} of saves update an own memory)",
+                f"{ld['lost_updates']} of {ld['save_statuses'].get('updated', 0)} updates",
+                "0 " + ("OK" if not ld["lost_updates"] else "FAIL"))
         add(scn, "recall latency p50 / p95 / max", f"{_f(ld['recall_p50_ms'], '{:.0f}')} / "
             f"{_f(ld['recall_p95_ms'], '{:.0f}')} / {_f(ld['recall_max_ms'], '{:.0f}')} ms", "")
         add(scn, "save latency p50 / p95 / max", f"{_f(ld['save_p50_ms'], '{:.0f}')} / "
             f"{_f(ld['save_p95_ms'], '{:.0f}')} / {_f(ld['save_max_ms'], '{:.0f}')} ms", "")
+        add(scn, "saves / recalls slower than 1 s", f"{ld['saves_over_1s']} / {ld['recalls_over_1s']}", "")
+        add(scn, "operations per process", " ".join(f"{k}={v}" for k, v in sorted(ld["ops_per_process"].items())), "")
         add(scn, "index after final sync", f"{ld['memories_after']} memories, integrity "
             f"{ld['index_check'].get('integrity')}, matches files: {ld['index_check']['ok']}", "")
         if ld.get("vectors_missing_before_final_sync"):
@@ -937,7 +1020,10 @@ def table(results: dict) -> str:
             f"{ld['load_after'] and ld['load_after'][0]}", "")
     fa = results.get("faults")
     if fa:
-        add("faults", f"kill -9 `sync --no-embed`, {fa['size']:,} memories (typical sync {fa['typical_sync_s']} s)",
+        clock = ("from process start" if fa.get("kill_clock", "process") == "process"
+                 else "from the index file appearing")
+        add("faults", f"kill -9 `sync --no-embed`, {fa['size']:,} memories (full sync {fa['typical_sync_s']} s, "
+            f"{fa.get('typical_sync_work_s')} s after the index appears; kill clock {clock})",
             f"{fa['no_embed_ok']}/{fa['runs']} recovered ok ({fa['no_embed_killed']} killed mid-run)",
             f"{fa['runs']}/{fa['runs']} " + ("OK" if fa["no_embed_ok"] == fa["runs"] else "FAIL"))
         add("faults", "  where the kills landed", ", ".join(f"{k}: {v}" for k, v in fa["no_embed_states"].items()), "")
@@ -967,7 +1053,21 @@ def machine_info() -> dict:
         "platform": platform.platform(),
         "sqlite": apsw.sqlite_lib_version(),
         "load_average_start": loadavg(),
+        "code": code_version(),
     }
+
+
+def code_version() -> str:
+    """The commit under test, and whether marchdb/ or sql/ had uncommitted edits."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "marchdb", "sql"], cwd=REPO, capture_output=True,
+                               text=True, timeout=10).stdout.split("\n")
+        dirty = [line[3:] for line in dirty if line.strip() and not line.rstrip().endswith(".pyc")]
+        return head + (f" + uncommitted edits in {', '.join(dirty[:5])}" if dirty else " (clean marchdb/, sql/)")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -986,8 +1086,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readers", type=int, default=4)
     ap.add_argument("--load-size", type=int, default=200, help="memories in the vault before the load")
     ap.add_argument("--load-variants", default="model,bm25", help="model (default e5) and/or bm25 (no model)")
+    ap.add_argument("--update-share", type=float, default=0.0,
+                    help="share of writer saves that update one of the writer's own memories (default 0: only new)")
     ap.add_argument("--kill-runs", type=int, default=20)
     ap.add_argument("--kill-size", type=int, default=2000)
+    ap.add_argument("--kill-clock", choices=("process", "index"), default="index",
+                    help="kill at uniform(0, typical) seconds after the process started, or after the index file "
+                    "appeared (default: index; the interpreter start-up is half of a 2,000-file sync)")
     ap.add_argument("--embed-kill-runs", type=int, default=3)
     ap.add_argument("--embed-kill-size", type=int, default=40)
     ap.add_argument("--threads", type=int, help="MARCH_THREADS for every store and subprocess "
@@ -1035,7 +1140,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"date: {started.strftime('%Y-%m-%d %H:%M:%SZ')} (took {(datetime.now(timezone.utc) - started).seconds} s)")
     print(f"machine: {info['nproc']} cpu, Python {info['python']}, SQLite {info['sqlite']}, {info['platform']}")
-    print(f"embedding threads per process: {info['threads']}")
+    print(f"embedding threads per process: {info['threads']}; code: {info['code']}")
     print(f"load average (1/5/15 min) at start {info['load_average_start']}, at end {info['load_average_end']}")
     if "load" in only:
         for v in variants:
@@ -1044,8 +1149,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"load {v} error: {e}")
             for lost in ld["lost_samples"]:
                 print(f"load {v} lost: {lost}")
+            for lost in ld["lost_update_samples"]:
+                print(f"load {v} lost update: {lost}")
             for w in ld["save_warnings"]:
                 print(f"load {v} save warning: {w}")
+            if ld["slow_saves"]:
+                print(f"load {v} slowest saves (writer, started at s, took s): {ld['slow_saves'][:5]}")
+            if ld["slow_recalls"]:
+                print(f"load {v} slowest recalls (reader, started at s, took s): {ld['slow_recalls'][:5]}")
             if ld["temp_files_left"]:
                 print(f"load {v} temp files left in the vault: {ld['temp_files_left']}")
             for p in ld["index_check"]["problems"]:
