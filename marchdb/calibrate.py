@@ -25,7 +25,7 @@ import json
 import apsw
 import numpy as np
 
-from .db import get_meta, set_meta
+from .db import get_meta, set_meta, transaction
 from .probes import NONSENSE, PAIRS
 
 #: BM25 share-of-query scale: a memory holding 15% of the query's
@@ -98,7 +98,7 @@ def ensure(con: apsw.Connection, embedder) -> dict:
     if data is None:
         data = _MEASURED.get(embedder.fingerprint) or measure(embedder)
         _MEASURED[embedder.fingerprint] = data
-        with con:
+        with transaction(con):
             set_meta(con, "calibration", json.dumps(data))
     return data
 

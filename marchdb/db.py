@@ -8,7 +8,6 @@ All DDL lives in ``sql/*.sql`` (shipped in the package as ``marchdb.sql``).
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import os
@@ -150,7 +149,7 @@ def _drop_everything(con: apsw.Connection) -> None:
 
 
 def _apply_schema(con: apsw.Connection) -> None:
-    with con:
+    with transaction(con):
         _drop_everything(con)
         con.execute(schema_sql())
         set_meta(con, "schema_hash", schema_hash())
@@ -220,41 +219,37 @@ _LOCKS_GUARD = threading.Lock()
 
 
 @contextlib.contextmanager
-def writer_lock(index_path: str | os.PathLike, timeout: float = 120.0) -> Iterator[None]:
+def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
     """Cross-process (and cross-thread) lock: one index writer at a time.
 
     SQLite would serialise the writes themselves, but a sync reads files and
     embeds between its transactions; the lock keeps two syncs from doing the
     same work twice and racing on the same rows. Readers never take it (WAL
     lets them read while a writer works). Re-entrant within a thread.
+
+    The wait is a blocking ``flock``: the kernel queues waiters, where
+    polling let a process that had just released the lock win it straight
+    back and starved the others for seconds. Holders keep it only for short
+    steps (a scan, one save, one batch of vectors), and a killed holder
+    releases it with its descriptor.
     """
     lock_path = os.path.abspath(f"{index_path}.lock")
     with _LOCKS_GUARD:
         local = _LOCKS.setdefault(lock_path, threading.RLock())
-    deadline = time.monotonic() + timeout
-    if not local.acquire(timeout=timeout):
-        raise IndexUnavailable(f"another thread has held {lock_path} for {timeout:.0f}s")
-    try:
+    with local:
         held = _HELD.get(lock_path)
         if held is not None:
             held[1] += 1
         else:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        os.close(fd)
-                        raise
-                    if time.monotonic() > deadline:
-                        os.close(fd)
-                        raise IndexUnavailable(
-                            f"another marchdb process has held {lock_path} for {timeout:.0f}s; "
-                            "wait for it to finish or stop it"
-                        ) from None
-                    time.sleep(0.02)
+            try:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
             held = _HELD[lock_path] = [fd, 1]
         try:
             yield
@@ -263,5 +258,25 @@ def writer_lock(index_path: str | os.PathLike, timeout: float = 120.0) -> Iterat
             if held[1] == 0:
                 del _HELD[lock_path]
                 os.close(held[0])  # closing the descriptor releases the flock
-    finally:
-        local.release()
+
+
+@contextlib.contextmanager
+def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A write transaction that takes SQLite's write lock up front.
+
+    ``with con:`` starts a deferred transaction: one that reads first and
+    writes later fails at once with "database is locked" if another
+    connection wrote in between (WAL cannot upgrade a stale snapshot).
+    BEGIN IMMEDIATE waits (busy timeout) for the lock instead.
+    """
+    if not con.in_transaction:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+    else:
+        with con:
+            yield con

@@ -27,7 +27,7 @@ import apsw
 import numpy as np
 
 from . import calibrate, fts
-from .db import get_meta, sql_file
+from .db import get_meta, sql_file, transaction
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
@@ -289,7 +289,7 @@ def recall(
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
     scored = score(con, text, qvec, calib, w_dense=w_dense)
-    with con:
+    with transaction(con):
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold)
     return RecallResult(
         trigger=trigger,

@@ -493,10 +493,15 @@ def save(
     creating_like = None not in (changes.name, changes.description, changes.body, changes.tags)
     # Load the model (slow the first time) before taking the lock that other savers wait on.
     embedder = store.embedder() if embed and creating_like and not force else None
+    # Embed the would-be metadata now, not under the lock other savers wait on.
+    twin_probe = None
+    if embedder is not None:
+        vec = embedder.embed_passages([metadata_text(changes.name, changes.description, changes.tags)])[0]
+        twin_probe = (vec, embedder.fingerprint)
     root = Path(store.root)
     try:
         with db.writer_lock(store.cfg.index_path):
-            result, rel = _save_locked(store, root, mem_id, changes, force, embedder)
+            result, rel = _save_locked(store, root, mem_id, changes, force, twin_probe)
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
         raise MarchError(f"cannot write{where}: {exc.strerror or exc}; nothing was saved, check the disk and permissions") from None
@@ -508,7 +513,7 @@ def save(
 
 
 def _save_locked(
-    store, root: Path, mem_id: str | None, changes: Changes, force: bool, embedder
+    store, root: Path, mem_id: str | None, changes: Changes, force: bool, twin_probe
 ) -> tuple[dict, str | None]:
     """The read-decide-write part of ``save``; returns the result and the
     relative path written (None when nothing was written)."""
@@ -543,9 +548,8 @@ def _save_locked(
         raise InvalidInput(f"{lead} also pass {', '.join(missing)} (tags: at least one)")
     if not force:
         twin = find_same_name(con, changes.name)
-        if twin is None and embedder is not None:
-            vec = embedder.embed_passages([metadata_text(changes.name, changes.description, changes.tags)])[0]
-            twin = find_similar(con, vec, embedder.fingerprint)
+        if twin is None and twin_probe is not None:
+            twin = find_similar(con, *twin_probe)
         if twin is not None:
             message = f"{twin['why']} (id {twin['id']}); pass its id to update it, or force=True to add a new one"
             return _result("duplicate", twin["id"], root / twin["path"], message, warnings), None

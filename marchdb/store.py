@@ -101,7 +101,7 @@ class Store:
             emb = self.embedder()
             if emb is None:
                 report.warnings.append(f"no vectors: {self._embedder_error}")
-                with self.con:
+                with db.transaction(self.con):
                     db.set_meta(self.con, "vector_error", self._embedder_error)
             else:
                 report.model = emb.fingerprint
@@ -112,7 +112,7 @@ class Store:
                     calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
-                    with self.con:
+                    with db.transaction(self.con):
                         db.set_meta(self.con, "vector_error", str(exc))
         report.seconds = time.perf_counter() - started
         return report
@@ -182,7 +182,7 @@ class Store:
         except (OSError, UnicodeDecodeError) as exc:
             raise MarchError(f"cannot read {path}: {exc}; check the file") from None
         if log:
-            with self.con:
+            with db.transaction(self.con):
                 self.con.execute(
                     "INSERT INTO open_log(mem_id, at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))", (mem_id,)
                 )

@@ -21,7 +21,7 @@ from pathlib import Path
 import apsw
 
 from . import fts
-from .db import get_meta, set_meta, writer_lock
+from .db import get_meta, set_meta, transaction, writer_lock
 from .notes import MAX_FILE_BYTES, BadNote, Note, Problem, chunk_body, content_hash, metadata_text, parse_note, text_hash
 
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
@@ -205,9 +205,12 @@ class Syncer:
             if changed or vanished or walk_changed:
                 self._apply(sorted(changed), seen, vanished, walk_problems if walk_changed else None)
                 self._store_counts()
-            with self.con:
+            with transaction(self.con):
                 set_meta(self.con, "last_sync_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-                set_meta(self.con, "last_scan_epoch", f"{time.time():.3f}")
+                if paths is None:
+                    # Only a full scan proves nothing was missed: an incremental
+                    # sync (watcher, save) must not postpone the dirty check.
+                    set_meta(self.con, "last_scan_epoch", f"{time.time():.3f}")
             self.report.conflicts = int(get_meta(self.con, "count_conflicts", "0") or 0)
             self.report.problems = int(get_meta(self.con, "count_problems", "0") or 0)
         self.report.seconds = time.perf_counter() - started
@@ -240,7 +243,7 @@ class Syncer:
 
         for start in range(0, max(len(changed), 1), BATCH_FILES):
             batch = [read_one(self.root, p, *seen[p]) for p in changed[start : start + BATCH_FILES]]
-            with self.con:
+            with transaction(self.con):
                 touched: set[str] = set()
                 for res in batch:
                     if res.gone:
@@ -253,7 +256,7 @@ class Syncer:
                 self._resolve(touched)
                 self._flush_fts()
 
-        with self.con:
+        with transaction(self.con):
             touched = set()
             for p in sorted(vanished):
                 old_id = self.known[p][3]
@@ -420,7 +423,7 @@ class Syncer:
             "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'"
         ).fetchone()[0]
         docs = self.con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
-        with self.con:
+        with transaction(self.con):
             set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
             set_meta(self.con, "count_conflicts", conflicts)
             set_meta(self.con, "count_problems", problems)

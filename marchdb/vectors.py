@@ -18,7 +18,7 @@ import apsw
 import numpy as np
 
 from .config import Config
-from .db import drop_vector_tables, ensure_vector_tables, get_meta, set_meta, writer_lock
+from .db import drop_vector_tables, ensure_vector_tables, get_meta, set_meta, transaction, writer_lock
 from .errors import ModelError
 from .notes import metadata_text
 
@@ -64,7 +64,7 @@ def prepare_model(con: apsw.Connection, fingerprint: str, dim: int) -> bool:
     if current == fingerprint and get_meta(con, "dim") == str(dim):
         ensure_vector_tables(con, dim)
         return False
-    with con:
+    with transaction(con):
         drop_vector_tables(con)
         set_meta(con, "model_fingerprint", fingerprint)
         set_meta(con, "dim", dim)
@@ -98,7 +98,7 @@ def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.n
     """Insert vectors for ``(kind, hash)`` items in one transaction; items
     another process stored meanwhile are skipped. Returns how many were new."""
     added = 0
-    with con:
+    with transaction(con):
         for (kind, h), vec in zip(items, vecs):
             row = con.execute(
                 "INSERT INTO vectors(kind, hash) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING vid", (kind, h)
@@ -113,7 +113,7 @@ def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.n
 
 def collect_garbage(con: apsw.Connection) -> int:
     """Delete vectors no memory refers to any more. Returns how many."""
-    with con:
+    with transaction(con):
         stale = con.execute(
             "SELECT vid, kind FROM vectors v WHERE "
             "(kind = 'meta' AND NOT EXISTS (SELECT 1 FROM memory_index m WHERE m.meta_hash = v.hash)) OR "
@@ -160,6 +160,6 @@ def embed_pending(
             done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
         if progress:
             progress(min(start + batch, total), total)
-    with con:
+    with transaction(con):
         set_meta(con, "vector_error", None)
     return done

@@ -23,12 +23,18 @@ load
     writer got back must exist exactly once as a file and in memory_index at
     its path after a final sync) and recall / save latency. ``--load-variants
     model,bm25``: with the default model, and BM25-only (a model path that does
-    not exist, so no model is ever loaded).
+    not exist, so no model is ever loaded). ``--update-share 0.3`` makes that
+    share of the saves update one of the writer's own memories instead, and
+    checks that no update was lost (the file holds the last description saved).
+    ``--threads N`` sets MARCH_THREADS for every store and subprocess.
 faults
     ``--kill-runs`` (20) times: a fresh home on a generated vault of
     ``--kill-size`` (2,000) memories, ``marchdb sync --no-embed`` as a
     subprocess, kill -9 at a uniformly random moment within the typical
-    duration of a full sync, then a normal sync to completion. Checks: no
+    duration of a full sync (``--kill-clock index``: counted from the moment
+    the index file appears, since interpreter start-up is about half of a
+    2,000-file sync and a kill there tests nothing; ``process``: from the
+    process start), then a normal sync to completion. Checks: no
     file of the vault changed (sha256 of every file, hidden ones included),
     the index matches the files (compared with ``notes.parse_note`` on the
     files directly), ``PRAGMA integrity_check`` and the FTS5 integrity check.
