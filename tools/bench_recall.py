@@ -147,7 +147,7 @@ def main() -> int:
     qvecs = emb.embed_queries([q["text"] for q in queries])
     embed_seconds = time.perf_counter() - t_embed
     for q, qvec in zip(queries, qvecs):
-        cands = score(store.con, q["text"], qvec, calib)
+        cands = score(store.con, q["text"], qvec, calib, limit=500)  # the whole union: no cut before ranking
         for signal, ranked in rankings(cands).items():
             for key, value in metrics(ranked, qrels[q["id"]]).items():
                 sums[signal][key] += value
