@@ -392,6 +392,8 @@ class Syncer:
             )
             con.execute("DELETE FROM chunks WHERE mem_rid = ?", (rid,))
             con.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
+        # New texts may need vectors: the next embedding pass must look.
+        set_meta(con, "vectors_complete", None)
         chunks = chunk_body(note.body)
         con.executemany(
             "INSERT INTO chunks(mem_rid, seq, text, hash) VALUES (?, ?, ?, ?)",

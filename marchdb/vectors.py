@@ -142,10 +142,13 @@ def embed_pending(
     written under the writer lock in its own short transaction, so readers
     and savers are never held up by a long embedding run.
     """
+    if get_meta(con, "vectors_complete") == embedder.fingerprint and get_meta(con, "model_fingerprint") == embedder.fingerprint:
+        return 0  # nothing was written since the last complete pass: stay a stat walk
     with writer_lock(index_path):
         prepare_model(con, embedder.fingerprint, embedder.dim)
         collect_garbage(con)
-        todo = pending_texts(con)[:limit]
+        pending = pending_texts(con)
+        todo = pending[:limit]
     total = len(todo)
     done = 0
     if progress:
@@ -162,4 +165,8 @@ def embed_pending(
             progress(min(start + batch, total), total)
     with transaction(con):
         set_meta(con, "vector_error", None)
+        # Re-checked inside the transaction: another process may have added
+        # memories since our list was made.
+        if len(todo) == len(pending) and not pending_texts(con):
+            set_meta(con, "vectors_complete", embedder.fingerprint)
     return done

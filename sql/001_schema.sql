@@ -45,6 +45,7 @@ CREATE TABLE memory_index (
     meta_hash    TEXT NOT NULL         -- hash of name + description + tags (its vector key)
 );
 CREATE INDEX memory_index_path ON memory_index(path);
+CREATE INDEX memory_index_meta_hash ON memory_index(meta_hash);
 
 -- Body chunks: paragraphs packed to a bounded length, body text only.
 CREATE TABLE chunks (
