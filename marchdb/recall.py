@@ -45,6 +45,8 @@ K_DENSE = 40
 K_CHUNK = 80
 K_BM25 = 40
 SCORED_LIMIT = 60
+#: Vault size from which terms held by half the memories are left out of MATCH.
+SMALL_VAULT = 50
 
 
 @dataclass
@@ -109,20 +111,37 @@ def statements() -> dict[str, str]:
     return _STATEMENTS
 
 
-def bm25_ceiling(con: apsw.Connection, terms: list[str]) -> float:
-    """The BM25 score a memory would get if it matched every query term
-    perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term no
-    memory holds gets the largest IDF — so nonsense words keep the ratio low."""
+def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
+    """The query's BM25 ceiling and the terms worth matching.
+
+    The ceiling is the score a memory would get if it matched every query
+    term perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term
+    no memory holds gets the largest IDF — so nonsense words keep the ratio
+    low. Terms held by half the memories or more get FTS5's floor IDF
+    (1e-6): they cannot change a score, so (from SMALL_VAULT memories on)
+    they are left out of the MATCH, which keeps "the", "why", "的" from
+    dragging every memory into it.
+    """
     if not terms:
-        return 1.0
+        return 1.0, []
     total = int(get_meta(con, "fts_docs", "0") or 0) or con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
     df = dict(con.execute(statements()["idf"], {"terms": json.dumps(terms, ensure_ascii=False)}).fetchall())
     ceiling = 0.0
+    informative = []
     for term in terms:
         n = df.get(term, 0)
         idf = math.log((total - n + 0.5) / (n + 0.5)) if total else 0.0
+        # Below SMALL_VAULT memories IDF is too coarse to judge a term (and
+        # matching everything is cheap): keep them all.
+        if n > 0 and (idf > 1e-6 or total < SMALL_VAULT):
+            informative.append(term)
         ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
-    return max(ceiling, 1e-6)
+    return max(ceiling, 1e-6), informative
+
+
+def bm25_ceiling(con: apsw.Connection, terms: list[str]) -> float:
+    """The query's BM25 ceiling (see ``bm25_terms``)."""
+    return bm25_terms(con, terms)[0]
 
 
 def score(
@@ -134,11 +153,11 @@ def score(
     w_dense: float | None = None,
 ) -> list[Hint]:
     """Score candidate memories for ``text``; best first, with every signal."""
-    terms = fts.query_terms(text)
+    ceiling, informative = bm25_terms(con, fts.query_terms(text))
     w_dense = W_DENSE if w_dense is None else w_dense
     params = {
-        "match": " OR ".join('"' + t.replace('"', '""') + '"' for t in terms) if terms else '""',
-        "bm25_max": bm25_ceiling(con, terms),
+        "match": " OR ".join('"' + t.replace('"', '""') + '"' for t in informative) if informative else '""',
+        "bm25_max": ceiling,
         "bm25_tau": calibration.get("bm25_tau", calibrate.BM25_TAU),
         "k_bm25": K_BM25,
         "limit": limit,

@@ -7,6 +7,8 @@
 --   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
 --   dense_cos max(meta_cos, body_cos)
 --   bm25_raw  FTS5 BM25, metadata column weighted x2, query terms OR-ed
+--             (terms in half the memories or more are left out: FTS5 gives them
+--             no weight anyway, and they would pull every memory into the match)
 -- Calibration turns raw values into 0..1 values that mean the same for
 -- every query and every model (parameters come from the meta table):
 --   dense = logistic((dense_cos - :dense_mid) / :dense_scale)
@@ -36,8 +38,11 @@ knn_meta AS MATERIALIZED (             -- sqlite-vec: KNN alone in its CTE, join
 knn_chunk AS MATERIALIZED (
     SELECT rowid AS vid FROM vec_chunk WHERE embedding MATCH :qvec AND k = :k_chunk
 ),
+bm25_all AS MATERIALIZED (  -- every memory holding an informative query term
+    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw FROM fts WHERE fts MATCH :match
+),
 bm25_top AS MATERIALIZED (
-    SELECT rowid AS rid FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
+    SELECT rid FROM bm25_all ORDER BY raw DESC LIMIT :k_bm25
 ),
 cand(rid) AS MATERIALIZED (
     SELECT m.rid FROM knn_meta k JOIN vectors v ON v.vid = k.vid JOIN memory_index m ON m.meta_hash = v.hash
@@ -48,16 +53,18 @@ cand(rid) AS MATERIALIZED (
 ),
 meta_sig AS MATERIALIZED (
     SELECT m.rid, 1.0 - vec_distance_cosine(vm.embedding, :qvec) AS cos
-    FROM cand JOIN memory_index m ON m.rid = cand.rid
-    JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
-    JOIN vec_meta vm ON vm.rowid = v.vid
+    -- CROSS JOIN fixes the order: start from the ~100 candidates, never
+    -- from every vector (the planner otherwise scans all of them: 200 ms at 10k).
+    FROM cand CROSS JOIN memory_index m ON m.rid = cand.rid
+    CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
+    CROSS JOIN vec_meta vm ON vm.rowid = v.vid
 ),
 chunk_sig AS (
     SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) AS cos,
            row_number() OVER (PARTITION BY c.mem_rid ORDER BY vec_distance_cosine(vc.embedding, :qvec)) AS rn
-    FROM cand JOIN chunks c ON c.mem_rid = cand.rid
-    JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
-    JOIN vec_chunk vc ON vc.rowid = v.vid
+    FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
+    CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
+    CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
 ),
 body_sig AS MATERIALIZED (
     SELECT rid,
@@ -65,9 +72,8 @@ body_sig AS MATERIALIZED (
              / sum(CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END) AS cos
     FROM chunk_sig WHERE rn <= 3 GROUP BY rid
 ),
-bm25_sig AS MATERIALIZED (
-    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
-    FROM fts WHERE fts MATCH :match AND rowid IN (SELECT rid FROM cand)
+bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
+    SELECT b.rid, b.raw FROM cand JOIN bm25_all b ON b.rid = cand.rid
 ),
 signals AS (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
