@@ -204,12 +204,14 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
 def ensure_vector_tables(con: apsw.Connection, dim: int) -> None:
     """Create the vec0 tables for a model of dimension ``dim`` (idempotent)."""
     con.execute(_sql_text("vectors.sql").replace("{dim}", str(int(dim))))
+    if int(dim) % 8 == 0:
+        con.execute(_sql_text("vectors_bits.sql").replace("{dim}", str(int(dim))))
 
 
 def drop_vector_tables(con: apsw.Connection) -> None:
     """Drop every vector (the model changed: everything is re-embedded)."""
-    con.execute("DROP TABLE IF EXISTS vec_meta")
-    con.execute("DROP TABLE IF EXISTS vec_chunk")
+    for table in ("vec_meta", "vec_chunk", "vec_meta_bits", "vec_chunk_bits"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute("DELETE FROM vectors")
 
 

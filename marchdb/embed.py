@@ -249,8 +249,10 @@ class Embedder:
         if self._meta.get("marchdb.window_tokens", "").isdigit():
             window = min(window, int(self._meta["marchdb.window_tokens"]) or window)
         self._window = min(window, MAX_WINDOW_TOKENS)
-        budget = max(int(batch_tokens or DEFAULT_BATCH_TOKENS), self._window)
-        self._budget = budget
+        # Texts are packed up to batch_tokens per call; the context must still
+        # take one full window, so it is sized for whichever is larger.
+        self._budget = max(1, int(batch_tokens or DEFAULT_BATCH_TOKENS))
+        budget = max(self._budget, self._window)
         self._threads = int(threads or max(1, min(8, os.cpu_count() or 1)))
 
         arch = self._meta.get("general.architecture", "")

@@ -45,6 +45,11 @@ K_DENSE = 40
 K_CHUNK = 80
 K_BM25 = 40
 SCORED_LIMIT = 60
+#: From this many vectors, KNN runs on sign bits and re-ranks exactly
+#: (tools/bench_latency.py: exact float KNN took ~180 ms at 260k vectors).
+COARSE_FROM = 60_000
+#: Coarse candidates per vector table before exact re-ranking.
+K_COARSE = 400
 #: Vault size from which terms held by half the memories are left out of MATCH.
 SMALL_VAULT = 50
 
@@ -107,8 +112,18 @@ def statements() -> dict[str, str]:
     global _STATEMENTS
     if _STATEMENTS is None:
         parts = re.split(r"^-- name: (\w+)\s*$", sql_file("recall.sql"), flags=re.M)
-        _STATEMENTS = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+        found = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+        exact = found["hybrid"]
+        head, rest = exact.split("-- knn:begin", 1)
+        _, tail = rest.split("-- knn:end", 1)
+        found["hybrid_coarse"] = head + found["knn_coarse"] + "\n" + tail
+        _STATEMENTS = found
     return _STATEMENTS
+
+
+def vector_count(con: apsw.Connection) -> int:
+    """How many vectors the index holds (decides exact or coarse KNN)."""
+    return con.execute("SELECT count(*) FROM vectors").fetchone()[0]
 
 
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
@@ -173,7 +188,12 @@ def score(
             alone_scale=calibration["alone_scale"],
             w_dense=w_dense,
         )
-        sql = statements()["hybrid"]
+        from .vectors import has_bits
+
+        coarse = vector_count(con) >= COARSE_FROM and has_bits(con)
+        if coarse:
+            params.update(center=bytes.fromhex(get_meta(con, "vector_center") or ""), k_coarse=K_COARSE)
+        sql = statements()["hybrid_coarse" if coarse else "hybrid"]
     else:
         sql = statements()["bm25"]
     out = []

@@ -57,21 +57,55 @@ def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
 
-def prepare_model(con: apsw.Connection, fingerprint: str, dim: int) -> bool:
-    """Point the index at a model; drop all vectors when it changed. Returns
-    True when vectors were dropped (everything will be re-embedded)."""
+def prepare_model(con: apsw.Connection, embedder) -> bool:
+    """Point the index at ``embedder``'s model; drop all vectors when it
+    changed. Returns True when vectors were dropped (all is re-embedded)."""
+    fingerprint, dim = embedder.fingerprint, embedder.dim
     current = get_meta(con, "model_fingerprint")
-    if current == fingerprint and get_meta(con, "dim") == str(dim):
-        ensure_vector_tables(con, dim)
+    if current == fingerprint and get_meta(con, "dim") == str(dim) and get_meta(con, "vector_center"):
+        if dim % 8 == 0 and not has_bits(con):
+            with transaction(con):  # an index made before the coarse tables existed
+                ensure_vector_tables(con, dim)
+                _backfill_bits(con)
         return False
+    center = vector_center(embedder)
     with transaction(con):
         drop_vector_tables(con)
         set_meta(con, "model_fingerprint", fingerprint)
         set_meta(con, "dim", dim)
+        set_meta(con, "vector_center", center.tobytes().hex())
         ensure_vector_tables(con, dim)
         # Calibration belongs to a model; a new model needs a new one.
         con.execute("DELETE FROM meta WHERE key LIKE 'calibration%'")
     return current is not None
+
+
+def vector_center(embedder) -> np.ndarray:
+    """The model's common direction: the mean of its probe passages' vectors
+    (see ``probes``), subtracted before taking sign bits for the coarse KNN."""
+    from .probes import PAIRS
+
+    return embedder.embed_passages(list(dict.fromkeys(p for _, _, p in PAIRS))).mean(axis=0).astype(np.float32)
+
+
+def center_blob(con: apsw.Connection) -> bytes:
+    """The stored centre vector as a float32 blob."""
+    return bytes.fromhex(get_meta(con, "vector_center") or "")
+
+
+def has_bits(con: apsw.Connection) -> bool:
+    """Whether the index keeps sign-bit tables (dimension a multiple of 8)."""
+    return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta_bits'").fetchone() is not None
+
+
+def _backfill_bits(con: apsw.Connection) -> None:
+    center = center_blob(con)
+    for table in ("vec_meta", "vec_chunk"):
+        con.execute(
+            f"INSERT INTO {table}_bits(rowid, embedding) "
+            f"SELECT rowid, vec_quantize_binary(vec_sub(embedding, ?)) FROM {table}",
+            (center,),
+        )
 
 
 def pending_texts(con: apsw.Connection) -> list[tuple[str, str, str]]:
@@ -99,6 +133,8 @@ def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.n
     another process stored meanwhile are skipped. Returns how many were new."""
     added = 0
     with transaction(con):
+        center = center_blob(con)
+        bits = has_bits(con)
         for (kind, h), vec in zip(items, vecs):
             row = con.execute(
                 "INSERT INTO vectors(kind, hash) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING vid", (kind, h)
@@ -106,7 +142,13 @@ def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.n
             if row is None:
                 continue
             table = "vec_meta" if kind == "meta" else "vec_chunk"
-            con.execute(f"INSERT INTO {table}(rowid, embedding) VALUES (?, ?)", (row[0], _blob(vec)))
+            blob = _blob(vec)
+            con.execute(f"INSERT INTO {table}(rowid, embedding) VALUES (?, ?)", (row[0], blob))
+            if bits:
+                con.execute(
+                    f"INSERT INTO {table}_bits(rowid, embedding) VALUES (?, vec_quantize_binary(vec_sub(?, ?)))",
+                    (row[0], blob, center),
+                )
             added += 1
     return added
 
@@ -122,7 +164,10 @@ def collect_garbage(con: apsw.Connection) -> int:
         has_tables = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchall())
         for vid, kind in stale:
             if has_tables:
-                con.execute(f"DELETE FROM {'vec_meta' if kind == 'meta' else 'vec_chunk'} WHERE rowid = ?", (vid,))
+                table = "vec_meta" if kind == "meta" else "vec_chunk"
+                con.execute(f"DELETE FROM {table} WHERE rowid = ?", (vid,))
+                if bits:
+                    con.execute(f"DELETE FROM {table}_bits WHERE rowid = ?", (vid,))
             con.execute("DELETE FROM vectors WHERE vid = ?", (vid,))
     return len(stale)
 
@@ -145,7 +190,7 @@ def embed_pending(
     if get_meta(con, "vectors_complete") == embedder.fingerprint and get_meta(con, "model_fingerprint") == embedder.fingerprint:
         return 0  # nothing was written since the last complete pass: stay a stat walk
     with writer_lock(index_path):
-        prepare_model(con, embedder.fingerprint, embedder.dim)
+        prepare_model(con, embedder)
         collect_garbage(con)
         pending = pending_texts(con)
         todo = pending[:limit]

@@ -32,12 +32,14 @@
 
 -- name: hybrid
 WITH
+-- knn:begin (large indexes swap this block for the "knn_coarse" one below)
 knn_meta AS MATERIALIZED (             -- sqlite-vec: KNN alone in its CTE, joined afterwards
     SELECT rowid AS vid FROM vec_meta WHERE embedding MATCH :qvec AND k = :k_dense
 ),
 knn_chunk AS MATERIALIZED (
     SELECT rowid AS vid FROM vec_chunk WHERE embedding MATCH :qvec AND k = :k_chunk
 ),
+-- knn:end
 bm25_all AS MATERIALIZED (  -- every memory holding an informative query term
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw FROM fts WHERE fts MATCH :match
 ),
@@ -103,6 +105,27 @@ SELECT *,
 FROM calibrated
 ORDER BY score DESC, dense_cos DESC
 LIMIT :limit;
+
+-- name: knn_coarse
+-- For indexes past a size (recall.COARSE_FROM vectors): KNN on the sign bits
+-- of the centred vectors (Hamming distance, 48 bytes a vector), then the
+-- coarse candidates re-ranked by exact cosine from the float tables.
+knn_meta_bits AS MATERIALIZED (
+    SELECT rowid AS vid FROM vec_meta_bits
+    WHERE embedding MATCH vec_quantize_binary(vec_sub(:qvec, :center)) AND k = :k_coarse
+),
+knn_meta AS MATERIALIZED (
+    SELECT b.vid FROM knn_meta_bits b CROSS JOIN vec_meta vm ON vm.rowid = b.vid
+    ORDER BY vec_distance_cosine(vm.embedding, :qvec) LIMIT :k_dense
+),
+knn_chunk_bits AS MATERIALIZED (
+    SELECT rowid AS vid FROM vec_chunk_bits
+    WHERE embedding MATCH vec_quantize_binary(vec_sub(:qvec, :center)) AND k = :k_coarse
+),
+knn_chunk AS MATERIALIZED (
+    SELECT b.vid FROM knn_chunk_bits b CROSS JOIN vec_chunk vc ON vc.rowid = b.vid
+    ORDER BY vec_distance_cosine(vc.embedding, :qvec) LIMIT :k_chunk
+),
 
 -- name: bm25
 WITH

@@ -4,3 +4,4 @@
 -- INSERT OR REPLACE into vec0 (delete, then insert); always cap k.
 CREATE VIRTUAL TABLE IF NOT EXISTS vec_meta USING vec0(embedding float[{dim}] distance_metric=cosine);
 CREATE VIRTUAL TABLE IF NOT EXISTS vec_chunk USING vec0(embedding float[{dim}] distance_metric=cosine);
+

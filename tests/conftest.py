@@ -117,3 +117,28 @@ def mixed_vault(vault: Vault) -> Vault:
     for mem_id, name, desc, tags, body in MIXED_MEMORIES:
         vault.memory(f"2026/05/week2/{mem_id}.md", mem_id, name=name, description=desc, tags=tags, body=body)
     return vault
+
+
+class TinyEmbedder:
+    """A deterministic stand-in with the Embedder interface, for tests of
+    vector bookkeeping and arithmetic only (user-facing tests use the real model)."""
+
+    def __init__(self, fingerprint: str = "tiny-test", dim: int = 4):
+        self.fingerprint, self.dim = fingerprint, dim
+
+    def _vectors(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        rows = []
+        for text in texts:
+            digest = hashlib.sha256(text.encode()).digest()
+            v = np.frombuffer(digest[: self.dim * 4], dtype=np.uint32).astype(np.float32) / 2**32 - 0.5
+            rows.append(v / np.linalg.norm(v))
+        return np.array(rows, dtype=np.float32)
+
+    embed_queries = _vectors
+
+    def embed_passages(self, texts, progress=None):
+        return self._vectors(texts)

@@ -123,3 +123,15 @@ def test_hint_line_format():
     line = hint.line()
     assert line.startswith("- mem_1 | score=0.62 | Context cache | ")
     assert line.endswith("…") and len(line) < 140
+
+
+def test_coarse_knn_agrees_with_exact(mixed_vault, model_store, monkeypatch):
+    """The sign-bit KNN used on large indexes finds what the exact one finds."""
+    model_store.sync()
+    queries = ["why does every request miss the prompt cache?", "数据库密码多久换一次？", "how should review comments look"]
+    exact = [[h.id for h in model_store.recall(q, explain=True).candidates[:3]] for q in queries]
+    monkeypatch.setattr(recall_mod, "COARSE_FROM", 0)
+    coarse = [[h.id for h in model_store.recall(q, explain=True).candidates[:3]] for q in queries]
+    assert coarse == exact
+    bits = model_store.con.execute("SELECT count(*) FROM vec_meta_bits").fetchone()[0]
+    assert bits == model_store.con.execute("SELECT count(*) FROM vec_meta").fetchone()[0] == 5

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from conftest import TinyEmbedder
 import pytest
 
 from marchdb import db, notes, vectors
@@ -268,9 +269,9 @@ def test_find_similar_uses_the_stored_metadata_vectors(vault, store):
     store.sync(embed=False)
     con = store.con
     dim = 4
-    vectors.prepare_model(con, "fp-test", dim)
+    vectors.prepare_model(con, TinyEmbedder("fp-test", dim))
     hashes = {r["id"]: r["meta_hash"] for r in db.rows(con, "SELECT id, meta_hash FROM memory_index")}
-    vecs = np.array([[1, 0, 0, 0], [0, 1, 0, 0]], dtype=np.float32)
+    vecs = np.eye(2, 4, dtype=np.float32)
     vectors.store_vectors(con, [("meta", hashes["mem_a"]), ("meta", hashes["mem_b"])], vecs)
     near_a = np.array([1, 0.05, 0, 0], dtype=np.float32)
     hit = find_similar(con, near_a, "fp-test")

@@ -52,7 +52,7 @@ def fill_vectors(store: Store, log) -> None:
     """Give every metadata text and chunk a synthetic vector (once)."""
     emb = store.embedder()
     con = store.con
-    vectors.prepare_model(con, emb.fingerprint, emb.dim)
+    vectors.prepare_model(con, emb)
     todo = vectors.pending_texts(con)
     if not todo:
         return
@@ -70,7 +70,7 @@ def fill_vectors(store: Store, log) -> None:
 
 
 def bench(n: int, work: Path, queries: int, log) -> dict:
-    vault, _ = ensure_vault(work / "sync", n, log)
+    vault, _ = ensure_vault(work / "sync" / f"n{n}", n, log)  # bench_sync.py's vaults
     home = work / "latency" / f"n{n}"
     cfg = load_config(home=home, root=vault, env={})
     store = Store(cfg)
