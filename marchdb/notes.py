@@ -31,7 +31,15 @@ FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "upd
 # Fast C loader when PyYAML was built with libyaml; the pure-Python one is
 # ~10x slower and dominates a cold sync.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+class _SeedDumper(yaml.SafeDumper):
+    """Lists indented under their key, as in seed 000's examples (and Obsidian's)."""
+
+    def increase_indent(self, flow=False, indentless=False):
+        return super().increase_indent(flow, False)
+
+
+_YAML_DUMPER = _SeedDumper
+_PLAIN_TIME = re.compile(r"^(created_at|updated_at): '(\d{4}-\d\d-\d\dT[\d:.]+Z)'$", re.M)
 _FM_HANDLER = frontmatter.YAMLHandler()
 
 
@@ -386,6 +394,9 @@ def render_note(note: Note) -> str:
     head = yaml.dump(
         meta, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
     )
+    # Timestamps unquoted, as the seed writes them (YAML reads them back as
+    # times; parse_note turns those into the same text).
+    head = _PLAIN_TIME.sub(r"\1: \2", head)
     body = note.body if note.body.endswith("\n") else note.body + "\n"
     return f"---\n{head}---\n\n{body.lstrip(chr(10))}"
 
