@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping
 
 from .config import Config, ensure_layout
 from .errors import InvalidInput, MarchError
+from .recall import hint_line
+from .recall import short as shorten  # noqa: F401  (one shortening rule for every hint line)
 
 #: Characters of a hint's description shown in the ``[recall]`` block.
-HINT_DESCRIPTION_CHARS = 80
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 
@@ -41,18 +42,6 @@ def read_profiles(cfg: Config) -> dict:
     return out
 
 
-def _one_line(value: object) -> str:
-    return " ".join(str(value).split())
-
-
-def shorten(text: str, limit: int = HINT_DESCRIPTION_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    text = _one_line(text)
-    if len(text) <= limit:
-        return text
-    return text[: limit - 1].rstrip() + "…"
-
-
 def _field(hint: object, key: str) -> object:
     # Hints arrive as dicts (JSON, MCP) or as recall.Hint objects.
     if isinstance(hint, Mapping):
@@ -69,7 +58,7 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
 
     A hint is a dict or an object (``recall.Hint``) with ``id``, ``score``,
     ``name`` and ``description``; the description is cut to
-    ``HINT_DESCRIPTION_CHARS``. Returns "" for no hints.
+    80 characters (``recall.short``). Returns "" for no hints.
     """
     lines = []
     for hint in hints:
@@ -81,14 +70,11 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
             score_text = f"{float(score):.2f}"
         except (TypeError, ValueError):
             raise InvalidInput(f"hint {mem_id}: score {score!r} is not a number") from None
-        parts = [f"- {_one_line(mem_id)}", f"score={score_text}", _one_line(name)]
         try:
-            description = shorten(_field(hint, "description") or "")
+            description = _field(hint, "description") or ""
         except KeyError:
             description = ""  # a hint without a description is shown without one (seed 000)
-        if description:
-            parts.append(description)
-        lines.append(" | ".join(parts))
+        lines.append(hint_line(str(mem_id), float(score_text), str(name), str(description)))
     return "\n".join(lines)
 
 

@@ -68,10 +68,7 @@ class Hint:
 
     def line(self, with_description: bool = True) -> str:
         """The seed's hint line ``- <id> | score=0.62 | <name> | <short description>``."""
-        parts = [self.id, f"score={self.score:.2f}", self.name]
-        if with_description and self.description:
-            parts.append(short(self.description))
-        return "- " + " | ".join(parts)
+        return hint_line(self.id, self.score, self.name, self.description if with_description else "")
 
     def to_dict(self, with_reason: bool = False) -> dict:
         """JSON-ready form."""
@@ -99,9 +96,18 @@ class RecallResult:
 
 
 def short(text: str, limit: int = 80) -> str:
-    """A description shortened for a hint line."""
-    text = " ".join(text.split())
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def hint_line(mem_id: str, score: float, name: str, description: str = "") -> str:
+    """Seed 000's hint line: ``- <id> | score=0.62 | <name> | <short description>``
+    (no description part when there is none)."""
+    parts = [short(mem_id, 10_000), f"score={float(score):.2f}", short(name, 10_000)]
+    if description:
+        parts.append(short(description))
+    return "- " + " | ".join(parts)
 
 
 _STATEMENTS: dict[str, str] | None = None

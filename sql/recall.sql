@@ -133,11 +133,13 @@ bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 )
-SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
-       NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, b.raw AS bm25_raw, b.raw / :bm25_max AS bm25_ratio,
-       NULL AS dense, NULL AS dense_alone, 1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS bm25,
-       1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS score
-FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
+SELECT *, bm25 AS score FROM (
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+           NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, NULL AS dense, NULL AS dense_alone,
+           b.raw AS bm25_raw, b.raw / :bm25_max AS bm25_ratio,
+           1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS bm25
+    FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
+)
 ORDER BY score DESC
 LIMIT :limit;
 
