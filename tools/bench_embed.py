@@ -78,7 +78,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch-tokens", type=int, default=None)
     ap.add_argument("--skip", nargs="*", default=[], choices=["loop", "naive", "marchdb"])
+    ap.add_argument("--wait-policy", choices=["auto", "active", "passive"], default="auto",
+                    help="OMP_WAIT_POLICY for llama.cpp's threads (auto: what marchdb picks, passive)")
     args = ap.parse_args()
+    if args.wait_policy != "auto":
+        # must happen before llama_cpp (and so libgomp) is loaded
+        os.environ["OMP_WAIT_POLICY"] = args.wait_policy.upper()
 
     if args.model:
         path = args.model
@@ -103,12 +108,14 @@ def main() -> None:
     emb.embed_passages(texts[:2])
 
     runs: dict[str, list[float]] = {"loop": [], "naive": [], "marchdb": []}
+    cpu: dict[str, list[float]] = {"loop": [], "naive": [], "marchdb": []}
     vectors: dict[str, np.ndarray] = {}
     for _ in range(args.rounds):
         for name in ("loop", "naive", "marchdb"):
             if name in args.skip:
                 continue
             t = time.perf_counter()
+            c = time.process_time()
             if name == "loop":
                 v = np.array([llm.embed(x, normalize=True) for x in prefixed], dtype=np.float32)
             elif name == "naive":
@@ -116,13 +123,19 @@ def main() -> None:
             else:
                 v = emb.embed_passages(texts)
             runs[name].append(len(texts) / (time.perf_counter() - t))
+            cpu[name].append(1000 * (time.process_time() - c) / len(texts))
             vectors[name] = v
-            print(f"  {name:<8} {runs[name][-1]:6.1f} chunks/s", flush=True)
+            print(f"  {name:<8} {runs[name][-1]:6.1f} chunks/s  {cpu[name][-1]:6.1f} CPU ms/chunk",
+                  flush=True)
 
-    print(f"\n{'method':<10}{'best chunks/s':>15}{'median':>10}")
+    # CPU time is reported too: on a busy machine wall-clock rates swing
+    # with the other load, CPU ms per chunk much less (at 1 thread not at all).
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\nload average during the run: {load:.1f}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    print(f"{'method':<10}{'best chunks/s':>15}{'median':>10}{'CPU ms/chunk (min)':>22}")
     for name, r in runs.items():
         if r:
-            print(f"{name:<10}{max(r):>15.1f}{statistics.median(r):>10.1f}")
+            print(f"{name:<10}{max(r):>15.1f}{statistics.median(r):>10.1f}{min(cpu[name]):>22.1f}")
     if "loop" in vectors and "marchdb" in vectors:
         cos = np.sum(vectors["loop"] * vectors["marchdb"], axis=1)
         print(f"\nmarchdb vs single-call vectors: min cosine {cos.min():.5f}")
