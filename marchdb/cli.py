@@ -454,7 +454,7 @@ def search(
             for i, line in enumerate(m.get("after", [])):
                 typer.echo(f"  {m['line'] + 1 + i:>5}- {line}")
     if result.get("truncated"):
-        typer.echo(f"(more files match; raise --limit)")
+        typer.echo("(more files match; raise --limit)")
 
 
 @command(app)

@@ -162,6 +162,7 @@ def collect_garbage(con: apsw.Connection) -> int:
             "(kind = 'chunk' AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.hash = v.hash))"
         ).fetchall()
         has_tables = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchall())
+        bits = has_tables and has_bits(con)
         for vid, kind in stale:
             if has_tables:
                 table = "vec_meta" if kind == "meta" else "vec_chunk"

@@ -8,7 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
 
 
 def _server_params(home: Path, root: Path, model: Path):

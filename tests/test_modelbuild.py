@@ -6,7 +6,6 @@ import importlib.util
 import os
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 

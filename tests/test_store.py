@@ -22,6 +22,23 @@ def test_sync_embeds_and_moves_never_reembed(mixed_vault, model_store):
     assert (moved.moved, moved.embedded) == (1, 0)
 
 
+def test_editing_an_embedded_memory_replaces_its_vectors(mixed_vault, model_store):
+    model_store.sync()
+    path = mixed_vault.root / "2026/05/week2/mem_dog.md"
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        .replace("Biscuit takes half a carprofen tablet with breakfast for joint pain", "Biscuit now gets fish oil for his joints")
+        .replace("Half a tablet with breakfast.", "Fish oil capsule with dinner."),
+        encoding="utf-8",
+    )
+    report = model_store.sync()
+    assert (report.updated, report.embedded) == (1, 2)  # new metadata + new body; the old ones are dropped
+    con = model_store.con
+    assert db.rows(con, "SELECT count(*) AS n FROM vectors")[0]["n"] == 10
+    assert db.rows(con, "SELECT count(*) AS n FROM vec_meta")[0]["n"] + db.rows(con, "SELECT count(*) AS n FROM vec_chunk")[0]["n"] == 10
+    assert model_store.recall("what does the dog take for his joints?").hints[0].id == "mem_dog"
+
+
 def test_recall_related_unrelated_and_chinese(mixed_vault, model_store):
     model_store.sync()
     hit = model_store.recall("why does every request miss the prompt cache?")
