@@ -24,7 +24,7 @@ import sqlite_vec
 from .errors import IndexUnavailable
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 
 
@@ -115,6 +115,17 @@ def set_meta(con: apsw.Connection, key: str, value: object) -> None:
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, str(value)),
         )
+
+
+def bump_meta(con: apsw.Connection, key: str) -> None:
+    """Add one to a counter of the ``meta`` table (inside the writer's
+    transaction). Counters tell long-lived processes that their in-memory
+    copies (vectors, term statistics) are out of date."""
+    con.execute(
+        "INSERT INTO meta(key, value) VALUES (?, '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        (key,),
+    )
 
 
 def _schema_state(con: apsw.Connection) -> str:

@@ -16,7 +16,9 @@ import unicodedata
 # Han (incl. extension A and compatibility), kana, Hangul syllables.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
+# A Latin word stops where a CJK run starts ("GPT4的价格" is "gpt4" + bigrams),
+# as it does in index_text, which sets CJK runs apart with spaces.
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)?", re.UNICODE)
 
 #: Queries longer than this many terms are cut (assistant outputs can be long).
 MAX_QUERY_TERMS = 64

@@ -17,6 +17,7 @@ from . import calibrate, db, vectors
 from .config import Config, ensure_layout, load_config
 from .errors import InvalidInput, MarchError, ModelError
 from .sync import SyncReport, sync_files
+from .vecindex import VectorIndex
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
 DIRTY_CHECK_SECONDS = 5.0
@@ -29,15 +30,24 @@ class Store:
 
     ``Store()`` resolves the configuration the usual way (flags, environment,
     config.json); pass ``home=``, ``root=``, ``model=`` to override.
+
+    ``keep_vectors``: whether recall searches a copy of the vectors held in
+    this process's memory (``vecindex``: ~5x faster KNN, loaded once, kept in
+    step with the index) instead of the vec0 tables. ``None`` (default) turns
+    it on from the second recall, so a one-shot call never pays the loading;
+    long-lived processes (MCP server, watcher) pass ``True``.
     """
 
-    def __init__(self, cfg: Config | None = None, **overrides):
+    def __init__(self, cfg: Config | None = None, keep_vectors: bool | None = None, **overrides):
         self.cfg = cfg or load_config(**overrides)
         self.notices: list[str] = []  # things the user should be told once
         self._con: apsw.Connection | None = None
         self._embedder = None
         self._embedder_error: str | None = None
         self._created = ensure_layout(self.cfg)
+        self.keep_vectors = keep_vectors
+        self._vindex: VectorIndex | None = None
+        self._recalls = 0
 
     # ------------------------------------------------------------ plumbing
 
@@ -61,6 +71,7 @@ class Store:
         if self._con is not None:
             self._con.close()
             self._con = None
+        self._vindex = None
 
     def __enter__(self) -> Store:
         return self
@@ -212,6 +223,7 @@ class Store:
             raise InvalidInput("trigger must be 'user' or 'assistant'")
         self.ensure_fresh()
         emb = self.embedder()
+        self._recalls += 1
         result = recall_mod.recall(
             self.con,
             text,
@@ -221,10 +233,20 @@ class Store:
             threshold=self.cfg.min_score if threshold is None else threshold,
             explain=explain,
             w_dense=self.cfg.dense_weight,
+            vindex=self.vector_index(),
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
         return result
+
+    def vector_index(self) -> VectorIndex | None:
+        """The in-memory copy of the vectors recall should use now, or None
+        for the SQL path (see ``keep_vectors``)."""
+        if self.keep_vectors is False or (self.keep_vectors is None and self._recalls < 2):
+            return None
+        if self._vindex is None:
+            self._vindex = VectorIndex()
+        return self._vindex
 
     def search(self, query: str, limit: int = 20, context: int = 2) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they

@@ -21,7 +21,7 @@ from pathlib import Path
 import apsw
 
 from . import fts
-from .db import get_meta, set_meta, transaction, writer_lock
+from .db import bump_meta, get_meta, set_meta, transaction, writer_lock
 from .notes import MAX_FILE_BYTES, BadNote, Note, Problem, chunk_body, content_hash, metadata_text, parse_note, text_hash
 
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
@@ -255,6 +255,7 @@ class Syncer:
                     self._apply_read(res, touched, vanished, vanished_by_id)
                 self._resolve(touched)
                 self._flush_fts()
+                bump_meta(self.con, "fts_gen")  # term statistics cached by recall are stale
 
         with transaction(self.con):
             touched = set()
@@ -266,6 +267,7 @@ class Syncer:
                     touched.add(old_id)
             self._resolve(touched)
             self._flush_fts()
+            bump_meta(self.con, "fts_gen")
             if walk_problems is not None:
                 self.con.execute(
                     f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS

@@ -18,7 +18,7 @@ import apsw
 import numpy as np
 
 from .config import Config
-from .db import drop_vector_tables, ensure_vector_tables, get_meta, set_meta, transaction, writer_lock
+from .db import bump_meta, drop_vector_tables, ensure_vector_tables, get_meta, set_meta, transaction, writer_lock
 from .errors import ModelError
 from .notes import metadata_text
 
@@ -53,6 +53,12 @@ def load_embedder(cfg: Config):
     return Embedder(resolve_model_path(cfg), threads=cfg.threads, prefixes=cfg.prefixes)
 
 
+def bump_generation(con: apsw.Connection) -> None:
+    """Mark that vectors were added or deleted (inside the writing
+    transaction): processes holding vectors in memory refresh on it."""
+    bump_meta(con, "vector_gen")
+
+
 def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
@@ -75,6 +81,7 @@ def prepare_model(con: apsw.Connection, embedder) -> bool:
         set_meta(con, "dim", dim)
         set_meta(con, "vector_center", center.tobytes().hex())
         ensure_vector_tables(con, dim)
+        bump_generation(con)
         # Calibration belongs to a model; a new model needs a new one.
         con.execute("DELETE FROM meta WHERE key LIKE 'calibration%'")
     return current is not None
@@ -150,6 +157,8 @@ def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.n
                     (row[0], blob, center),
                 )
             added += 1
+        if added:
+            bump_generation(con)
     return added
 
 
@@ -170,6 +179,8 @@ def collect_garbage(con: apsw.Connection) -> int:
                 if bits:
                     con.execute(f"DELETE FROM {table}_bits WHERE rowid = ?", (vid,))
             con.execute("DELETE FROM vectors WHERE vid = ?", (vid,))
+        if stale:
+            bump_generation(con)
     return len(stale)
 
 

@@ -68,9 +68,11 @@ END;
 
 -- Which texts have a vector for the current model (meta.model_fingerprint).
 -- The vectors themselves live in vec0 tables keyed by vid; keying by content
--- hash means a moved or renamed file is never embedded again.
+-- hash means a moved or renamed file is never embedded again. AUTOINCREMENT:
+-- a vid is never reused, so a process holding vectors in memory
+-- (marchdb/vecindex.py) can tell new vectors from old ones by vid alone.
 CREATE TABLE vectors (
-    vid  INTEGER PRIMARY KEY,
+    vid  INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK (kind IN ('meta', 'chunk')),
     hash TEXT NOT NULL,
     UNIQUE (kind, hash)

@@ -127,6 +127,7 @@ def test_hint_line_format():
 
 def test_coarse_knn_agrees_with_exact(mixed_vault, model_store, monkeypatch):
     """The sign-bit KNN used on large indexes finds what the exact one finds."""
+    model_store.keep_vectors = False  # the SQL path (test_vecindex covers the in-memory one)
     model_store.sync()
     queries = ["why does every request miss the prompt cache?", "数据库密码多久换一次？", "how should review comments look"]
     exact = [[h.id for h in model_store.recall(q, explain=True).candidates[:3]] for q in queries]
