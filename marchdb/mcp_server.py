@@ -122,15 +122,19 @@ def build_server(store):
 
 def serve(store, watch: bool = True) -> None:
     """Run the MCP server on stdio until the client disconnects."""
+    # A session recalls many times: search the vectors in memory (vecindex).
+    store.keep_vectors = True
     watcher = None
     if watch:
         from .watch import start_watcher
 
         watcher = start_watcher(store, log=lambda msg: print(f"marchdb: {msg}", file=sys.stderr))
+        store.scan_in_background = watcher.request_scan
     try:
         # No sync before serving: the watcher thread does the start-up scan,
         # so a large first embedding run never delays the client's handshake.
         build_server(store).run("stdio")
     finally:
         if watcher is not None:
+            store.scan_in_background = None
             watcher.stop()

@@ -127,6 +127,14 @@ class Watcher:
         self._thread.join(timeout)
         self.store.close()
 
+    def request_scan(self) -> None:
+        """Ask for a full light scan on the watcher's thread (non-blocking):
+        the dirty check of a process whose watcher keeps the index fresh."""
+        with self._cond:
+            if not self._full_scan:
+                self._full_scan = True
+                self._cond.notify()
+
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no change is pending (for tests and tools)."""
         deadline = time.monotonic() + timeout

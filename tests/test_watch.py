@@ -81,3 +81,16 @@ def test_watcher_keeps_the_scan_clock_fresh(watched, vault):
     vault.memory("a.md", "mem_a")
     assert wait_for(lambda: "mem_a" in ids(store))
     assert time.time() - float(db.get_meta(store.con, "last_scan_epoch")) < 10
+
+
+def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
+    store, watcher = watched
+    watcher._observer.stop()  # from now on the watcher hears nothing: only a scan finds changes
+    watcher._observer.join(5)
+    vault.memory("late.md", "mem_late")
+    with store.con:
+        db.set_meta(store.con, "last_scan_epoch", "0")
+    store.scan_in_background = watcher.request_scan
+    assert store.ensure_fresh() is None  # asked for, not done inline
+    assert wait_for(lambda: "mem_late" in ids(store))
+    assert time.time() - float(db.get_meta(store.con, "last_scan_epoch")) < 10
