@@ -51,7 +51,9 @@ class _Vectors:
 
     vids: np.ndarray  # int64, ascending
     f32: np.ndarray | None = None  # exact tier: (n, dim) float32
-    bits: np.ndarray | None = None  # coarse tier: (n, words) uint64 sign bits of v - centre
+    # coarse tier: sign bits of v - centre, (words, n) uint64: one word of
+    # every vector after the other, so Hamming distance is a few fast passes.
+    bits: np.ndarray | None = None
     q8: np.ndarray | None = None  # coarse tier: (n, dim) int8, v ~= q8 * scale
     scale: np.ndarray | None = None  # coarse tier: (n,) float32
 
@@ -75,8 +77,10 @@ class Query:
             rows, cos = np.arange(n), self._all(kind)
         else:
             # Hamming pre-selection on sign bits, then cosine from the int8 copy.
-            qbits = self.index.bits_of(self.q[None, :])[0]
-            dist = np.bitwise_count(vecs.bits ^ qbits).sum(axis=1, dtype=np.uint32)
+            qbits = self.index.bits_of(self.q[None, :])[:, 0]
+            dist = np.bitwise_count(vecs.bits[0] ^ qbits[0]).astype(np.uint16)
+            for word in range(1, len(qbits)):
+                dist += np.bitwise_count(vecs.bits[word] ^ qbits[word])
             take = min(self.index.k_coarse, n)
             rows = np.argpartition(dist, take - 1)[:take] if take < n else np.arange(n)
             cos = self._rows_cos(vecs, rows)
@@ -143,12 +147,13 @@ class VectorIndex:
         return True
 
     def bits_of(self, rows: np.ndarray) -> np.ndarray:
-        """Sign bits of ``rows - centre``, packed into uint64 words."""
+        """Sign bits of ``rows - centre``, packed into uint64 words, as a
+        (words, len(rows)) array."""
         packed = np.packbits(rows - self.center > 0, axis=1)
         pad = (-packed.shape[1]) % 8
         if pad:
             packed = np.pad(packed, ((0, 0), (0, pad)))
-        return np.ascontiguousarray(packed).view(np.uint64)
+        return np.ascontiguousarray(np.ascontiguousarray(packed).view(np.uint64).T)
 
     def _load(self, con: apsw.Connection) -> None:
         self.dim = int(get_meta(con, "dim") or 0)
@@ -173,10 +178,7 @@ class VectorIndex:
             new = live[~np.isin(live, have.vids, assume_unique=True)]
             if keep.all() and not len(new):
                 continue
-            kept = _Vectors(
-                have.vids[keep],
-                *(None if a is None else a[keep] for a in (have.f32, have.bits, have.q8, have.scale)),
-            )
+            kept = _take(have, np.flatnonzero(keep))
             if len(new):
                 added = self._read(
                     con,
@@ -227,14 +229,19 @@ class VectorIndex:
 
 
 def _concat(a: _Vectors, b: _Vectors) -> _Vectors:
-    def cat(x, y):
-        return None if x is None else np.concatenate([x, y])
+    def cat(x, y, axis=0):
+        return None if x is None else np.concatenate([x, y], axis=axis)
 
-    return _Vectors(np.concatenate([a.vids, b.vids]), cat(a.f32, b.f32), cat(a.bits, b.bits), cat(a.q8, b.q8), cat(a.scale, b.scale))
+    return _Vectors(
+        np.concatenate([a.vids, b.vids]), cat(a.f32, b.f32), cat(a.bits, b.bits, 1), cat(a.q8, b.q8), cat(a.scale, b.scale)
+    )
 
 
 def _take(v: _Vectors, rows: np.ndarray) -> _Vectors:
-    return _Vectors(v.vids[rows], *(None if a is None else a[rows] for a in (v.f32, v.bits, v.q8, v.scale)))
+    def take(x, axis=0):
+        return None if x is None else np.take(x, rows, axis=axis)
+
+    return _Vectors(v.vids[rows], take(v.f32), take(v.bits, 1), take(v.q8), take(v.scale))
 
 
 def _merge(a: _Vectors, b: _Vectors) -> _Vectors:

@@ -29,6 +29,11 @@
 --           (short nonsense like "lorem ipsum" sits near every text in e5).
 -- Fusion over the signals present: :w_dense * dense + (1 - :w_dense) * bm25
 -- when both are; dense_alone or bm25 when a candidate has only one.
+-- A word match may add support but never take it away: with both signals
+-- the score is at least dense_alone, what the candidate would get with no
+-- matching word at all. (Without that floor, "when do we deploy?" against a
+-- one-memory vault scored 0.43: every word of a tiny vault gets IDF ~0, so
+-- a BM25 of ~0 halved a dense score of 0.85.)
 
 -- name: hybrid
 WITH
@@ -41,16 +46,26 @@ knn_chunk AS MATERIALIZED (
     SELECT rowid AS vid FROM vec_chunk WHERE embedding MATCH :qvec AND k = :k_chunk
 ),
 -- knn:end
-bm25_all AS MATERIALIZED (  -- every memory holding an informative query term
-    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw FROM fts WHERE fts MATCH :match
-),
-bm25_top AS MATERIALIZED (
-    SELECT rid FROM bm25_all ORDER BY raw DESC LIMIT :k_bm25
-),
-cand(rid) AS MATERIALIZED (
+dense_cand(rid) AS MATERIALIZED (
     SELECT m.rid FROM knn_meta k JOIN vectors v ON v.vid = k.vid JOIN memory_index m ON m.meta_hash = v.hash
     UNION
     SELECT c.mem_rid FROM knn_chunk k JOIN vectors v ON v.vid = k.vid JOIN chunks c ON c.hash = v.hash
+),
+-- One pass over the memories holding an informative query term, keeping
+-- only the dense candidates and the best others: enough for the BM25 top k
+-- and for every candidate's BM25, without storing every match (tens of
+-- thousands in a large vault; the bounded sort keeps k + |dense| rows).
+bm25_hits AS MATERIALIZED (
+    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw, rowid IN (SELECT rid FROM dense_cand) AS dense_hit
+    FROM fts WHERE fts MATCH :match
+    ORDER BY dense_hit DESC, raw DESC
+    LIMIT :k_bm25 + (SELECT count(*) FROM dense_cand)
+),
+bm25_top AS MATERIALIZED (
+    SELECT rid FROM bm25_hits ORDER BY raw DESC LIMIT :k_bm25
+),
+cand(rid) AS MATERIALIZED (
+    SELECT rid FROM dense_cand
     UNION
     SELECT rid FROM bm25_top
 ),
@@ -78,7 +93,7 @@ body_sig AS MATERIALIZED (
     FROM chunk_sig WHERE rn <= 3 GROUP BY rid
 ),
 bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
-    SELECT b.rid, b.raw FROM cand JOIN bm25_all b ON b.rid = cand.rid
+    SELECT b.rid, b.raw FROM cand JOIN bm25_hits b ON b.rid = cand.rid
 ),
 signals AS (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
@@ -103,7 +118,8 @@ calibrated AS (
     FROM signals
 )
 SELECT *,
-       CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL THEN :w_dense * dense + (1.0 - :w_dense) * bm25
+       CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
+                 THEN max(:w_dense * dense + (1.0 - :w_dense) * bm25, dense_alone)
             ELSE coalesce(dense_alone, bm25, 0.0) END AS score
 FROM calibrated
 ORDER BY score DESC, dense_cos DESC

@@ -136,3 +136,18 @@ def test_coarse_knn_agrees_with_exact(mixed_vault, model_store, monkeypatch):
     assert coarse == exact
     bits = model_store.con.execute("SELECT count(*) FROM vec_meta_bits").fetchone()[0]
     assert bits == model_store.con.execute("SELECT count(*) FROM vec_meta").fetchone()[0] == 5
+
+
+def test_large_vault_matches_the_rarest_terms_within_the_budget(vault, store, monkeypatch):
+    for i in range(60):
+        words = ["common"] + (["middling"] if i % 3 == 0 else []) + (["rare"] if i == 7 else [])
+        vault.memory(f"m{i}.md", f"mem_{i}", name=f"note {i}", body=" ".join(words))
+    store.sync(embed=False)
+    con = store.con
+    ceiling, terms = recall_mod.bm25_terms(con, ["common", "middling", "rare"])
+    assert terms == ["middling", "rare"]  # "common" is in every memory: no weight
+    monkeypatch.setattr(recall_mod, "LARGE_VAULT", 50)
+    monkeypatch.setattr(recall_mod, "POSTINGS_BUDGET", 5)
+    assert recall_mod.bm25_terms(con, ["common", "middling", "rare"]) == (ceiling, ["rare"])
+    monkeypatch.setattr(recall_mod, "POSTINGS_BUDGET", 0)
+    assert recall_mod.bm25_terms(con, ["middling"])[1] == ["middling"]  # never no term at all

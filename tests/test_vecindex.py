@@ -113,3 +113,17 @@ def test_coarse_tier_finds_the_exact_neighbours(vault, store):
         for vid in e.knn("meta", 5):
             assert c.cosine("meta", vid) == pytest.approx(e.cosine("meta", vid), abs=0.005)
     assert exact.query(queries[0]).cosine("meta", 10**9) is None
+    # Edits and deletions reach the coarse copy without a full reload.
+    vault.memory("m5.md", "mem_5", name="note 5, renamed", body="body 5, rewritten")
+    (vault.root / "m6.md").unlink()
+    store.sync(embed=False)
+    vectors.embed_pending(store.con, TopicEmbedder(), store.cfg.index_path)
+    assert coarse.sync(store.con) and (coarse.loads, coarse.refreshes) == (1, 1)
+    fresh = VectorIndex()
+    fresh.sync(store.con)
+    for kind in ("meta", "chunk"):
+        assert coarse.kinds[kind].vids.tolist() == fresh.kinds[kind].vids.tolist()
+        assert coarse.kinds[kind].bits.shape == (384 // 64, len(fresh.kinds[kind].vids))
+    for q in queries:
+        c, e = coarse.query(q), fresh.query(q)
+        assert c.knn("chunk", 10)[0] == e.knn("chunk", 10)[0]
