@@ -258,16 +258,19 @@ def sql(
     ctx: typer.Context,
     query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
     as_json: bool = JsonOpt,
+    write: bool = typer.Option(False, "--write", help="Allow changes to the index (it is rebuilt from the files anyway)."),
 ):
-    """Run SQL on the index (sqlite-vec loaded), or open an SQL shell."""
+    """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
     store = _store(ctx)
     if query is None:
+        if not write:
+            store.con.pragma("query_only", True)
         import apsw.shell
 
         shell = apsw.shell.Shell(db=store.con)
         shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
         return
-    columns, rows = store.query(query)
+    columns, rows = store.query(query, write=write)
     if as_json:
         _emit({"columns": columns, "rows": [dict(zip(columns, _jsonable(r))) for r in rows]})
         return
@@ -338,13 +341,16 @@ def recall(
         for hint in result.display:
             typer.echo(hint.line(with_description=False))
     if explain:
-        typer.echo(f"\ncandidates ({result.mode}; dense = calibrated cosine, bm25 = share of the query matched):")
-        typer.echo(f"{'score':>6} {'dense':>6} {'cos':>6} {'bm25':>6} {'raw':>7}  id / why cut")
+        typer.echo(
+            f"\ncandidates ({result.mode}; dense = calibrated cosine, alone = the stricter curve used when no "
+            "query word matches (and the floor when one does), bm25 = share of the query matched):"
+        )
+        typer.echo(f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7}  id / why cut")
         for c in result.candidates[:25]:
             s = c.signals
             typer.echo(
-                f"{c.score:6.3f} {_f(s.get('dense'))} {_f(s.get('dense_cos'))} {_f(s.get('bm25'))} "
-                f"{_f(s.get('bm25_raw'), 7, 2)}  {c.id}  {c.reason or 'HINT'}"
+                f"{c.score:6.3f} {_f(s.get('dense'))} {_f(s.get('dense_alone'))} {_f(s.get('dense_cos'))} "
+                f"{_f(s.get('bm25'))} {_f(s.get('bm25_raw'), 7, 2)}  {c.id}  {c.reason or 'HINT'}"
             )
 
 
@@ -420,7 +426,9 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
         _emit({"ok": ok, "fingerprint": emb.fingerprint, "checks": rows})
     else:
         for r in rows:
-            typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: related {r['related']:.3f} vs unrelated {r['unrelated']:.3f}")
+            figures = " vs ".join(f"{k} {r[k]:.3f}" for k in ("related", "unrelated") if r.get(k) is not None)
+            detail = f" ({r['detail']})" if r.get("detail") and (not r["ok"] or r.get("unrelated") is None) else ""
+            typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
         typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
     if not ok:
         raise typer.Exit(4)
@@ -447,12 +455,21 @@ def search(
         typer.echo("no match")
     for hit in result["results"]:
         typer.echo(f"{hit['path']}  [{hit['id'] or 'no id'}]")
+        # Like rg/grep: overlapping context is printed once, gaps as "--".
+        lines: dict[int, tuple[str, str]] = {}
         for m in hit["matches"]:
             for i, line in enumerate(m.get("before", [])):
-                typer.echo(f"  {m['line'] - len(m['before']) + i:>5}- {line}")
-            typer.echo(f"  {m['line']:>5}: {m['text']}")
+                lines.setdefault(m["line"] - len(m["before"]) + i, ("-", line))
+            lines[m["line"]] = (":", m["text"])
             for i, line in enumerate(m.get("after", [])):
-                typer.echo(f"  {m['line'] + 1 + i:>5}- {line}")
+                lines.setdefault(m["line"] + 1 + i, ("-", line))
+        previous = None
+        for number in sorted(lines):
+            if previous is not None and number > previous + 1:
+                typer.echo("     --")
+            mark, line = lines[number]
+            typer.echo(f"  {number:>5}{mark} {line}")
+            previous = number
     if result.get("truncated"):
         typer.echo("(more files match; raise --limit)")
 

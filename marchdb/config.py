@@ -53,6 +53,20 @@ class Config:
     models_path: Path | None = None
     dense_weight: float | None = None
     raw: dict = field(default_factory=dict)
+    #: Where the memory root was set ("" for the default under the home).
+    root_source: str = ""
+
+    def require_root(self) -> Path:
+        """The memory root, or a ``ConfigError`` when a configured root is
+        missing. Never created on the fly: an unmounted drive or a typo
+        must not look like an empty vault (a sync would empty the index)."""
+        if not self.memory_root.is_dir():
+            where = f" (set by {self.root_source})" if self.root_source else ""
+            raise ConfigError(
+                f"memory root {self.memory_root}{where} does not exist or is not a folder; "
+                f"create it (mkdir -p) or point {self.root_source or 'MARCH_MEMORY_ROOT'} at your vault"
+            )
+        return self.memory_root
 
     @property
     def models_dir(self) -> Path:
@@ -104,15 +118,15 @@ def load_config(
     data = read_config_file(home_path)
 
     if root:
-        root_path = Path(root).expanduser()
+        root_path, root_source = Path(root).expanduser(), "--root"
     elif env.get("MARCH_MEMORY_ROOT"):
-        root_path = Path(env["MARCH_MEMORY_ROOT"]).expanduser()
+        root_path, root_source = Path(env["MARCH_MEMORY_ROOT"]).expanduser(), "MARCH_MEMORY_ROOT"
     elif data.get("memoryRoot"):
         if not isinstance(data["memoryRoot"], str):
             raise ConfigError("memoryRoot in config.json must be a path string")
-        root_path = _expand(data["memoryRoot"], home_path)
+        root_path, root_source = _expand(data["memoryRoot"], home_path), "memoryRoot in config.json"
     else:
-        root_path = home_path / "March Memories"
+        root_path, root_source = home_path / "March Memories", ""
 
     index_value = data.get("indexPath")
     index_path = _expand(index_value, home_path) if isinstance(index_value, str) else home_path / "index.sqlite"
@@ -151,6 +165,7 @@ def load_config(
         models_path=models_path,
         dense_weight=weight,
         memory_root=root_path.absolute(),
+        root_source=root_source,
         index_path=index_path.absolute(),
         embedding_model=embed,
         min_score=min_score,
@@ -161,12 +176,14 @@ def load_config(
 
 
 def ensure_layout(cfg: Config) -> list[Path]:
-    """Create the home, the memory root and missing profiles; never overwrite.
+    """Create the home, the default memory root and missing profiles; never
+    overwrite. A configured memory root is never created (``require_root``).
 
     Returns the paths created, so a caller can tell the user.
     """
     created: list[Path] = []
-    for folder in (cfg.home, cfg.memory_root, cfg.profiles_dir):
+    folders = (cfg.home, cfg.profiles_dir) if cfg.root_source else (cfg.home, cfg.memory_root, cfg.profiles_dir)
+    for folder in folders:
         if not folder.exists():
             try:
                 folder.mkdir(parents=True, exist_ok=True)

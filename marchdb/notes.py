@@ -30,7 +30,20 @@ FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "upd
 
 # Fast C loader when PyYAML was built with libyaml; the pure-Python one is
 # ~10x slower and dominates a cold sync.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # noqa: N801
+    """Safe YAML, except that an impossible date (``2026-02-30``) stays text:
+    PyYAML raises on it, which would lose the whole memory over one typo;
+    kept as text, the field is reported as invalid and the memory indexed."""
+
+
+def _timestamp_or_text(loader, node):
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except ValueError:
+        return loader.construct_scalar(node)
+
+
+_YAML_LOADER.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
 class _SeedDumper(yaml.SafeDumper):
     """Lists indented under their key, as in seed 000's examples (and Obsidian's)."""
 
@@ -296,6 +309,11 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         raise BadNote("missing_id", "no YAML frontmatter; not a memory (add id, name, description)")
     try:
         head, body = _FM_HANDLER.split(text)
+    except ValueError:
+        raise BadNote(
+            "parse_error", "frontmatter has no closing '---' line; end the fields with a line holding only ---"
+        ) from None
+    try:
         meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())

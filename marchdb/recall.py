@@ -46,12 +46,18 @@ K_DENSE = 40
 K_CHUNK = 80
 K_BM25 = 40
 SCORED_LIMIT = 60
+#: A message is recalled on its first this many characters. The hint is
+#: about what the message is about, which its start says; without a cap an
+#: 850 KB paste took 3 minutes to embed (every window of it), holding up
+#: the agent. ~2 model windows of English, ~4 of Chinese.
+MAX_RECALL_CHARS = 4000
 #: From this many vectors, KNN runs on sign bits and re-ranks exactly
 #: (tools/bench_latency.py: exact float KNN took ~180 ms at 260k vectors).
 COARSE_FROM = 60_000
 #: Coarse candidates per vector table before exact re-ranking.
 K_COARSE = 400
-#: Vault size from which terms held by half the memories are left out of MATCH.
+#: Below this many memories word statistics mean nothing: every term stays
+#: in MATCH, and BM25 does not enter the score (sql/recall.sql, :few_memories).
 SMALL_VAULT = 50
 #: FTS5 scores every memory a MATCH finds (~0.85 µs each here): 69,000 matches
 #: of three common Chinese bigrams cost ~60 ms at 100,000 memories. From
@@ -149,6 +155,11 @@ def vector_count(con: apsw.Connection) -> int:
     return con.execute("SELECT count(*) FROM vectors").fetchone()[0]
 
 
+def memory_count(con: apsw.Connection) -> int:
+    """Memories in the index (the N of BM25's IDF)."""
+    return int(get_meta(con, "fts_docs", "0") or 0) or con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
+
+
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
     """The query's BM25 ceiling and the terms worth matching.
 
@@ -156,23 +167,29 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
     term perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term
     no memory holds gets the largest IDF — so nonsense words keep the ratio
     low. Terms held by half the memories or more get FTS5's floor IDF
-    (1e-6): they cannot change a score, so (from SMALL_VAULT memories on)
-    they are left out of the MATCH, which keeps "the", "why", "的" from
-    dragging every memory into it. In very large vaults the commonest
+    (1e-6): they cannot change a score, so they are left out of the MATCH,
+    which keeps "the", "why", "的" from dragging every memory into it. In a
+    vault of fewer than SMALL_VAULT memories only distinctive terms (held by
+    at most one memory in eight) are matched. In very large vaults the commonest
     remaining terms may be left out too (``POSTINGS_BUDGET``).
     """
     if not terms:
         return 1.0, []
-    total = int(get_meta(con, "fts_docs", "0") or 0) or con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
+    total = memory_count(con)
     df = document_frequencies(con, terms)
     ceiling = 0.0
     informative = []
     for term in terms:
         n = df.get(term, 0)
         idf = math.log((total - n + 0.5) / (n + 0.5)) if total else 0.0
-        # Below SMALL_VAULT memories IDF is too coarse to judge a term (and
-        # matching everything is cheap): keep them all.
-        if n > 0 and (idf > 1e-6 or total < SMALL_VAULT):
+        # Below SMALL_VAULT memories IDF cannot tell "the" from "carprofen";
+        # only a word held by very few memories (one in eight, at least one)
+        # says something about them (tools/bench_small.py: chit-chat such as
+        # "ok thanks" got hints from 38% of 12-memory chat vaults otherwise).
+        if total < SMALL_VAULT:
+            if 0 < n <= max(1, total // 8):
+                informative.append(term)
+        elif n > 0 and idf > 1e-6:
             informative.append(term)
         ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
     if total >= LARGE_VAULT and sum(df[t] for t in informative) > POSTINGS_BUDGET:
@@ -230,6 +247,7 @@ def score(
     ceiling, informative = bm25_terms(con, fts.query_terms(text))
     w_dense = W_DENSE if w_dense is None else w_dense
     params = {
+        "few_memories": int(memory_count(con) < SMALL_VAULT),
         "match": " OR ".join('"' + t.replace('"', '""') + '"' for t in informative) if informative else '""',
         "bm25_max": ceiling,
         "bm25_tau": calibration.get("bm25_tau", calibrate.BM25_TAU),
@@ -386,8 +404,10 @@ def recall(
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
 ) -> RecallResult:
-    """Score ``text`` and apply the hint rules. ``embedder`` None → BM25 only;
-    ``vindex``: in-memory vectors to search instead of the vec0 tables."""
+    """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
+    the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
+    vectors to search instead of the vec0 tables."""
+    text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
         has_vectors = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchone()

@@ -489,7 +489,7 @@ def save(
     ``embed=False`` re-indexes without computing vectors (and never loads a model).
     """
     changes = validate_changes(name, description, body, tags, status)
-    mem_id = validate_id(id) if id is not None else None
+    mem_id = _checked_id(store, id) if id is not None else None
     creating_like = None not in (changes.name, changes.description, changes.body, changes.tags)
     # Load the model (slow the first time) before taking the lock that other savers wait on.
     embedder = store.embedder() if embed and creating_like and not force else None
@@ -510,6 +510,19 @@ def save(
         report = store.sync(paths=[rel], embed=True)
         result["warnings"].extend(report.warnings)
     return result
+
+
+def _checked_id(store, raw) -> str:
+    """A caller's id: the strict rule of new ids, or any id a file already
+    holds (hand-written ids such as ``my note`` are indexed, so they must be
+    updatable too; the id is only looked up, never used as a path)."""
+    try:
+        return validate_id(raw)
+    except InvalidInput:
+        ident = raw.strip() if isinstance(raw, str) else None
+        if ident and store.con.execute("SELECT 1 FROM files WHERE mem_id = ?", (ident,)).fetchone():
+            return ident
+        raise
 
 
 def _save_locked(
@@ -551,7 +564,7 @@ def _save_locked(
         if twin is None and twin_probe is not None:
             twin = find_similar(con, *twin_probe)
         if twin is not None:
-            message = f"{twin['why']} (id {twin['id']}); pass its id to update it, or force=True to add a new one"
+            message = f"{twin['why']} (id {twin['id']}); pass its id to update it, or force it (--force; force=true in the tool) to add a new one"
             return _result("duplicate", twin["id"], root / twin["path"], message, warnings), None
     when = dt.datetime.now(dt.timezone.utc)
     if mem_id is None:

@@ -110,7 +110,7 @@ class Store:
         ``warnings`` and ``status()`` say why vectors are missing.
         """
         started = time.perf_counter()
-        report = sync_files(self.con, self.root, self.cfg.index_path, paths)
+        report = sync_files(self.con, self.cfg.require_root(), self.cfg.index_path, paths)
         if embed:
             emb = self.embedder()
             if emb is None:
@@ -271,7 +271,7 @@ class Store:
                 )
             )
 
-        return search_mod.search(self.root, query, limit=limit, context=context, mem_ids=ids_for)
+        return search_mod.search(self.cfg.require_root(), query, limit=limit, context=context, mem_ids=ids_for)
 
     def save(self, **fields) -> dict:
         """``memory_save``: create or update a memory file, then re-index it.
@@ -282,6 +282,7 @@ class Store:
         """
         from . import save as save_mod
 
+        self.cfg.require_root()
         return save_mod.save(self, **fields)
 
     def context(self, text: str | None = None, run_id: str | None = None) -> dict:
@@ -309,8 +310,15 @@ class Store:
     def _still_indexed(self, mem_id: str) -> bool:
         return self.con.execute("SELECT 1 FROM memory_index WHERE id = ?", (mem_id,)).fetchone() is not None
 
-    def query(self, sql: str, params: tuple = ()) -> tuple[list[str], list[tuple]]:
-        """Run any SQL on the index (sqlite-vec loaded). Returns (columns, rows)."""
+    def query(self, sql: str, params: tuple = (), write: bool = False) -> tuple[list[str], list[tuple]]:
+        """Run SQL on the index (sqlite-vec loaded). Returns (columns, rows).
+
+        Read-only unless ``write``: the index is derived from the files, and
+        a hand edit (``DELETE FROM memory_index``) would leave it silently
+        out of step with them until a rebuild.
+        """
+        if not write:
+            self.con.pragma("query_only", True)
         try:
             cur = self.con.execute(sql, params)
             try:
@@ -320,7 +328,15 @@ class Store:
                 last = apsw.ext.query_info(self.con, sql, params).description or ()
                 columns = [d[0] for d in last]
             rows = cur.fetchall()
+        except apsw.ReadOnlyError:
+            raise InvalidInput(
+                "the index is read-only here: it is rebuilt from the Markdown files, so edit those "
+                "(or pass --write if you really mean to change the index)"
+            ) from None
         except apsw.Error as exc:
             raise InvalidInput(f"SQL error: {exc}") from None
+        finally:
+            if not write:
+                self.con.pragma("query_only", False)
         return columns, rows
 

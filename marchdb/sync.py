@@ -268,6 +268,10 @@ class Syncer:
             self._resolve(touched)
             self._flush_fts()
             bump_meta(self.con, "fts_gen")
+            if vanished:
+                # Their vectors are garbage now: the next embedding pass must
+                # run (it collects them) even when nothing new needs a vector.
+                set_meta(self.con, "vectors_complete", None)
             if walk_problems is not None:
                 self.con.execute(
                     f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS

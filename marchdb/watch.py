@@ -102,7 +102,8 @@ class Watcher:
                     if event.event_type in ("created", "modified", "deleted", "moved", "closed"):
                         watcher._on_event(event)
 
-            self.root.mkdir(parents=True, exist_ok=True)
+            # No mkdir: a missing configured root is an error the scans
+            # report (Config.require_root), never an empty vault.
             observer = Observer()
             observer.schedule(Handler(), str(self.root), recursive=True)
             observer.start()

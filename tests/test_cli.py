@@ -73,6 +73,10 @@ def test_sql_json_and_table(cli, vault):
     assert "vec_version" in js(cli("sql", "SELECT vec_version() AS vec_version", "--json"))["columns"]
     bad = cli("sql", "SELEC nonsense")
     assert bad.exit_code != 0 and "SQL error" in bad.stderr
+    refused = cli("sql", "DELETE FROM memory_index")
+    assert refused.exit_code == 2 and "read-only" in refused.stderr
+    assert len(js(cli("sql", "SELECT id FROM memory_index", "--json"))["rows"]) == len(data["rows"])
+    assert cli("sql", "DELETE FROM recall_log", "--write").exit_code == 0
 
 
 def test_rebuild(cli, vault):
@@ -125,6 +129,9 @@ def test_model_commands_with_default_model(cli, vault, default_model_path):
     assert info["dim"] == 384 and info["pooling"] == "mean" and info["fingerprint"]
     check = js(cli("model", "check", "--json", model=str(default_model_path)))
     assert check["ok"] is True
+    text = cli("model", "check", model=str(default_model_path))  # every row printed, reference included
+    assert text.exit_code == 0 and "model check passed" in text.stdout
+    assert len([line for line in text.stdout.splitlines() if line.startswith("ok ")]) == len(check["checks"])
 
 
 def test_recall_with_default_model(cli, mixed_vault, default_model_path):
@@ -136,3 +143,19 @@ def test_recall_with_default_model(cli, mixed_vault, default_model_path):
     assert data["candidates"][0]["id"] == "mem_dog"
     text = cli("recall", "why does the prompt cache keep missing?", model=str(default_model_path)).stdout
     assert text.startswith("[recall]\n- mem_cache | score=")
+
+
+def test_missing_configured_root_is_an_error_and_never_empties_the_index(cli, mixed_vault, tmp_path):
+    assert "5 added" in cli("sync", "--no-embed").stdout
+    away = mixed_vault.root.with_name("vault.away")
+    mixed_vault.root.rename(away)  # an unmounted drive, a moved folder
+    result = cli("sync", "--no-embed")
+    assert result.exit_code == 2 and "does not exist" in result.stderr and "--root" in result.stderr
+    assert not mixed_vault.root.exists()  # not created behind the user's back
+    assert js(cli("status", "--json"))["memories"] == 5
+    # (recall answers from the index until its dirty check is due, then fails the same way)
+    for args in (("search", "cache"), ("save", "--name", "x", "--description", "y", "--tag", "t", "--body", "z")):
+        assert cli(*args).exit_code == 2, args
+    assert not mixed_vault.root.exists()
+    away.rename(mixed_vault.root)
+    assert "0 removed" in cli("sync", "--no-embed").stdout

@@ -137,6 +137,20 @@ def test_soft_problems_still_parse():
     assert note.status == "deprecated"
 
 
+def test_impossible_dates_are_reported_not_fatal():
+    note = parse_note(b"---\nid: m1\nname: n\ndescription: d\ncreated_at: 2026-02-30\nupdated_at: 2026-13-45\n---\nb", "f")
+    assert note.id == "m1" and note.created_at == "2026-02-30"
+    assert [p.kind for p in note.problems] == ["invalid_field", "invalid_field"]
+    assert "2026-02-30" in note.problems[0].detail
+    assert parse_note(b"---\nid: m2\ncreated_at: 2026-02-03\n---\nb", "f").created_at == "2026-02-03T00:00:00.000Z"
+
+
+def test_unterminated_frontmatter_says_what_is_missing():
+    with pytest.raises(BadNote) as info:
+        parse_note(b"---\nid: mem_x\nname: n\n", "f")
+    assert info.value.problem.kind == "parse_error" and "no closing '---'" in info.value.problem.detail
+
+
 def test_render_round_trips():
     note = parse_note(GOOD, "x")
     again = parse_note(render_note(note).encode(), "x")

@@ -20,13 +20,18 @@ def bm25_store(tmp_path, vault):
     s.close()
 
 
-def topic_vault(vault, n=6):
+def topic_vault(vault, n=6, others=recall_mod.SMALL_VAULT):
+    """``n`` memories on one topic among ``others`` unrelated ones (enough for
+    word statistics to count: small vaults only match distinctive words)."""
     for i in range(n):
         vault.memory(
             f"t{i}.md", f"mem_t{i}", name=f"Zebra migration note {i}",
             description=f"zebra migration across the serengeti, part {i}",
             tags=["zebra"], body=f"Zebras migrate. Note {i}.",
         )
+    for i in range(others):
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden note {i}", description=f"tomatoes and basil, bed {i}",
+                     tags=["garden"], body=f"Water the tomatoes in bed {i}.")
 
 
 def test_bm25_ceiling_is_fts5s_own_bound(vault, store):
@@ -110,6 +115,7 @@ def test_explain_gives_reasons_and_status_filter(vault, bm25_store):
     vault.memory("a.md", "mem_dep", name="Zebra facts", description="zebra", status="deprecated")
     vault.memory("b.md", "mem_nodesc", name="Zebra more", description=None)
     vault.memory("c.md", "mem_ok", name="Zebra stripes", description="zebra stripes explained")
+    topic_vault(vault, n=0)  # unrelated memories: "zebra" is a distinctive word
     bm25_store.sync()
     result = bm25_store.recall("zebra", explain=True)
     reasons = {c.id: c.reason for c in result.candidates}
@@ -151,3 +157,12 @@ def test_large_vault_matches_the_rarest_terms_within_the_budget(vault, store, mo
     assert recall_mod.bm25_terms(con, ["common", "middling", "rare"]) == (ceiling, ["rare"])
     monkeypatch.setattr(recall_mod, "POSTINGS_BUDGET", 0)
     assert recall_mod.bm25_terms(con, ["middling"])[1] == ["middling"]  # never no term at all
+
+
+def test_small_vault_matches_only_distinctive_terms(vault, store):
+    for i in range(16):
+        body = "the usual words" + (" carprofen" if i == 3 else "") + (" deploy" if i < 4 else "")
+        vault.memory(f"m{i}.md", f"mem_{i}", name=f"note {i}", body=body)
+    store.sync(embed=False)
+    # 16 memories: a term held by at most 2 counts; "deploy" (4) and "the" (16) do not.
+    assert recall_mod.bm25_terms(store.con, ["the", "deploy", "carprofen", "absent"])[1] == ["carprofen"]

@@ -402,3 +402,12 @@ def test_changes_differences_ignores_blank_line_padding():
     note = notes.parse_note(b"---\nid: m\nname: N\ndescription: d\ntags: [a]\n---\n\nBody\n")
     assert Changes(body="\nBody\n\n").differences(note) == []
     assert Changes(body="Body!").differences(note) == ["body"]
+
+
+def test_hand_written_id_that_sync_accepts_can_be_updated(vault, store):
+    vault.memory("mine.md", "my note", name="Mine", description="old words")
+    store.sync(embed=False)
+    res = save(store, id="my note", description="new words", embed=False)
+    assert res["status"] == "updated" and "new words" in (vault.root / "mine.md").read_text()
+    with pytest.raises(InvalidInput):
+        save(store, id="not there yet", name="n", description="d", body="b", tags=["t"], embed=False)

@@ -46,8 +46,20 @@ def test_recall_related_unrelated_and_chinese(mixed_vault, model_store):
     assert hit.hints and hit.hints[0].id == "mem_cache"
     zh = model_store.recall("数据库密码多久换一次？")
     assert zh.hints and zh.hints[0].id == "mem_db"
-    for nonsense in ("asdf qwer zxcv", "ok thanks", "哈哈哈哈"):
+    for nonsense in ("asdf qwer zxcv", "ok thanks", "哈哈哈哈", "the the the", "is it on?", "tell me a joke"):
         assert model_store.recall(nonsense).hints == [], nonsense
+
+
+def test_a_one_memory_vault_still_hints_the_obvious(vault, model_store):
+    # In a tiny vault every word is "common"; the README example must work.
+    saved = model_store.save(
+        name="Deploy day", description="We deploy on Tuesdays, never on Fridays",
+        tags=["process"], body="Friday deploys broke the weekend twice.",
+    )
+    for question in ("can we ship this on friday?", "when do we deploy?"):
+        hints = model_store.recall(question).hints
+        assert hints and hints[0].id == saved["id"], question
+    assert model_store.recall("what does the dog eat?").hints == []
 
 
 def test_calibration_is_stored_per_model(mixed_vault, model_store):
@@ -95,3 +107,15 @@ def test_corrupt_model_file_degrades(mixed_vault, tmp_path):
     with Store(cfg) as store:
         report = store.sync()
         assert report.added == 5 and report.warnings
+
+
+def test_a_huge_message_is_recalled_on_its_start(mixed_vault, model_store):
+    model_store.sync()
+    # ~850 KB (an agent pasting a log): without the cap every window of it
+    # was embedded, minutes per recall; now the start decides, in a blink.
+    from marchdb.recall import MAX_RECALL_CHARS
+
+    message = "Why does every request miss the prompt cache? " + "filler words about nothing. " * 30_000
+    whole = model_store.recall(message, explain=True)
+    start = model_store.recall(message[:MAX_RECALL_CHARS], explain=True)
+    assert whole.candidates and [(c.id, round(c.score, 4)) for c in whole.candidates] == [(c.id, round(c.score, 4)) for c in start.candidates]

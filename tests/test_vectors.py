@@ -41,3 +41,16 @@ def test_same_text_twice_is_embedded_once(vault, store):
     vault.memory("b.md", "mem_b", name="Same", body="same body")
     store.sync(embed=False)
     assert vectors.embed_pending(store.con, TinyEmbedder("tiny-8", dim=8), store.cfg.index_path) == 2
+
+
+def test_deleting_a_memory_alone_frees_its_vectors(vault, store):
+    vault.memory("a.md", "mem_a", name="Alpha", body="first body")
+    vault.memory("b.md", "mem_b", name="Beta", body="second body")
+    store.sync(embed=False)
+    emb = TinyEmbedder("tiny-8", dim=8)
+    con, index = store.con, store.cfg.index_path
+    vectors.embed_pending(con, emb, index)
+    (vault.root / "b.md").unlink()
+    store.sync(embed=False)
+    assert vectors.embed_pending(con, emb, index) == 0  # nothing new to embed ...
+    assert counts(con)["vectors"] == 2  # ... but mem_b's two vectors are gone
