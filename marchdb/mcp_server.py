@@ -9,6 +9,7 @@ recall and open. Tool results are the library's data as JSON.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -52,9 +53,15 @@ def build_server(store):
         ),
     )
 
+    # The SDK runs each call of a (sync) tool on a worker thread, so calls
+    # may overlap; the store has one connection (its transactions and the
+    # per-query SQL function of recall must not interleave): one at a time.
+    one_at_a_time = threading.Lock()
+
     def guarded(fn, *args, **kwargs) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with one_at_a_time:
+                return fn(*args, **kwargs)
         except MarchError as exc:
             # A tool error the model can read and act on, not a crash.
             raise ToolError(str(exc)) from None

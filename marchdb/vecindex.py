@@ -161,7 +161,8 @@ class VectorIndex:
         self.center = np.frombuffer(bytes.fromhex(center), dtype=np.float32) if center else np.zeros(self.dim, np.float32)
         total = con.execute("SELECT count(*) FROM vectors").fetchone()[0]
         self.coarse = total * self.dim * 4 > self.exact_bytes
-        self.kinds = {kind: self._read(con, f"SELECT rowid, embedding FROM {TABLES[kind]} ORDER BY rowid", ()) for kind in KINDS}
+        # No ORDER BY: it would sort every blob in a temp table; _read sorts the vids.
+        self.kinds = {kind: self._read(con, f"SELECT rowid, embedding FROM {TABLES[kind]}", ()) for kind in KINDS}
         self.loads += 1
 
     def _refresh(self, con: apsw.Connection) -> None:
