@@ -70,6 +70,7 @@ def run_demo(keep: bool = False, progress: Callable[[int, int], None] | None = N
     env = {k: v for k, v in os.environ.items() if k not in ("MARCH_HOME", "MARCH_MEMORY_ROOT")}
     env["MARCH_MODELS_DIR"] = str(real.models_dir)
     cfg = load_config(home=base / "home", root=base / "March Memories", env=env)
+    cfg.memory_root.mkdir()  # a configured root is never created by the store itself
     say(f"demo vault: {cfg.memory_root} (temporary; your own vault is not touched)")
     out: dict = {"vault": str(cfg.memory_root), "index": str(cfg.index_path), "saved": [], "recall": []}
     store = Store(cfg)

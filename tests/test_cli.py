@@ -159,3 +159,17 @@ def test_missing_configured_root_is_an_error_and_never_empties_the_index(cli, mi
     assert not mixed_vault.root.exists()
     away.rename(mixed_vault.root)
     assert "0 removed" in cli("sync", "--no-embed").stdout
+
+
+def test_demo_runs_end_to_end_in_a_throwaway_vault(tmp_path, default_model_path, monkeypatch):
+    # The README's first command: saves, embeds and recalls in a temporary vault.
+    monkeypatch.setenv("MARCH_HOME", str(tmp_path / "real-home"))
+    monkeypatch.setenv("MARCH_MODELS_DIR", str(default_model_path.parent))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    result = CliRunner().invoke(app, ["demo", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert len(data["saved"]) >= 3 and data["sync"]["embedded"] > 0
+    assert any(r["hints"] for r in data["recall"])
+    assert not (tmp_path / "real-home" / "March Memories").exists()  # the user's vault: untouched
