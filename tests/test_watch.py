@@ -93,4 +93,5 @@ def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
     store.scan_in_background = watcher.request_scan
     assert store.ensure_fresh() is None  # asked for, not done inline
     assert wait_for(lambda: "mem_late" in ids(store))
-    assert time.time() - float(db.get_meta(store.con, "last_scan_epoch")) < 10
+    # The scan clock is set when the scan finishes, just after the new memory lands.
+    assert wait_for(lambda: time.time() - float(db.get_meta(store.con, "last_scan_epoch")) < 10)
