@@ -419,6 +419,58 @@ def render_note(note: Note) -> str:
     return f"---\n{head}---\n\n{body.lstrip(chr(10))}"
 
 
+def render_field(key: str, value: object) -> list[str]:
+    """One top-level frontmatter field as ``render_note`` writes it, as lines."""
+    head = yaml.dump(
+        {key: value}, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
+    return _PLAIN_TIME.sub(r"\1: \2", head).rstrip("\n").split("\n")
+
+
+_FIELD_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")
+
+
+def edit_note(text: str, new: Note, fields: list[str]) -> str | None:
+    """``text`` (a memory file) with only ``fields`` (and ``updated_at``)
+    rewritten from ``new``; comments, key order, quoting, flow lists and
+    unknown keys elsewhere stay byte for byte. ``"body"`` in ``fields``
+    replaces the body. None when the file's layout is not one this can edit
+    safely; the result is parsed back and must hold exactly ``new``.
+    """
+    if "\r" in text or not text.startswith("---\n"):
+        return None
+    lines = text.split("\n")
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
+    if end is None:
+        return None
+    head = lines[1:end]
+    for key in [f for f in fields if f != "body"] + ["updated_at"]:
+        rendered = render_field(key, getattr(new, key))
+        start = next((i for i, line in enumerate(head) if (m := _FIELD_LINE.match(line)) and m.group(1) == key), None)
+        if start is None:
+            head.extend(rendered)
+            continue
+        stop = start + 1  # the value's continuation: indented lines, or an indentless "- item" list
+        while stop < len(head) and head[stop] and (head[stop][0] in " \t" or head[stop].startswith("-")):
+            stop += 1
+        head[start:stop] = rendered
+    if "body" in fields:
+        body = new.body if new.body.endswith("\n") else new.body + "\n"
+        rest = "\n" + body.lstrip("\n")
+    else:
+        rest = "\n".join(lines[end + 1 :])
+    out = "\n".join([lines[0], *head, lines[end]]) + "\n" + rest
+    try:
+        back = parse_note(out.encode("utf-8"))
+    except BadNote:
+        return None
+    same = (back.id, back.name, back.description, back.status, back.created_at, back.updated_at) == (
+        new.id, new.name, new.description, new.status, new.created_at, new.updated_at
+    )
+    same = same and back.tags == normalize_tags(new.tags)[0] and back.body.strip() == new.body.strip()
+    return out if same and back.extra == new.extra else None
+
+
 def metadata_text(name: str, description: str, tags: list[str]) -> str:
     """The text of the metadata dense signal: name + description + tags."""
     parts = [name, description]

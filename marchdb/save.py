@@ -56,6 +56,7 @@ from .notes import (
     BadNote,
     Note,
     bucket_path,
+    edit_note,
     format_time,
     metadata_text,
     new_id,
@@ -213,7 +214,10 @@ def validate_changes(
 
 
 def _render(note: Note) -> bytes:
-    data = render_note(note).encode("utf-8")
+    return _checked_size(render_note(note).encode("utf-8"))
+
+
+def _checked_size(data: bytes) -> bytes:
     if len(data) > MAX_FILE_BYTES:
         raise InvalidInput(
             f"the memory would be {len(data):,} bytes; a memory file is limited to {MAX_FILE_BYTES:,} bytes "
@@ -385,7 +389,12 @@ def update_file(path: Path, mem_id: str, changes: Changes, base: bytes, now: str
             current = latest
             continue
         new = changes.apply(note, _raw_tags(current), now)
-        tmp = write_temp(path.parent, _render(new), mode)
+        # Only the changed lines are rewritten (the user's comments, key order
+        # and list styles stay); a layout too unusual to edit safely is
+        # rendered whole instead.
+        edited = edit_note(current.decode("utf-8"), new, changed)
+        data = _render(new) if edited is None else _checked_size(edited.encode("utf-8"))
+        tmp = write_temp(path.parent, data, mode)
         try:
             latest, st = _read(path, mem_id)
             mode = stat.S_IMODE(st.st_mode)

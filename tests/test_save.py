@@ -411,3 +411,40 @@ def test_hand_written_id_that_sync_accepts_can_be_updated(vault, store):
     assert res["status"] == "updated" and "new words" in (vault.root / "mine.md").read_text()
     with pytest.raises(InvalidInput):
         save(store, id="not there yet", name="n", description="d", body="b", tags=["t"], embed=False)
+
+
+OBSIDIAN_NOTE = """---
+# my own comment: keep me
+id: mem_obs
+name: Obsidian note   # trailing comment on a field we do not touch
+description: old words
+aliases: [obs, "Obs Note"]
+tags:
+- project/x
+- topic
+status: active
+created_at: 2026-05-14T10:30:00.000Z
+---
+
+Body as I wrote it.
+"""
+
+
+def test_update_rewrites_only_the_changed_lines(vault, store):
+    path = vault.write("obs.md", OBSIDIAN_NOTE)
+    store.sync(embed=False)
+    res = save(store, id="mem_obs", description="new words", embed=False)
+    assert res["status"] == "updated"
+    text = path.read_text(encoding="utf-8")
+    for kept in ("# my own comment: keep me", "name: Obsidian note   # trailing comment", 'aliases: [obs, "Obs Note"]',
+                 "tags:\n- project/x\n- topic\n", "created_at: 2026-05-14T10:30:00.000Z", "\nBody as I wrote it.\n"):
+        assert kept in text, kept
+    assert "description: new words\n" in text and "updated_at: " in text and "old words" not in text
+    # Tags and body too: the list block and the body are replaced, nothing else.
+    save(store, id="mem_obs", tags=["topic", "new-tag"], body="A new body.", embed=False)
+    text = path.read_text(encoding="utf-8")
+    assert "tags:\n  - topic\n  - new-tag\nstatus: active" in text and text.endswith("\nA new body.\n")
+    assert "# my own comment: keep me" in text and 'aliases: [obs, "Obs Note"]' in text
+    store.sync(embed=False)
+    row = store.con.execute("SELECT description, tags_json FROM memory_index WHERE id = 'mem_obs'").fetchone()
+    assert row == ("new words", '["topic", "new-tag"]')
