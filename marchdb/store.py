@@ -48,6 +48,7 @@ class Store:
         self.keep_vectors = keep_vectors
         self._vindex: VectorIndex | None = None
         self._recalls = 0
+        self._rebuilt = False
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
@@ -62,6 +63,7 @@ class Store:
             if rebuilt:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
             self._con = con
+            self._rebuilt = bool(rebuilt)
         return self._con
 
     @property
@@ -158,6 +160,10 @@ class Store:
 
     def status(self) -> dict:
         """``diag_summary`` plus where things are."""
+        if self.con is not None and self._rebuilt:
+            # An index just recreated is empty until a scan; say what is there.
+            self._rebuilt = False
+            self.sync(embed=False)
         summary = db.rows(self.con, "SELECT * FROM diag_summary")[0]
         summary.update(
             index_path=str(self.cfg.index_path),

@@ -173,3 +173,10 @@ def test_demo_runs_end_to_end_in_a_throwaway_vault(tmp_path, default_model_path,
     assert len(data["saved"]) >= 3 and data["sync"]["embedded"] > 0
     assert any(r["hints"] for r in data["recall"])
     assert not (tmp_path / "real-home" / "March Memories").exists()  # the user's vault: untouched
+
+
+def test_status_after_a_schema_rebuild_shows_the_files(cli, mixed_vault):
+    cli("sync", "--no-embed")
+    cli("sql", "UPDATE meta SET value = 'stale' WHERE key = 'schema_hash'", "--write")
+    result = cli("status", "--json")
+    assert result.exit_code == 0 and js(result)["memories"] == 5  # not 0 until the next sync
