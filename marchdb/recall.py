@@ -56,8 +56,9 @@ MAX_RECALL_CHARS = 4000
 COARSE_FROM = 60_000
 #: Coarse candidates per vector table before exact re-ranking.
 K_COARSE = 400
-#: Below this many memories word statistics mean nothing: every term stays
-#: in MATCH, and BM25 does not enter the score (sql/recall.sql, :few_memories).
+#: Below this many memories word statistics mean nothing: only distinctive
+#: terms are matched (bm25_terms), and BM25 does not enter the score
+#: (sql/recall.sql, :few_memories).
 SMALL_VAULT = 50
 #: FTS5 scores every memory a MATCH finds (~0.85 µs each here): 69,000 matches
 #: of three common Chinese bigrams cost ~60 ms at 100,000 memories. From
