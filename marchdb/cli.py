@@ -264,7 +264,7 @@ def sql(
     store = _store(ctx)
     if query is None:
         if not write:
-            store.con.pragma("query_only", True)
+            store.read_only(True)
         import apsw.shell
 
         shell = apsw.shell.Shell(db=store.con)

@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -165,6 +166,10 @@ def _apply_schema(con: apsw.Connection) -> None:
         con.execute(schema_sql())
         set_meta(con, "schema_hash", schema_hash())
         set_meta(con, "created_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        # Tells caches of long-lived processes (vecindex, term statistics)
+        # that this is another index, even when counters and vids restart
+        # from the same values after a rebuild in place.
+        set_meta(con, "index_id", secrets.token_hex(8))
         con.pragma("user_version", SCHEMA_VERSION)
 
 

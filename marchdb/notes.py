@@ -427,7 +427,27 @@ def render_field(key: str, value: object) -> list[str]:
     return _PLAIN_TIME.sub(r"\1: \2", head).rstrip("\n").split("\n")
 
 
-_FIELD_LINE = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:")
+def _field_spans(head: list[str]) -> dict[str, tuple[int, int]] | None:
+    """Line ranges ``[start, stop)`` of each top-level field of a frontmatter
+    block (its key line and its value's lines, without trailing blank or
+    comment lines), from YAML's own node positions. None for layouts not
+    to be edited line by line: flow mappings, complex or duplicate keys."""
+    try:
+        node = yaml.compose("\n".join(head), Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(node, yaml.MappingNode) or node.flow_style:
+        return None
+    spans: dict[str, tuple[int, int]] = {}
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.value in spans or key.start_mark.column != 0:
+            return None
+        start = key.start_mark.line
+        stop = value.end_mark.line + (1 if value.end_mark.column > 0 else 0)
+        while stop > start + 1 and (not head[stop - 1].strip() or head[stop - 1].lstrip().startswith("#")):
+            stop -= 1
+        spans[key.value] = (start, stop)
+    return spans
 
 
 def edit_note(text: str, new: Note, fields: list[str]) -> str | None:
@@ -444,16 +464,16 @@ def edit_note(text: str, new: Note, fields: list[str]) -> str | None:
     if end is None:
         return None
     head = lines[1:end]
-    for key in [f for f in fields if f != "body"] + ["updated_at"]:
-        rendered = render_field(key, getattr(new, key))
-        start = next((i for i, line in enumerate(head) if (m := _FIELD_LINE.match(line)) and m.group(1) == key), None)
-        if start is None:
-            head.extend(rendered)
-            continue
-        stop = start + 1  # the value's continuation: indented lines, or an indentless "- item" list
-        while stop < len(head) and head[stop] and (head[stop][0] in " \t" or head[stop].startswith("-")):
-            stop += 1
-        head[start:stop] = rendered
+    spans = _field_spans(head)
+    if spans is None:
+        return None
+    keys = [f for f in fields if f != "body"] + ["updated_at"]
+    # Bottom-up, so the spans above stay valid; fields not there go last.
+    for key in sorted((k for k in keys if k in spans), key=lambda k: -spans[k][0]):
+        start, stop = spans[key]
+        head[start:stop] = render_field(key, getattr(new, key))
+    for key in (k for k in keys if k not in spans):
+        head.extend(render_field(key, getattr(new, key)))
     if "body" in fields:
         body = new.body if new.body.endswith("\n") else new.body + "\n"
         rest = "\n" + body.lstrip("\n")

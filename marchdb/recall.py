@@ -213,7 +213,7 @@ _DF_CACHE_TERMS = 100_000
 
 def document_frequencies(con: apsw.Connection, terms: list[str]) -> dict[str, int]:
     """How many memories hold each term (absent: none), cached per process."""
-    gen = (get_meta(con, "created_at"), get_meta(con, "fts_gen"))
+    gen = (get_meta(con, "index_id"), get_meta(con, "fts_gen"))
     cached_gen, cache = _DF_CACHE.get(con.filename, (None, {}))
     if cached_gen != gen or len(cache) > _DF_CACHE_TERMS:
         cache = {}

@@ -15,7 +15,7 @@ import apsw.ext
 
 from . import calibrate, db, vectors
 from .config import Config, ensure_layout, load_config
-from .errors import InvalidInput, MarchError, ModelError
+from .errors import ConfigError, InvalidInput, MarchError, ModelError
 from .sync import SyncReport, sync_files
 from .vecindex import VectorIndex
 
@@ -163,7 +163,10 @@ class Store:
         if self.con is not None and self._rebuilt:
             # An index just recreated is empty until a scan; say what is there.
             self._rebuilt = False
-            self.sync(embed=False)
+            try:
+                self.sync(embed=False)
+            except ConfigError as exc:  # status still answers, and says why it could not scan
+                self.notices.append(str(exc))
         summary = db.rows(self.con, "SELECT * FROM diag_summary")[0]
         summary.update(
             index_path=str(self.cfg.index_path),
@@ -324,7 +327,7 @@ class Store:
         out of step with them until a rebuild.
         """
         if not write:
-            self.con.pragma("query_only", True)
+            self.read_only(True)
         try:
             cur = self.con.execute(sql, params)
             try:
@@ -334,7 +337,7 @@ class Store:
                 last = apsw.ext.query_info(self.con, sql, params).description or ()
                 columns = [d[0] for d in last]
             rows = cur.fetchall()
-        except apsw.ReadOnlyError:
+        except (apsw.ReadOnlyError, apsw.AuthError):
             raise InvalidInput(
                 "the index is read-only here: it is rebuilt from the Markdown files, so edit those "
                 "(or pass --write if you really mean to change the index)"
@@ -343,6 +346,28 @@ class Store:
             raise InvalidInput(f"SQL error: {exc}") from None
         finally:
             if not write:
-                self.con.pragma("query_only", False)
+                self.read_only(False)
         return columns, rows
 
+    def read_only(self, on: bool) -> None:
+        """Refuse (or allow again) every write on the index connection.
+
+        An authorizer, not only ``PRAGMA query_only``: a statement list such
+        as ``PRAGMA query_only=0; DELETE ...`` would switch the pragma off.
+        """
+        if on:
+            self.con.pragma("query_only", True)
+            self.con.authorizer = _read_only_authorizer
+        else:
+            self.con.authorizer = None
+            self.con.pragma("query_only", False)
+
+
+_READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
+
+
+def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
+    # Reads, and pragmas that only ask (no value given); nothing else.
+    if op in _READ_OPS or (op == apsw.SQLITE_PRAGMA and arg2 is None):
+        return apsw.SQLITE_OK
+    return apsw.SQLITE_DENY

@@ -22,6 +22,7 @@ import apsw
 
 from . import fts
 from .db import bump_meta, get_meta, set_meta, transaction, writer_lock
+from .errors import ConfigError
 from .notes import MAX_FILE_BYTES, BadNote, Note, Problem, chunk_body, content_hash, metadata_text, parse_note, text_hash
 
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
@@ -154,6 +155,11 @@ def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
     return result
 
 
+#: A full scan finding no file at all while the index lists this many is
+#: refused (an unmounted drive); deleting every memory on purpose: rebuild.
+EMPTY_ROOT_GUARD = 10
+
+
 class Syncer:
     """One sync of the files under ``root`` into the index ``con``."""
 
@@ -192,6 +198,15 @@ class Syncer:
                     () if paths is None else (json.dumps(list(paths)),),
                 )
             }
+            if paths is None and not seen and len(self.known) >= EMPTY_ROOT_GUARD:
+                # An unmounted drive or a cloud folder not synced yet looks
+                # exactly like this: never empty the index on it silently
+                # (the files are safe either way; their vectors would be lost).
+                raise ConfigError(
+                    f"the memory root {self.root} holds no .md files, but the index lists {len(self.known)}; "
+                    "if it is a drive or synced folder, bring it back; if you deleted every memory, "
+                    "run `marchdb rebuild`"
+                )
             changed = [
                 p for p, st in seen.items() if (k := self.known.get(p)) is None or k[0] != st[0] or k[1] != st[1]
             ]

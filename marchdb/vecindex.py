@@ -21,7 +21,8 @@ Two tiers, by size (``EXACT_BYTES``):
 Staying in step: every transaction that adds or deletes vectors bumps
 ``meta.vector_gen`` (see ``vectors.bump_generation``). When it changed, the
 new vids are read (``vectors.vid`` is AUTOINCREMENT, so a vid is never
-reused for another text) and deleted ones dropped; a model change reloads all.
+reused for another text) and deleted ones dropped; a model change, or an
+index rebuilt in place (a new ``meta.index_id``), reloads all.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class VectorIndex:
         self.exact_bytes = exact_bytes
         self.k_coarse = k_coarse
         self.kinds: dict[str, _Vectors] = {}
-        self.state: tuple[str | None, str | None] | None = None  # (model fingerprint, vector_gen)
+        self.state: tuple | None = None  # (index_id, model fingerprint, vector_gen)
         self.coarse = False
         self.center: np.ndarray | None = None
         self.dim = 0
@@ -131,15 +132,16 @@ class VectorIndex:
     def sync(self, con: apsw.Connection) -> bool:
         """Bring the copy in step with the index; False when the index has no
         vector tables (nothing to search)."""
+        index_id = get_meta(con, "index_id")
         fingerprint = get_meta(con, "model_fingerprint")
         gen = get_meta(con, "vector_gen")
-        state = (fingerprint, gen)
+        state = (index_id, fingerprint, gen)
         if state == self.state:
             return bool(self.kinds)
         if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchone():
             self.kinds, self.state = {}, state
             return False
-        if self.state is None or self.state[0] != fingerprint or not self.kinds:
+        if self.state is None or self.state[:2] != state[:2] or not self.kinds:
             self._load(con)
         else:
             self._refresh(con)

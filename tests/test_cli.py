@@ -73,8 +73,11 @@ def test_sql_json_and_table(cli, vault):
     assert "vec_version" in js(cli("sql", "SELECT vec_version() AS vec_version", "--json"))["columns"]
     bad = cli("sql", "SELEC nonsense")
     assert bad.exit_code != 0 and "SQL error" in bad.stderr
-    refused = cli("sql", "DELETE FROM memory_index")
-    assert refused.exit_code == 2 and "read-only" in refused.stderr
+    for sneaky in ("DELETE FROM memory_index", "PRAGMA query_only=0; DELETE FROM memory_index",
+                   "ATTACH ':memory:' AS x", "DROP VIEW diag_summary"):
+        refused = cli("sql", sneaky)
+        assert refused.exit_code == 2 and "read-only" in refused.stderr, sneaky
+    assert js(cli("sql", "PRAGMA user_version", "--json"))["rows"]  # asking is fine
     assert len(js(cli("sql", "SELECT id FROM memory_index", "--json"))["rows"]) == len(data["rows"])
     assert cli("sql", "DELETE FROM recall_log", "--write").exit_code == 0
 

@@ -167,3 +167,45 @@ def test_chunks_are_bounded_paragraph_groups():
     assert chunks[0].count("Short paragraph.") == 3
     assert "".join(chunks).count("x") == 2000
     assert chunk_body("") == []
+
+
+def _note_with(text: str, **changes):
+    from dataclasses import replace
+
+    return replace(parse_note(text.encode(), "f"), updated_at="2026-12-01T00:00:00.000Z", **changes)
+
+
+@pytest.mark.parametrize(
+    "text, changes, fields, kept, gone",
+    [
+        # a quoted key is the same field: edited where it is, not added twice
+        ('---\nid: m1\n"name": Old name\ndescription: d\n---\nb\n', {"name": "New"}, ["name"],
+         ["\nname: New\ndescription: d"], ["Old name", '"name"']),
+        # a blank line inside a list belongs to the list
+        ("---\nid: m1\nname: n\ntags:\n  - a\n\n  - b\n# after the tags\nstatus: active\n---\nb\n", {"tags": ["c"]}, ["tags"],
+         ["tags:\n  - c\n# after the tags\nstatus: active"], ["- a", "- b"]),
+        # a comment under a field we change stays
+        ("---\nid: m1\nname: Old\n  # reviewed by Ann, keep\ndescription: d\n---\nb\n", {"name": "New"}, ["name"],
+         ["name: New\n  # reviewed by Ann, keep\ndescription: d"], ["Old"]),
+        # a folded multi-line description is replaced whole
+        ("---\nid: m1\nname: n\ndescription: >\n  line one\n  line two\nstatus: active\n---\nb\n", {"description": "short"},
+         ["description"], ["description: short\nstatus: active"], ["line one", "line two"]),
+    ],
+)
+def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, gone):
+    from marchdb.notes import edit_note
+
+    out = edit_note(text, _note_with(text, **changes), fields)
+    assert out is not None
+    for piece in kept:
+        assert piece in out, piece
+    for piece in gone:
+        assert piece not in out, piece
+    assert "updated_at: 2026-12-01T00:00:00.000Z" in out
+
+
+def test_edit_note_declines_layouts_it_cannot_edit_safely():
+    from marchdb.notes import edit_note
+
+    for text in ("---\n{id: m1, name: n}\n---\nb\n", "---\nid: m1\nname: a\nname: b\n---\nb\n"):
+        assert edit_note(text, _note_with(text, name="x"), ["name"]) is None

@@ -262,3 +262,20 @@ def test_fifo_named_md_does_not_hang(vault, store):
     os.mkfifo(vault.root / "pipe.md")
     vault.memory("a.md", "mem_a")
     assert run(store).added == 1
+
+
+def test_an_empty_root_never_empties_the_index(vault, store):
+    # An unmounted drive leaves an empty mount point behind.
+    from marchdb.errors import ConfigError
+
+    names = [f"m{i}.md" for i in range(10)]
+    for i, name in enumerate(names):
+        vault.memory(name, f"mem_{i}")
+    store.sync(embed=False)
+    for name in names:
+        (vault.root / name).rename(vault.root.parent / name)
+    with pytest.raises(ConfigError, match="holds no .md files"):
+        store.sync(embed=False)
+    assert store.con.execute("SELECT count(*) FROM memory_index").fetchone()[0] == 10
+    assert store.rebuild(embed=False).scanned == 0  # deleting everything on purpose: rebuild
+    assert store.con.execute("SELECT count(*) FROM memory_index").fetchone()[0] == 0

@@ -127,3 +127,19 @@ def test_coarse_tier_finds_the_exact_neighbours(vault, store):
     for q in queries:
         c, e = coarse.query(q), fresh.query(q)
         assert c.knn("chunk", 10)[0] == e.knn("chunk", 10)[0]
+
+
+def test_copy_reloads_when_the_index_is_rebuilt_in_place(mixed_vault, model_cfg):
+    # Another process rebuilds the index in place (e.g. a newer schema): counters
+    # and vids restart from 1, so only the new index_id can tell the copy.
+    with Store(model_cfg, keep_vectors=True) as store, Store(model_cfg) as other:
+        store.sync()
+        assert store.recall("prompt cache misses").hints[0].id == "mem_cache"
+        db._apply_schema(other.con)
+        (mixed_vault.root / "2026/05/week2/mem_cache.md").unlink()
+        other.sync()
+        vindex = store.vector_index()
+        assert [h.id for h in store.recall("what does the dog take with breakfast").hints][:1] == ["mem_dog"]
+        assert vindex.loads == 2
+        live = {r["vid"] for r in db.rows(store.con, "SELECT vid FROM vectors")}
+        assert set(vindex.kinds["meta"].vids.tolist()) | set(vindex.kinds["chunk"].vids.tolist()) == live
