@@ -6,6 +6,7 @@ It returns data (dicts, dataclasses); formatting lives in ``cli`` and ``mcp``.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +50,7 @@ class Store:
         self._vindex: VectorIndex | None = None
         self._recalls = 0
         self._rebuilt = False
+        self._index_ino: int | None = None
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
@@ -64,6 +66,7 @@ class Store:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
             self._con = con
             self._rebuilt = bool(rebuilt)
+            self._index_ino = _inode(self.cfg.index_path)
         return self._con
 
     @property
@@ -136,6 +139,11 @@ class Store:
     def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS) -> SyncReport | None:
         """Seed 000's throttled dirty check: re-scan when the last scan (by
         any process) is older than ``max_age`` seconds."""
+        if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
+            # `marchdb rebuild` in another process replaced the file: a
+            # connection to the old one would read and write a deleted file.
+            # (The new file cannot reuse the inode: ours still holds the old one open.)
+            self.close()
         last = db.get_meta(self.con, "last_scan_epoch")
         if last is not None and time.time() - float(last) < max_age:
             return None
@@ -371,3 +379,10 @@ def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
     if op in _READ_OPS or (op == apsw.SQLITE_PRAGMA and arg2 is None):
         return apsw.SQLITE_OK
     return apsw.SQLITE_DENY
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None

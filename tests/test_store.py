@@ -119,3 +119,16 @@ def test_a_huge_message_is_recalled_on_its_start(mixed_vault, model_store):
     whole = model_store.recall(message, explain=True)
     start = model_store.recall(message[:MAX_RECALL_CHARS], explain=True)
     assert whole.candidates and [(c.id, round(c.score, 4)) for c in whole.candidates] == [(c.id, round(c.score, 4)) for c in start.candidates]
+
+
+def test_a_rebuild_by_another_process_is_followed(mixed_vault, model_cfg):
+    from marchdb.store import Store
+
+    with Store(model_cfg, keep_vectors=True) as server, Store(model_cfg) as cli:
+        server.sync()
+        assert server.recall("prompt cache misses").hints[0].id == "mem_cache"
+        (mixed_vault.root / "2026/05/week2/mem_cache.md").unlink()
+        cli.rebuild()  # deletes the file and builds a new one
+        hints = server.recall("prompt cache misses").hints
+        assert all(h.id != "mem_cache" for h in hints)
+        assert server.status()["memories"] == 4
