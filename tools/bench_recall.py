@@ -21,12 +21,12 @@ import hashlib
 import json
 import math
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from marchdb import notes  # noqa: E402
 from marchdb.config import load_config  # noqa: E402
@@ -169,14 +169,9 @@ def main() -> int:
     )
 
     # Warm latency, end to end through the API (dirty check + embedding + SQL + rules).
-    timed = [q["text"] for q in queries[: args.latency]]
-    store.recall(timed[0])
-    lat = []
-    for text in timed:
-        t = time.perf_counter()
-        store.recall(text)
-        lat.append((time.perf_counter() - t) * 1000)
-    lat.sort()
+    from bench_latency import run_queries
+
+    latency = run_queries(store, [q["text"] for q in queries[: max(args.latency, 2)]])
     result = {
         "set": set_dir.name,
         "queries": n,
@@ -190,7 +185,7 @@ def main() -> int:
             "offtopic_quiet": round(quiet / len(offtopic), 4),
             "offtopic_queries": len(offtopic),
         },
-        "latency_ms": {"p50": round(statistics.median(lat), 2), "p95": round(lat[int(0.95 * (len(lat) - 1))], 2)},
+        "latency_ms": {"p50": latency["p50"], "p95": latency["p95"]},
         "query_embed_ms_avg": round(1000 * embed_seconds / max(n, 1), 2),
         "index_seconds": state.get("index_seconds"),
         "this_sync_seconds": round(index_seconds, 2),
