@@ -44,6 +44,7 @@ def _timestamp_or_text(loader, node):
 
 
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+_TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:", re.M)
 class _SeedDumper(yaml.SafeDumper):
     """Lists indented under their key, as in seed 000's examples (and Obsidian's)."""
 
@@ -325,6 +326,10 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     if not isinstance(meta, dict):
         raise BadNote("parse_error", "frontmatter is not a mapping of fields")
     problems: list[Problem] = []
+    # YAML keeps the last of two equal keys without a word; say so.
+    keys = _TOP_KEY.findall(head)
+    for key in sorted({k for k in keys if keys.count(k) > 1}):
+        problems.append(Problem("invalid_field", f"field {key!r} appears more than once; the last one counts, delete the others"))
 
     raw_id = meta.get("id")
     if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):

@@ -209,3 +209,9 @@ def test_edit_note_declines_layouts_it_cannot_edit_safely():
 
     for text in ("---\n{id: m1, name: n}\n---\nb\n", "---\nid: m1\nname: a\nname: b\n---\nb\n"):
         assert edit_note(text, _note_with(text, name="x"), ["name"]) is None
+
+
+def test_a_field_written_twice_is_reported():
+    note = parse_note(b"---\nid: m1\nname: first\ndescription: d\nname: second\n---\nb", "f")
+    assert note.name == "second"
+    assert [p.detail for p in note.problems] == ["field 'name' appears more than once; the last one counts, delete the others"]
