@@ -414,22 +414,24 @@ def render_note(note: Note) -> str:
         meta["updated_at"] = note.updated_at
     for key, value in note.extra.items():
         meta.setdefault(key, value)
-    head = yaml.dump(
-        meta, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
-    )
-    # Timestamps unquoted, as the seed writes them (YAML reads them back as
-    # times; parse_note turns those into the same text).
-    head = _PLAIN_TIME.sub(r"\1: \2", head)
+    head = _dump_fields(meta)
     body = note.body if note.body.endswith("\n") else note.body + "\n"
     return f"---\n{head}---\n\n{body.lstrip(chr(10))}"
 
 
+def _dump_fields(fields: dict) -> str:
+    """Frontmatter fields as YAML text, in the seed's style."""
+    head = yaml.dump(
+        fields, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
+    # Timestamps unquoted, as the seed writes them (YAML reads them back as
+    # times; parse_note turns those into the same text).
+    return _PLAIN_TIME.sub(r"\1: \2", head)
+
+
 def render_field(key: str, value: object) -> list[str]:
     """One top-level frontmatter field as ``render_note`` writes it, as lines."""
-    head = yaml.dump(
-        {key: value}, Dumper=_YAML_DUMPER, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
-    )
-    return _PLAIN_TIME.sub(r"\1: \2", head).rstrip("\n").split("\n")
+    return _dump_fields({key: value}).rstrip("\n").split("\n")
 
 
 def _field_spans(head: list[str]) -> dict[str, tuple[int, int]] | None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import calibrate, fts
 from .db import get_meta, sql_file, transaction
-from .vecindex import VectorIndex
+from .vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
@@ -54,8 +54,6 @@ MAX_RECALL_CHARS = 4000
 #: From this many vectors, KNN runs on sign bits and re-ranks exactly
 #: (tools/bench_latency.py: exact float KNN took ~180 ms at 260k vectors).
 COARSE_FROM = 60_000
-#: Coarse candidates per vector table before exact re-ranking.
-K_COARSE = 400
 #: Below this many memories word statistics mean nothing: only distinctive
 #: terms are matched (bm25_terms), and BM25 does not enter the score
 #: (sql/recall.sql, :few_memories).

@@ -168,14 +168,15 @@ class Store:
 
     def status(self) -> dict:
         """``diag_summary`` plus where things are."""
-        if self.con is not None and self._rebuilt:
+        con = self.con  # opening it tells whether the index was just recreated
+        if self._rebuilt:
             # An index just recreated is empty until a scan; say what is there.
             self._rebuilt = False
             try:
                 self.sync(embed=False)
             except ConfigError as exc:  # status still answers, and says why it could not scan
                 self.notices.append(str(exc))
-        summary = db.rows(self.con, "SELECT * FROM diag_summary")[0]
+        summary = db.rows(con, "SELECT * FROM diag_summary")[0]
         summary.update(
             index_path=str(self.cfg.index_path),
             memory_root=str(self.root),

@@ -363,6 +363,18 @@ def _vectors_present(con, mem_id: str) -> tuple[bool, bool]:
     return True, (not row[0] and row[1] == 0)
 
 
+def _mark_arrival(out: dict, probe, mem_id: str, t0: float) -> tuple[bool, float]:
+    """Note when the memory first showed up indexed and with vectors;
+    returns (has vectors, seconds since t0)."""
+    indexed, vec = _vectors_present(probe.con, mem_id)
+    now = time.perf_counter() - t0
+    if indexed and out["indexed_s"] is None:
+        out["indexed_s"] = now
+    if vec and out["vectors_s"] is None:
+        out["vectors_s"] = now
+    return vec, now
+
+
 def wait_visible(probe, mem_id: str, query: str, t0: float, timeout: float, poll_sql: bool) -> dict:
     """Poll until ``probe.recall(query)`` returns ``mem_id`` with all its vectors.
 
@@ -373,12 +385,7 @@ def wait_visible(probe, mem_id: str, query: str, t0: float, timeout: float, poll
     out = {"indexed_s": None, "vectors_s": None, "recall_s": None, "probes": 0, "hint": False, "dense": False}
     while time.perf_counter() - t0 < timeout:
         if poll_sql:
-            indexed, vec = _vectors_present(probe.con, mem_id)
-            now = time.perf_counter() - t0
-            if indexed and out["indexed_s"] is None:
-                out["indexed_s"] = now
-            if vec and out["vectors_s"] is None:
-                out["vectors_s"] = now
+            vec, now = _mark_arrival(out, probe, mem_id, t0)
             if not vec:
                 time.sleep(0.01)
                 continue
@@ -387,12 +394,7 @@ def wait_visible(probe, mem_id: str, query: str, t0: float, timeout: float, poll
         out["last_recall_call_s"] = time.perf_counter() - t_call
         out["probes"] += 1
         hit = _find(res, mem_id)
-        indexed, vec = _vectors_present(probe.con, mem_id)
-        now = time.perf_counter() - t0
-        if indexed and out["indexed_s"] is None:
-            out["indexed_s"] = now
-        if vec and out["vectors_s"] is None:
-            out["vectors_s"] = now
+        vec, now = _mark_arrival(out, probe, mem_id, t0)
         if hit is not None and vec:
             out["recall_s"] = now
             out["hint"] = any(h.id == mem_id for h in res.hints)
