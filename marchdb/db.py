@@ -13,7 +13,6 @@ import hashlib
 import os
 import secrets
 import threading
-import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -22,6 +21,7 @@ import apsw
 import apsw.bestpractice
 import sqlite_vec
 
+from .clock import utc_now_iso
 from .errors import IndexUnavailable
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
@@ -99,6 +99,18 @@ def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict
     return [dict(zip(names, row)) for row in cur]
 
 
+def has_table(con: apsw.Connection, name: str) -> bool:
+    """Whether the index holds a table (or virtual table) called ``name``; the
+    vec0 tables exist only once a model's dimension is known."""
+    return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def file_holders(con: apsw.Connection, mem_id: str) -> list[str]:
+    """Relative paths of every file whose frontmatter declares ``mem_id``
+    (more than one: a conflict), in path order."""
+    return [r[0] for r in con.execute("SELECT path FROM files WHERE mem_id = ? ORDER BY path", (mem_id,))]
+
+
 def get_meta(con: apsw.Connection, key: str, default: str | None = None) -> str | None:
     """A value of the ``meta`` table."""
     for (value,) in con.execute("SELECT value FROM meta WHERE key = ?", (key,)):
@@ -165,7 +177,7 @@ def _apply_schema(con: apsw.Connection) -> None:
         _drop_everything(con)
         con.execute(schema_sql())
         set_meta(con, "schema_hash", schema_hash())
-        set_meta(con, "created_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        set_meta(con, "created_at", utc_now_iso())
         # Tells caches of long-lived processes (vecindex, term statistics)
         # that this is another index, even when counters and vids restart
         # from the same values after a rebuild in place.

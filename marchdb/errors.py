@@ -1,53 +1,121 @@
-"""One exception family for marchdb.
+"""One exception family for marchdb, and the exit codes of the CLI.
 
 Every message says what went wrong *and what to do next*; the CLI prints the
-message on one line of stderr and exits with ``exit_code``.
+message on one line of stderr and exits with the class's ``exit_code``.
+``EXIT_CODES`` is the whole table (the README lists it; a test keeps them
+equal).
 """
 
 from __future__ import annotations
 
 
 class MarchError(Exception):
-    """Base class of every error marchdb raises on purpose."""
+    """Base class of every error marchdb raises on purpose. Raise a subclass:
+    the base's exit code 1 means "unexpected"."""
 
     exit_code = 1
+    kind = "error"
 
-
-class ConfigError(MarchError):
-    """The configuration (config.json, environment, flags) is unusable."""
-
-    exit_code = 2
+    def to_dict(self) -> dict:
+        """The error as data (``status``, ``message``) for front-ends that answer in JSON."""
+        return {"status": self.kind, "message": str(self)}
 
 
 class InvalidInput(MarchError):
     """A caller passed something marchdb refuses (bad id, empty name, ...)."""
 
     exit_code = 2
+    kind = "invalid_input"
 
 
-class IndexUnavailable(MarchError):
-    """The SQLite index cannot be opened or written."""
+class ConfigError(MarchError):
+    """The configuration (config.json, environment, flags) or the memory root is unusable."""
 
     exit_code = 3
+    kind = "config_error"
 
 
 class ModelError(MarchError):
     """The embedding model is missing, broken or cannot be loaded."""
 
     exit_code = 4
+    kind = "model_error"
 
 
 class NotFound(MarchError):
-    """A memory id is not in the vault."""
+    """No memory has this id."""
 
     exit_code = 5
+    kind = "not_found"
+
+    def __init__(self, message: str, mem_id: str):
+        super().__init__(message)
+        self.mem_id = mem_id
+
+    def to_dict(self) -> dict:
+        """``{"status": "not_found", "id", "message"}``."""
+        return {"status": self.kind, "id": self.mem_id, "message": str(self)}
 
 
 class Conflict(MarchError):
     """Several files hold the same memory id; the user must fix them."""
 
     exit_code = 6
+    kind = "conflict"
 
-    def __init__(self, message: str, paths: list[str] | None = None):
+    def __init__(self, message: str, mem_id: str, paths: list[str]):
         super().__init__(message)
-        self.paths = list(paths or [])
+        self.mem_id = mem_id
+        self.paths = list(paths)
+
+    def to_dict(self) -> dict:
+        """``{"status": "conflict", "id", "paths", "message"}``."""
+        return {"status": self.kind, "id": self.mem_id, "paths": self.paths, "message": str(self)}
+
+
+class IndexUnavailable(MarchError):
+    """The SQLite index cannot be opened or written."""
+
+    exit_code = 7
+    kind = "index_unavailable"
+
+
+class FileError(MarchError):
+    """A file marchdb needs (a memory, a profile) cannot be read or written."""
+
+    exit_code = 8
+    kind = "file_error"
+
+
+class Retry(MarchError):
+    """Something changed while marchdb worked on it (a file edited mid-save);
+    nothing was written, and the same call will most likely succeed again."""
+
+    exit_code = 10
+    kind = "retry"
+
+
+class SearchFailed(MarchError):
+    """ripgrep is missing or failed, so ``memory_search`` cannot answer."""
+
+    exit_code = 11
+    kind = "search_failed"
+
+
+#: The CLI's exit codes. 9 is not an error: ``save`` wrote nothing because a
+#: near-duplicate exists (its result says which memory to update instead).
+EXIT_DUPLICATE = 9
+EXIT_CODES: list[tuple[int, str]] = [
+    (0, "success"),
+    (MarchError.exit_code, "unexpected error (a bug: please report it)"),
+    (InvalidInput.exit_code, "invalid input: a bad argument or option"),
+    (ConfigError.exit_code, "configuration: config.json, the environment or the memory root"),
+    (ModelError.exit_code, "the embedding model is missing, broken or fails its check"),
+    (NotFound.exit_code, "no memory has that id"),
+    (Conflict.exit_code, "several files hold that id"),
+    (IndexUnavailable.exit_code, "the index file cannot be opened or written"),
+    (FileError.exit_code, "a memory or profile file cannot be read or written"),
+    (EXIT_DUPLICATE, "save wrote nothing: a near-duplicate memory exists"),
+    (Retry.exit_code, "something changed meanwhile; nothing was written, try again"),
+    (SearchFailed.exit_code, "ripgrep is missing or failed"),
+]

@@ -19,6 +19,7 @@ from pathlib import PurePosixPath
 import frontmatter
 import yaml
 
+from .clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
 from .errors import InvalidInput
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
@@ -240,35 +241,6 @@ def validate_id(raw: object) -> str:
 
 
 # ---------------------------------------------------------------- time
-
-
-def utc_now_iso() -> str:
-    """Now, in the seed's timestamp form ``2026-05-14T10:30:00.000Z``."""
-    return format_time(dt.datetime.now(dt.timezone.utc))
-
-
-def format_time(when: dt.datetime) -> str:
-    """A datetime in the seed's form (UTC, milliseconds, ``Z``)."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    when = when.astimezone(dt.timezone.utc)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
-
-
-def parse_time(value: object) -> dt.datetime | None:
-    """Best-effort read of a frontmatter timestamp (YAML may already give a datetime)."""
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-    if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
-    if isinstance(value, str) and value.strip():
-        text = value.strip().replace("Z", "+00:00")
-        try:
-            parsed = dt.datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
-    return None
 
 
 def _time_field(meta: dict, key: str, problems: list[Problem]) -> str | None:

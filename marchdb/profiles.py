@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .config import Config, ensure_layout
-from .errors import InvalidInput, MarchError
+from .errors import FileError, InvalidInput
 from .recall import hint_line
-from .recall import short as shorten  # noqa: F401  (one shortening rule for every hint line)
-
-#: Characters of a hint's description shown in the ``[recall]`` block.
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 
@@ -36,9 +33,9 @@ def read_profiles(cfg: Config) -> dict:
         try:
             out[key] = path.read_text(encoding="utf-8").removeprefix("\ufeff").strip()
         except UnicodeDecodeError as exc:
-            raise MarchError(f"{path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+            raise FileError(f"{path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
         except OSError as exc:
-            raise MarchError(f"cannot read {path}: {exc.strerror}; check the file and its permissions") from None
+            raise FileError(f"cannot read {path}: {exc.strerror}; check the file and its permissions") from None
     return out
 
 

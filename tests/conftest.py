@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from marchdb.config import load_config
+from marchdb.embedding import Embedder
 from model_fixture import default_embedder, default_model_path  # noqa: F401  (session-wide model)
 
 
@@ -108,9 +109,9 @@ def mixed_vault(vault: Vault) -> Vault:
     return vault
 
 
-class TinyEmbedder:
-    """A deterministic stand-in with the Embedder interface, for tests of
-    vector bookkeeping and arithmetic only (user-facing tests use the real model)."""
+class TinyEmbedder(Embedder):
+    """A deterministic embedder, for tests of vector bookkeeping and
+    arithmetic only (user-facing tests use the real model)."""
 
     def __init__(self, fingerprint: str = "tiny-test", dim: int = 4):
         self.fingerprint, self.dim = fingerprint, dim
@@ -127,7 +128,5 @@ class TinyEmbedder:
             rows.append(v / np.linalg.norm(v))
         return np.array(rows, dtype=np.float32)
 
-    embed_queries = _vectors
-
-    def embed_passages(self, texts, progress=None):
+    def embed(self, texts, kind, progress=None):
         return self._vectors(texts)

@@ -28,7 +28,8 @@ def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Path of the default (e5) GGUF, built once per session."""
     if "path" not in _memo:
-        from marchdb.modelbuild import DEFAULT_RECIPE, build_model
+        from marchdb.embedding.build import build_model
+        from marchdb.embedding.recipes import DEFAULT_RECIPE
 
         _memo["path"] = build_model(DEFAULT_RECIPE, model_cache_dir(tmp_path_factory))
     return _memo["path"]  # type: ignore[return-value]
@@ -36,10 +37,10 @@ def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def default_embedder(default_model_path: Path):
-    """An Embedder on the default model, shared by the whole session (2 threads, as on CI)."""
+    """A LlamaEmbedder on the default model, shared by the whole session (2 threads, as on CI)."""
     if "embedder" not in _memo:
         pytest.importorskip("llama_cpp")
-        from marchdb.embed import Embedder
+        from marchdb.embedding.llama import LlamaEmbedder
 
-        _memo["embedder"] = Embedder(default_model_path, threads=2)
+        _memo["embedder"] = LlamaEmbedder(default_model_path, threads=2)
     return _memo["embedder"]

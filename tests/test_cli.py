@@ -57,10 +57,10 @@ def test_open_ok_not_found_conflict(cli, vault):
     assert ok["status"] == "ok" and "hello body" in ok["markdown"]
     assert "hello body" in cli("open", "mem_a").stdout
     missing = cli("open", "mem_nope", "--json")
-    assert missing.exit_code == 1 and json.loads(missing.stdout)["status"] == "not_found"
+    assert missing.exit_code == 5 and json.loads(missing.stdout)["status"] == "not_found"
     conflict = cli("open", "mem_dup", "--json")
     data = json.loads(conflict.stdout)
-    assert conflict.exit_code == 1 and data["status"] == "conflict" and len(data["paths"]) == 2
+    assert conflict.exit_code == 6 and data["status"] == "conflict" and len(data["paths"]) == 2
 
 
 def test_sql_json_and_table(cli, vault):
@@ -124,7 +124,7 @@ def test_config_errors_are_one_line(cli, tmp_path):
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "config.json").write_text("{not json")
     result = cli("status")
-    assert result.exit_code == 2 and "config.json is not valid JSON" in result.stderr
+    assert result.exit_code == 3 and "config.json is not valid JSON" in result.stderr
 
 
 def test_model_commands_with_default_model(cli, vault, default_model_path):
@@ -153,12 +153,12 @@ def test_missing_configured_root_is_an_error_and_never_empties_the_index(cli, mi
     away = mixed_vault.root.with_name("vault.away")
     mixed_vault.root.rename(away)  # an unmounted drive, a moved folder
     result = cli("sync", "--no-embed")
-    assert result.exit_code == 2 and "does not exist" in result.stderr and "--root" in result.stderr
+    assert result.exit_code == 3 and "does not exist" in result.stderr and "--root" in result.stderr
     assert not mixed_vault.root.exists()  # not created behind the user's back
     assert js(cli("status", "--json"))["memories"] == 5
     # (recall answers from the index until its dirty check is due, then fails the same way)
     for args in (("search", "cache"), ("save", "--name", "x", "--description", "y", "--tag", "t", "--body", "z")):
-        assert cli(*args).exit_code == 2, args
+        assert cli(*args).exit_code == 3, args
     assert not mixed_vault.root.exists()
     away.rename(mixed_vault.root)
     assert "0 removed" in cli("sync", "--no-embed").stdout

@@ -17,17 +17,12 @@ import numpy as np
 from conftest import TinyEmbedder
 import pytest
 
-from marchdb import db, notes, vectors
+from marchdb import db, notes
+from marchdb.embedding import vectors
 from marchdb.errors import Conflict, InvalidInput
-from marchdb.save import (
-    SAVE_TOOL_DESCRIPTION,
-    TEMP_PREFIX,
-    Changes,
-    find_similar,
-    save,
-    update_file,
-    validate_changes,
-)
+from marchdb.files import TEMP_PREFIX
+from marchdb.save import Changes, find_similar, update_file, validate_changes
+from marchdb.tools import SAVE as SAVE_TOOL_DESCRIPTION
 
 NEW = dict(name="Context cache ordering", description="volatile layers go last", body="Body text.", tags=["cache"])
 
@@ -52,7 +47,7 @@ def indexed(store) -> dict[str, dict]:
 
 def create(store, **kw):
     args = {**NEW, **kw}
-    return save(store, embed=False, **args)
+    return store.save(embed=False, **args)
 
 
 # ---------------------------------------------------------------- create
@@ -137,7 +132,7 @@ def test_update_keeps_omitted_fields_replaces_tags_keeps_created_and_extra(vault
         """,
     )
     store.sync(embed=False)
-    res = save(store, id="mem_mine", tags=["new", "Another Tag"], name="Renamed", embed=False)
+    res = store.save(id="mem_mine", tags=["new", "Another Tag"], name="Renamed", embed=False)
     assert res["status"] == "updated" and res["path"] == str(path)
     assert "name" in res["message"] and "tags" in res["message"]
     note = notes.parse_note(path.read_bytes())
@@ -159,7 +154,7 @@ def test_update_without_tags_keeps_the_users_tag_spelling(vault, store):
         "---\nid: mem_m\nname: M\ndescription: d\ntags:\n  - Cache\n  - '#Obsidian'\nstatus: active\n---\n\nBody.\n",
     )
     store.sync(embed=False)
-    assert save(store, id="mem_m", body="New body.", embed=False)["status"] == "updated"
+    assert store.save(id="mem_m", body="New body.", embed=False)["status"] == "updated"
     text = path.read_text(encoding="utf-8")
     assert "- Cache" in text and "'#Obsidian'" in text and "New body." in text
 
@@ -168,7 +163,7 @@ def test_update_status_deprecated_and_file_mode_kept(vault, store):
     res = create(store)
     path = Path(res["path"])
     os.chmod(path, 0o640)
-    out = save(store, id=res["id"], status="Deprecated", embed=False)
+    out = store.save(id=res["id"], status="Deprecated", embed=False)
     assert out["status"] == "updated"
     assert notes.parse_note(path.read_bytes()).status == "deprecated"
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
@@ -180,10 +175,10 @@ def test_same_values_are_unchanged_and_nothing_is_written(vault, store):
     path = Path(res["path"])
     before = path.read_bytes()
     mtime = path.stat().st_mtime_ns
-    again = save(store, id=res["id"], name="Context  cache ordering ", tags=["CACHE"], body="Body text.\n\n", embed=False)
+    again = store.save(id=res["id"], name="Context  cache ordering ", tags=["CACHE"], body="Body text.\n\n", embed=False)
     assert again["status"] == "unchanged" and again["id"] == res["id"]
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
-    assert save(store, id=res["id"], embed=False)["status"] == "unchanged"
+    assert store.save(id=res["id"], embed=False)["status"] == "unchanged"
 
 
 def test_update_follows_a_file_the_user_moved(vault, store):
@@ -192,7 +187,7 @@ def test_update_follows_a_file_the_user_moved(vault, store):
     new = vault.root / "elsewhere" / "moved.md"
     new.parent.mkdir()
     os.rename(old, new)
-    out = save(store, id=res["id"], description="after the move", embed=False)
+    out = store.save(id=res["id"], description="after the move", embed=False)
     assert out["status"] == "updated" and out["path"] == str(new)
     assert notes.parse_note(new.read_bytes()).description == "after the move"
     assert not old.exists()
@@ -236,7 +231,7 @@ def test_duplicate_ids_are_a_conflict(vault, store):
     vault.memory("b.md", "mem_twin", body="two")
     before = snapshot(vault.root)
     with pytest.raises(Conflict) as err:
-        save(store, id="mem_twin", description="x", embed=False)
+        store.save(id="mem_twin", description="x", embed=False)
     assert sorted(Path(p).name for p in err.value.paths) == ["a.md", "b.md"]
     assert "new id" in str(err.value)
     assert snapshot(vault.root) == before
@@ -259,7 +254,7 @@ def test_same_name_is_a_duplicate_unless_forced(vault, store):
 def test_non_ascii_name_duplicate_and_deprecated_twin_does_not_block(vault, store):
     first = create(store, name="Straße Ärger")
     assert create(store, name="STRASSE ärger")["status"] == "duplicate"
-    save(store, id=first["id"], status="deprecated", embed=False)
+    store.save(id=first["id"], status="deprecated", embed=False)
     assert create(store, name="Straße Ärger")["status"] == "created"
 
 
@@ -329,13 +324,13 @@ def test_bad_update_input_leaves_the_file_alone(vault, store):
     before = snapshot(vault.root)
     for change in ({"name": " "}, {"tags": []}, {"body": ""}, {"status": 1}):
         with pytest.raises(InvalidInput):
-            save(store, id=res["id"], embed=False, **change)
+            store.save(id=res["id"], embed=False, **change)
     assert snapshot(vault.root) == before
 
 
 def test_unknown_id_without_fields_says_what_to_pass(vault, store):
     with pytest.raises(InvalidInput, match="no memory has id mem_nope; to create it also pass"):
-        save(store, id="mem_nope", description="d", embed=False)
+        store.save(id="mem_nope", description="d", embed=False)
     assert snapshot(vault.root) == {}
 
 
@@ -346,13 +341,12 @@ CHILD = textwrap.dedent(
     import sys, time, os, json
     from marchdb.config import load_config
     from marchdb.store import Store
-    from marchdb.save import save
     home, root, go, name = sys.argv[1:5]
     store = Store(load_config(home=home, root=root, env={}))
     store.con  # open the index before the start signal
     while not os.path.exists(go):
         time.sleep(0.005)
-    res = save(store, name=name, description="written by " + name, body="body of " + name,
+    res = store.save(name=name, description="written by " + name, body="body of " + name,
                tags=["race"], force=True, embed=False)
     print(json.dumps(res))
     """
@@ -389,7 +383,7 @@ def test_two_processes_saving_at_once(tmp_path, vault, cfg, store):
     rows = indexed(store)
     assert set(rows) == {r["id"] for r in results}
     assert no_temp_files(vault.root)
-    assert [p for p in store.problems() if p["kind"] != "missing_vector"] == []
+    assert [p for p in store.doctor()["problems"] if p["kind"] != "missing_vector"] == []
 
 
 def test_tool_description_states_the_rules():
@@ -407,10 +401,10 @@ def test_changes_differences_ignores_blank_line_padding():
 def test_hand_written_id_that_sync_accepts_can_be_updated(vault, store):
     vault.memory("mine.md", "my note", name="Mine", description="old words")
     store.sync(embed=False)
-    res = save(store, id="my note", description="new words", embed=False)
+    res = store.save(id="my note", description="new words", embed=False)
     assert res["status"] == "updated" and "new words" in (vault.root / "mine.md").read_text()
     with pytest.raises(InvalidInput):
-        save(store, id="not there yet", name="n", description="d", body="b", tags=["t"], embed=False)
+        store.save(id="not there yet", name="n", description="d", body="b", tags=["t"], embed=False)
 
 
 OBSIDIAN_NOTE = """---
@@ -433,7 +427,7 @@ Body as I wrote it.
 def test_update_rewrites_only_the_changed_lines(vault, store):
     path = vault.write("obs.md", OBSIDIAN_NOTE)
     store.sync(embed=False)
-    res = save(store, id="mem_obs", description="new words", embed=False)
+    res = store.save(id="mem_obs", description="new words", embed=False)
     assert res["status"] == "updated"
     text = path.read_text(encoding="utf-8")
     for kept in ("# my own comment: keep me", "name: Obsidian note   # trailing comment", 'aliases: [obs, "Obs Note"]',
@@ -441,7 +435,7 @@ def test_update_rewrites_only_the_changed_lines(vault, store):
         assert kept in text, kept
     assert "description: new words\n" in text and "updated_at: " in text and "old words" not in text
     # Tags and body too: the list block and the body are replaced, nothing else.
-    save(store, id="mem_obs", tags=["topic", "new-tag"], body="A new body.", embed=False)
+    store.save(id="mem_obs", tags=["topic", "new-tag"], body="A new body.", embed=False)
     text = path.read_text(encoding="utf-8")
     assert "tags:\n  - topic\n  - new-tag\nstatus: active" in text and text.endswith("\nA new body.\n")
     assert "# my own comment: keep me" in text and 'aliases: [obs, "Obs Note"]' in text

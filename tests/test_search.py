@@ -8,7 +8,8 @@ import pytest
 
 from marchdb import search as search_mod
 from marchdb.errors import InvalidInput, MarchError
-from marchdb.search import MAX_LINE_CHARS, MAX_MATCHES_PER_FILE, SEARCH_TOOL_DESCRIPTION, parse_terms, search
+from marchdb.search import MAX_LINE_CHARS, MAX_MATCHES_PER_FILE, parse_terms, search
+from marchdb.tools import SEARCH as SEARCH_TOOL_DESCRIPTION
 
 
 def paths(result):

@@ -64,7 +64,7 @@ def test_a_one_memory_vault_still_hints_the_obvious(vault, model_store):
 
 def test_calibration_is_stored_per_model(mixed_vault, model_store):
     model_store.sync()
-    from marchdb import calibrate
+    from marchdb.embedding import calibrate
 
     calib = calibrate.load(model_store.con, model_store.embedder().fingerprint)
     assert calib and calib["dense_lo"] < calib["dense_hi"]
@@ -91,7 +91,7 @@ def test_no_model_degrades_to_bm25_visibly(mixed_vault, tmp_path):
         status = store.status()
         assert status["vector_error"] and "nope.gguf" in status["vector_error"]
         assert status["memories_without_vector"] == 5
-        assert any(p["kind"] == "missing_vector" for p in store.problems())
+        assert any(p["kind"] == "missing_vector" for p in store.doctor()["problems"])
         result = store.recall("Context cache ordering")
         assert result.mode == "bm25" and result.warning
         assert [h.id for h in result.hints][:1] == ["mem_cache"]

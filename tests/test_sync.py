@@ -9,6 +9,7 @@ import time
 import pytest
 
 from marchdb import db
+from marchdb.errors import Conflict, NotFound
 from marchdb.sync import sync_files
 
 
@@ -21,7 +22,7 @@ def mem_rows(store):
 
 
 def problem_kinds(store):
-    return {(r["path"], r["kind"]) for r in store.problems() if r["kind"] != "missing_vector"}
+    return {(r["path"], r["kind"]) for r in store.doctor()["problems"] if r["kind"] != "missing_vector"}
 
 
 def bump(path, text=None):
@@ -82,7 +83,8 @@ def test_delete_removes(vault, store):
     assert report.removed == 1 and mem_rows(store) == {}
     assert store.query("SELECT count(*) FROM chunks")[1] == [(0,)]
     assert store.query("SELECT count(*) FROM fts")[1] == [(0,)]
-    assert store.open("mem_a")["status"] == "not_found"
+    with pytest.raises(NotFound):
+        store.open("mem_a")
 
 
 def test_move_keeps_id_and_chunks(vault, store):
@@ -118,8 +120,9 @@ def test_duplicate_ids_conflict_until_fixed(vault, store):
     assert report.conflicts == 1
     assert set(mem_rows(store)) == {"mem_ok"}  # both conflicting files excluded
     assert {("a.md", "duplicate_id"), ("b.md", "duplicate_id")} <= problem_kinds(store)
-    opened = store.open("mem_dup")
-    assert opened["status"] == "conflict" and len(opened["paths"]) == 2
+    with pytest.raises(Conflict) as opened:
+        store.open("mem_dup")
+    assert len(opened.value.paths) == 2 and opened.value.to_dict()["status"] == "conflict"
     # Fix one: the other becomes the memory again.
     a.unlink()
     report = run(store)

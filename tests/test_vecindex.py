@@ -8,9 +8,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from marchdb import db, vectors
+from marchdb import db
+from marchdb.embedding import Embedder, vectors
 from marchdb.store import Store
-from marchdb.vecindex import VectorIndex
+from marchdb.embedding.vecindex import VectorIndex
 
 QUERIES = [
     "why does every request miss the prompt cache?",
@@ -72,7 +73,7 @@ def test_copy_follows_saves_edits_and_other_processes(mixed_vault, model_cfg):
         assert held == live
 
 
-class TopicEmbedder:
+class TopicEmbedder(Embedder):
     """Deterministic vectors in ten topics (a topic direction plus noise), like
     real embeddings' clusters; for arithmetic tests only."""
 
@@ -80,7 +81,7 @@ class TopicEmbedder:
         self.fingerprint, self.dim = f"topics-{dim}", dim
         self.topics = np.random.default_rng(0).normal(size=(10, dim)).astype(np.float32)
 
-    def embed_passages(self, texts, progress=None):
+    def embed(self, texts, kind="passage", progress=None):
         rows = []
         for text in texts:
             seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
@@ -88,8 +89,6 @@ class TopicEmbedder:
             v = self.topics[seed % 10] + rng.normal(size=self.dim).astype(np.float32)
             rows.append(v / np.linalg.norm(v))
         return np.array(rows, dtype=np.float32)
-
-    embed_queries = embed_passages
 
 
 def test_coarse_tier_finds_the_exact_neighbours(vault, store):

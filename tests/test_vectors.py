@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from conftest import TinyEmbedder
 
-from marchdb import db, vectors
+from marchdb import db
+from marchdb.embedding import vectors
 
 
 def counts(con) -> dict:

@@ -30,8 +30,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from marchdb.embed import Embedder  # noqa: E402
-from marchdb.modelbuild import DEFAULT_RECIPE, build_model  # noqa: E402
+from marchdb.embedding.llama import LlamaEmbedder as Embedder  # noqa: E402
+from marchdb.embedding.build import build_model
+from marchdb.embedding.recipes import DEFAULT_RECIPE  # noqa: E402
 
 
 def bench_dir() -> Path:

@@ -35,10 +35,11 @@ except ImportError:
 
 from bench_sync import ensure_vault, machine_info, pick_entities  # noqa: E402
 
-from marchdb import calibrate, db, vectors  # noqa: E402
+from marchdb import db
+from marchdb.embedding import calibrate, vectors  # noqa: E402
 from marchdb.config import load_config  # noqa: E402
 from marchdb.store import Store  # noqa: E402
-from marchdb.vecindex import VectorIndex  # noqa: E402
+from marchdb.embedding.vecindex import VectorIndex  # noqa: E402
 
 QUERIES = [
     "why does the prompt cache keep missing",

@@ -136,7 +136,7 @@ def main() -> int:
     if emb is None:
         print(f"no model: {store.notices}", file=sys.stderr)
         return 1
-    from marchdb import calibrate
+    from marchdb.embedding import calibrate
 
     calib = calibrate.ensure(store.con, emb)
     threshold = cfg.min_score

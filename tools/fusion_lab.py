@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_recall import BENCH, load_set, metrics  # noqa: E402
 
-from marchdb import calibrate  # noqa: E402
+from marchdb.embedding import calibrate  # noqa: E402
 from marchdb.config import load_config  # noqa: E402
 from marchdb.recall import score  # noqa: E402
 from marchdb.store import Store  # noqa: E402
@@ -36,7 +36,7 @@ from marchdb.store import Store  # noqa: E402
 def background(store, emb):
     """Vectors a query is compared with to see how much its best match stands
     out: the probe passages plus up to 200 of the vault's metadata vectors."""
-    from marchdb.probes import PAIRS
+    from marchdb.embedding.probes import PAIRS
 
     probes = emb.embed_passages(list(dict.fromkeys(p for _, _, p in PAIRS)))
     rows = store.con.execute("SELECT embedding FROM vec_meta ORDER BY rowid LIMIT 200").fetchall()

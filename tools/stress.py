@@ -1126,10 +1126,11 @@ def main(argv: list[str] | None = None) -> int:
     needs_model = "freshness" in only or ("load" in only and "model" in variants) or (
         "faults" in only and args.embed_kill_runs)
     if needs_model:
-        from marchdb import modelbuild
+        from marchdb.embedding.build import build_model
+        from marchdb.embedding.recipes import DEFAULT_RECIPE
 
         t0 = time.perf_counter()
-        path = modelbuild.build_model(modelbuild.DEFAULT_RECIPE, Path(args.models_dir))
+        path = build_model(DEFAULT_RECIPE, Path(args.models_dir))
         log(f"model: {path} ({time.perf_counter() - t0:.1f}s to build or find)")
 
     results: dict = {}

@@ -12,45 +12,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import apsw
 import numpy as np
 
-from .config import Config
-from .db import bump_meta, drop_vector_tables, ensure_vector_tables, get_meta, set_meta, transaction, writer_lock
-from .errors import ModelError
-from .notes import metadata_text
+from ..db import bump_meta, drop_vector_tables, ensure_vector_tables, get_meta, has_table, set_meta, transaction, writer_lock
+from ..errors import ModelError
+from ..notes import metadata_text
 
 #: Texts embedded per transaction (and per progress step).
 EMBED_BATCH = 32
-
-
-def resolve_model_path(cfg: Config, build: bool = True) -> Path:
-    """The GGUF file to use: a path from config, or a built-in recipe built
-    into ``$MARCH_HOME/models`` on first need."""
-    from . import modelbuild
-
-    name = cfg.embedding_model or modelbuild.DEFAULT_RECIPE
-    if name in modelbuild.RECIPES:
-        path = modelbuild.model_path_for(name, cfg.models_dir)
-        if build:
-            path = modelbuild.build_model(name, cfg.models_dir)
-        return path
-    path = Path(os.path.expanduser(name))
-    if not path.is_file():
-        raise ModelError(
-            f"embedding model {path} does not exist; fix embeddingModel / MARCH_EMBED_MODEL / --model, "
-            f"or name a built-in recipe ({', '.join(modelbuild.RECIPES)})"
-        )
-    return path
-
-
-def load_embedder(cfg: Config):
-    """Load the configured embedder (building the default model if needed)."""
-    from .embed import Embedder
-
-    return Embedder(resolve_model_path(cfg), threads=cfg.threads, prefixes=cfg.prefixes)
 
 
 def bump_generation(con: apsw.Connection) -> None:
@@ -102,7 +73,7 @@ def center_blob(con: apsw.Connection) -> bytes:
 
 def has_bits(con: apsw.Connection) -> bool:
     """Whether the index keeps sign-bit tables (dimension a multiple of 8)."""
-    return con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta_bits'").fetchone() is not None
+    return has_table(con, "vec_meta_bits")
 
 
 def _backfill_bits(con: apsw.Connection) -> None:
@@ -170,7 +141,7 @@ def collect_garbage(con: apsw.Connection) -> int:
             "(kind = 'meta' AND NOT EXISTS (SELECT 1 FROM memory_index m WHERE m.meta_hash = v.hash)) OR "
             "(kind = 'chunk' AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.hash = v.hash))"
         ).fetchall()
-        has_tables = bool(con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchall())
+        has_tables = has_table(con, "vec_meta")
         bits = has_tables and has_bits(con)
         for vid, kind in stale:
             if has_tables:

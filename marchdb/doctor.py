@@ -1,0 +1,43 @@
+"""``marchdb doctor``: every problem with the vault or the index, and what to do.
+
+The problems themselves come from the ``diag_problems`` view (readable from
+the stock sqlite3 shell); this module adds the advice a person needs, so the
+CLI, the MCP server and any other front-end show the same words.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from .db import rows
+
+#: What to do about each kind of problem in ``diag_problems``.
+ADVICE = {
+    "missing_id": "add an `id:` to the frontmatter if this note should be a memory; otherwise ignore",
+    "invalid_id": "make the id a quoted string without control characters",
+    "missing_description": "add a one-line `description:`; without it the memory is never shown as a hint",
+    "missing_name": "add a `name:`",
+    "duplicate_id": "give all but one of these files a new id (or delete the copies), then `marchdb sync`",
+    "parse_error": "fix the YAML between the `---` lines (quote values that contain ':' or '#')",
+    "not_utf8": "re-save the file as UTF-8 text (binary files do not belong in the memory root)",
+    "too_large": "split the file or move it out of the memory root",
+    "unreadable": "fix the file's permissions",
+    "unreadable_dir": "fix the folder's permissions",
+    "invalid_field": "fix the field's type in the frontmatter",
+    "invalid_tags": "tags may hold letters, digits, '/', '-' and '_'",
+    "symlink": "move the real file into the memory root; links are never followed",
+    "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
+}
+
+
+def advice(kind: str) -> str:
+    """What to do about a problem of ``kind`` ("" when there is nothing to add)."""
+    return ADVICE.get(kind, "")
+
+
+def problems(con: apsw.Connection) -> list[dict]:
+    """Every row of ``diag_problems`` with its ``advice``, by kind then path."""
+    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path")
+    for row in found:
+        row["advice"] = advice(row["kind"])
+    return found

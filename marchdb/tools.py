@@ -1,0 +1,113 @@
+"""The agent-facing operations: their names, the words agents read, one data shape.
+
+Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
+``memory_save``) and passive recall (``memory_recall``, ``memory_context``).
+Every front-end — the MCP server, the local daemon, hooks, the CLI's
+``--json`` — offers them through ``call``, so each answers with the same
+fields, and the descriptions an agent reads are written once, here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import Conflict, NotFound
+
+INSTRUCTIONS = (
+    "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "
+    "to see what is remembered, memory_open(id) to read a memory, memory_search for literal text "
+    "search over the files, and memory_save to record something worth keeping."
+)
+
+SEARCH = (
+    "Full-text search of the Markdown memory files with ripgrep. This is literal text search "
+    "over the files as they are on disk right now, NOT semantic recall: it finds only the words "
+    "you type (case-insensitive; regex characters are plain text). Passive recall hints (id, "
+    "score, name, description) reach you separately; use this tool when you want to look "
+    "something up yourself. Several words match files holding ANY of them, ranked by how many "
+    "of the words a file holds; put a phrase in double quotes to match it exactly. Try "
+    "synonyms and other languages if nothing comes back. Each result gives the file path, the "
+    "memory id, matching lines with line numbers and a few lines of context. Call "
+    "memory_open(id) to read a whole memory. Deprecated memories are not searched."
+)
+
+OPEN = (
+    "Open one memory by its id and return its full Markdown (frontmatter and body). "
+    "Recall hints and memory_search results give ids; call this when you need a memory's details. "
+    "Returns status 'not_found' for an unknown id, and status 'conflict' with every file path when "
+    "several files claim the same id (ask the user to fix them)."
+)
+
+SAVE = (
+    "Create or update a Markdown memory file. To create one, pass name (a short human title), "
+    "description (one sentence: the short text shown in passive recall hints, so say what the "
+    "memory is about), body (the memory itself, Markdown) and tags (at least one: lowercase "
+    "words, '/', '-' and '_' allowed, e.g. project/march-cli, cache). To update one, pass its id "
+    "and only the fields to change: omitted fields keep their values, and tags, when given, "
+    "replace all old tags. Set status to 'deprecated' to retire a memory. If a memory with the "
+    "same name already exists, nothing is written and you get its id: update that memory "
+    "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
+    "before this returns."
+)
+
+RECALL = (
+    "Passive-recall hints for a message: the ids, scores, names and short descriptions of the stored "
+    "memories most related to it (semantic + keyword match, calibrated so that 0.5 means 'clearly "
+    "related'); never the bodies. Pass the same run_id for every call of one agent run so hints are "
+    "not repeated; trigger is 'user' for the user's message, 'assistant' for your own output."
+)
+
+CONTEXT = (
+    "The [agent_profile] and [user_profile] blocks (the user's standing preferences and how the agent "
+    "should work) plus [recall] hints for a message, ready to put into a prompt."
+)
+
+#: What each argument means, for tool schemas (MCP) and help texts.
+ARGS = {
+    "query": "Words or a literal phrase to find in the memory files.",
+    "limit": "Most files to return.",
+    "id": "The memory id, e.g. mem_01hx_context_cache.",
+    "save_id": "Id of the memory to update; omit to create a new one.",
+    "name": "Short human-readable name (required for a new memory).",
+    "description": "One-line summary shown in recall hints (required for a new memory).",
+    "body": "The memory text in Markdown (required for a new memory).",
+    "tags": "Tags; at least one for a new memory. Replaces all tags on update.",
+    "status": "'active' or 'deprecated' (deprecated memories leave search and recall).",
+    "force": "Create even when a near-duplicate memory exists.",
+    "text": "The user message or your own output.",
+    "context_text": "The user message to recall for (optional).",
+    "run_id": "Id of the current agent run (for de-duplication).",
+    "trigger": "'user' or 'assistant'.",
+}
+
+
+def call(store, name: str, args: dict[str, Any]) -> dict:
+    """Run the operation ``name`` on ``store`` and return its data.
+
+    ``memory_open`` answers a missing or conflicting id with data
+    (``status`` ``not_found`` / ``conflict``) rather than an error, since an
+    agent acts on it. Other refusals raise the usual ``MarchError``. Things
+    the user should be told once (a rebuilt index, a model that cannot load)
+    come back under ``notices``.
+    """
+    if name == "memory_search":
+        data = store.search(args["query"], limit=args.get("limit", 10))
+    elif name == "memory_open":
+        try:
+            data = store.open(args["id"])
+        except (NotFound, Conflict) as exc:
+            data = exc.to_dict()
+    elif name == "memory_save":
+        data = store.save(**args)
+    elif name == "memory_recall":
+        data = store.recall(
+            args["text"], run_id=args.get("run_id"), trigger=args.get("trigger", "user"), explain=args.get("explain", False)
+        ).to_dict()
+    elif name == "memory_context":
+        data = store.context(args.get("text"), run_id=args.get("run_id"))
+    else:
+        raise ValueError(f"unknown operation {name!r}")
+    notices = store.take_notices()
+    if notices:
+        data["notices"] = notices
+    return data
