@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -79,8 +79,8 @@ class _Progress:
     def __init__(self, enabled: bool, label: str = "embedding"):
         self.enabled = enabled and sys.stderr.isatty()
         self.label = label
-        self.bar = None
-        self.task = None
+        self.bar: Any = None  # a rich Progress once drawing starts
+        self.task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self.enabled or total == 0:
@@ -245,7 +245,9 @@ def sql(
     ctx: typer.Context,
     query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
     as_json: bool = JsonOpt,
-    write: bool = typer.Option(False, "--write", help="Allow changes to the index (it is rebuilt from the files anyway)."),
+    write: bool = typer.Option(
+        False, "--write", help="Allow changes to the index (it is rebuilt from the files anyway)."
+    ),
 ):
     """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
     store = _store(ctx)
@@ -290,7 +292,9 @@ def _cell(value) -> str:
 def recall(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="The user message or assistant output."),
-    run: Optional[str] = typer.Option(None, "--run", help="Agent run id: applies and records the de-duplication rules."),
+    run: Optional[str] = typer.Option(
+        None, "--run", help="Agent run id: applies and records the de-duplication rules."
+    ),
     trigger: str = typer.Option("user", "--trigger", help="user | assistant"),
     explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
     as_json: bool = JsonOpt,
@@ -353,11 +357,11 @@ def model_build(
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
     started = time.perf_counter()
     path = build_model(recipe, cfg.models_dir, force=force)
-    data = {"recipe": recipe, "path": str(path), "bytes": path.stat().st_size, "seconds": round(time.perf_counter() - started, 2)}
+    size, seconds = path.stat().st_size, round(time.perf_counter() - started, 2)
     if as_json:
-        _emit(data)
+        _emit({"recipe": recipe, "path": str(path), "bytes": size, "seconds": seconds})
     else:
-        typer.echo(f"{recipe}: {path} ({data['bytes'] / 1e6:.1f} MB) in {data['seconds']}s")
+        typer.echo(f"{recipe}: {path} ({size / 1e6:.1f} MB) in {seconds}s")
 
 
 def _model_info(store) -> dict:
@@ -409,7 +413,6 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
         raise typer.Exit(ModelError.exit_code)
 
 
-
 # ---------------------------------------------------------------- agent tools
 
 
@@ -456,7 +459,9 @@ def save(
     name: Optional[str] = typer.Option(None, "--name"),
     description: Optional[str] = typer.Option(None, "--description", "-d"),
     tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Repeatable; replaces all tags on update."),
-    body: Optional[str] = typer.Option(None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."),
+    body: Optional[str] = typer.Option(
+        None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."
+    ),
     status: Optional[str] = typer.Option(None, "--status", help="active | deprecated"),
     force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
     as_json: bool = JsonOpt,
@@ -465,8 +470,15 @@ def save(
     if body == "-" or (body is None and not sys.stdin.isatty()):
         piped = sys.stdin.read()
         body = piped if (body == "-" or piped.strip()) else None
-    args = {"id": mem_id, "name": name, "description": description, "body": body, "tags": tag or None,
-            "status": status, "force": force}
+    args = {
+        "id": mem_id,
+        "name": name,
+        "description": description,
+        "body": body,
+        "tags": tag or None,
+        "status": status,
+        "force": force,
+    }
     result = tools.call(_store(ctx), "memory_save", args)
     if as_json:
         _emit(result)
@@ -530,7 +542,6 @@ def watch(ctx: typer.Context, as_json: bool = JsonOpt):
         pass
     finally:
         watcher.stop()
-
 
 
 @command(app)

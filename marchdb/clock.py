@@ -14,14 +14,14 @@ import datetime as dt
 
 def utc_now_iso() -> str:
     """Now, in the seed's form ``2026-05-14T10:30:00.000Z``."""
-    return format_time(dt.datetime.now(dt.timezone.utc))
+    return format_time(dt.datetime.now(dt.UTC))
 
 
 def format_time(when: dt.datetime) -> str:
     """A datetime in the seed's form (UTC, milliseconds, ``Z``); naive means UTC."""
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    when = when.astimezone(dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
+    when = when.astimezone(dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
@@ -29,14 +29,14 @@ def parse_time(value: object) -> dt.datetime | None:
     """Best-effort read of a timestamp (YAML may already give a datetime or a
     date); None when it is not one. Naive times are taken as UTC."""
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc)
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
     if isinstance(value, str) and value.strip():
         text = value.strip().replace("Z", "+00:00")
         try:
             parsed = dt.datetime.fromisoformat(text)
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     return None

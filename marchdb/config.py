@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError
@@ -52,7 +53,6 @@ class Config:
     prefixes: dict | None = None
     models_path: Path | None = None
     dense_weight: float | None = None
-    raw: dict = field(default_factory=dict)
     #: Where the memory root was set ("" for the default under the home).
     root_source: str = ""
 
@@ -92,11 +92,9 @@ def read_config_file(home: Path) -> dict:
     try:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix or delete it"
-        ) from None
+        raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix or delete it") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a JSON object like {{\"memoryRoot\": \"...\"}}")
+        raise ConfigError(f'{path} must hold a JSON object like {{"memoryRoot": "..."}}')
     return data
 
 
@@ -109,7 +107,7 @@ def load_config(
     home: str | os.PathLike | None = None,
     root: str | os.PathLike | None = None,
     model: str | None = None,
-    env: dict | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Config:
     """Resolve the configuration from flags, environment and config.json."""
     env = os.environ if env is None else env
@@ -139,9 +137,7 @@ def load_config(
     try:
         min_score = float(score_raw)
     except (TypeError, ValueError):
-        raise ConfigError(
-            f"MARCH_MEMORY_RECALL_MIN_SCORE={score_raw!r} is not a number; use e.g. 0.5"
-        ) from None
+        raise ConfigError(f"MARCH_MEMORY_RECALL_MIN_SCORE={score_raw!r} is not a number; use e.g. 0.5") from None
 
     threads_raw = env.get("MARCH_THREADS", data.get("threads"))
     try:
@@ -171,7 +167,6 @@ def load_config(
         min_score=min_score,
         threads=threads,
         prefixes=prefixes,
-        raw=data,
     )
 
 

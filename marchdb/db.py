@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import apsw
 import apsw.bestpractice
@@ -64,9 +65,7 @@ def connect(path: str | os.PathLike) -> apsw.Connection:
     try:
         return _connect_raw(path)
     except apsw.Error as exc:
-        raise IndexUnavailable(
-            f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`"
-        ) from None
+        raise IndexUnavailable(f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`") from None
 
 
 def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
@@ -99,6 +98,12 @@ def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict
     return [dict(zip(names, row)) for row in cur]
 
 
+def scalar(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> Any:
+    """The first column of the first row of a query (None when there is no row)."""
+    row = con.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
 def has_table(con: apsw.Connection, name: str) -> bool:
     """Whether the index holds a table (or virtual table) called ``name``; the
     vec0 tables exist only once a model's dimension is known."""
@@ -124,8 +129,7 @@ def set_meta(con: apsw.Connection, key: str, value: object) -> None:
         con.execute("DELETE FROM meta WHERE key = ?", (key,))
     else:
         con.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, str(value)),
         )
 

@@ -13,10 +13,11 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .config import load_config
 
-MEMORIES = [
+MEMORIES: list[dict[str, Any]] = [
     {
         "name": "Context cache ordering",
         "description": "Put volatile layers after the large stable context, or the prefix cache is invalidated",
@@ -86,12 +87,12 @@ def run_demo(keep: bool = False, progress: Callable[[int, int], None] | None = N
             say(f"warning: {warning}")
         say(f"indexed {report.scanned} files, embedded {report.embedded} texts in {report.seconds:.1f}s")
         for query in QUERIES:
-            result = store.recall(query)
-            hints = [h.to_dict() for h in result.hints]
-            out["recall"].append({"query": query, "hints": hints, "mode": result.mode})
+            recalled = store.recall(query)
+            hints = [h.to_dict() for h in recalled.hints]
+            out["recall"].append({"query": query, "hints": hints, "mode": recalled.mode})
             say(f"\n[user] {query}\n[recall]" + ("" if hints else " (no hint: nothing relevant)"))
-            for hint in result.hints:
-                say(hint.line())
+            if hints:
+                say(recalled.text())
         found = store.search("cache", limit=3)
         out["search"] = found
         say("\nmemory_search('cache'): " + ", ".join(f"{r['path']} [{r['id']}]" for r in found["results"]))

@@ -101,6 +101,13 @@ def stat_paths(root: Path, rels: Iterable[str]) -> Found:
     return found
 
 
+def is_inside(root: str, candidate: str) -> bool:
+    """True when ``candidate`` (a real path) is ``root`` or below it."""
+    root = os.path.realpath(root)
+    candidate = os.path.realpath(candidate)
+    return candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def read_file(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
     """Read at most ``limit + 1`` bytes of the regular file ``path`` (so a
     caller can tell "larger than limit"), without following a symlink and

@@ -81,14 +81,14 @@ def query_terms(text: str) -> list[str]:
     return terms[:MAX_QUERY_TERMS]
 
 
-def match_expression(text: str) -> str | None:
-    """An FTS5 MATCH expression: every term quoted and OR-ed (None when empty).
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 MATCH expression for ``terms`` (see ``query_terms``): every term
+    quoted and OR-ed; ``'""'`` (matches nothing) when there are none.
 
     OR rather than AND: a memory should rank when it shares the rare words of
     a question, not only when it holds all of them (AND-ed BM25 returned
     nothing for most conversational questions in our benchmarks).
     """
-    terms = query_terms(text)
     if not terms:
-        return None
+        return '""'
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

@@ -17,6 +17,7 @@ from pydantic import Field
 from . import tools
 from .errors import MarchError
 
+
 def build_server(store):
     """An MCPServer exposing marchdb's tools on ``store`` (``tools.call``)."""
     from mcp.server.mcpserver import MCPServer
@@ -36,7 +37,6 @@ def build_server(store):
         except MarchError as exc:
             # A tool error the model can read and act on, not a crash.
             raise ToolError(str(exc)) from None
-
 
     @server.tool(name="memory_search", description=tools.SEARCH)
     def memory_search(

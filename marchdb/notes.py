@@ -1,20 +1,21 @@
 """The memory file format of seed 000: parse, validate, render, name and chunk.
 
 A memory is a Markdown file with YAML frontmatter (``id, name, description,
-tags, status, created_at, updated_at``) and a body. Everything here is pure:
-bytes in, data out. Reading and writing files lives in ``sync`` and ``save``.
+tags, status, created_at, updated_at``) and a body. Nothing here touches the
+file system: bytes in, data out (new ids also read the clock and a random
+source). Reading and writing files lives in ``files``, ``sync`` and ``save``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import re
 import secrets
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 import frontmatter
 import yaml
@@ -29,9 +30,13 @@ CHUNK_CHARS = 800
 
 FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "updated_at")
 
+
 # Fast C loader when PyYAML was built with libyaml; the pure-Python one is
 # ~10x slower and dominates a cold sync.
-class _YAML_LOADER(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # noqa: N801
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _YAML_LOADER(_BASE_LOADER):  # noqa: N801
     """Safe YAML, except that an impossible date (``2026-02-30``) stays text:
     PyYAML raises on it, which would lose the whole memory over one typo;
     kept as text, the field is reported as invalid and the memory indexed."""
@@ -46,6 +51,8 @@ def _timestamp_or_text(loader, node):
 
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:", re.M)
+
+
 class _SeedDumper(yaml.SafeDumper):
     """Lists indented under their key, as in seed 000's examples (and Obsidian's)."""
 
@@ -127,9 +134,7 @@ def normalize_tag(raw: object) -> str:
     if not tag:
         raise InvalidInput("empty tag; a tag needs at least one letter or digit")
     if not _TAG_OK.match(tag) or tag.strip("/-_") == "":
-        raise InvalidInput(
-            f"tag {raw!r} has characters a tag cannot hold; use letters, digits, '/', '-' or '_'"
-        )
+        raise InvalidInput(f"tag {raw!r} has characters a tag cannot hold; use letters, digits, '/', '-' or '_'")
     return tag
 
 
@@ -212,7 +217,7 @@ def new_id(name: str, now: dt.datetime | None = None) -> str:
     ids sort by creation) plus two random characters against same-millisecond
     collisions, e.g. ``mem_01jdx3k7p2mq_context_cache``.
     """
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     ms = int(now.timestamp() * 1000)
     stamp = _base32(ms, 10) + _base32(secrets.randbits(10), 2)
     words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKC", name).translate(_ASCII_UPPER))
@@ -234,9 +239,7 @@ def validate_id(raw: object) -> str:
     if len(ident) > MAX_ID_LEN:
         raise InvalidInput(f"id is {len(ident)} characters; the limit is {MAX_ID_LEN}")
     if "\x00" in ident or "/" in ident or "\\" in ident or ident in (".", "..") or not _ID_OK.match(ident):
-        raise InvalidInput(
-            f"id {raw!r} may hold only letters, digits and _ - . : (no spaces or path characters)"
-        )
+        raise InvalidInput(f"id {raw!r} may hold only letters, digits and _ - . : (no spaces or path characters)")
     return ident
 
 
@@ -264,9 +267,7 @@ def decode(data: bytes) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadNote(
-            "not_utf8", f"not UTF-8 at byte {exc.start}; re-save the file as UTF-8"
-        ) from None
+        raise BadNote("not_utf8", f"not UTF-8 at byte {exc.start}; re-save the file as UTF-8") from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -301,15 +302,15 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     # YAML keeps the last of two equal keys without a word; say so.
     keys = _TOP_KEY.findall(head)
     for key in sorted({k for k in keys if keys.count(k) > 1}):
-        problems.append(Problem("invalid_field", f"field {key!r} appears more than once; the last one counts, delete the others"))
+        problems.append(
+            Problem("invalid_field", f"field {key!r} appears more than once; the last one counts, delete the others")
+        )
 
     raw_id = meta.get("id")
     if raw_id is None or (isinstance(raw_id, str) and not raw_id.strip()):
         raise BadNote("missing_id", "frontmatter has no id; not indexed")
     if not isinstance(raw_id, str):
-        raise BadNote(
-            "invalid_id", f"id {raw_id!r} is a {type(raw_id).__name__}; quote it to make it text"
-        )
+        raise BadNote("invalid_id", f"id {raw_id!r} is a {type(raw_id).__name__}; quote it to make it text")
     ident = raw_id.strip()
     if len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
         raise BadNote("invalid_id", f"id {ident[:40]!r}... is too long or holds control characters")
@@ -320,9 +321,7 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         problems.append(Problem("missing_name", "no name; the file name stands in"))
     description = _text_field(meta, "description", problems)
     if not description:
-        problems.append(
-            Problem("missing_description", "no description; indexed but never shown as a hint")
-        )
+        problems.append(Problem("missing_description", "no description; indexed but never shown as a hint"))
 
     raw_tags = meta.get("tags")
     tags, rejected = normalize_tags(raw_tags)
@@ -464,7 +463,12 @@ def edit_note(text: str, new: Note, fields: list[str]) -> str | None:
     except BadNote:
         return None
     same = (back.id, back.name, back.description, back.status, back.created_at, back.updated_at) == (
-        new.id, new.name, new.description, new.status, new.created_at, new.updated_at
+        new.id,
+        new.name,
+        new.description,
+        new.status,
+        new.created_at,
+        new.updated_at,
     )
     same = same and back.tags == normalize_tags(new.tags)[0] and back.body.strip() == new.body.strip()
     return out if same and back.extra == new.extra else None
@@ -521,10 +525,3 @@ def chunk_body(body: str, max_chars: int = CHUNK_CHARS) -> list[str]:
     if current:
         chunks.append(current)
     return chunks
-
-
-def is_inside(root: str, candidate: str) -> bool:
-    """True when ``candidate`` (a real path) is ``root`` or below it."""
-    root = os.path.realpath(root)
-    candidate = os.path.realpath(candidate)
-    return candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)

@@ -64,7 +64,7 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
         except KeyError:
             raise InvalidInput(f"a recall hint needs id, score and name (and a description); got {hint!r}") from None
         try:
-            score_text = f"{float(score):.2f}"
+            score_text = f"{float(score):.2f}"  # type: ignore[arg-type]  # checked just below
         except (TypeError, ValueError):
             raise InvalidInput(f"hint {mem_id}: score {score!r} is not a number") from None
         try:

@@ -22,13 +22,14 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import apsw
 import numpy as np
 
 from . import fts
 from .config import DEFAULT_MIN_SCORE
-from .db import get_meta, has_table, sql_file, transaction
+from .db import get_meta, has_table, scalar, sql_file, transaction
 from .embedding import calibrate
 from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 from .embedding.vectors import has_bits
@@ -184,12 +185,12 @@ def statements() -> dict[str, str]:
 
 def vector_count(con: apsw.Connection) -> int:
     """How many vectors the index holds (decides exact or coarse KNN)."""
-    return con.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    return scalar(con, "SELECT count(*) FROM vectors")
 
 
 def memory_count(con: apsw.Connection) -> int:
     """Memories in the index (the N of BM25's IDF)."""
-    return int(get_meta(con, "fts_docs", "0") or 0) or con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
+    return int(get_meta(con, "fts_docs", "0") or 0) or scalar(con, "SELECT count(*) FROM memory_index")
 
 
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
@@ -225,7 +226,8 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
             informative.append(term)
         ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
     if total >= LARGE_VAULT and sum(df[t] for t in informative) > POSTINGS_BUDGET:
-        kept, postings = set(), 0
+        kept: set[str] = set()
+        postings = 0
         for term in sorted(informative, key=lambda t: df[t]):
             if kept and postings + df[term] > POSTINGS_BUDGET:
                 break
@@ -251,14 +253,12 @@ def document_frequencies(con: apsw.Connection, terms: list[str]) -> dict[str, in
         _DF_CACHE[con.filename] = (gen, cache)
     missing = [t for t in terms if t not in cache]
     if missing:
-        found = dict(con.execute(statements()["idf"], {"terms": json.dumps(missing, ensure_ascii=False)}).fetchall())
+        found: dict[Any, Any] = {
+            term: doc
+            for term, doc in con.execute(statements()["idf"], {"terms": json.dumps(missing, ensure_ascii=False)})
+        }
         cache.update({t: found.get(t, 0) for t in missing})
     return {t: cache[t] for t in terms}
-
-
-def bm25_ceiling(con: apsw.Connection, terms: list[str]) -> float:
-    """The query's BM25 ceiling (see ``bm25_terms``)."""
-    return bm25_terms(con, terms)[0]
 
 
 def score(
@@ -280,7 +280,7 @@ def score(
     w_dense = W_DENSE if w_dense is None else w_dense
     params = {
         "few_memories": int(memory_count(con) < SMALL_VAULT),
-        "match": " OR ".join('"' + t.replace('"', '""') + '"' for t in informative) if informative else '""',
+        "match": fts.match_expression(informative),
         "bm25_max": ceiling,
         "bm25_tau": calibration.get("bm25_tau", calibrate.BM25_TAU),
         "k_bm25": K_BM25,
@@ -303,7 +303,7 @@ def score(
                 knn_meta=json.dumps(query.knn("meta", K_DENSE)), knn_chunk=json.dumps(query.knn("chunk", K_CHUNK))
             )
             # Registered per query: the function answers for this query vector.
-            con.create_scalar_function("query_cosine", query.cosine, 2)
+            con.create_scalar_function("query_cosine", query.cosine, 2)  # type: ignore[arg-type]
             sql = statements()["hybrid_memory"]
         else:
             coarse = vector_count(con) >= COARSE_FROM and has_bits(con)

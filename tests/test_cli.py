@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -73,8 +75,12 @@ def test_sql_json_and_table(cli, vault):
     assert "vec_version" in js(cli("sql", "SELECT vec_version() AS vec_version", "--json"))["columns"]
     bad = cli("sql", "SELEC nonsense")
     assert bad.exit_code != 0 and "SQL error" in bad.stderr
-    for sneaky in ("DELETE FROM memory_index", "PRAGMA query_only=0; DELETE FROM memory_index",
-                   "ATTACH ':memory:' AS x", "DROP VIEW diag_summary"):
+    for sneaky in (
+        "DELETE FROM memory_index",
+        "PRAGMA query_only=0; DELETE FROM memory_index",
+        "ATTACH ':memory:' AS x",
+        "DROP VIEW diag_summary",
+    ):
         refused = cli("sql", sneaky)
         assert refused.exit_code == 2 and "read-only" in refused.stderr, sneaky
     assert js(cli("sql", "PRAGMA user_version", "--json"))["rows"]  # asking is fine
@@ -90,8 +96,20 @@ def test_rebuild(cli, vault):
 
 
 def test_save_search_open_round_trip(cli, vault):
-    created = js(cli("save", "--name", "Deploy day", "--description", "We deploy on Tuesdays",
-                     "--tag", "Process", "--body", "Never on Fridays.", "--json"))
+    created = js(
+        cli(
+            "save",
+            "--name",
+            "Deploy day",
+            "--description",
+            "We deploy on Tuesdays",
+            "--tag",
+            "Process",
+            "--body",
+            "Never on Fridays.",
+            "--json",
+        )
+    )
     assert created["status"] == "created" and created["id"].startswith("mem_")
     found = js(cli("search", "Fridays", "--json"))
     assert found["results"][0]["id"] == created["id"]
@@ -183,3 +201,36 @@ def test_status_after_a_schema_rebuild_shows_the_files(cli, mixed_vault):
     cli("sql", "UPDATE meta SET value = 'stale' WHERE key = 'schema_hash'", "--write")
     result = cli("status", "--json")
     assert result.exit_code == 0 and js(result)["memories"] == 5  # not 0 until the next sync
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _command_names(group, prefix: str = "") -> list[str]:
+    import click
+
+    names = []
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            names += _command_names(cmd, f"{prefix}{name} ")
+        else:
+            names.append(prefix + name)
+    return names
+
+
+def test_every_command_is_in_the_readme():
+    import typer.main
+
+    text = README.read_text(encoding="utf-8")
+    names = _command_names(typer.main.get_command(app))
+    assert len(names) > 10
+    missing = [n for n in names if f"marchdb {n}" not in text]
+    assert not missing, f"commands not documented in the README: {missing}"
+
+
+def test_exit_code_table_in_the_readme_is_the_real_one():
+    from marchdb.errors import EXIT_CODES
+
+    section = README.read_text(encoding="utf-8").split("### Exit codes", 1)[1].split("\n#", 1)[0]
+    table = [(int(code), meaning) for code, meaning in re.findall(r"^\| (\d+) \| (.+?) \|$", section, re.M)]
+    assert table == EXIT_CODES

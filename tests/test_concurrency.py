@@ -9,16 +9,8 @@ random moment never touches the files and is fully repaired by the next sync.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-import pytest
-
-TOOLS = Path(__file__).resolve().parent.parent / "tools"
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
-
-stress = pytest.importorskip("stress")
+import stress  # tools/stress.py: pytest puts tools/ on sys.path (pyproject.toml)
 
 
 def _args(**overrides) -> argparse.Namespace:

@@ -18,7 +18,17 @@ def test_fresh_index_has_schema_and_vec(tmp_path):
     assert con.execute("SELECT vec_version()").fetchone()[0].startswith("v")
     db.ensure_vector_tables(con, 8)
     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
-    assert {"files", "memory_index", "chunks", "fts", "meta", "vec_meta", "vec_chunk", "diag_summary", "diag_problems"} <= names
+    assert {
+        "files",
+        "memory_index",
+        "chunks",
+        "fts",
+        "meta",
+        "vec_meta",
+        "vec_chunk",
+        "diag_summary",
+        "diag_problems",
+    } <= names
 
 
 def test_schema_mismatch_rebuilds(tmp_path):
@@ -49,10 +59,23 @@ def test_corrupt_file_is_rebuilt(tmp_path):
     assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 0
 
 
-def test_writer_lock_is_reentrant(tmp_path):
-    with db.writer_lock(tmp_path / "i"):
+def test_writer_lock_is_reentrant_and_exclusive(tmp_path):
+    import threading
+
+    entered = threading.Event()
+
+    def other_thread():
         with db.writer_lock(tmp_path / "i"):
-            pass
+            entered.set()
+
+    with db.writer_lock(tmp_path / "i"):
+        with db.writer_lock(tmp_path / "i"):  # the same thread again: no deadlock
+            worker = threading.Thread(target=other_thread, daemon=True)
+            worker.start()
+            assert not entered.wait(0.3), "another thread got the lock while it was held"
+        assert not entered.wait(0.1), "released by the inner exit while the outer still holds it"
+    assert entered.wait(5), "the lock was never released"
+    worker.join(5)
 
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on this machine")
@@ -62,9 +85,14 @@ def test_views_readable_from_stock_sqlite3_shell(vault, store):
     store.sync(embed=False)
     store.close()
     out = subprocess.run(
-        ["sqlite3", str(store.cfg.index_path),
-         "SELECT files, memories FROM diag_summary; SELECT path, kind FROM diag_problems ORDER BY path;"],
-        capture_output=True, text=True, check=True,
+        [
+            "sqlite3",
+            str(store.cfg.index_path),
+            "SELECT files, memories FROM diag_summary; SELECT path, kind FROM diag_problems ORDER BY path;",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     assert out[0] == "2|1"
     assert "bad.md|parse_error" in out

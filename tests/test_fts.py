@@ -18,6 +18,11 @@ def test_latin_word_next_to_chinese_is_its_own_term():
     assert fts.query_terms("用Python写脚本") == ["用", "python", "写脚", "脚本"]
 
 
+def test_match_expression_quotes_and_ors_terms():
+    assert fts.match_expression(['say "hi"', "cache"]) == '"say ""hi""" OR "cache"'
+    assert fts.match_expression([]) == '""'
+
+
 def test_every_query_term_is_a_stored_term():
     con = apsw.Connection(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')")

@@ -8,17 +8,23 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from marchdb.cli import app
 
 
-def _server_params(home: Path, root: Path, model: Path):
+@pytest.fixture
+def server(tmp_path, mixed_vault, default_model_path):
+    """Parameters to spawn `marchdb mcp` on the mixed vault with the default model."""
     from mcp.client.stdio import StdioServerParameters
 
     exe = Path(sys.executable).with_name("marchdb")
     command, args = (str(exe), ["mcp"]) if exe.exists() else (sys.executable, ["-m", "marchdb", "mcp"])
     env = {
-        "MARCH_HOME": str(home),
-        "MARCH_MEMORY_ROOT": str(root),
-        "MARCH_EMBED_MODEL": str(model),
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
         "PATH": os.environ.get("PATH", ""),
     }
     return StdioServerParameters(command=command, args=args, env=env)
@@ -41,42 +47,106 @@ async def _session_calls(params, calls):
 
 
 def call(params, calls):
+    """Run ``calls`` ((key, tool, args)...) in one session; {key: (is_error, data)}."""
     return asyncio.run(asyncio.wait_for(_session_calls(params, calls), timeout=240))
 
 
-def test_mcp_tools_end_to_end(tmp_path, mixed_vault, default_model_path):
-    params = _server_params(tmp_path / "home", mixed_vault.root, default_model_path)
+def test_tools_are_listed_with_their_descriptions(server):
+    tools = call(server, [])["tools"]
+    assert {"memory_search", "memory_open", "memory_save", "memory_recall", "memory_context"} <= set(tools)
+    assert "ripgrep" in tools["memory_search"].description and "NOT semantic" in tools["memory_search"].description
+    assert tools["memory_save"].input_schema["properties"]["tags"]
+
+
+def test_save_then_search_finds_it(server):
     out = call(
-        params,
+        server,
         [
-            ("save", "memory_save", {"name": "Deploy day", "description": "We deploy on Tuesdays, never on Fridays",
-                                     "body": "Friday deploys broke the weekend twice.", "tags": ["process"]}),
+            (
+                "save",
+                "memory_save",
+                {
+                    "name": "Deploy day",
+                    "description": "We deploy on Tuesdays, never on Fridays",
+                    "body": "Friday deploys broke the weekend twice.",
+                    "tags": ["process"],
+                },
+            ),
             ("search", "memory_search", {"query": "Fridays"}),
             ("regex", "memory_search", {"query": "a.b(c [x"}),
-            ("open", "memory_open", {"id": "mem_cache"}),
-            ("missing", "memory_open", {"id": "mem_nope"}),
-            ("recall", "memory_recall", {"text": "why does every request miss the prompt cache?", "run_id": "r1"}),
-            ("again", "memory_recall", {"text": "why does every request miss the prompt cache?", "run_id": "r1",
-                                        "trigger": "assistant"}),
-            ("bad", "memory_save", {"name": " ", "description": "d", "body": "b", "tags": ["x"]}),
-            ("context", "memory_context", {"text": "can we deploy on friday?"}),
         ],
     )
-    tools = out["tools"]
-    assert {"memory_search", "memory_open", "memory_save", "memory_recall"} <= set(tools)
-    assert "ripgrep" in tools["memory_search"].description and "not" in tools["memory_search"].description
-    assert tools["memory_save"].input_schema["properties"]["tags"]
     err, saved = out["save"]
     assert not err and saved["status"] == "created"
     err, found = out["search"]
     assert not err and found["results"][0]["id"] == saved["id"]
-    assert out["regex"][0] is False and out["regex"][1]["results"] == []
+    assert out["regex"] == (False, out["regex"][1]) and out["regex"][1]["results"] == []
+
+
+def test_open_answers_found_and_not_found_as_data(server):
+    out = call(server, [("open", "memory_open", {"id": "mem_cache"}), ("missing", "memory_open", {"id": "mem_nope"})])
     assert out["open"][1]["status"] == "ok" and "prefix cache" in out["open"][1]["markdown"]
-    assert out["missing"][1]["status"] == "not_found"
+    assert out["missing"] == (False, out["missing"][1]) and out["missing"][1]["status"] == "not_found"
+
+
+def test_recall_hints_once_per_run(server):
+    text = "why does every request miss the prompt cache?"
+    out = call(
+        server,
+        [
+            ("recall", "memory_recall", {"text": text, "run_id": "r1"}),
+            ("again", "memory_recall", {"text": text, "run_id": "r1", "trigger": "assistant"}),
+        ],
+    )
     err, recalled = out["recall"]
     assert not err and recalled["hints"][0]["id"] == "mem_cache"
     assert recalled["text"].startswith("- mem_cache | score=")
     assert all(h["id"] != "mem_cache" for h in out["again"][1]["hints"])  # not twice in one run
+
+
+def test_bad_input_is_a_tool_error_the_model_can_read(server):
+    out = call(server, [("bad", "memory_save", {"name": " ", "description": "d", "body": "b", "tags": ["x"]})])
     assert out["bad"][0] is True and "name" in out["bad"][1]
+
+
+def test_context_has_profiles_and_hints(server):
+    out = call(server, [("context", "memory_context", {"text": "why does every request miss the prompt cache?"})])
     err, ctx = out["context"]
-    assert not err and "[agent_profile]" in ctx["text"] and saved["id"] in ctx["text"]
+    assert not err and "[agent_profile]" in ctx["text"] and "mem_cache" in ctx["text"]
+
+
+def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_vault, default_model_path):
+    """One data shape per operation, whichever front-end renders it."""
+    base = ["--home", str(tmp_path / "cli-home"), "--root", str(mixed_vault.root), "--model", str(default_model_path)]
+    runner = CliRunner()
+
+    def cli(*args):
+        result = runner.invoke(app, [*base, *args, "--json"])
+        assert result.exit_code in (0, 5), result.output
+        return json.loads(result.stdout)
+
+    via_cli = {
+        "recall": cli("recall", "why does the prompt cache miss?", "--run", "r9"),
+        "assistant": cli("recall", "prompt cache", "--run", "r9", "--trigger", "assistant"),
+        "open": cli("open", "mem_cache"),
+        "missing": cli("open", "mem_nope"),
+        "search": cli("search", "cache"),
+        "context": cli("context", "why does the prompt cache miss?"),
+    }
+    out = call(
+        server,
+        [
+            ("recall", "memory_recall", {"text": "why does the prompt cache miss?", "run_id": "r9"}),
+            ("assistant", "memory_recall", {"text": "prompt cache", "run_id": "r9", "trigger": "assistant"}),
+            ("open", "memory_open", {"id": "mem_cache"}),
+            ("missing", "memory_open", {"id": "mem_nope"}),
+            ("search", "memory_search", {"query": "cache"}),
+            ("context", "memory_context", {"text": "why does the prompt cache miss?"}),
+        ],
+    )
+    for key, data in via_cli.items():
+        err, mcp_data = out[key]
+        assert not err, mcp_data
+        # notices are per process (the CLI's home is new: it reports the index it created)
+        assert set(data) - {"notices"} == set(mcp_data) - {"notices"}, key
+    assert via_cli["recall"]["hints"][0].keys() == out["recall"][1]["hints"][0].keys()

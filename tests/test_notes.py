@@ -52,22 +52,27 @@ def test_normalize_tags_dedupes_and_reports_rejects():
     assert normalize_tags("one, Two") == (["one", "two"], [])
 
 
-@pytest.mark.parametrize("day, week", [(1, 1), (7, 1), (8, 2), (14, 2), (15, 3), (21, 3), (22, 4), (28, 4), (29, 5), (31, 5)])
+@pytest.mark.parametrize(
+    "day, week", [(1, 1), (7, 1), (8, 2), (14, 2), (15, 3), (21, 3), (22, 4), (28, 4), (29, 5), (31, 5)]
+)
 def test_week_buckets(day, week):
     assert week_of_month(day) == week
 
 
 def test_bucket_path_and_slug():
-    when = dt.datetime(2026, 5, 14, 10, 30, tzinfo=dt.timezone.utc)
-    assert str(bucket_path(when, slugify("Context cache ordering"))) == "2026/05/week2/2026-05-14-context-cache-ordering.md"
+    when = dt.datetime(2026, 5, 14, 10, 30, tzinfo=dt.UTC)
+    assert (
+        str(bucket_path(when, slugify("Context cache ordering")))
+        == "2026/05/week2/2026-05-14-context-cache-ordering.md"
+    )
     assert slugify("记忆 召回: 去重!") == "记忆-召回-去重"
     assert slugify("../../etc/passwd") == "etc-passwd"
     assert slugify("!!!") == "memory"
 
 
 def test_new_ids_sort_by_time_and_validate():
-    a = new_id("Context cache", dt.datetime(2026, 5, 14, tzinfo=dt.timezone.utc))
-    b = new_id("Context cache", dt.datetime(2026, 5, 15, tzinfo=dt.timezone.utc))
+    a = new_id("Context cache", dt.datetime(2026, 5, 14, tzinfo=dt.UTC))
+    b = new_id("Context cache", dt.datetime(2026, 5, 15, tzinfo=dt.UTC))
     assert a.startswith("mem_") and a.endswith("_context_cache")
     assert a < b
     assert validate_id(a) == a
@@ -138,7 +143,9 @@ def test_soft_problems_still_parse():
 
 
 def test_impossible_dates_are_reported_not_fatal():
-    note = parse_note(b"---\nid: m1\nname: n\ndescription: d\ncreated_at: 2026-02-30\nupdated_at: 2026-13-45\n---\nb", "f")
+    note = parse_note(
+        b"---\nid: m1\nname: n\ndescription: d\ncreated_at: 2026-02-30\nupdated_at: 2026-13-45\n---\nb", "f"
+    )
     assert note.id == "m1" and note.created_at == "2026-02-30"
     assert [p.kind for p in note.problems] == ["invalid_field", "invalid_field"]
     assert "2026-02-30" in note.problems[0].detail
@@ -155,7 +162,12 @@ def test_render_round_trips():
     note = parse_note(GOOD, "x")
     again = parse_note(render_note(note).encode(), "x")
     assert (again.id, again.name, again.description, again.tags, again.created_at, again.extra) == (
-        note.id, note.name, note.description, note.tags, note.created_at, note.extra,
+        note.id,
+        note.name,
+        note.description,
+        note.tags,
+        note.created_at,
+        note.extra,
     )
     assert again.body.strip() == note.body.strip()
 
@@ -179,17 +191,37 @@ def _note_with(text: str, **changes):
     "text, changes, fields, kept, gone",
     [
         # a quoted key is the same field: edited where it is, not added twice
-        ('---\nid: m1\n"name": Old name\ndescription: d\n---\nb\n', {"name": "New"}, ["name"],
-         ["\nname: New\ndescription: d"], ["Old name", '"name"']),
+        (
+            '---\nid: m1\n"name": Old name\ndescription: d\n---\nb\n',
+            {"name": "New"},
+            ["name"],
+            ["\nname: New\ndescription: d"],
+            ["Old name", '"name"'],
+        ),
         # a blank line inside a list belongs to the list
-        ("---\nid: m1\nname: n\ntags:\n  - a\n\n  - b\n# after the tags\nstatus: active\n---\nb\n", {"tags": ["c"]}, ["tags"],
-         ["tags:\n  - c\n# after the tags\nstatus: active"], ["- a", "- b"]),
+        (
+            "---\nid: m1\nname: n\ntags:\n  - a\n\n  - b\n# after the tags\nstatus: active\n---\nb\n",
+            {"tags": ["c"]},
+            ["tags"],
+            ["tags:\n  - c\n# after the tags\nstatus: active"],
+            ["- a", "- b"],
+        ),
         # a comment under a field we change stays
-        ("---\nid: m1\nname: Old\n  # reviewed by Ann, keep\ndescription: d\n---\nb\n", {"name": "New"}, ["name"],
-         ["name: New\n  # reviewed by Ann, keep\ndescription: d"], ["Old"]),
+        (
+            "---\nid: m1\nname: Old\n  # reviewed by Ann, keep\ndescription: d\n---\nb\n",
+            {"name": "New"},
+            ["name"],
+            ["name: New\n  # reviewed by Ann, keep\ndescription: d"],
+            ["Old"],
+        ),
         # a folded multi-line description is replaced whole
-        ("---\nid: m1\nname: n\ndescription: >\n  line one\n  line two\nstatus: active\n---\nb\n", {"description": "short"},
-         ["description"], ["description: short\nstatus: active"], ["line one", "line two"]),
+        (
+            "---\nid: m1\nname: n\ndescription: >\n  line one\n  line two\nstatus: active\n---\nb\n",
+            {"description": "short"},
+            ["description"],
+            ["description: short\nstatus: active"],
+            ["line one", "line two"],
+        ),
     ],
 )
 def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, gone):
@@ -214,4 +246,6 @@ def test_edit_note_declines_layouts_it_cannot_edit_safely():
 def test_a_field_written_twice_is_reported():
     note = parse_note(b"---\nid: m1\nname: first\ndescription: d\nname: second\n---\nb", "f")
     assert note.name == "second"
-    assert [p.detail for p in note.problems] == ["field 'name' appears more than once; the last one counts, delete the others"]
+    assert [p.detail for p in note.problems] == [
+        "field 'name' appears more than once; the last one counts, delete the others"
+    ]

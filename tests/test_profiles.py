@@ -30,12 +30,19 @@ def test_read_profiles_refuses_non_utf8(cfg):
 
 def test_hint_lines_format():
     hints = [
-        {"id": "mem_01hx_context_cache", "score": 0.6249, "name": "Context cache ordering",
-         "description": "高频变化层不能放在大块稳定上下文前面"},
+        {
+            "id": "mem_01hx_context_cache",
+            "score": 0.6249,
+            "name": "Context cache ordering",
+            "description": "高频变化层不能放在大块稳定上下文前面",
+        },
         {"id": "mem_long", "score": 0.5, "name": "Long\none", "description": "word " * 40},
     ]
     lines = format_hint_lines(hints).split("\n")
-    assert lines[0] == "- mem_01hx_context_cache | score=0.62 | Context cache ordering | 高频变化层不能放在大块稳定上下文前面"
+    assert (
+        lines[0]
+        == "- mem_01hx_context_cache | score=0.62 | Context cache ordering | 高频变化层不能放在大块稳定上下文前面"
+    )
     assert lines[1].startswith("- mem_long | score=0.50 | Long one | word word")
     desc = lines[1].split(" | ")[3]
     assert desc.endswith("…") and len(desc) <= 80

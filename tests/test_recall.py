@@ -25,13 +25,22 @@ def topic_vault(vault, n=6, others=recall_mod.SMALL_VAULT):
     word statistics to count: small vaults only match distinctive words)."""
     for i in range(n):
         vault.memory(
-            f"t{i}.md", f"mem_t{i}", name=f"Zebra migration note {i}",
+            f"t{i}.md",
+            f"mem_t{i}",
+            name=f"Zebra migration note {i}",
             description=f"zebra migration across the serengeti, part {i}",
-            tags=["zebra"], body=f"Zebras migrate. Note {i}.",
+            tags=["zebra"],
+            body=f"Zebras migrate. Note {i}.",
         )
     for i in range(others):
-        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden note {i}", description=f"tomatoes and basil, bed {i}",
-                     tags=["garden"], body=f"Water the tomatoes in bed {i}.")
+        vault.memory(
+            f"g{i}.md",
+            f"mem_g{i}",
+            name=f"Garden note {i}",
+            description=f"tomatoes and basil, bed {i}",
+            tags=["garden"],
+            body=f"Water the tomatoes in bed {i}.",
+        )
 
 
 def test_bm25_ceiling_is_fts5s_own_bound(vault, store):
@@ -41,16 +50,28 @@ def test_bm25_ceiling_is_fts5s_own_bound(vault, store):
     store.sync(embed=False)
     idf_apple = math.log((3 - 1 + 0.5) / (1 + 0.5))
     idf_absent = math.log((3 + 0.5) / 0.5)
-    ceiling = recall_mod.bm25_ceiling(store.con, ["apple", "zzz"])
+    ceiling = recall_mod.bm25_terms(store.con, ["apple", "zzz"])[0]
     assert ceiling == pytest.approx((idf_apple + idf_absent) * 2.2)
 
 
 def test_keyword_match_reaches_threshold_and_nonsense_does_not(vault, bm25_store):
-    vault.memory("a.md", "mem_ctx", name="Context cache ordering", description="prefix cache invalidation",
-                 tags=["cache"], body="Volatile layers go after stable ones.")
+    vault.memory(
+        "a.md",
+        "mem_ctx",
+        name="Context cache ordering",
+        description="prefix cache invalidation",
+        tags=["cache"],
+        body="Volatile layers go after stable ones.",
+    )
     for i in range(8):
-        vault.memory(f"o{i}.md", f"mem_o{i}", name=f"Other topic {i}", description=f"gardening note {i}",
-                     tags=["garden"], body=f"Tomatoes need sun. {i}")
+        vault.memory(
+            f"o{i}.md",
+            f"mem_o{i}",
+            name=f"Other topic {i}",
+            description=f"gardening note {i}",
+            tags=["garden"],
+            body=f"Tomatoes need sun. {i}",
+        )
     bm25_store.sync()
     exact = bm25_store.recall("Context cache ordering")
     assert exact.mode == "bm25" and exact.warning  # degraded mode is announced
@@ -135,7 +156,11 @@ def test_coarse_knn_agrees_with_exact(mixed_vault, model_store, monkeypatch):
     """The sign-bit KNN used on large indexes finds what the exact one finds."""
     model_store.keep_vectors = False  # the SQL path (test_vecindex covers the in-memory one)
     model_store.sync()
-    queries = ["why does every request miss the prompt cache?", "数据库密码多久换一次？", "how should review comments look"]
+    queries = [
+        "why does every request miss the prompt cache?",
+        "数据库密码多久换一次？",
+        "how should review comments look",
+    ]
     exact = [[h.id for h in model_store.recall(q, explain=True).candidates[:3]] for q in queries]
     monkeypatch.setattr(recall_mod, "COARSE_FROM", 0)
     coarse = [[h.id for h in model_store.recall(q, explain=True).candidates[:3]] for q in queries]

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from conftest import TinyEmbedder
 import pytest
+from conftest import TinyEmbedder
 
 from marchdb import db, notes
 from marchdb.embedding import vectors
@@ -61,7 +61,10 @@ def test_create_writes_bucket_file_with_frontmatter_and_indexes_it(vault, store)
     assert re.fullmatch(r"mem_[0-9a-z]{12}_context_cache_ordering", res["id"])
     note = notes.parse_note(path.read_bytes())
     assert (note.id, note.name, note.description, note.status) == (
-        res["id"], "Context cache ordering", "volatile layers go last", "active",
+        res["id"],
+        "Context cache ordering",
+        "volatile layers go last",
+        "active",
     )
     assert note.tags == ["cache", "project/march-cli", "上下文"]
     assert note.body.strip() == "Body text."
@@ -175,7 +178,9 @@ def test_same_values_are_unchanged_and_nothing_is_written(vault, store):
     path = Path(res["path"])
     before = path.read_bytes()
     mtime = path.stat().st_mtime_ns
-    again = store.save(id=res["id"], name="Context  cache ordering ", tags=["CACHE"], body="Body text.\n\n", embed=False)
+    again = store.save(
+        id=res["id"], name="Context  cache ordering ", tags=["CACHE"], body="Body text.\n\n", embed=False
+    )
     assert again["status"] == "unchanged" and again["id"] == res["id"]
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
     assert store.save(id=res["id"], embed=False)["status"] == "unchanged"
@@ -355,7 +360,7 @@ CHILD = textwrap.dedent(
 
 def test_two_processes_saving_at_once(tmp_path, vault, cfg, store):
     go = tmp_path / "go"
-    store.con  # create the index first, as a running marchdb would have
+    assert store.con is not None  # create the index first, as a running marchdb would have
     names = ["Same slug", "Same slug", "Other memory"]
     procs = [
         subprocess.Popen(
@@ -430,8 +435,14 @@ def test_update_rewrites_only_the_changed_lines(vault, store):
     res = store.save(id="mem_obs", description="new words", embed=False)
     assert res["status"] == "updated"
     text = path.read_text(encoding="utf-8")
-    for kept in ("# my own comment: keep me", "name: Obsidian note   # trailing comment", 'aliases: [obs, "Obs Note"]',
-                 "tags:\n- project/x\n- topic\n", "created_at: 2026-05-14T10:30:00.000Z", "\nBody as I wrote it.\n"):
+    for kept in (
+        "# my own comment: keep me",
+        "name: Obsidian note   # trailing comment",
+        'aliases: [obs, "Obs Note"]',
+        "tags:\n- project/x\n- topic\n",
+        "created_at: 2026-05-14T10:30:00.000Z",
+        "\nBody as I wrote it.\n",
+    ):
         assert kept in text, kept
     assert "description: new words\n" in text and "updated_at: " in text and "old words" not in text
     # Tags and body too: the list block and the body are replaced, nothing else.

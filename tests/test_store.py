@@ -27,7 +27,10 @@ def test_editing_an_embedded_memory_replaces_its_vectors(mixed_vault, model_stor
     path = mixed_vault.root / "2026/05/week2/mem_dog.md"
     path.write_text(
         path.read_text(encoding="utf-8")
-        .replace("Biscuit takes half a carprofen tablet with breakfast for joint pain", "Biscuit now gets fish oil for his joints")
+        .replace(
+            "Biscuit takes half a carprofen tablet with breakfast for joint pain",
+            "Biscuit now gets fish oil for his joints",
+        )
         .replace("Half a tablet with breakfast.", "Fish oil capsule with dinner."),
         encoding="utf-8",
     )
@@ -35,7 +38,11 @@ def test_editing_an_embedded_memory_replaces_its_vectors(mixed_vault, model_stor
     assert (report.updated, report.embedded) == (1, 2)  # new metadata + new body; the old ones are dropped
     con = model_store.con
     assert db.rows(con, "SELECT count(*) AS n FROM vectors")[0]["n"] == 10
-    assert db.rows(con, "SELECT count(*) AS n FROM vec_meta")[0]["n"] + db.rows(con, "SELECT count(*) AS n FROM vec_chunk")[0]["n"] == 10
+    assert (
+        db.rows(con, "SELECT count(*) AS n FROM vec_meta")[0]["n"]
+        + db.rows(con, "SELECT count(*) AS n FROM vec_chunk")[0]["n"]
+        == 10
+    )
     assert model_store.recall("what does the dog take for his joints?").hints[0].id == "mem_dog"
 
 
@@ -53,8 +60,10 @@ def test_recall_related_unrelated_and_chinese(mixed_vault, model_store):
 def test_a_one_memory_vault_still_hints_the_obvious(vault, model_store):
     # In a tiny vault every word is "common"; the README example must work.
     saved = model_store.save(
-        name="Deploy day", description="We deploy on Tuesdays, never on Fridays",
-        tags=["process"], body="Friday deploys broke the weekend twice.",
+        name="Deploy day",
+        description="We deploy on Tuesdays, never on Fridays",
+        tags=["process"],
+        body="Friday deploys broke the weekend twice.",
     )
     for question in ("can we ship this on friday?", "when do we deploy?"):
         hints = model_store.recall(question).hints
@@ -118,7 +127,9 @@ def test_a_huge_message_is_recalled_on_its_start(mixed_vault, model_store):
     message = "Why does every request miss the prompt cache? " + "filler words about nothing. " * 30_000
     whole = model_store.recall(message, explain=True)
     start = model_store.recall(message[:MAX_RECALL_CHARS], explain=True)
-    assert whole.candidates and [(c.id, round(c.score, 4)) for c in whole.candidates] == [(c.id, round(c.score, 4)) for c in start.candidates]
+    assert whole.candidates and [(c.id, round(c.score, 4)) for c in whole.candidates] == [
+        (c.id, round(c.score, 4)) for c in start.candidates
+    ]
 
 
 def test_a_rebuild_by_another_process_is_followed(mixed_vault, model_cfg):

@@ -34,7 +34,9 @@ def bump(path, text=None):
 
 
 def test_first_sync_indexes_memories_chunks_and_fts(vault, store):
-    vault.memory("2026/05/week2/a.md", "mem_a", name="Context cache", tags=["cache", "上下文"], body="段落一。\n\nParagraph two.")
+    vault.memory(
+        "2026/05/week2/a.md", "mem_a", name="Context cache", tags=["cache", "上下文"], body="段落一。\n\nParagraph two."
+    )
     vault.memory("2026/05/week2/b.md", "mem_b", name="Other")
     report = run(store)
     assert (report.scanned, report.added, report.unchanged) == (2, 2, 0)
@@ -190,8 +192,12 @@ def test_bad_input_never_stops_sync_or_changes_files(vault, store):
     assert json.loads(mem_rows(store)["mem_tagstr"]["tags_json"]) == ["alpha", "beta"]
     kinds = problem_kinds(store)
     for expected in [
-        ("broken.md", "parse_error"), ("list.md", "parse_error"), ("types.md", "invalid_id"),
-        ("tagstr.md", "invalid_field"), ("latin1.md", "not_utf8"), ("binary.md", "not_utf8"),
+        ("broken.md", "parse_error"),
+        ("list.md", "parse_error"),
+        ("types.md", "invalid_id"),
+        ("tagstr.md", "invalid_field"),
+        ("latin1.md", "not_utf8"),
+        ("binary.md", "not_utf8"),
         ("huge.md", "too_large"),
     ]:
         assert expected in kinds
@@ -282,3 +288,10 @@ def test_an_empty_root_never_empties_the_index(vault, store):
     assert store.con.execute("SELECT count(*) FROM memory_index").fetchone()[0] == 10
     assert store.rebuild(embed=False).scanned == 0  # deleting everything on purpose: rebuild
     assert store.con.execute("SELECT count(*) FROM memory_index").fetchone()[0] == 0
+
+
+def test_incremental_sync_takes_any_iterable_of_paths(vault, store):
+    vault.memory("a.md", "mem_a")
+    vault.memory("b.md", "mem_b")
+    report = store.sync(embed=False, paths=(p for p in ["a.md", "b.md"]))  # a generator, read once
+    assert report.added == 2 and set(mem_rows(store)) == {"mem_a", "mem_b"}

@@ -10,8 +10,8 @@ import pytest
 
 from marchdb import db
 from marchdb.embedding import Embedder, vectors
-from marchdb.store import Store
 from marchdb.embedding.vecindex import VectorIndex
+from marchdb.store import Store
 
 QUERIES = [
     "why does every request miss the prompt cache?",

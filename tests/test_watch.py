@@ -43,10 +43,14 @@ def test_create_modify_move_delete(watched, vault):
     path = vault.memory("a.md", "mem_a", name="First")
     assert wait_for(lambda: "mem_a" in ids(store))
     path.write_text(path.read_text().replace("First", "Second"))
-    assert wait_for(lambda: store.con.execute("SELECT name FROM memory_index WHERE id='mem_a'").fetchone() == ("Second",))
+    assert wait_for(
+        lambda: store.con.execute("SELECT name FROM memory_index WHERE id='mem_a'").fetchone() == ("Second",)
+    )
     (vault.root / "sub").mkdir()
     os.rename(path, vault.root / "sub" / "b.md")
-    assert wait_for(lambda: store.con.execute("SELECT path FROM memory_index WHERE id='mem_a'").fetchone() == ("sub/b.md",))
+    assert wait_for(
+        lambda: store.con.execute("SELECT path FROM memory_index WHERE id='mem_a'").fetchone() == ("sub/b.md",)
+    )
     (vault.root / "sub" / "b.md").unlink()
     assert wait_for(lambda: "mem_a" not in ids(store))
 
@@ -59,7 +63,9 @@ def test_editor_save_by_rename_and_temp_files(watched, vault):
     tmp = vault.root / ".note.md.swp"
     tmp.write_text(path.read_text().replace("Before", "After"))
     os.replace(tmp, path)
-    assert wait_for(lambda: store.con.execute("SELECT name FROM memory_index WHERE id='mem_n'").fetchone() == ("After",))
+    assert wait_for(
+        lambda: store.con.execute("SELECT name FROM memory_index WHERE id='mem_n'").fetchone() == ("After",)
+    )
     assert watcher.wait_idle(10)
     files = {r[0] for r in store.con.execute("SELECT path FROM files")}
     assert files == {"note.md"}  # the temp file never entered the index

@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from marchdb.embedding.llama import LlamaEmbedder as Embedder  # noqa: E402
 from marchdb.embedding.build import build_model
-from marchdb.embedding.recipes import DEFAULT_RECIPE  # noqa: E402
+from marchdb.embedding.llama import LlamaEmbedder as Embedder
+from marchdb.embedding.recipes import DEFAULT_RECIPE
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def bench_dir() -> Path:
@@ -79,8 +78,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch-tokens", type=int, default=None)
     ap.add_argument("--skip", nargs="*", default=[], choices=["loop", "naive", "marchdb"])
-    ap.add_argument("--wait-policy", choices=["auto", "active", "passive"], default="auto",
-                    help="OMP_WAIT_POLICY for llama.cpp's threads (auto: what marchdb picks, passive)")
+    ap.add_argument(
+        "--wait-policy",
+        choices=["auto", "active", "passive"],
+        default="auto",
+        help="OMP_WAIT_POLICY for llama.cpp's threads (auto: what marchdb picks, passive)",
+    )
     args = ap.parse_args()
     if args.wait_policy != "auto":
         # must happen before llama_cpp (and so libgomp) is loaded
@@ -96,13 +99,14 @@ def main() -> None:
     emb = Embedder(path, threads=args.threads, batch_tokens=args.batch_tokens)
     texts = make_chunks(emb, args.n, args.tokens)
     ntok = [emb.count_tokens(t) for t in texts]
-    print(f"{len(texts)} chunks, {np.mean(ntok):.0f} tokens on average (max {max(ntok)}), "
-          f"{args.threads} threads, {os.cpu_count()} CPUs")
+    print(
+        f"{len(texts)} chunks, {np.mean(ntok):.0f} tokens on average (max {max(ntok)}), "
+        f"{args.threads} threads, {os.cpu_count()} CPUs"
+    )
 
     from llama_cpp import Llama
 
-    llm = Llama(str(path), embedding=True, n_threads=args.threads, n_threads_batch=args.threads,
-                verbose=False)
+    llm = Llama(str(path), embedding=True, n_threads=args.threads, n_threads_batch=args.threads, verbose=False)
     prefix = emb.prefixes["passage"]
     prefixed = [prefix + t for t in texts]
     llm.embed(prefixed[:2])
@@ -126,8 +130,7 @@ def main() -> None:
             runs[name].append(len(texts) / (time.perf_counter() - t))
             cpu[name].append(1000 * (time.process_time() - c) / len(texts))
             vectors[name] = v
-            print(f"  {name:<8} {runs[name][-1]:6.1f} chunks/s  {cpu[name][-1]:6.1f} CPU ms/chunk",
-                  flush=True)
+            print(f"  {name:<8} {runs[name][-1]:6.1f} chunks/s  {cpu[name][-1]:6.1f} CPU ms/chunk", flush=True)
 
     # CPU time is reported too: on a busy machine wall-clock rates swing
     # with the other load, CPU ms per chunk much less (at 1 thread not at all).

@@ -25,21 +25,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-try:
-    import marchdb  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO))
-
-from bench_sync import ensure_vault, machine_info, pick_entities  # noqa: E402
+from bench_sync import ensure_vault, machine_info, pick_entities
 
 from marchdb import db
-from marchdb.embedding import calibrate, vectors  # noqa: E402
-from marchdb.config import load_config  # noqa: E402
-from marchdb.store import Store  # noqa: E402
-from marchdb.embedding.vecindex import VectorIndex  # noqa: E402
+from marchdb.config import load_config
+from marchdb.embedding import calibrate, vectors
+from marchdb.embedding.vecindex import VectorIndex
+from marchdb.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
 
 QUERIES = [
     "why does the prompt cache keep missing",
@@ -124,8 +118,11 @@ def bench(n: int, work: Path, queries: int, log) -> dict:
     store.sync(embed=False)
     log(f"n={n}: structural sync {time.perf_counter() - t0:.1f}s")
     fill_vectors(store, log)
-    counts = db.rows(store.con, "SELECT (SELECT count(*) FROM vectors WHERE kind='meta') AS meta, "
-                                "(SELECT count(*) FROM vectors WHERE kind='chunk') AS chunk")[0]
+    counts = db.rows(
+        store.con,
+        "SELECT (SELECT count(*) FROM vectors WHERE kind='meta') AS meta, "
+        "(SELECT count(*) FROM vectors WHERE kind='chunk') AS chunk",
+    )[0]
     texts = query_texts(queries)
     emb = store.embedder()
     embed_ms = []
@@ -151,8 +148,11 @@ def bench(n: int, work: Path, queries: int, log) -> dict:
         "vectors": counts,
         "recall_ms": modes,
         "query_embed_ms": {"p50": round(statistics.median(embed_ms), 2)},
-        "in_memory": {"tier": "coarse" if vindex.coarse else "exact", "load_s": round(load_s, 2),
-                      "mb": round(vindex.nbytes() / 1e6, 1)},
+        "in_memory": {
+            "tier": "coarse" if vindex.coarse else "exact",
+            "load_s": round(load_s, 2),
+            "mb": round(vindex.nbytes() / 1e6, 1),
+        },
         "index_mb": round(cfg.index_path.stat().st_size / 1e6, 1),
     }
 

@@ -25,13 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from marchdb import notes  # noqa: E402
-from marchdb.config import load_config  # noqa: E402
-from marchdb.recall import score  # noqa: E402
-from marchdb.store import Store  # noqa: E402
+from marchdb import notes
+from marchdb.config import load_config
+from marchdb.recall import score
+from marchdb.store import Store
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
 
@@ -62,9 +59,14 @@ def write_vault(memories: list[dict], root: Path) -> None:
             n += 1
         used.add(rel)
         note = notes.Note(
-            id=m["id"], name=m["name"], description=m.get("description") or "",
-            tags=notes.normalize_tags(m.get("tags") or [])[0] or ["bench"], status="active",
-            created_at=notes.format_time(created) if created else None, updated_at=None, body=m.get("body") or "",
+            id=m["id"],
+            name=m["name"],
+            description=m.get("description") or "",
+            tags=notes.normalize_tags(m.get("tags") or [])[0] or ["bench"],
+            status="active",
+            created_at=notes.format_time(created) if created else None,
+            updated_at=None,
+            body=m.get("body") or "",
         )
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,7 +79,7 @@ def metrics(ranked: list[str], rel: dict[str, int]) -> dict[str, float]:
     top = ranked[:10]
     dcg = sum((2 ** rel.get(mid, 0) - 1) / math.log2(i + 2) for i, mid in enumerate(top))
     ideal = sorted(rel.values(), reverse=True)[:10]
-    idcg = sum((2 ** g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     mrr = next((1.0 / (i + 1) for i, mid in enumerate(top) if mid in rel), 0.0)
     return {
         "recall@5": sum(1 for m in ranked[:5] if m in rel) / n_rel,
@@ -164,7 +166,8 @@ def main() -> int:
     offtopic = rng.sample(others, min(args.offtopic, len(others)))
     off_vecs = emb.embed_queries(offtopic)
     quiet = sum(
-        1 for text, v in zip(offtopic, off_vecs)
+        1
+        for text, v in zip(offtopic, off_vecs)
         if not any(c.score >= threshold and c.description for c in score(store.con, text, v, calib))
     )
 

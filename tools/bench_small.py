@@ -24,22 +24,32 @@ import argparse
 import json
 import random
 import shutil
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_recall import BENCH, load_set, write_vault
 
-from bench_recall import BENCH, load_set, write_vault  # noqa: E402
-
-from marchdb.config import load_config  # noqa: E402
-from marchdb.store import Store  # noqa: E402
+from marchdb.config import load_config
+from marchdb.store import Store
 
 #: Messages no memory should answer, in the languages of the sets.
 CHITCHAT = [
-    "ok thanks", "the the the", "is it on?", "what is this", "how are you today", "tell me a joke",
-    "can you help me with this", "sounds good, go ahead", "lorem ipsum dolor sit amet", "asdf qwer zxcv",
-    "hmm let me think", "yes please", "好的谢谢", "我们今天做什么", "哈哈哈哈", "你好", "继续",
+    "ok thanks",
+    "the the the",
+    "is it on?",
+    "what is this",
+    "how are you today",
+    "tell me a joke",
+    "can you help me with this",
+    "sounds good, go ahead",
+    "lorem ipsum dolor sit amet",
+    "asdf qwer zxcv",
+    "hmm let me think",
+    "yes please",
+    "好的谢谢",
+    "我们今天做什么",
+    "哈哈哈哈",
+    "你好",
+    "继续",
 ]
 
 

@@ -34,17 +34,13 @@ import shutil
 import statistics
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-try:  # the installed (editable) package, or one put first on PYTHONPATH
-    import marchdb  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO))
+from marchdb.config import load_config
+from marchdb.store import Store
 
-from marchdb.config import load_config  # noqa: E402
-from marchdb.store import Store  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 #: Bump when the generated content changes, so old vaults are regenerated.
 GENERATOR_VERSION = 2
@@ -67,8 +63,16 @@ EN_WORDS = (
 ).split()
 
 EN_OPENERS = (
-    "We decided that", "The team noticed that", "It turns out", "Remember that", "Going forward,",
-    "During the review", "After the incident", "The user prefers that", "Note for later:", "In practice",
+    "We decided that",
+    "The team noticed that",
+    "It turns out",
+    "Remember that",
+    "Going forward,",
+    "During the review",
+    "After the incident",
+    "The user prefers that",
+    "Note for later:",
+    "In practice",
 )
 
 ZH_SENTENCES = (
@@ -90,8 +94,26 @@ ZH_SENTENCES = (
 )
 
 TAGS = (
-    "work", "personal", "project/marchdb", "project/atlas", "infra", "db", "search", "ops", "meeting",
-    "decision", "bug", "idea", "reading", "health", "travel", "客户", "会议", "决策", "缓存", "发布",
+    "work",
+    "personal",
+    "project/marchdb",
+    "project/atlas",
+    "infra",
+    "db",
+    "search",
+    "ops",
+    "meeting",
+    "decision",
+    "bug",
+    "idea",
+    "reading",
+    "health",
+    "travel",
+    "客户",
+    "会议",
+    "决策",
+    "缓存",
+    "发布",
 )
 
 STATUSES = ("active",) * 17 + ("deprecated",) * 2 + ("archived",)
@@ -123,6 +145,7 @@ def pick_entities(rng: random.Random, k: int) -> list[str]:
             total += 1.0 / (r + 1)
             _ENTITY_CUM.append(total)
     return [entity(r) for r in rng.choices(range(ENTITIES), cum_weights=_ENTITY_CUM, k=k)]
+
 
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -156,7 +179,7 @@ def make_note(rng: random.Random, i: int, start: datetime, span_seconds: int) ->
     things = pick_entities(rng, 3)
     title_words = rng.sample(EN_WORDS, rng.randint(1, 4)) + things[:1]
     zh_title = rng.random() < 0.3
-    name = (rng.choice(ZH_SENTENCES)[:12].rstrip("，。") if zh_title else " ".join(title_words).capitalize())
+    name = rng.choice(ZH_SENTENCES)[:12].rstrip("，。") if zh_title else " ".join(title_words).capitalize()
     slug_words = title_words if not zh_title else title_words[:2]
     slug = "-".join(slug_words) + f"-{i:06d}"
     mem_id = f"mem_{_b32(int(created.timestamp() * 1000), 10)}{_b32(i, 4)}_{'_'.join(slug_words[:2])}"
@@ -204,8 +227,8 @@ def ensure_vault(base: Path, n: int, log) -> tuple[Path, float | None]:
         shutil.rmtree(vault)
     vault.mkdir(parents=True)
     rng = random.Random(SEED * 1_000_003 + n)
-    start = datetime(2021, 1, 1, tzinfo=timezone.utc)
-    span = int((datetime(2025, 1, 1, tzinfo=timezone.utc) - start).total_seconds())
+    start = datetime(2021, 1, 1, tzinfo=UTC)
+    span = int((datetime(2025, 1, 1, tzinfo=UTC) - start).total_seconds())
     made_dirs: set[str] = set()
     for i in range(n):
         rel, text = make_note(rng, i, start, span)
@@ -243,9 +266,7 @@ def remove_index(index_path: Path) -> None:
 
 
 def index_bytes(index_path: Path) -> int:
-    return sum(
-        os.path.getsize(f"{index_path}{s}") for s in ("", "-wal") if os.path.exists(f"{index_path}{s}")
-    )
+    return sum(os.path.getsize(f"{index_path}{s}") for s in ("", "-wal") if os.path.exists(f"{index_path}{s}"))
 
 
 def bench_size(n: int, work: Path, repeat: int, cold_runs: int, log) -> dict:
@@ -432,17 +453,24 @@ def main(argv: list[str] | None = None) -> int:
     info["load_average_before"] = load_before
     table = text_table(results)
     print(table)
+    print(f"\nmachine: {info['nproc']} cpu, Python {info['python']}, SQLite {info['sqlite']}, {info['platform']}")
     print(
-        f"\nmachine: {info['nproc']} cpu, Python {info['python']}, SQLite {info['sqlite']}, {info['platform']}"
+        f"medians of {args.repeat} interleaved warm runs; targets: cold >= {COLD_TARGET_FPS:,} files/s, "
+        f"warm sync <= {WARM_TARGET_RATIO:g}x bare walk"
     )
-    print(f"medians of {args.repeat} interleaved warm runs; targets: cold >= {COLD_TARGET_FPS:,} files/s, "
-          f"warm sync <= {WARM_TARGET_RATIO:g}x bare walk")
-    print("CPU time (steadier on a busy machine): " + "; ".join(
-        f"{r['files']:,}: cold {r['cold_cpu_files_per_s']:,.0f} files/s, warm sync {r['warm_sync_cpu_ms']:.1f} ms "
-        f"vs walk {r['bare_walk_cpu_ms']:.1f} ms" for r in results))
+    print(
+        "CPU time (steadier on a busy machine): "
+        + "; ".join(
+            f"{r['files']:,}: cold {r['cold_cpu_files_per_s']:,.0f} files/s, warm sync {r['warm_sync_cpu_ms']:.1f} ms "
+            f"vs walk {r['bare_walk_cpu_ms']:.1f} ms"
+            for r in results
+        )
+    )
     if load_before is not None and load_before > (os.cpu_count() or 1) * 0.5:
-        print(f"note: load average was {load_before:.1f} on {os.cpu_count()} CPUs before the run; "
-              "wall-clock figures are noisy")
+        print(
+            f"note: load average was {load_before:.1f} on {os.cpu_count()} CPUs before the run; "
+            "wall-clock figures are noisy"
+        )
     for r in results:
         misses = []
         if not r["cold_target_met"]:
@@ -454,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         payload = {
-            "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "when": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
             "repeat": args.repeat,
             "machine": info,

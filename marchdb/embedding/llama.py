@@ -53,13 +53,13 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import ModelError
 from . import Embedder, Kind, Progress
 from . import gguf_meta as keys
-
 
 # Query/passage prefixes by model family, matched against the GGUF's
 # general.name (lower-cased, runs of spaces/underscores turned into "-").
@@ -70,8 +70,11 @@ INPUT_CONVENTIONS: tuple[tuple[str, str, str], ...] = (
     (r"(^|[^a-z0-9])e5-(small|base|large)", "query: ", "passage: "),  # intfloat (multilingual-)e5
     (r"nomic-embed-text", "search_query: ", "search_document: "),
     (r"bge-(small|base|large)-zh", "为这个句子生成表示以用于检索相关文章：", ""),
-    (r"bge-(small|base|large)-en|mxbai-embed-large|snowflake-arctic-embed",
-     "Represent this sentence for searching relevant passages: ", ""),
+    (
+        r"bge-(small|base|large)-en|mxbai-embed-large|snowflake-arctic-embed",
+        "Represent this sentence for searching relevant passages: ",
+        "",
+    ),
 )
 
 _POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
@@ -101,9 +104,7 @@ _GGML_LOG_ERROR = 4  # enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
 def _load_llama_cpp():
     """Import llama_cpp once, quiet its logging, and initialise the backend."""
     global _backend_ready
-    if "llama_cpp" not in sys.modules and not (
-        "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ
-    ):
+    if "llama_cpp" not in sys.modules and not ("OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ):
         # llama.cpp's CPU backend synchronises its threads with OpenMP
         # barriers, and libgomp spins at them by default. When other
         # processes keep the cores busy, a spinning thread waits for one
@@ -200,6 +201,14 @@ class LlamaEmbedder(Embedder):
     lock serialises calls into llama.cpp).
     """
 
+    _name: str
+    _pooling: str
+    _prefixes: dict[str, str]
+    _multilingual: bool
+    _head: list[int]
+    _tail: list[int]
+    _memory: Any
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -253,7 +262,7 @@ class LlamaEmbedder(Embedder):
     def _init_after_load(self, lc, threads, prefixes, batch_tokens) -> None:
         self._meta = self._read_metadata()
         self._vocab = lc.llama_model_get_vocab(self._model)
-        self._dim = int(lc.llama_model_n_embd(self._model))
+        self.dim = int(lc.llama_model_n_embd(self._model))
         n_ctx_train = int(lc.llama_model_n_ctx_train(self._model)) or 512
         window = n_ctx_train
         if self._meta.get(keys.WINDOW, "").isdigit():
@@ -299,7 +308,7 @@ class LlamaEmbedder(Embedder):
 
         self._name = str(self._meta.get("general.name") or self._path.stem)
         self._prefixes = self._resolve_prefixes(prefixes)
-        self._fingerprint = file_fingerprint(self._path, self._name)
+        self.fingerprint = file_fingerprint(self._path, self._name)
         self._multilingual = self._is_multilingual()
 
         self._head, self._tail = self._special_frame()
@@ -345,13 +354,13 @@ class LlamaEmbedder(Embedder):
         # Which special tokens the tokenizer wraps a text in (BOS/EOS, CLS/SEP,
         # or none), found by tokenising a probe with and without them, so
         # windows of a long text get the same frame as a short text.
-        probe = "hello world".encode()
+        probe = b"hello world"
         full = self._tokenize(probe, True)
         bare = self._tokenize(probe, False)
         n = len(bare)
         for i in range(len(full) - n + 1):
-            if full[i: i + n] == bare:
-                return full[:i], full[i + n:]
+            if full[i : i + n] == bare:
+                return full[:i], full[i + n :]
         return [], []
 
     def _alloc_batch(self, cap: int) -> None:
@@ -365,9 +374,7 @@ class LlamaEmbedder(Embedder):
         self._b_logits = np.ones(cap, dtype=np.int8)  # embeddings need every token as output
         seq_ptr_t = ctypes.POINTER(ctypes.c_int32)
         base = self._b_seq.ctypes.data
-        self._b_seq_ptrs = (seq_ptr_t * cap)(
-            *[ctypes.cast(base + 4 * i, seq_ptr_t) for i in range(cap)]
-        )
+        self._b_seq_ptrs = (seq_ptr_t * cap)(*[ctypes.cast(base + 4 * i, seq_ptr_t) for i in range(cap)])
         b = lc.llama_batch()
         b.n_tokens = 0
         b.token = self._b_token.ctypes.data_as(ctypes.POINTER(lc.llama_token))
@@ -391,11 +398,6 @@ class LlamaEmbedder(Embedder):
         return self._name
 
     @property
-    def dim(self) -> int:
-        """Number of dimensions of every vector."""
-        return self._dim
-
-    @property
     def pooling(self) -> str:
         """Pooling in effect: ``mean``, ``cls`` or ``last``."""
         return self._pooling
@@ -404,11 +406,6 @@ class LlamaEmbedder(Embedder):
     def n_ctx(self) -> int:
         """Tokens per window (specials and prefix included); longer texts are windowed."""
         return self._window
-
-    @property
-    def fingerprint(self) -> str:
-        """Stable identity of the model content (see ``file_fingerprint``)."""
-        return self._fingerprint
 
     @property
     def prefixes(self) -> dict[str, str]:
@@ -471,7 +468,7 @@ class LlamaEmbedder(Embedder):
             pass
 
     def __repr__(self) -> str:
-        return f"LlamaEmbedder({str(self._path)!r}, dim={getattr(self, '_dim', '?')}, pooling={getattr(self, '_pooling', '?')})"
+        return f"LlamaEmbedder({str(self._path)!r}, dim={getattr(self, 'dim', '?')}, pooling={getattr(self, '_pooling', '?')})"
 
     # -- internals ------------------------------------------------------------
 
@@ -485,8 +482,7 @@ class LlamaEmbedder(Embedder):
             buf = (lc.llama_token * cap)()
             n = lc.llama_tokenize(self._vocab, data, len(data), buf, cap, add_special, False)
         if n < 0:
-            raise ModelError(f"tokenizer of {self._path} failed on a {len(data)}-byte text; "
-                             "report this with the text")
+            raise ModelError(f"tokenizer of {self._path} failed on a {len(data)}-byte text; report this with the text")
         return list(buf[:n])
 
     def _windows(self, text: str, prefix: str) -> list[tuple[list[int], int]]:
@@ -501,14 +497,15 @@ class LlamaEmbedder(Embedder):
         body = self._tokenize(_clean(text).encode("utf-8"), False)
         room = self._window - len(self._head) - len(self._tail) - len(ptoks)
         if room < 16:
-            raise ModelError(f"model window of {self._window} tokens is too small for the "
-                             f"prefix {prefix!r}; override the prefixes")
+            raise ModelError(
+                f"model window of {self._window} tokens is too small for the prefix {prefix!r}; override the prefixes"
+            )
         overlap = room // 8
         step = room - overlap
         out = []
         start = 0
         while True:
-            piece = body[start: start + room]
+            piece = body[start : start + room]
             out.append((self._head + ptoks + piece + self._tail, len(piece)))
             if start + room >= len(body):
                 break
@@ -520,7 +517,7 @@ class LlamaEmbedder(Embedder):
             raise TypeError("pass a list of texts, not a single string")
         texts = list(texts)
         n = len(texts)
-        out = np.zeros((n, self._dim), dtype=np.float32)
+        out = np.zeros((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
         with self._lock:
@@ -534,7 +531,7 @@ class LlamaEmbedder(Embedder):
                     seqs.append((i, toks, weight))
             self._use_threads(1 if sum(len(s[1]) for s in seqs) <= SMALL_INPUT_TOKENS else self._threads)
             remaining = np.bincount([s[0] for s in seqs], minlength=n)
-            acc = np.zeros((n, self._dim), dtype=np.float64)
+            acc = np.zeros((n, self.dim), dtype=np.float64)
             # Longest first: the budget fills evenly and similar lengths share
             # a batch, so no call is dominated by one long straggler.
             order = sorted(range(len(seqs)), key=lambda k: -len(seqs[k][1]))
@@ -569,9 +566,9 @@ class LlamaEmbedder(Embedder):
         for sid, k in enumerate(batch):
             toks = seqs[k][1]
             L = len(toks)
-            self._b_token[pos: pos + L] = toks
-            self._b_pos[pos: pos + L] = np.arange(L, dtype=np.int32)
-            self._b_seq[pos: pos + L] = sid
+            self._b_token[pos : pos + L] = toks
+            self._b_pos[pos : pos + L] = np.arange(L, dtype=np.int32)
+            self._b_seq[pos : pos + L] = sid
             pos += L
         self._batch.n_tokens = pos
         if self._memory:
@@ -579,14 +576,15 @@ class LlamaEmbedder(Embedder):
         _recent_errors.clear()
         rc = lc.llama_decode(self._ctx, self._batch)
         if rc != 0:
-            raise ModelError(f"llama.cpp failed to embed a batch (code {rc}{_why()}) with {self._path}; "
-                             "try a smaller batch_tokens, or check the model with 'marchdb model check'")
+            raise ModelError(
+                f"llama.cpp failed to embed a batch (code {rc}{_why()}) with {self._path}; "
+                "try a smaller batch_tokens, or check the model with 'marchdb model check'"
+            )
         for sid, k in enumerate(batch):
             ptr = lc.llama_get_embeddings_seq(self._ctx, sid)
             if not ptr:
-                raise ModelError(f"{self._path} returned no pooled embedding; it is probably not an "
-                                 "embedding model")
-            vec = np.ctypeslib.as_array(ptr, shape=(self._dim,))
+                raise ModelError(f"{self._path} returned no pooled embedding; it is probably not an embedding model")
+            vec = np.ctypeslib.as_array(ptr, shape=(self.dim,))
             i, _, weight = seqs[k]
             acc[i] += weight * vec.astype(np.float64)
             remaining[i] -= 1

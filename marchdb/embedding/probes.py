@@ -4,78 +4,150 @@ Each pair is (a message an agent might see, a memory's metadata text that
 answers it). Pairs cover English, Chinese and both directions across the two
 languages. Off-diagonal combinations (a message with another pair's memory)
 are the "unrelated" sample; the diagonal is the "related" sample. Topics are
-deliberately far apart so the off-diagonal really is unrelated. The same set
-doubles as ``marchdb model check``'s related-above-unrelated self-test.
+deliberately far apart so the off-diagonal really is unrelated. (``marchdb
+model check`` has its own pairs: ``selftest``.)
 """
 
 from __future__ import annotations
 
 PAIRS: list[tuple[str, str, str]] = [
     # (language, message, memory metadata)
-    ("en", "Why is the prompt cache missing so often?",
-     "Context cache ordering\nPut volatile layers after the large stable context or the prefix cache is invalidated\ncache architecture"),
-    ("en", "How do I rotate the database credentials?",
-     "Database credential rotation\nSecrets live in the vault; rotate them monthly with the ops script\nsecurity postgres"),
-    ("en", "What did we decide about the logo colors?",
-     "Brand palette decision\nThe logo uses deep teal and warm sand; red was rejected as too aggressive\ndesign branding"),
-    ("en", "The nightly backup job failed again",
-     "Backup job failures\nThe nightly backup fails when the disk is above 90 percent; prune old snapshots first\nops backup"),
-    ("en", "Which airline does Sam prefer for long trips?",
-     "Sam's travel preferences\nSam prefers aisle seats and flies with KLM on long-haul routes\ntravel preferences"),
-    ("en", "How should I format dates in the API responses?",
-     "API date format\nAll API timestamps are ISO 8601 in UTC with a trailing Z\napi conventions"),
-    ("en", "My sourdough bread came out flat",
-     "Sourdough troubleshooting\nFlat loaves mean an over-proofed dough or a weak starter; shorten the bulk ferment\nbaking"),
-    ("en", "When is the quarterly tax payment due?",
-     "Quarterly estimated taxes\nEstimated tax payments are due in April, June, September and January\nfinance taxes"),
-    ("en", "The test suite is flaky on CI",
-     "Flaky CI tests\nTests that share a temporary directory fail at random under parallel runs; give each its own\nci testing"),
-    ("en", "What medication is the dog taking?",
-     "Dog's medication\nBiscuit takes half a tablet of carprofen with breakfast for joint pain\npets health"),
-    ("en", "How do we deploy the frontend?",
-     "Frontend deployment\nThe frontend deploys from the main branch through the static site pipeline\ndeploy web"),
-    ("en", "Remind me how the user likes code reviews done",
-     "Code review style\nThe user wants short review comments, one issue per comment, with a suggested fix\npreferences review"),
-    ("en", "Memory usage of the indexer keeps growing",
-     "Indexer memory leak\nThe indexer leaked memory by caching every parsed file; the cache is now bounded\nperformance bug"),
-    ("en", "What is the wifi password at the cabin?",
-     "Cabin wifi\nThe cabin router password is on the back of the fridge calendar\nhome cabin"),
-    ("en", "Which GPU did we benchmark the model on?",
-     "Model benchmark hardware\nThe embedding benchmarks ran on a single consumer GPU with 24 GB of memory\nbenchmark ml"),
-    ("en", "How do I train for a half marathon?",
-     "Half marathon plan\nTwelve weeks, three easy runs and one long run a week, tapering in the last ten days\nrunning fitness"),
-    ("zh", "为什么提示缓存总是失效？",
-     "上下文缓存顺序\n高频变化层不能放在大块稳定上下文前面，否则会污染前缀缓存\n缓存 架构"),
-    ("zh", "数据库密码应该多久更换一次？",
-     "数据库凭据轮换\n密钥保存在保险库里，每月用运维脚本轮换一次\n安全 数据库"),
-    ("zh", "周末去哪里爬山比较好？",
-     "周末爬山路线\n香山适合半天往返，凤凰岭适合全天徒步\n户外 爬山"),
-    ("zh", "怎么做红烧肉才不会太腻？",
-     "红烧肉做法\n先焯水再煸出油脂，收汁前撇去浮油，口感就不腻\n烹饪"),
-    ("zh", "用户喜欢什么样的回答风格？",
-     "回答风格偏好\n用户喜欢简洁直接的回答，先给结论再解释原因\n偏好 沟通"),
-    ("zh", "孩子的疫苗下一针是什么时候？",
-     "疫苗接种计划\n下一针是十二月初的流感疫苗，需要提前在社区医院预约\n家庭 健康"),
-    ("zh", "服务器磁盘满了怎么办？",
-     "磁盘空间告警处理\n先清理旧日志和过期快照，再检查是否有大文件被进程占用\n运维 磁盘"),
-    ("zh", "我们的论文投稿截止日期是哪天？",
-     "论文投稿截止\n会议论文的截止日期是三月十五日，摘要需要提前一周提交\n科研 截止日期"),
-    ("zh", "如何提高英语口语？",
-     "英语口语练习\n每天跟读二十分钟播客，每周和外教对话一次\n学习 英语"),
-    ("zh", "报销流程需要哪些材料？",
-     "报销流程\n报销需要发票原件、审批单和付款截图，每月二十号前提交\n财务 报销"),
-    ("zh", "猫最近不爱吃饭怎么办？",
-     "猫咪食欲下降\n换季时猫咪食欲会下降，可以加热湿粮，超过三天不吃要去医院\n宠物 健康"),
-    ("zh", "前端项目用什么打包工具？",
-     "前端构建工具\n前端项目统一使用 Vite 打包，旧项目逐步从 webpack 迁移\n前端 构建"),
-    ("x", "How do we handle the disk full alert?",
-     "磁盘空间告警处理\n先清理旧日志和过期快照，再检查是否有大文件被进程占用\n运维 磁盘"),
-    ("x", "用户喜欢怎样的代码评审方式？",
-     "Code review style\nThe user wants short review comments, one issue per comment, with a suggested fix\npreferences review"),
-    ("x", "What is the reimbursement process?",
-     "报销流程\n报销需要发票原件、审批单和付款截图，每月二十号前提交\n财务 报销"),
-    ("x", "狗在吃什么药？",
-     "Dog's medication\nBiscuit takes half a tablet of carprofen with breakfast for joint pain\npets health"),
+    (
+        "en",
+        "Why is the prompt cache missing so often?",
+        "Context cache ordering\nPut volatile layers after the large stable context or the prefix cache is invalidated\ncache architecture",
+    ),
+    (
+        "en",
+        "How do I rotate the database credentials?",
+        "Database credential rotation\nSecrets live in the vault; rotate them monthly with the ops script\nsecurity postgres",
+    ),
+    (
+        "en",
+        "What did we decide about the logo colors?",
+        "Brand palette decision\nThe logo uses deep teal and warm sand; red was rejected as too aggressive\ndesign branding",
+    ),
+    (
+        "en",
+        "The nightly backup job failed again",
+        "Backup job failures\nThe nightly backup fails when the disk is above 90 percent; prune old snapshots first\nops backup",
+    ),
+    (
+        "en",
+        "Which airline does Sam prefer for long trips?",
+        "Sam's travel preferences\nSam prefers aisle seats and flies with KLM on long-haul routes\ntravel preferences",
+    ),
+    (
+        "en",
+        "How should I format dates in the API responses?",
+        "API date format\nAll API timestamps are ISO 8601 in UTC with a trailing Z\napi conventions",
+    ),
+    (
+        "en",
+        "My sourdough bread came out flat",
+        "Sourdough troubleshooting\nFlat loaves mean an over-proofed dough or a weak starter; shorten the bulk ferment\nbaking",
+    ),
+    (
+        "en",
+        "When is the quarterly tax payment due?",
+        "Quarterly estimated taxes\nEstimated tax payments are due in April, June, September and January\nfinance taxes",
+    ),
+    (
+        "en",
+        "The test suite is flaky on CI",
+        "Flaky CI tests\nTests that share a temporary directory fail at random under parallel runs; give each its own\nci testing",
+    ),
+    (
+        "en",
+        "What medication is the dog taking?",
+        "Dog's medication\nBiscuit takes half a tablet of carprofen with breakfast for joint pain\npets health",
+    ),
+    (
+        "en",
+        "How do we deploy the frontend?",
+        "Frontend deployment\nThe frontend deploys from the main branch through the static site pipeline\ndeploy web",
+    ),
+    (
+        "en",
+        "Remind me how the user likes code reviews done",
+        "Code review style\nThe user wants short review comments, one issue per comment, with a suggested fix\npreferences review",
+    ),
+    (
+        "en",
+        "Memory usage of the indexer keeps growing",
+        "Indexer memory leak\nThe indexer leaked memory by caching every parsed file; the cache is now bounded\nperformance bug",
+    ),
+    (
+        "en",
+        "What is the wifi password at the cabin?",
+        "Cabin wifi\nThe cabin router password is on the back of the fridge calendar\nhome cabin",
+    ),
+    (
+        "en",
+        "Which GPU did we benchmark the model on?",
+        "Model benchmark hardware\nThe embedding benchmarks ran on a single consumer GPU with 24 GB of memory\nbenchmark ml",
+    ),
+    (
+        "en",
+        "How do I train for a half marathon?",
+        "Half marathon plan\nTwelve weeks, three easy runs and one long run a week, tapering in the last ten days\nrunning fitness",
+    ),
+    (
+        "zh",
+        "为什么提示缓存总是失效？",
+        "上下文缓存顺序\n高频变化层不能放在大块稳定上下文前面，否则会污染前缀缓存\n缓存 架构",
+    ),
+    ("zh", "数据库密码应该多久更换一次？", "数据库凭据轮换\n密钥保存在保险库里，每月用运维脚本轮换一次\n安全 数据库"),
+    ("zh", "周末去哪里爬山比较好？", "周末爬山路线\n香山适合半天往返，凤凰岭适合全天徒步\n户外 爬山"),
+    ("zh", "怎么做红烧肉才不会太腻？", "红烧肉做法\n先焯水再煸出油脂，收汁前撇去浮油，口感就不腻\n烹饪"),
+    ("zh", "用户喜欢什么样的回答风格？", "回答风格偏好\n用户喜欢简洁直接的回答，先给结论再解释原因\n偏好 沟通"),
+    (
+        "zh",
+        "孩子的疫苗下一针是什么时候？",
+        "疫苗接种计划\n下一针是十二月初的流感疫苗，需要提前在社区医院预约\n家庭 健康",
+    ),
+    (
+        "zh",
+        "服务器磁盘满了怎么办？",
+        "磁盘空间告警处理\n先清理旧日志和过期快照，再检查是否有大文件被进程占用\n运维 磁盘",
+    ),
+    (
+        "zh",
+        "我们的论文投稿截止日期是哪天？",
+        "论文投稿截止\n会议论文的截止日期是三月十五日，摘要需要提前一周提交\n科研 截止日期",
+    ),
+    ("zh", "如何提高英语口语？", "英语口语练习\n每天跟读二十分钟播客，每周和外教对话一次\n学习 英语"),
+    ("zh", "报销流程需要哪些材料？", "报销流程\n报销需要发票原件、审批单和付款截图，每月二十号前提交\n财务 报销"),
+    (
+        "zh",
+        "猫最近不爱吃饭怎么办？",
+        "猫咪食欲下降\n换季时猫咪食欲会下降，可以加热湿粮，超过三天不吃要去医院\n宠物 健康",
+    ),
+    (
+        "zh",
+        "前端项目用什么打包工具？",
+        "前端构建工具\n前端项目统一使用 Vite 打包，旧项目逐步从 webpack 迁移\n前端 构建",
+    ),
+    (
+        "x",
+        "How do we handle the disk full alert?",
+        "磁盘空间告警处理\n先清理旧日志和过期快照，再检查是否有大文件被进程占用\n运维 磁盘",
+    ),
+    (
+        "x",
+        "用户喜欢怎样的代码评审方式？",
+        "Code review style\nThe user wants short review comments, one issue per comment, with a suggested fix\npreferences review",
+    ),
+    (
+        "x",
+        "What is the reimbursement process?",
+        "报销流程\n报销需要发票原件、审批单和付款截图，每月二十号前提交\n财务 报销",
+    ),
+    (
+        "x",
+        "狗在吃什么药？",
+        "Dog's medication\nBiscuit takes half a tablet of carprofen with breakfast for joint pain\npets health",
+    ),
 ]
 
 #: Messages no memory of any vault should answer: nonsense and small talk.

