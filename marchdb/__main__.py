@@ -1,5 +1,5 @@
-"""``python -m marchdb`` runs the CLI."""
+"""``python -m marchdb``: the ``marchdb`` command."""
 
-from .cli import main
+from .entry import main
 
 main()

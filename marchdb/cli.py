@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 
 from . import tools
-from .errors import EXIT_DUPLICATE, Conflict, MarchError, ModelError, NotFound
+from .errors import EXIT_DUPLICATE, Conflict, InvalidInput, MarchError, ModelError, NotFound, remote_error
 
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
@@ -53,6 +53,28 @@ def _store(ctx: typer.Context):
         obj["store"] = Store(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
         ctx.find_root().obj = obj
     return obj["store"]
+
+
+def _call(ctx: typer.Context, op: str, args: dict) -> dict:
+    """Run an agent operation (``tools.call``) on the warm engine when one
+    serves this home — starting it when none runs and ``daemonAutoStart`` is
+    on — else in this process. ``--root`` / ``--model`` overrides are one-off:
+    they use a running engine only when it serves the same settings."""
+    obj = ctx.find_root().obj or {}
+    if "store" not in obj:
+        from . import client
+        from .config import load_config
+
+        cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+        overridden = bool(obj.get("root") or obj.get("model"))
+        try:
+            return client.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden)
+        except client.RemoteError as exc:
+            raise remote_error(exc.kind, str(exc), exc.exit_code) from None
+        except client.Unavailable as exc:
+            if exc.reason not in ("not running", "other_config"):
+                typer.echo(f"note: answered without the warm engine ({exc})", err=True)
+    return tools.call(_store(ctx), op, args)
 
 
 def _emit(data: dict) -> None:
@@ -182,6 +204,10 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
         return
     if data["vector_error"]:
         typer.echo(f"vectors: {data['vector_error']}")
+    if data["hook_log"]:
+        typer.echo("recent hook events (logs/hooks.log):")
+        for line in data["hook_log"]:
+            typer.echo(f"  {line}")
     problems = data["problems"]
     if not problems:
         typer.echo("no problems")
@@ -200,7 +226,7 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
 @command(app, "open")
 def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JsonOpt):
     """Print a memory's Markdown by id (exit 5: no such id, 6: several files hold it)."""
-    data = tools.call(_store(ctx), "memory_open", {"id": mem_id})
+    data = _call(ctx, "memory_open", {"id": mem_id})
     if as_json:
         _emit(data)
     else:
@@ -302,9 +328,7 @@ def recall(
     """Passive recall hints for a message (id, score, name, short description)."""
     from .recall import hint_line
 
-    data = tools.call(
-        _store(ctx), "memory_recall", {"text": text, "run_id": run, "trigger": trigger, "explain": explain}
-    )
+    data = _call(ctx, "memory_recall", {"text": text, "run_id": run, "trigger": trigger, "explain": explain})
     if as_json:
         _emit(data)
         return
@@ -424,7 +448,7 @@ def search(
     as_json: bool = JsonOpt,
 ):
     """memory_search: ripgrep full-text search of the memory files (not semantic)."""
-    result = tools.call(_store(ctx), "memory_search", {"query": query, "limit": limit})
+    result = _call(ctx, "memory_search", {"query": query, "limit": limit})
     if as_json:
         _emit(result)
         return
@@ -479,7 +503,7 @@ def save(
         "status": status,
         "force": force,
     }
-    result = tools.call(_store(ctx), "memory_save", args)
+    result = _call(ctx, "memory_save", args)
     if as_json:
         _emit(result)
     else:
@@ -501,7 +525,7 @@ def context(
     as_json: bool = JsonOpt,
 ):
     """The profiles plus recall hints, ready to put into a prompt."""
-    data = tools.call(_store(ctx), "memory_context", {"text": text, "run_id": run})
+    data = _call(ctx, "memory_context", {"text": text, "run_id": run})
     if as_json:
         _emit(data)
     else:
@@ -510,11 +534,135 @@ def context(
 
 
 @command(app)
+def serve(
+    ctx: typer.Context,
+    stop: bool = typer.Option(False, "--stop", help="Stop the engine serving this home."),
+    status: bool = typer.Option(False, "--status", help="Say whether an engine serves this home, and how it does."),
+    idle: Optional[float] = typer.Option(None, "--idle", help="Minutes without a request before it exits."),
+    as_json: bool = JsonOpt,
+):
+    """Run the warm engine (model, vectors, watcher) for this home on its Unix socket, in the foreground."""
+    from . import client, daemon
+    from .config import load_config
+
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    if stop or status:
+        info: dict = {
+            "home": str(cfg.home),
+            "socket": str(client.socket_path(cfg.home)),
+            "pid": client.engine_pid(cfg.home),
+        }
+        if stop:
+            info["stopped"] = daemon.stop(cfg.home)
+        elif info["pid"] is not None:
+            try:
+                info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])
+            except client.Unavailable as exc:
+                info["state"] = f"starting or not answering ({exc})"
+        if as_json:
+            _emit(info)
+        elif stop:
+            typer.echo("stopped" if info["stopped"] else "no engine was running")
+        elif info["pid"] is None:
+            typer.echo(f"no engine serves {cfg.home}")
+        else:
+            typer.echo(
+                f"engine pid {info['pid']} on {info['socket']}: {info.get('requests', '?')} requests, "
+                f"model {info.get('model', '?')}"
+            )
+        return
+    engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60)
+    raise typer.Exit(engine.run())
+
+
+@command(app)
+def hook(
+    ctx: typer.Context,
+    host: str = typer.Argument(..., help="claude-code | generic"),
+    run: Optional[str] = typer.Option(None, "--run", help="generic: the agent run id."),
+    trigger: str = typer.Option("user", "--trigger", help="generic: user | assistant"),
+    record_only: bool = typer.Option(False, "--record-only", help="generic: record, inject nothing (end of a run)."),
+    profiles: bool = typer.Option(False, "--profiles", help="generic: put the profile blocks first."),
+):
+    """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
+    from .entry import run_hook
+
+    obj = ctx.find_root().obj or {}
+    flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
+    options = ["--run", run] if run else []
+    options += (
+        ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
+    )
+    raise typer.Exit(run_hook(flags, [host, *(options if host == "generic" else [])]))
+
+
+@command(app, "install")
+def install_(
+    ctx: typer.Context,
+    host: str = typer.Argument(..., help="claude-code"),
+    project: Optional[str] = typer.Option(
+        None, "--project", help="Only this project: DIR/.claude/settings.local.json."
+    ),
+    user: bool = typer.Option(False, "--user", help="All projects: ~/.claude/settings.json (the default)."),
+    as_json: bool = JsonOpt,
+):
+    """Add marchdb's hooks to a host's settings (kept: everything else; written: a backup first)."""
+    from . import install
+
+    _check_host(host)
+    if user and project:
+        raise InvalidInput("choose --user or --project DIR, not both")
+    obj = ctx.find_root().obj or {}
+    result = install.install(install.settings_path(project), install.hook_command(_home(obj)))
+    _report_install(result, as_json, "added")
+
+
+@command(app)
+def uninstall(
+    host: str = typer.Argument(..., help="claude-code"),
+    project: Optional[str] = typer.Option(None, "--project", help="The project whose local settings hold them."),
+    as_json: bool = JsonOpt,
+):
+    """Remove exactly the hooks `marchdb install` added; everything else stays."""
+    from . import install
+
+    _check_host(host)
+    result = install.uninstall(install.settings_path(project))
+    _report_install(result, as_json, "removed")
+
+
+def _check_host(host: str) -> None:
+    if host != "claude-code":
+        raise InvalidInput(f"unknown host {host!r}; marchdb installs hooks for: claude-code")
+
+
+def _home(obj: dict):
+    from .config import load_config
+
+    return load_config(home=obj.get("home")).home
+
+
+def _report_install(result, as_json: bool, verb: str) -> None:
+    if as_json:
+        _emit(result.to_dict())
+    elif not result.changed:
+        typer.echo(f"nothing to change in {result.settings}")
+    else:
+        typer.echo(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
+        if result.backup:
+            typer.echo(f"the previous file is kept as {result.backup}")
+
+
+@command(app)
 def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
     """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_recall, memory_context)."""
+    from .config import load_config
     from .mcp_server import serve
 
-    serve(_store(ctx), watch=not no_watch)
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    serve(cfg, lambda: _store(ctx), watch=not no_watch, use_engine=not (obj.get("root") or obj.get("model")))
 
 
 @command(app)

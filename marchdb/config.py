@@ -23,6 +23,8 @@ from pathlib import Path
 from .errors import ConfigError
 
 DEFAULT_MIN_SCORE = 0.5
+#: The warm engine (``marchdb serve``) exits after this many idle minutes.
+DEFAULT_DAEMON_IDLE_MINUTES = 30.0
 
 AGENT_PROFILE = """\
 # Agent Profile
@@ -55,6 +57,9 @@ class Config:
     dense_weight: float | None = None
     #: Where the memory root was set ("" for the default under the home).
     root_source: str = ""
+    #: Whether clients start the warm engine when it is not running.
+    daemon_autostart: bool = True
+    daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES
 
     def require_root(self) -> Path:
         """The memory root, or a ``ConfigError`` when a configured root is
@@ -153,6 +158,15 @@ def load_config(
     if weight is not None and (not isinstance(weight, (int, float)) or not 0 <= weight <= 1):
         raise ConfigError("recallDenseWeight must be a number from 0 to 1 (the dense share of the fusion)")
 
+    autostart = data.get("daemonAutoStart", True)
+    if not isinstance(autostart, bool):
+        raise ConfigError("daemonAutoStart in config.json must be true or false")
+    if env.get("MARCH_DAEMON", "").strip().lower() in ("0", "off", "no", "false"):
+        autostart = False
+    idle = data.get("daemonIdleMinutes", DEFAULT_DAEMON_IDLE_MINUTES)
+    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not 0 < idle <= 7 * 24 * 60:
+        raise ConfigError("daemonIdleMinutes in config.json must be a number of minutes above 0 (at most a week)")
+
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     models_path = _expand(models_value, home_path) if isinstance(models_value, str) and models_value else None
 
@@ -167,6 +181,8 @@ def load_config(
         min_score=min_score,
         threads=threads,
         prefixes=prefixes,
+        daemon_autostart=autostart,
+        daemon_idle_minutes=float(idle),
     )
 
 

@@ -295,6 +295,33 @@ def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def embed_lease(index_path: str | os.PathLike, wait: bool = True) -> Iterator[bool]:
+    """Cross-process lease on embedding the index's pending texts: yields
+    whether it is held (``wait=False`` gives up at once when another process,
+    or another Store in this one, is embedding).
+
+    One embedder at a time: a second process waiting here then finds the
+    backlog already done instead of embedding the same texts again, and a
+    quick dirty check skips embedding while the daemon (or a sync) is at it.
+    Killed holders release it with their descriptor.
+    """
+    lock_path = os.path.abspath(f"{index_path}.embed.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+@contextlib.contextmanager
 def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
     """A write transaction that takes SQLite's write lock up front.
 

@@ -30,6 +30,10 @@ ADVICE = {
 }
 
 
+#: Lines of the hook log ``marchdb doctor`` shows.
+HOOK_LOG_LINES = 10
+
+
 def advice(kind: str) -> str:
     """What to do about a problem of ``kind`` ("" when there is nothing to add)."""
     return ADVICE.get(kind, "")

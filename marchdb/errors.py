@@ -102,6 +102,14 @@ class SearchFailed(MarchError):
     kind = "search_failed"
 
 
+def remote_error(kind: str, message: str, exit_code: int) -> MarchError:
+    """A ``MarchError`` the warm engine raised, rebuilt on the client's side
+    with its message, kind and exit code."""
+    exc = MarchError(message)
+    exc.kind, exc.exit_code = kind, exit_code
+    return exc
+
+
 #: The CLI's exit codes. 9 is not an error: ``save`` wrote nothing because a
 #: near-duplicate exists (its result says which memory to update instead).
 EXIT_DUPLICATE = 9

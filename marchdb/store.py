@@ -14,7 +14,7 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import db, doctor, profiles
+from . import client, db, doctor, profiles
 from . import save as save_mod
 from . import search as search_mod
 from .config import Config, ensure_layout, load_config
@@ -44,9 +44,16 @@ class Store:
     step with the index) instead of the vec0 tables. ``None`` (default) turns
     it on from the second recall, so a one-shot call never pays the loading;
     long-lived processes (MCP server, watcher) pass ``True``.
+
+    ``use_model=False``: never load the embedding model (recall is BM25
+    only, announced; syncs leave embedding to others). A hook answering while
+    the warm engine is still starting uses it: loading the model would cost
+    more than the hook's time budget.
     """
 
-    def __init__(self, cfg: Config | None = None, keep_vectors: bool | None = None, **overrides):
+    def __init__(
+        self, cfg: Config | None = None, keep_vectors: bool | None = None, use_model: bool = True, **overrides
+    ):
         self.cfg = cfg or load_config(**overrides)
         self.notices: list[str] = []  # things the user should be told once
         self._con: apsw.Connection | None = None
@@ -54,6 +61,9 @@ class Store:
         self._embedder_error: str | None = None
         ensure_layout(self.cfg)
         self.keep_vectors = keep_vectors
+        self.use_model = use_model
+        if not use_model:
+            self._embedder_error = "the model is not loaded in this process (the warm engine is starting)"
         self._vindex: VectorIndex | None = None
         self._recalls = 0
         self._rebuilt = False
@@ -118,17 +128,19 @@ class Store:
         progress: Callable[[int, int], None] | None = None,
         paths=None,
         embed_limit: int | None = None,
+        embed_wait: bool = True,
     ) -> SyncReport:
         """Bring the index in line with the files, then embed what is new
         (at most ``embed_limit`` texts when given; the rest waits for the
-        next sync).
+        next sync). ``embed_wait=False`` skips embedding while another
+        process holds the embedding lease (it is doing the same work).
 
         Without a usable model the BM25 side still completes; the report's
         ``warnings`` and ``status()`` say why vectors are missing.
         """
         started = time.perf_counter()
         report = sync_files(self.con, self.cfg.require_root(), self.cfg.index_path, paths)
-        if embed:
+        if embed and self.use_model:
             emb = self.embedder()
             if emb is None:
                 report.warnings.append(f"no vectors: {self._embedder_error}")
@@ -137,10 +149,17 @@ class Store:
             else:
                 report.model = emb.fingerprint
                 try:
-                    report.embedded = vectors.embed_pending(
-                        self.con, emb, self.cfg.index_path, progress, limit=embed_limit
+                    embedded = vectors.embed_pending(
+                        self.con, emb, self.cfg.index_path, progress, limit=embed_limit, wait=embed_wait
                     )
-                    calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
+                    if embedded is None:
+                        report.warnings.append(
+                            "another marchdb process is computing vectors; the newest memories are matched "
+                            "by keywords until it is done"
+                        )
+                    else:
+                        report.embedded = embedded
+                        calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
                     with db.transaction(self.con):
@@ -167,7 +186,7 @@ class Store:
             return None
         # Bounded embedding: a dirty check must stay quick; a big backlog is
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
-        return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT)
+        return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
         """Delete the index and build it again from the Markdown files."""
@@ -199,9 +218,15 @@ class Store:
 
     def doctor(self) -> dict:
         """Every problem with the vault or the index and what to do about it:
-        ``{"problems": [{"path", "kind", "detail", "advice"}], "vector_error"}``."""
+        ``{"problems": [{"path", "kind", "detail", "advice"}], "vector_error",
+        "hook_log"}`` (the last lines of ``logs/hooks.log``: why a hook
+        injected nothing)."""
         summary = self.status()
-        return {"problems": doctor.problems(self.con), "vector_error": summary.get("vector_error")}
+        return {
+            "problems": doctor.problems(self.con),
+            "vector_error": summary.get("vector_error"),
+            "hook_log": client.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
+        }
 
     def open(self, mem_id: str, log: bool = True) -> dict:
         """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown"}``.

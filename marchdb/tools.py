@@ -82,6 +82,10 @@ ARGS = {
 }
 
 
+#: The operations ``call`` runs (and the warm engine answers).
+OPERATIONS = ("memory_search", "memory_open", "memory_save", "memory_recall", "memory_context")
+
+
 def call(store, name: str, args: dict[str, Any]) -> dict:
     """Run the operation ``name`` on ``store`` and return its data.
 

@@ -56,6 +56,13 @@ class Vault:
         return self.write(rel, "\n".join(lines))
 
 
+@pytest.fixture(autouse=True)
+def _no_engine_unless_asked(monkeypatch):
+    """No test starts a warm engine (``marchdb serve``) behind its back; the
+    tests of the engine turn this off for the processes they start."""
+    monkeypatch.setenv("MARCH_DAEMON", "0")
+
+
 @pytest.fixture
 def vault(tmp_path: Path) -> Vault:
     """An empty vault folder."""

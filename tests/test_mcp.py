@@ -26,6 +26,7 @@ def server(tmp_path, mixed_vault, default_model_path):
         "MARCH_MEMORY_ROOT": str(mixed_vault.root),
         "MARCH_EMBED_MODEL": str(default_model_path),
         "PATH": os.environ.get("PATH", ""),
+        "MARCH_DAEMON": "0",  # the server's own engine (test_daemon.py covers the shared one)
     }
     return StdioServerParameters(command=command, args=args, env=env)
 
@@ -150,3 +151,27 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         # notices are per process (the CLI's home is new: it reports the index it created)
         assert set(data) - {"notices"} == set(mcp_data) - {"notices"}, key
     assert via_cli["recall"]["hints"][0].keys() == out["recall"][1]["hints"][0].keys()
+
+
+def test_the_server_is_a_thin_front_over_the_warm_engine(server, tmp_path):
+    from marchdb import client, daemon
+
+    server.env.pop("MARCH_DAEMON")  # the default: share the home's engine
+    home = Path(server.env["MARCH_HOME"])
+    try:
+        out = call(
+            server,
+            [
+                ("recall", "memory_recall", {"text": "why does every request miss the prompt cache?"}),
+                ("missing", "memory_open", {"id": "mem_nope"}),
+                ("bad", "memory_save", {"name": " ", "description": "d", "body": "b", "tags": ["x"]}),
+            ],
+        )
+        assert out["recall"][1]["hints"][0]["id"] == "mem_cache"
+        assert out["missing"][1]["status"] == "not_found"
+        assert out["bad"][0] is True and "name" in out["bad"][1]  # the engine's refusal, as a tool error
+        pid = client.engine_pid(home)
+        assert pid is not None
+        assert client.request(home, "ping", {})[0]["requests"] == 3  # the three calls went to the engine
+    finally:
+        daemon.stop(home)

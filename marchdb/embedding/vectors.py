@@ -19,6 +19,7 @@ import numpy as np
 from ..db import (
     bump_meta,
     drop_vector_tables,
+    embed_lease,
     ensure_vector_tables,
     get_meta,
     has_table,
@@ -171,19 +172,27 @@ def embed_pending(
     progress: Callable[[int, int], None] | None = None,
     batch: int = EMBED_BATCH,
     limit: int | None = None,
-) -> int:
+    wait: bool = True,
+) -> int | None:
     """Embed every text (or the first ``limit``) that lacks a vector for
-    ``embedder``'s model.
+    ``embedder``'s model. Returns how many were stored, or None when another
+    process holds the embedding lease and ``wait`` is False.
 
     The model runs outside any lock or transaction; each batch is then
     written under the writer lock in its own short transaction, so readers
-    and savers are never held up by a long embedding run.
+    and savers are never held up by a long embedding run. The whole run holds
+    ``db.embed_lease``, so no two processes embed the same backlog.
     """
     if (
         get_meta(con, "vectors_complete") == embedder.fingerprint
         and get_meta(con, "model_fingerprint") == embedder.fingerprint
     ):
         return 0  # nothing was written since the last complete pass: stay a stat walk
+    with embed_lease(index_path, wait) as held:
+        return _embed_held(con, embedder, index_path, progress, batch, limit) if held else None
+
+
+def _embed_held(con, embedder, index_path, progress, batch: int, limit: int | None) -> int:
     with writer_lock(index_path):
         prepare_model(con, embedder)
         collect_garbage(con)

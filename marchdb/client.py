@@ -1,0 +1,311 @@
+"""Talking to the warm engine (``marchdb serve``): find it, start it, ask it.
+
+One engine per ``MARCH_HOME`` holds what is slow to get ready — the model,
+the in-memory vectors, a watcher — and answers the same operations as
+``tools.call`` over a Unix domain socket, ``$MARCH_HOME/marchdb.sock``, mode
+0600: only the user who owns the home can connect, and nothing listens on
+the network.
+
+The protocol is one request per connection: a JSON object on one line,
+``{"v": 1, "op": "memory_recall", "args": {...}, "identity": {...}}``, and
+one JSON line back, ``{"ok": true, "data": {...}, "ms": 12.3}`` or
+``{"ok": false, "error": {"kind", "message", "exit_code"}}``. ``identity``
+is the client's resolved memory root, index and model: an engine serving
+another configuration refuses, and the client answers in-process instead.
+
+This module is what a hook imports to stay fast: the standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROTOCOL = 1
+SOCKET_NAME = "marchdb.sock"
+#: Held (flock) by the running engine for its whole life: proves it is alive.
+LOCK_NAME = "daemon.lock"
+LOG_DIR = "logs"
+#: Largest request or answer line, in bytes (a hook event carries a prompt of
+#: up to ``hooks.MAX_EVENT_BYTES``).
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+#: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
+#: longer ones are reached through /proc/self/fd.
+_MAX_SUN_PATH = 100
+
+
+class Unavailable(Exception):
+    """The engine cannot answer this request (not running, starting, another
+    configuration, died mid-request); ``reason`` says which. Callers answer
+    in-process instead."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+class RemoteError(Exception):
+    """The engine ran the request and refused it (a ``MarchError`` there)."""
+
+    def __init__(self, kind: str, message: str, exit_code: int):
+        super().__init__(message)
+        self.kind, self.exit_code = kind, exit_code
+
+
+def identity(cfg) -> dict:
+    """What a client and the engine must agree on to share answers (of a
+    ``config.Config``): the memory root, the index and the model setting."""
+    return {"root": str(cfg.memory_root), "index": str(cfg.index_path), "model": cfg.embedding_model or ""}
+
+
+def home_dir(home: str | os.PathLike | None = None) -> Path:
+    """The home a command uses: ``--home``, ``MARCH_HOME`` or ``~/.march``
+    (as ``config.load_config`` resolves it, without reading config.json)."""
+    raw = home or os.environ.get("MARCH_HOME") or "~/.march"
+    return Path(raw).expanduser().absolute()
+
+
+def socket_path(home: Path) -> Path:
+    """Where the engine of ``home`` listens."""
+    return home / SOCKET_NAME
+
+
+# ---------------------------------------------------------------- liveness
+
+
+def engine_alive(home: Path) -> bool:
+    """Whether an engine process holds ``home``'s lock (running or starting)."""
+    try:
+        fd = os.open(home / LOCK_NAME, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock if we got it
+    return False
+
+
+def engine_pid(home: Path) -> int | None:
+    """The pid the running engine wrote into its lock file (None if none runs)."""
+    if not engine_alive(home):
+        return None
+    try:
+        text = (home / LOCK_NAME).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _socket_kind(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "missing"
+    return "socket" if stat.S_ISSOCK(st.st_mode) else "other"
+
+
+# ---------------------------------------------------------------- requests
+
+
+def _connect(path: Path, timeout: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    dir_fd = None
+    try:
+        target = str(path)
+        if len(os.fsencode(target)) > _MAX_SUN_PATH:
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            target = f"/proc/self/fd/{dir_fd}/{path.name}"
+        sock.connect(target)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+    return sock
+
+
+def _read_line(sock: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n") or b"\n" in chunk:
+            break
+        if size > MAX_MESSAGE_BYTES:
+            raise Unavailable("bad answer", "the engine's answer is too long")
+    line = b"".join(chunks)
+    return line.split(b"\n", 1)[0]
+
+
+def request(home: Path, op: str, args: dict, identity: dict | None = None, timeout: float = 30.0) -> tuple[dict, float]:
+    """Ask the engine of ``home`` to run ``op``; returns ``(data, server ms)``.
+
+    Raises ``Unavailable`` when it cannot answer (and the caller should run
+    the operation itself) and ``RemoteError`` when it refused the request.
+    """
+    path = socket_path(home)
+    message = json.dumps({"v": PROTOCOL, "op": op, "args": args, "identity": identity}, ensure_ascii=False)
+    data = message.encode("utf-8", "surrogatepass") + b"\n"
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise Unavailable("too large", f"the request is {len(data):,} bytes")
+    try:
+        sock = _connect(path, min(timeout, 2.0))
+    except FileNotFoundError:
+        raise Unavailable("not running") from None
+    except ConnectionRefusedError:
+        raise Unavailable("not running", "stale socket") from None
+    except OSError as exc:
+        raise Unavailable("cannot connect", exc.strerror or str(exc)) from None
+    try:
+        sock.settimeout(timeout)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        line = _read_line(sock)
+    except TimeoutError:
+        raise Unavailable("timeout", f"no answer within {timeout:.1f}s") from None
+    except OSError as exc:
+        raise Unavailable("connection lost", exc.strerror or str(exc)) from None
+    finally:
+        sock.close()
+    if not line:
+        raise Unavailable("connection lost", "the engine closed the connection without answering")
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        raise Unavailable("bad answer", "the engine's answer is not JSON") from None
+    if answer.get("ok"):
+        return answer.get("data") or {}, float(answer.get("ms") or 0.0)
+    error = answer.get("error") or {}
+    if error.get("kind") in ("other_config", "stopping", "protocol"):
+        raise Unavailable(error["kind"], str(error.get("message", "")))
+    raise RemoteError(str(error.get("kind", "error")), str(error.get("message", "")), int(error.get("exit_code", 1)))
+
+
+# ---------------------------------------------------------------- starting
+
+
+def start(home: Path, args: list[str] | None = None) -> bool:
+    """Start an engine for ``home`` in the background (detached, its output
+    to ``logs/daemon.log``). Returns False when the socket path is taken by
+    something that is not a socket (never ours to remove: nothing starts)."""
+    if _socket_kind(socket_path(home)) == "other":
+        return False
+    logs = home / LOG_DIR
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "daemon.out", "ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # not killed with the hook or terminal that started it
+            close_fds=True,
+        )
+    return True
+
+
+def wait_ready(home: Path, seconds: float) -> bool:
+    """Wait until the engine of ``home`` accepts connections (False on timeout,
+    or when no engine process holds the lock a few seconds after the start)."""
+    started = time.monotonic()
+    path = socket_path(home)
+    while time.monotonic() - started < seconds:
+        if _socket_kind(path) == "socket":
+            try:
+                _connect(path, 0.5).close()
+                return True
+            except OSError:
+                pass
+        if time.monotonic() - started > 3.0 and not engine_alive(home):
+            return False  # it died, or refused to start (see logs/daemon.log)
+        time.sleep(0.05)
+    return False
+
+
+def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_args: list[str] | None = None) -> dict:
+    """Run ``op`` on the engine of ``cfg.home``: start it when ``autostart``
+    and none runs, wait up to ``wait`` seconds for it to be warm. Raises
+    ``Unavailable`` when it cannot answer (run the operation in-process) and
+    ``RemoteError`` when it refused the request."""
+    home = cfg.home
+    ident = identity(cfg)
+    try:
+        return request(home, op, args, ident)[0]
+    except Unavailable as exc:
+        if exc.reason not in ("not running", "cannot connect"):
+            raise
+    if not engine_alive(home):
+        if not autostart:
+            raise Unavailable("not running", "and daemonAutoStart is off")
+        if not start(home, start_args):
+            raise Unavailable("cannot start", f"{socket_path(home)} is taken by a file that is not a socket")
+    if not wait_ready(home, wait):
+        raise Unavailable(
+            "not ready", f"the engine did not answer within {wait:.0f}s (see {home / LOG_DIR}/daemon.log)"
+        )
+    return request(home, op, args, ident)[0]
+
+
+# ---------------------------------------------------------------- a log of what went wrong
+
+#: Log files are rotated at this size, keeping this many old ones.
+LOG_BYTES = 256 * 1024
+LOG_KEEP = 2
+
+
+def log(home: Path, name: str, message: str) -> None:
+    """Append one line to ``$MARCH_HOME/logs/<name>.log``, rotating by size.
+    Never raises: a log that cannot be written must not break a hook."""
+    with contextlib.suppress(OSError):
+        folder = home / LOG_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.log"
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_size + len(line) > LOG_BYTES:
+                for i in range(LOG_KEEP, 0, -1):
+                    older = folder / f"{name}.log.{i}"
+                    newer = folder / (f"{name}.log.{i - 1}" if i > 1 else f"{name}.log")
+                    with contextlib.suppress(FileNotFoundError):
+                        os.replace(newer, older)
+                os.close(fd)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def read_log(home: Path, name: str, lines: int = 20) -> list[str]:
+    """The last ``lines`` lines of a log (``[]`` when there is none)."""
+    path = home / LOG_DIR / f"{name}.log"
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            tail = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return []
+        return [f"(cannot read {path}: {exc.strerror})"]
+    return tail[-lines:]

@@ -1,0 +1,315 @@
+"""``marchdb serve``: the warm engine one ``MARCH_HOME`` shares.
+
+A hook must answer in well under a second, and loading the model alone takes
+longer. So one long-lived process per home holds the model, the in-memory
+vectors and a watcher, and answers the CLI, hooks and the MCP server over
+``$MARCH_HOME/marchdb.sock`` (protocol: ``client``).
+
+Lifecycle:
+
+* It takes ``daemon.lock`` (flock) first: a second engine for the same home
+  exits at once, so clients racing to start one end with one. The lock also
+  tells clients whether an engine is alive.
+* It warms up (model, calibration, vectors, a first recall) *before* it
+  binds the socket: a client that can connect gets a warm answer; one that
+  cannot answers in-process meanwhile.
+* A socket file left by a killed engine is replaced (the lock proves no
+  engine owns it); a path that is not a socket is never removed — the engine
+  refuses to start and says why.
+* The socket is created with mode 0600 (umask, then chmod): only the owner
+  of the home can connect. Nothing listens on the network.
+* It exits after ``daemonIdleMinutes`` without a request (default 30), on
+  SIGTERM / SIGINT, on ``marchdb serve --stop``, and when config.json
+  changes (the next client starts one that reads it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from . import __version__, client, tools
+from .config import Config
+from .errors import ConfigError, MarchError
+
+#: Seconds between idle checks of the accept loop.
+TICK = 0.5
+#: Seconds one connection may take to send its request.
+READ_TIMEOUT = 10.0
+#: Texts embedded before the engine starts answering (~5 s on 2 cores); the
+#: rest of a large backlog is embedded by the watcher while it serves.
+WARM_UP_EMBED_LIMIT = 128
+
+
+class Engine:
+    """The engine of one home. ``run()`` blocks until it stops."""
+
+    def __init__(self, cfg: Config, idle_seconds: float | None = None):
+        self.cfg = cfg
+        self.home = cfg.home
+        self.idle_seconds = idle_seconds if idle_seconds is not None else cfg.daemon_idle_minutes * 60
+        self.identity = client.identity(cfg)
+        self.stopping = threading.Event()
+        self.busy = threading.Lock()  # one Store, one connection: one request at a time
+        self.last_request = time.monotonic()
+        self.requests = 0
+        self.started_at = time.time()
+        self.store: Any = None
+        self.watcher: Any = None
+        self._lock_fd: int | None = None
+        self._listener: socket.socket | None = None
+        self._socket_ino: int | None = None
+        self._config_mtime = _mtime(cfg.home / "config.json")
+
+    def log(self, message: str) -> None:
+        """One line in ``logs/daemon.log``."""
+        client.log(self.home, "daemon", message)
+
+    # ------------------------------------------------------------ start and stop
+
+    def run(self) -> int:
+        """Serve until stopped; returns the process exit code (0 also when
+        another engine already serves this home)."""
+        if not self._take_lock():
+            return 0
+        try:
+            self._check_socket_path()
+            self._warm_up()
+            self._bind()
+            self._start_watcher()
+            signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
+            signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+            self.log(f"serving {self.cfg.memory_root} on {client.socket_path(self.home)} (pid {os.getpid()})")
+            self._accept_loop()
+            return 0
+        except MarchError as exc:
+            self.log(f"cannot serve: {exc}")
+            raise
+        finally:
+            self._shutdown()
+
+    def _take_lock(self) -> bool:
+        self.home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        return True
+
+    def _check_socket_path(self) -> None:
+        path = client.socket_path(self.home)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ConfigError(
+                f"{path} exists and is not a socket, so marchdb's engine cannot listen there; "
+                "move that file away (marchdb never deletes what it did not create)"
+            )
+        # We hold the lock: no engine owns this socket any more (killed -9).
+        os.unlink(path)
+        self.log(f"replaced a stale socket left by an engine that did not stop cleanly: {path}")
+
+    def _warm_up(self) -> None:
+        from .store import Store
+
+        started = time.perf_counter()
+        store = Store(self.cfg, keep_vectors=True)
+        self.store = store
+        store.embedder()
+        with contextlib.suppress(ConfigError):
+            # Scan and embed what is new (a bounded batch: a large backlog is
+            # left to the watcher, so clients are not kept waiting minutes),
+            # then load the calibration and the in-memory vectors, so the
+            # first client is served warm. A missing root is reported per
+            # request instead (the engine still serves the profiles).
+            store.sync(embed_limit=WARM_UP_EMBED_LIMIT)
+            store.recall("warm up", threshold=1.0)
+        self.log(f"warm in {time.perf_counter() - started:.2f}s ({store.embedder_error or 'model loaded'})")
+
+    def _bind(self) -> None:
+        path = client.socket_path(self.home)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)  # the socket is born 0600: no window where others may connect
+        dir_fd = None
+        try:
+            target = str(path)
+            if len(os.fsencode(target)) > client._MAX_SUN_PATH:
+                dir_fd = os.open(path.parent, os.O_RDONLY)
+                target = f"/proc/self/fd/{dir_fd}/{path.name}"
+            listener.bind(target)
+        finally:
+            os.umask(old_umask)
+            if dir_fd is not None:
+                os.close(dir_fd)
+        os.chmod(path, 0o600)
+        listener.listen(64)
+        listener.settimeout(TICK)
+        self._listener = listener
+        self._socket_ino = os.lstat(path).st_ino
+
+    def _start_watcher(self) -> None:
+        from .watch import start_watcher
+
+        assert self.store is not None
+        try:
+            self.cfg.require_root()
+        except ConfigError as exc:
+            self.log(f"not watching: {exc}")
+            return
+        self.watcher = start_watcher(self.store, log=lambda m: self.log(f"watch: {m}"))
+        self.store.scan_in_background = self.watcher.request_scan
+
+    def _shutdown(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            path = client.socket_path(self.home)
+            with contextlib.suppress(OSError):
+                if os.lstat(path).st_ino == self._socket_ino:  # never another engine's socket
+                    os.unlink(path)
+        with self.busy:  # let a request in flight finish
+            if self.watcher is not None:
+                if self.store is not None:
+                    self.store.scan_in_background = None
+                self.watcher.stop()
+            if self.store is not None:
+                self.store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        self.log("stopped")
+
+    # ------------------------------------------------------------ serving
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                if time.monotonic() - self.last_request > self.idle_seconds:
+                    self.log(f"idle for {self.idle_seconds / 60:.0f} min; stopping")
+                    return
+                if _mtime(self.home / "config.json") != self._config_mtime:
+                    self.log("config.json changed; stopping (the next client starts an engine that reads it)")
+                    return
+                continue
+            except OSError as exc:
+                self.log(f"accept failed: {exc}")
+                continue
+            self.last_request = time.monotonic()
+            threading.Thread(target=self._serve_one, args=(conn,), name="marchdb-request", daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(READ_TIMEOUT)
+                line = client._read_line(conn)
+                answer = self.answer(line)
+            except (OSError, client.Unavailable) as exc:
+                self.log(f"request not read: {exc}")
+                return
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
+
+    def answer(self, line: bytes) -> dict:
+        """The answer to one request line (never raises)."""
+        started = time.perf_counter()
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict) or req.get("v") != client.PROTOCOL:
+                return _refusal("protocol", f"expected a protocol {client.PROTOCOL} request", 2)
+            data = self.dispatch(str(req.get("op")), req.get("args") or {}, req.get("identity"))
+        except ValueError:
+            return _refusal("protocol", "the request is not JSON", 2)
+        except MarchError as exc:
+            return _refusal(exc.kind, str(exc), exc.exit_code)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not take the engine down
+            self.log(f"request failed: {type(exc).__name__}: {exc}")
+            return _refusal("error", f"the engine failed: {type(exc).__name__}: {exc}", 1)
+        finally:
+            self.last_request = time.monotonic()
+        return {"ok": True, "data": data, "ms": round((time.perf_counter() - started) * 1000, 3)}
+
+    def dispatch(self, op: str, args: dict, ident: dict | None) -> dict:
+        """Run one operation (see ``client`` for the protocol)."""
+        if op == "ping":
+            return {
+                "pid": os.getpid(),
+                "version": __version__,
+                "started_at": self.started_at,
+                "requests": self.requests,
+                "identity": self.identity,
+                "model": None if self.store is None else (self.store.embedder_error or "loaded"),
+            }
+        if op == "stop":
+            self.stopping.set()
+            return {"stopping": True}
+        if ident is not None and ident != self.identity:
+            raise _OtherConfig(
+                f"this engine serves {self.identity['root']} with model {self.identity['model'] or 'e5'}"
+            )
+        if self.stopping.is_set():
+            raise _Stopping("the engine is stopping")
+        assert self.store is not None
+        with self.busy:
+            self.requests += 1
+            if op == "hook":
+                from . import hooks
+
+                return hooks.handle(self.store, str(args.get("host", "")), str(args.get("event", "")))
+            if op in tools.OPERATIONS:
+                return tools.call(self.store, op, args)
+        raise _BadOp(f"unknown operation {op!r}")
+
+
+class _OtherConfig(MarchError):
+    kind = "other_config"
+
+
+class _Stopping(MarchError):
+    kind = "stopping"
+
+
+class _BadOp(MarchError):
+    kind = "protocol"
+    exit_code = 2
+
+
+def _refusal(kind: str, message: str, exit_code: int) -> dict:
+    return {"ok": False, "error": {"kind": kind, "message": message, "exit_code": exit_code}}
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def stop(home: Path, timeout: float = 15.0) -> bool:
+    """Ask the engine of ``home`` to stop and wait until it has (False when
+    none was running)."""
+    if not client.engine_alive(home):
+        return False
+    with contextlib.suppress(client.Unavailable, client.RemoteError):
+        client.request(home, "stop", {}, timeout=5.0)
+    deadline = time.monotonic() + timeout
+    while client.engine_alive(home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True

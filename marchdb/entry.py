@@ -1,0 +1,133 @@
+"""The ``marchdb`` command. Hooks take a fast path; everything else is the CLI.
+
+A host runs a hook on every prompt, so ``marchdb [--home H] hook HOST`` must
+start fast: it is answered here with the standard library and ``client``
+(importing the CLI framework alone costs more than the whole warm answer).
+The warm engine does the work; when none is running the hook starts one in
+the background and answers this prompt itself with keyword (BM25) recall.
+A hook always exits 0 and prints nothing it was not sure of: what went wrong
+goes to ``$MARCH_HOME/logs/hooks.log``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import client
+
+#: Seconds a hook waits for the warm engine before answering on its own
+#: (Claude Code's hook timeout is set to 10 s by ``marchdb install``).
+HOOK_WAIT_SECONDS = 3.0
+
+
+def main() -> None:
+    """Console entry point."""
+    argv = sys.argv[1:]
+    flags, rest = _global_options(argv)
+    if rest[:1] == ["hook"] and rest[1:2] != ["--help"] and len(rest) > 1:
+        sys.exit(run_hook(flags, rest[1:]))
+    from .cli import main as cli_main
+
+    cli_main()
+
+
+def _global_options(argv: list[str]) -> tuple[dict, list[str]]:
+    """``--home``, ``--root`` and ``--model`` given before the command."""
+    flags: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name in ("--home", "--root", "--model"):
+            if not eq:
+                if i + 1 >= len(argv):
+                    break
+                value = argv[i + 1]
+                i += 1
+            flags[name[2:]] = value
+            i += 1
+            continue
+        break
+    return flags, argv[i:]
+
+
+def run_hook(flags: dict, args: list[str]) -> int:
+    """``marchdb hook HOST [options]``: one hook event on stdin, the answer
+    on stdout. Always returns 0 (a failing hook must not block the prompt)."""
+    home = client.home_dir(flags.get("home"))
+    host = args[0]
+    try:
+        event = _event(host, args[1:])
+        if event is None:
+            return 0
+        sys.stdout.buffer.write(_answer(flags, host, event).encode("utf-8", "replace"))
+        sys.stdout.buffer.flush()
+    except BaseException as exc:  # noqa: BLE001 - whatever happens, the prompt goes on
+        client.log(home, "hooks", f"{host}: the hook failed: {type(exc).__name__}: {exc}")
+    return 0
+
+
+def _event(host: str, options: list[str]) -> str | None:
+    import json
+
+    from .hooks import HOSTS, MAX_EVENT_BYTES
+
+    home_log = client.home_dir()
+    raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
+    if len(raw) > MAX_EVENT_BYTES:
+        client.log(home_log, "hooks", f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")
+        return None
+    text = raw.decode("utf-8", "replace")
+    if host not in HOSTS:
+        client.log(home_log, "hooks", f"unknown host {host!r}; known: {', '.join(HOSTS)}")
+        return None
+    if host != "generic":
+        return text
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="marchdb hook generic", add_help=False)
+    parser.add_argument("--run")
+    parser.add_argument("--trigger", choices=("user", "assistant"), default="user")
+    parser.add_argument("--record-only", action="store_true")
+    parser.add_argument("--profiles", action="store_true")
+    opts = parser.parse_args(options)
+    return json.dumps(
+        {
+            "text": text,
+            "run_id": opts.run,
+            "trigger": opts.trigger,
+            "record_only": opts.record_only,
+            "profiles": opts.profiles,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _answer(flags: dict, host: str, event: str) -> str:
+    from .config import load_config
+
+    cfg = load_config(home=flags.get("home"), root=flags.get("root"), model=flags.get("model"))
+    start_args = [f"--{k}={v}" for k, v in flags.items() if k in ("root", "model")]
+    try:
+        data, _ms = client.request(
+            cfg.home, "hook", {"host": host, "event": event}, client.identity(cfg), timeout=HOOK_WAIT_SECONDS
+        )
+        return str(data.get("stdout") or "")
+    except client.Unavailable as exc:
+        reason = exc
+    if (
+        reason.reason in ("not running", "cannot connect")
+        and cfg.daemon_autostart
+        and not client.engine_alive(cfg.home)
+    ):
+        client.start(cfg.home, start_args)
+    client.log(cfg.home, "hooks", f"{host}: answered without the warm engine ({reason}): keyword recall only")
+    # Answer this event ourselves, without loading the model (seconds): BM25.
+    from .hooks import handle
+    from .store import Store
+
+    store = Store(cfg, keep_vectors=False, use_model=False)
+    try:
+        return str(handle(store, host, event)["stdout"])
+    finally:
+        store.close()

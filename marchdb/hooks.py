@@ -1,0 +1,218 @@
+"""Passive recall inside agent hosts: what a hook answers (seed 000's 被动召回).
+
+Seed 000 injects hints without the model asking: the profiles once per
+session, a ``[recall]`` block at the start of every agent run (the user's
+message), and at the end of a run the assistant's output is *recorded* —
+never injected. A host tells marchdb about those moments through hooks:
+
+* **Claude Code** (``marchdb hook claude-code``; events as its hooks
+  reference specifies, stdin JSON → stdout JSON):
+  ``SessionStart`` → ``[agent_profile]`` and ``[user_profile]``;
+  ``UserPromptSubmit`` → ``[recall]`` for the prompt, as a new agent run;
+  ``Stop`` → the reply is recalled in record-only mode, nothing printed
+  (any output on Stop would make Claude continue). The run id is
+  ``cc:<session id>:<turn>``: every prompt is a new run, so the 10-run
+  suppression works across prompts, and Stop belongs to the prompt's run.
+* **Any other host** (``marchdb hook generic``): the message on stdin, the
+  context block on stdout (see ``generic``).
+
+Whatever goes wrong — malformed input, a missing vault, a model error — a
+hook answers nothing and the cause goes to ``$MARCH_HOME/logs/hooks.log``
+(and ``marchdb doctor``): a hook never breaks or stalls the user's prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import client, profiles
+from .errors import MarchError
+
+#: Largest hook event read from stdin (a prompt can be a long paste; recall
+#: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: Claude Code keeps at most 10,000 characters of injected context whole.
+MAX_CONTEXT_CHARS = 9000
+#: Bytes read from the end of a transcript to find the last reply (Stop of
+#: Claude Code versions that do not send ``last_assistant_message``).
+TRANSCRIPT_TAIL_BYTES = 512 * 1024
+MAX_SESSION_ID = 200
+HOSTS = ("claude-code", "generic")
+RUN_PREFIX = "cc"
+
+
+@dataclass
+class Answer:
+    """What a hook prints, and what to note in the hook log (if anything)."""
+
+    stdout: str = ""
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        """``{"stdout", "note"}``."""
+        return {"stdout": self.stdout, "note": self.note}
+
+
+def handle(store, host: str, event: str) -> dict:
+    """Answer one hook event from ``host`` (the raw text the host sent).
+    Never raises for bad input: the answer is then empty and explained in
+    the hook log."""
+    try:
+        if host == "claude-code":
+            answer = claude_code(store, event)
+        elif host == "generic":
+            answer = generic(store, event)
+        else:
+            answer = Answer(note=f"unknown host {host!r}; known: {', '.join(HOSTS)}")
+    except MarchError as exc:
+        answer = Answer(note=f"{type(exc).__name__}: {exc}")
+    if answer.note:
+        client.log(store.cfg.home, "hooks", f"{host}: {answer.note}")
+    return answer.to_dict()
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+def claude_code(store, event: str) -> Answer:
+    """Claude Code's hook events (see the module docstring)."""
+    try:
+        data = json.loads(event)
+    except ValueError as exc:
+        return Answer(note=f"the event is not JSON ({exc}); nothing injected")
+    if not isinstance(data, dict):
+        return Answer(note="the event is not a JSON object; nothing injected")
+    name = data.get("hook_event_name")
+    session = _session_id(data.get("session_id"))
+    if name == "SessionStart":
+        blocks = profiles.read_profiles(store.cfg)
+        share = MAX_CONTEXT_CHARS // len(blocks) - 40  # each profile gets its half, with its block header
+        blocks = {key: _cut(text, share) for key, text in blocks.items()}
+        return Answer(_additional_context("SessionStart", profiles.format_context(blocks)))
+    if name == "UserPromptSubmit":
+        prompt = data.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return Answer(note="UserPromptSubmit without a prompt; nothing injected")
+        store.cfg.require_root()  # a missing vault must not hint from a stale index
+        run_id = next_run_id(store.con, session)
+        result = store.recall(prompt, run_id=run_id, trigger="user")
+        if not result.hints:
+            return Answer(note=result.warning)
+        return Answer(_additional_context("UserPromptSubmit", "[recall]\n" + result.text()), result.warning)
+    if name == "Stop":
+        reply = data.get("last_assistant_message")
+        if not isinstance(reply, str) or not reply.strip():
+            reply = last_reply(data.get("transcript_path"))
+        if not reply:
+            return Answer(note="Stop without the reply's text; nothing recorded")
+        store.cfg.require_root()
+        run_id = current_run_id(store.con, session) or next_run_id(store.con, session)
+        store.recall(reply, run_id=run_id, trigger="assistant", record_only=True)
+        return Answer()  # Stop output would make Claude continue: record only
+    return Answer()  # other events: nothing to add
+
+
+def _session_id(raw: object) -> str:
+    text = raw if isinstance(raw, str) and raw.strip() else "unknown"
+    return "".join(c if c.isprintable() else "_" for c in text.strip())[:MAX_SESSION_ID]
+
+
+_CUT_NOTE = "\n(cut: marchdb keeps injected context under 9,000 characters)"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - len(_CUT_NOTE)].rstrip() + _CUT_NOTE
+
+
+def _additional_context(event_name: str, text: str) -> str:
+    text = _cut(text.strip(), MAX_CONTEXT_CHARS)
+    if not text:
+        return ""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}, ensure_ascii=False
+    )
+
+
+def _run_range(session: str) -> tuple[str, str]:
+    prefix = f"{RUN_PREFIX}:{session}:"
+    return prefix, prefix[:-1] + ";"  # ';' sorts right after ':': every run id of the session lies between
+
+
+def next_run_id(con, session: str) -> str:
+    """A new agent run for ``session``: ``cc:<session>:<turn>``, the turn one
+    more than the session's runs so far (runs are registered by recall)."""
+    low, high = _run_range(session)
+    (count,) = con.execute("SELECT count(*) FROM runs WHERE run_id >= ? AND run_id < ?", (low, high)).fetchone()
+    return f"{low}{int(count) + 1}"
+
+
+def current_run_id(con, session: str) -> str | None:
+    """The session's latest run (the prompt a Stop event belongs to)."""
+    low, high = _run_range(session)
+    row = con.execute(
+        "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY seq DESC LIMIT 1", (low, high)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def last_reply(transcript_path: object) -> str:
+    """The text of the last assistant message in a Claude Code transcript
+    (JSONL), read from its end; "" when there is none or it cannot be read."""
+    if not isinstance(transcript_path, str) or not transcript_path:
+        return ""
+    path = Path(transcript_path).expanduser()
+    try:
+        with open(path, "rb") as fh:
+            if not os.path.isfile(path):
+                return ""
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - TRANSCRIPT_TAIL_BYTES))
+            tail = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(tail):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # the first, cut line of the tail; or a line being written
+        if not isinstance(entry, dict) or entry.get("type") != "assistant":
+            continue
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, str) and content.strip():
+            return content
+        if isinstance(content, list):
+            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            text = "\n".join(t for t in texts if isinstance(t, str) and t.strip())
+            if text:
+                return text
+    return ""
+
+
+# ---------------------------------------------------------------- any host
+
+
+def generic(store, event: str) -> Answer:
+    """The contract for other hosts and scripts: ``event`` is a JSON object
+    ``{"text", "run_id"?, "trigger"?, "record_only"?, "profiles"?}`` (what
+    ``marchdb hook generic`` builds from stdin and its options); the answer
+    is the plain context block — ``[recall]`` lines, with the profile blocks
+    first when ``profiles`` is true — or nothing."""
+    data = json.loads(event)
+    text = data.get("text") or ""
+    blocks = profiles.read_profiles(store.cfg) if data.get("profiles") else None
+    hints_text = ""
+    if text.strip():
+        store.cfg.require_root()
+        result = store.recall(
+            text,
+            run_id=data.get("run_id"),
+            trigger=data.get("trigger") or "user",
+            record_only=bool(data.get("record_only")),
+        )
+        hints_text = result.text()
+    if blocks is not None:
+        return Answer(profiles.format_context(blocks, hints_text))
+    return Answer(f"[recall]\n{hints_text}\n" if hints_text else "")

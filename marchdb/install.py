@@ -1,0 +1,202 @@
+"""``marchdb install claude-code``: wire the hooks into Claude Code's settings.
+
+What it writes: one hook group for each of ``SessionStart``,
+``UserPromptSubmit`` and ``Stop``, running ``<this marchdb> hook
+claude-code`` with a 10-second timeout. Where: ``--user`` (the default)
+edits ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` when set);
+``--project DIR`` edits ``DIR/.claude/settings.local.json`` — the file
+Claude Code keeps out of git, since the command holds a path of this
+machine.
+
+How: every other setting and hook is kept as it is; running it twice
+changes nothing; a backup of the previous file is written next to it
+first; a file that is not valid JSON (or not an object, or a symlink) is
+refused, never rewritten; the new file replaces the old one atomically.
+``marchdb uninstall claude-code`` removes exactly the handlers whose
+command is marchdb's hook, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .clock import utc_now_iso
+from .errors import ConfigError, FileError
+from .files import fsync_dir, write_temp
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
+#: Seconds Claude Code gives the hook (it answers in well under one; a
+#: timed-out UserPromptSubmit hook's context is dropped, the prompt goes on).
+TIMEOUT_SECONDS = 10
+HOOK_ARGS = ("hook", "claude-code")
+#: Largest settings file read (Claude Code's are a few KB).
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class InstallResult:
+    """What ``install`` / ``uninstall`` did."""
+
+    settings: Path
+    changed: bool
+    command: str
+    backup: Path | None = None
+    events: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {
+            "settings": str(self.settings),
+            "changed": self.changed,
+            "command": self.command,
+            "backup": None if self.backup is None else str(self.backup),
+            "events": list(self.events),
+        }
+
+
+def settings_path(project: str | os.PathLike | None = None) -> Path:
+    """The settings file ``install`` edits: the user's, or a project's local one."""
+    if project is not None:
+        folder = Path(project).expanduser().absolute()
+        if not folder.is_dir():
+            raise ConfigError(f"project folder {folder} does not exist; pass the folder Claude Code runs in")
+        return folder / ".claude" / "settings.local.json"
+    base = os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"
+    return Path(base).expanduser().absolute() / "settings.json"
+
+
+def hook_command(home: Path | None = None) -> str:
+    """The shell command the hooks run: this installation's ``marchdb`` (an
+    absolute path: hooks run with Claude Code's PATH), with ``--home`` when
+    this home is not the default."""
+    exe = Path(sys.executable).with_name("marchdb")
+    parts = [str(exe)] if exe.exists() else [sys.executable, "-m", "marchdb"]
+    if home is not None and Path(home).absolute() != Path("~/.march").expanduser().absolute():
+        parts += ["--home", str(Path(home).absolute())]
+    return " ".join(shlex.quote(p) for p in [*parts, *HOOK_ARGS])
+
+
+def is_ours(handler: object) -> bool:
+    """Whether a hook handler is one ``install`` wrote (any marchdb's hook)."""
+    if not isinstance(handler, dict) or handler.get("type") != "command":
+        return False
+    try:
+        words = shlex.split(str(handler.get("command", "")))
+    except ValueError:
+        return False
+    return len(words) >= 2 and tuple(words[-2:]) == HOOK_ARGS and "marchdb" in " ".join(words[:-2])
+
+
+def install(path: Path, command: str) -> InstallResult:
+    """Add marchdb's hooks to the settings file ``path`` (see the module docstring)."""
+    settings = _read(path)
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
+    added = []
+    for event in EVENTS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise ConfigError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
+        mine = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_ours(h)]
+        if any(h.get("command") == command and h.get("timeout") == TIMEOUT_SECONDS for h in mine):
+            continue
+        _drop_ours(groups)  # an older marchdb's hook (another path): replaced, not doubled
+        groups.append({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]})
+        added.append(event)
+    if not added:
+        return InstallResult(path, False, command)
+    backup = _write(path, settings)
+    return InstallResult(path, True, command, backup, tuple(added))
+
+
+def uninstall(path: Path) -> InstallResult:
+    """Remove the handlers ``install`` added from ``path``; everything else stays."""
+    if not path.exists():
+        return InstallResult(path, False, "")
+    settings = _read(path)
+    hooks = settings.get("hooks")
+    removed = []
+    if isinstance(hooks, dict):
+        for event in list(hooks):
+            groups = hooks[event]
+            if isinstance(groups, list) and _drop_ours(groups):
+                removed.append(event)
+                if not groups:
+                    del hooks[event]
+        if not hooks:
+            del settings["hooks"]
+    if not removed:
+        return InstallResult(path, False, "")
+    backup = _write(path, settings)
+    return InstallResult(path, True, "", backup, tuple(removed))
+
+
+def _drop_ours(groups: list) -> bool:
+    changed = False
+    for group in list(groups):
+        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            continue
+        kept = [h for h in group["hooks"] if not is_ours(h)]
+        if len(kept) != len(group["hooks"]):
+            changed = True
+            if kept:
+                group["hooks"] = kept
+            else:
+                groups.remove(group)
+    return changed
+
+
+def _read(path: Path) -> dict:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {}
+    if stat.S_ISLNK(st.st_mode):
+        raise FileError(
+            f"{path} is a symlink; marchdb does not write through links: edit {os.path.realpath(path)} or run this on it"
+        )
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SETTINGS_BYTES:
+        raise FileError(f"{path} is not a settings file marchdb can edit (not a regular file, or over 4 MB)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FileError(f"cannot read {path}: {exc}; nothing was changed") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise FileError(
+            f"{path} is not valid JSON ({exc}); nothing was changed — fix it, then run this again"
+        ) from None
+    if not isinstance(data, dict):
+        raise FileError(f"{path} does not hold a JSON object; nothing was changed")
+    return data
+
+
+def _write(path: Path, settings: dict) -> Path | None:
+    """Back the old file up, then replace it atomically; returns the backup."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    mode = None
+    if path.exists():
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        stamp = utc_now_iso().replace(":", "").replace("-", "")
+        backup = path.with_name(f"{path.name}.marchdb-backup-{stamp}")
+        backup.write_bytes(path.read_bytes())
+    data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    tmp = write_temp(path.parent, data, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return backup

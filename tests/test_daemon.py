@@ -1,0 +1,224 @@
+"""The warm engine (`marchdb serve`) and its clients, as real processes with the default model.
+
+Each test gets its own home; the engine a test starts is stopped after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+from marchdb import client, daemon
+
+MARCHDB = str(Path(sys.executable).with_name("marchdb"))
+PROMPT = "why does every request miss the prompt cache?"
+
+
+@pytest.fixture
+def home(tmp_path, mixed_vault, default_model_path, monkeypatch):
+    """A home whose processes use the engine; the environment every process here gets."""
+    path = tmp_path / "home"
+    monkeypatch.delenv("MARCH_DAEMON")  # engines allowed in this module
+    monkeypatch.setenv("MARCH_HOME", str(path))
+    monkeypatch.setenv("MARCH_MEMORY_ROOT", str(mixed_vault.root))
+    monkeypatch.setenv("MARCH_EMBED_MODEL", str(default_model_path))
+    yield path
+    daemon.stop(path)
+    pid = client.engine_pid(path)
+    if pid:  # a test that killed it mid-way may have left a new one starting
+        os.kill(pid, signal.SIGKILL)
+
+
+def marchdb(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([MARCHDB, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def hook(event: dict | str) -> subprocess.CompletedProcess:
+    raw = event if isinstance(event, str) else json.dumps(event)
+    return marchdb("hook", "claude-code", stdin=raw, timeout=60)
+
+
+def prompt_event(session: str, prompt: str = PROMPT) -> dict:
+    return {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": prompt, "cwd": "/tmp"}
+
+
+def engine_processes(home: Path) -> list[int]:
+    """Live `marchdb ... serve` processes of this home."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if b"serve" in cmd and str(home).encode() in cmd and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_the_cli_starts_one_private_engine_and_answers_through_it(home):
+    first = marchdb("recall", PROMPT, "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["hints"][0]["id"] == "mem_cache"
+    sock = client.socket_path(home)
+    st = os.lstat(sock)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.getuid()
+    status = json.loads(marchdb("serve", "--status", "--json").stdout)
+    assert status["pid"] == client.engine_pid(home) and status["model"] == "loaded"
+    second = marchdb("recall", PROMPT, "--json")
+    assert json.loads(second.stdout) == json.loads(first.stdout)
+    assert (
+        json.loads(marchdb("serve", "--status", "--json").stdout)["requests"] == 2
+    )  # the two recalls (status is not counted)
+    assert engine_processes(home) == [status["pid"]]
+    assert marchdb("serve", "--stop").stdout.strip() == "stopped"
+    assert not sock.exists() and client.engine_pid(home) is None
+
+
+def test_clients_racing_to_start_it_end_with_one_engine(home):
+    procs = [
+        subprocess.Popen(
+            [MARCHDB, "recall", PROMPT, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert all(json.loads(out)["hints"][0]["id"] == "mem_cache" for out, _ in outs)
+    time.sleep(1.0)  # engines that lost the race exit at once
+    assert len(engine_processes(home)) == 1
+
+
+def test_a_hook_answers_cold_then_warm(home):
+    cold = hook(prompt_event("s1"))
+    assert cold.returncode == 0 and cold.stderr == ""
+    context = json.loads(cold.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("[recall]\n- mem_cache | score=")  # keyword recall while the engine starts
+    assert any("without the warm engine" in line for line in client.read_log(home, "hooks"))
+    assert client.wait_ready(home, 60)
+    warm = hook(prompt_event("s2", "how does the user want code reviews done?"))
+    assert warm.returncode == 0
+    assert "mem_review" in json.loads(warm.stdout)["hookSpecificOutput"]["additionalContext"]
+    stop = hook({"session_id": "s2", "hook_event_name": "Stop", "last_assistant_message": "Short review comments."})
+    assert stop.returncode == 0 and stop.stdout == ""
+    start = hook({"session_id": "s3", "hook_event_name": "SessionStart", "source": "startup"})
+    assert "[user_profile]" in json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+@pytest.mark.parametrize(
+    "raw", ["", "garbage", '{"hook_event_name": "UserPromptSubmit", "prompt": "ca', '{"hook_event_name": "Nope"}']
+)
+def test_garbage_events_exit_0_with_nothing(home, raw):
+    out = hook(raw)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+def test_oversized_and_huge_events(home):
+    huge = "x" * (5 * 1024 * 1024)
+    out = marchdb("hook", "claude-code", stdin=huge)
+    assert (out.returncode, out.stdout) == (0, "")
+    assert any("over" in line and "bytes" in line for line in client.read_log(home, "hooks"))
+    big_prompt = prompt_event("s1", PROMPT + " " + "filler words " * 80_000)  # ~1 MB
+    out = hook(big_prompt)
+    assert out.returncode == 0 and "mem_cache" in out.stdout
+
+
+def test_an_engine_killed_mid_request_loses_no_answer_and_no_data(home):
+    assert marchdb("recall", PROMPT).returncode == 0  # starts the engine
+    first_pid = client.engine_pid(home)
+    results: list[subprocess.CompletedProcess] = []
+
+    def ask():
+        for i in range(12):
+            results.append(hook(prompt_event(f"k{i}", PROMPT + f" ({i})")))
+
+    worker = threading.Thread(target=ask)
+    worker.start()
+    time.sleep(1.0)
+    os.kill(first_pid, signal.SIGKILL)
+    worker.join(300)
+    assert len(results) == 12
+    for out in results:
+        assert out.returncode == 0 and out.stderr == ""
+        assert out.stdout == "" or json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert client.wait_ready(home, 60)  # a hook started a new engine; the stale socket was replaced
+    assert client.engine_pid(home) not in (None, first_pid)
+    assert json.loads(marchdb("recall", PROMPT, "--json").stdout)["hints"][0]["id"] == "mem_cache"
+    con = apsw.Connection(str(home / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+
+
+def test_a_socket_path_that_is_not_a_socket_is_never_removed(home):
+    home.mkdir()
+    squatter = client.socket_path(home)
+    squatter.write_text("someone else's file\n")
+    out = hook(prompt_event("s1"))
+    assert out.returncode == 0 and "mem_cache" in out.stdout  # answered in-process
+    refused = marchdb("serve")
+    assert refused.returncode == 3 and "is not a socket" in refused.stderr
+    cli = marchdb("recall", PROMPT, "--json")
+    assert cli.returncode == 0 and json.loads(cli.stdout)["hints"][0]["id"] == "mem_cache"
+    assert squatter.read_text() == "someone else's file\n"
+
+
+def test_a_missing_vault_gives_no_hint_from_the_stale_index(home, mixed_vault):
+    assert marchdb("recall", PROMPT).returncode == 0
+    away = mixed_vault.root.with_name("vault-unmounted")
+    mixed_vault.root.rename(away)
+    try:
+        out = hook(prompt_event("s1"))
+        assert (out.returncode, out.stdout) == (0, "")
+        assert any("does not exist" in line for line in client.read_log(home, "hooks"))
+    finally:
+        away.rename(mixed_vault.root)
+
+
+def test_two_hosts_share_one_engine(home):
+    assert marchdb("recall", PROMPT).returncode == 0
+    outs: list[subprocess.CompletedProcess] = []
+    threads = [threading.Thread(target=lambda s=s: outs.append(hook(prompt_event(s)))) for s in ("host-a", "host-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(o.returncode for o in outs) == [0, 0]
+    assert sum("mem_cache" in o.stdout for o in outs) == 1  # one run hints it; the next run is suppressed
+    assert len(engine_processes(home)) == 1
+
+
+def test_an_idle_engine_exits_by_itself(home):
+    proc = subprocess.Popen([MARCHDB, "serve", "--idle", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert client.wait_ready(home, 60)
+    assert proc.wait(timeout=60) == 0
+    assert not client.socket_path(home).exists()
+
+
+def test_the_engine_stops_when_config_json_changes(home):
+    assert marchdb("recall", PROMPT).returncode == 0
+    pid = client.engine_pid(home)
+    (home / "config.json").write_text('{"recallMinScore": 0.5}\n')
+    deadline = time.monotonic() + 20
+    while client.engine_pid(home) == pid and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.engine_pid(home) != pid
+
+
+def test_the_generic_contract_for_other_hosts(home):
+    out = marchdb("hook", "generic", "--run", "job-1", stdin=PROMPT)
+    assert out.returncode == 0 and out.stdout.startswith("[recall]\n- mem_cache | score=")
+    again = marchdb("hook", "generic", "--run", "job-2", stdin=PROMPT)
+    assert (again.returncode, again.stdout) == (0, "")  # hinted one run ago: suppressed
+    profiles = marchdb("hook", "generic", "--profiles", stdin="")
+    assert profiles.stdout.startswith("[agent_profile]")

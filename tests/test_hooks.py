@@ -1,0 +1,148 @@
+"""Hook events answered by the library (hooks.handle) on a real vault and index.
+
+These run in-process with keyword recall (no model) to test the rules: which
+event gets which block, run ids across prompts, record-only at Stop, and that
+bad input answers nothing and is logged. test_daemon.py runs the same through
+real processes with the default model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marchdb import client, hooks
+from marchdb.store import Store
+
+
+@pytest.fixture
+def bm25_store(cfg, mixed_vault):
+    store = Store(cfg, use_model=False)
+    store.sync(embed=False)
+    yield store
+    store.close()
+
+
+def event(name: str, session: str = "s1", **fields) -> str:
+    return json.dumps({"session_id": session, "hook_event_name": name, "cwd": "/tmp", **fields})
+
+
+def context_of(answer: dict, name: str) -> str:
+    data = json.loads(answer["stdout"])
+    assert data["hookSpecificOutput"]["hookEventName"] == name
+    assert set(data) == {"hookSpecificOutput"}  # never decision / continue: those steer Claude
+    return data["hookSpecificOutput"]["additionalContext"]
+
+
+def test_session_start_injects_the_profiles(bm25_store):
+    (bm25_store.cfg.profiles_dir / "user.md").write_text("# User\n\nPrefers tea.\n", encoding="utf-8")
+    text = context_of(hooks.handle(bm25_store, "claude-code", event("SessionStart", source="startup")), "SessionStart")
+    assert text.startswith("[agent_profile]") and "[user_profile]" in text and "Prefers tea." in text
+
+
+def test_prompt_gets_a_recall_block_once_per_ten_runs(bm25_store):
+    prompt = "Dog's medication carprofen tablet"
+    first = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert context_of(first, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
+    # The next prompt is a new run of the same session: the memory hinted one run ago is suppressed.
+    again = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert again["stdout"] == ""
+    assert [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs ORDER BY seq")] == ["cc:s1:1", "cc:s1:2"]
+    # Another session has its own runs, and the rolling window spans sessions (seed 000: last 10 runs).
+    other = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", session="s2", prompt=prompt))
+    assert other["stdout"] == ""
+    assert hooks.current_run_id(bm25_store.con, "s2") == "cc:s2:1"
+
+
+def test_stop_records_without_injecting_or_suppressing(bm25_store):
+    hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="what about the weekend hike?"))
+    stop = hooks.handle(
+        bm25_store,
+        "claude-code",
+        event("Stop", stop_hook_active=False, last_assistant_message="Biscuit gets half a carprofen tablet."),
+    )
+    assert stop["stdout"] == ""  # any output on Stop would make Claude continue
+    logged = bm25_store.con.execute(
+        "SELECT run_id, trigger, mem_id FROM recall_log WHERE trigger = 'record'"
+    ).fetchall()
+    assert logged == [("cc:s1:1", "record", "mem_dog")]
+    # Recorded, not injected: the next prompt about it is still hinted.
+    nxt = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
+    assert "mem_dog" in context_of(nxt, "UserPromptSubmit")
+
+
+def test_stop_reads_the_reply_from_the_transcript_when_not_sent(bm25_store, tmp_path):
+    transcript = tmp_path / "session.jsonl"
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "how is the dog?"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "thinking", "thinking": "..."}]}},
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Biscuit takes half a carprofen tablet with breakfast."}],
+            },
+        },
+        {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": ["x"]}},
+    ]
+    transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    assert hooks.last_reply(str(transcript)).startswith("Biscuit takes half")
+    hooks.handle(bm25_store, "claude-code", event("Stop", transcript_path=str(transcript)))
+    assert bm25_store.con.execute("SELECT mem_id FROM recall_log WHERE trigger = 'record'").fetchall() == [("mem_dog",)]
+    assert hooks.last_reply(str(tmp_path / "missing.jsonl")) == "" and hooks.last_reply(None) == ""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "not json at all",
+        '{"hook_event_name": "UserPromptSubmit", "prompt": "carprofen',  # truncated
+        "[1, 2, 3]",
+        '{"hook_event_name": "UserPromptSubmit"}',  # no prompt
+        '{"hook_event_name": "UserPromptSubmit", "prompt": 42}',
+        '{"hook_event_name": "PreToolUse", "tool_name": "Bash"}',  # an event marchdb does not answer
+        '{"hook_event_name": "NewEventOf2027", "session_id": "s1"}',
+        '{"hook_event_name": "UserPromptSubmit", "session_id": {"x": 1}, "prompt": "\\ud800 carprofen"}',
+    ],
+)
+def test_bad_events_answer_nothing_and_never_raise(bm25_store, raw):
+    answer = hooks.handle(bm25_store, "claude-code", raw)
+    assert answer["stdout"] == "" or json.loads(answer["stdout"])["hookSpecificOutput"]
+
+
+def test_bad_input_is_explained_in_the_hook_log(bm25_store):
+    hooks.handle(bm25_store, "claude-code", "{broken")
+    assert any("not JSON" in line for line in client.read_log(bm25_store.cfg.home, "hooks"))
+
+
+def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
+    mixed_vault.root.rename(mixed_vault.root.with_name("away"))
+    answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
+    assert answer["stdout"] == ""
+    assert "does not exist" in answer["note"]
+    assert any("does not exist" in line for line in client.read_log(bm25_store.cfg.home, "hooks"))
+
+
+def test_a_huge_prompt_is_read_from_its_start(bm25_store):
+    prompt = "Dog's medication carprofen? " + "lorem ipsum " * 90_000  # ~1 MB
+    answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert "mem_dog" in context_of(answer, "UserPromptSubmit")
+
+
+def test_injected_context_stays_under_claude_codes_limit(bm25_store):
+    (bm25_store.cfg.profiles_dir / "agent.md").write_text("x" * 50_000, encoding="utf-8")
+    (bm25_store.cfg.profiles_dir / "user.md").write_text("Prefers tea. " + "y" * 50_000, encoding="utf-8")
+    text = context_of(hooks.handle(bm25_store, "claude-code", event("SessionStart")), "SessionStart")
+    assert len(text) <= hooks.MAX_CONTEXT_CHARS
+    assert "[user_profile]\nPrefers tea." in text and text.count("(cut: ") == 2  # both profiles keep their start
+
+
+def test_generic_contract(bm25_store):
+    args = {"text": "Dog's medication carprofen", "run_id": "job-7", "trigger": "user"}
+    out = hooks.handle(bm25_store, "generic", json.dumps(args))["stdout"]
+    assert out.startswith("[recall]\n- mem_dog | score=") and out.endswith("\n")
+    with_profiles = hooks.handle(bm25_store, "generic", json.dumps({**args, "run_id": "job-8", "profiles": True}))
+    assert with_profiles["stdout"].startswith("[agent_profile]")
+    assert hooks.handle(bm25_store, "generic", json.dumps({"text": "zzqx unrelated"}))["stdout"] == ""

@@ -1,0 +1,108 @@
+"""`marchdb install|uninstall claude-code` on real settings files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from marchdb import install
+from marchdb.cli import app
+from marchdb.errors import FileError
+
+THEIRS = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(ls:*)"]},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "~/bin/their-hook.sh", "timeout": 5}]}],
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}],
+    },
+}
+
+
+@pytest.fixture
+def settings(tmp_path):
+    path = tmp_path / "claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(THEIRS, indent=4), encoding="utf-8")
+    return path
+
+
+def ours(data: dict, event: str) -> list[dict]:
+    return [h for g in data["hooks"].get(event, []) for h in g["hooks"] if install.is_ours(h)]
+
+
+def test_install_adds_our_hooks_and_keeps_everything_else(settings):
+    command = install.hook_command()
+    result = install.install(settings, command)
+    assert result.changed and result.events == install.EVENTS
+    data = json.loads(settings.read_text())
+    for event in install.EVENTS:
+        [hook] = ours(data, event)
+        assert hook == {"type": "command", "command": command, "timeout": install.TIMEOUT_SECONDS}
+        assert "matcher" not in data["hooks"][event][-1]
+    assert command.endswith(" hook claude-code") and os.path.isabs(command.split()[0])
+    # theirs, untouched
+    assert data["model"] == "opus" and data["permissions"] == THEIRS["permissions"]
+    assert data["hooks"]["PreToolUse"] == THEIRS["hooks"]["PreToolUse"]
+    assert data["hooks"]["UserPromptSubmit"][0] == THEIRS["hooks"]["UserPromptSubmit"][0]
+    assert json.loads(result.backup.read_text()) == THEIRS
+
+
+def test_install_twice_changes_nothing_and_uninstall_restores(settings):
+    command = install.hook_command()
+    install.install(settings, command)
+    after_first = settings.read_text()
+    again = install.install(settings, command)
+    assert not again.changed and settings.read_text() == after_first
+    removed = install.uninstall(settings)
+    assert removed.changed and set(removed.events) == set(install.EVENTS)
+    assert json.loads(settings.read_text()) == THEIRS
+    assert not install.uninstall(settings).changed
+
+
+def test_a_moved_installation_replaces_its_old_hook(settings):
+    install.install(settings, "/old/venv/bin/marchdb hook claude-code")
+    install.install(settings, install.hook_command())
+    data = json.loads(settings.read_text())
+    assert all(len(ours(data, e)) == 1 for e in install.EVENTS)
+    assert ours(data, "Stop")[0]["command"] == install.hook_command()
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hooks": []}', '{"hooks": {"Stop": {}}}'])
+def test_a_file_it_cannot_read_is_refused_untouched(settings, content):
+    settings.write_text(content, encoding="utf-8")
+    before = settings.stat().st_mtime_ns
+    with pytest.raises(Exception) as err:
+        install.install(settings, install.hook_command())
+    assert "nothing was changed" in str(err.value) or "fix it by hand" in str(err.value)
+    assert settings.read_text() == content and settings.stat().st_mtime_ns == before
+    assert [p.name for p in settings.parent.iterdir()] == ["settings.json"]  # no backup, no temp file
+
+
+def test_a_symlinked_settings_file_is_refused(settings, tmp_path):
+    link = tmp_path / "claude" / "linked.json"
+    link.symlink_to(settings)
+    with pytest.raises(FileError, match="symlink"):
+        install.install(link, install.hook_command())
+    assert json.loads(settings.read_text()) == THEIRS
+
+
+def test_cli_install_user_and_project(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    runner = CliRunner()
+    out = runner.invoke(app, ["--home", str(tmp_path / "h"), "install", "claude-code", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["settings"] == str(tmp_path / "claude-home" / "settings.json") and data["changed"]
+    assert f"--home {tmp_path / 'h'}" in data["command"]  # a non-default home travels with the hook
+    project = tmp_path / "proj"
+    project.mkdir()
+    out = runner.invoke(app, ["install", "claude-code", "--project", str(project)])
+    assert out.exit_code == 0 and (project / ".claude" / "settings.local.json").exists()
+    assert runner.invoke(app, ["uninstall", "claude-code", "--project", str(project)]).exit_code == 0
+    assert json.loads((project / ".claude" / "settings.local.json").read_text()) == {}
+    bad = runner.invoke(app, ["install", "cursor"])
+    assert bad.exit_code == 2 and "claude-code" in bad.stderr
