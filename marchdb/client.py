@@ -25,7 +25,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,6 +37,11 @@ LOG_DIR = "logs"
 #: Largest request or answer line, in bytes (a hook event carries a prompt of
 #: up to ``hooks.MAX_EVENT_BYTES``).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+#: Hosts whose hook events marchdb answers (``hooks``).
+HOOK_HOSTS = ("claude-code", "generic")
+#: Largest hook event read from stdin (a prompt can be a long paste; recall
+#: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
 #: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
 #: longer ones are reached through /proc/self/fd.
 _MAX_SUN_PATH = 100
@@ -208,6 +212,8 @@ def start(home: Path, args: list[str] | None = None) -> bool:
     something that is not a socket (never ours to remove: nothing starts)."""
     if _socket_kind(socket_path(home)) == "other":
         return False
+    import subprocess  # only when starting one: it is the slowest import of this module
+
     logs = home / LOG_DIR
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / "daemon.out", "ab") as out:

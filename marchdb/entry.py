@@ -70,7 +70,8 @@ def run_hook(flags: dict, args: list[str]) -> int:
 def _event(host: str, options: list[str]) -> str | None:
     import json
 
-    from .hooks import HOSTS, MAX_EVENT_BYTES
+    from .client import HOOK_HOSTS as HOSTS
+    from .client import MAX_EVENT_BYTES
 
     home_log = client.home_dir()
     raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)

@@ -31,16 +31,13 @@ from pathlib import Path
 from . import client, profiles
 from .errors import MarchError
 
-#: Largest hook event read from stdin (a prompt can be a long paste; recall
-#: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
-MAX_EVENT_BYTES = 4 * 1024 * 1024
 #: Claude Code keeps at most 10,000 characters of injected context whole.
 MAX_CONTEXT_CHARS = 9000
 #: Bytes read from the end of a transcript to find the last reply (Stop of
 #: Claude Code versions that do not send ``last_assistant_message``).
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
 MAX_SESSION_ID = 200
-HOSTS = ("claude-code", "generic")
+HOSTS = client.HOOK_HOSTS
 RUN_PREFIX = "cc"
 
 

@@ -102,6 +102,8 @@ class _Local:
             if self.watch:
                 from .watch import start_watcher
 
+                self.store.embedder()  # loaded once, shared with the watcher's thread
+
                 # No sync before serving: the watcher thread does the start-up
                 # scan, so a large first embedding run never delays the client.
                 self.watcher = start_watcher(self.store, log=lambda msg: print(f"marchdb: {msg}", file=sys.stderr))

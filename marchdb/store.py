@@ -45,6 +45,9 @@ class Store:
     it on from the second recall, so a one-shot call never pays the loading;
     long-lived processes (MCP server, watcher) pass ``True``.
 
+    ``embedder``: an embedder already loaded elsewhere in this process to
+    use instead of loading the model again.
+
     ``use_model=False``: never load the embedding model (recall is BM25
     only, announced; syncs leave embedding to others). A hook answering while
     the warm engine is still starting uses it: loading the model would cost
@@ -52,12 +55,17 @@ class Store:
     """
 
     def __init__(
-        self, cfg: Config | None = None, keep_vectors: bool | None = None, use_model: bool = True, **overrides
+        self,
+        cfg: Config | None = None,
+        keep_vectors: bool | None = None,
+        use_model: bool = True,
+        embedder=None,
+        **overrides,
     ):
         self.cfg = cfg or load_config(**overrides)
         self.notices: list[str] = []  # things the user should be told once
         self._con: apsw.Connection | None = None
-        self._embedder = None
+        self._embedder = embedder  # an already loaded one to share (a watcher with its engine)
         self._embedder_error: str | None = None
         ensure_layout(self.cfg)
         self.keep_vectors = keep_vectors
@@ -108,6 +116,10 @@ class Store:
         """The notices gathered since the last call (each is shown once)."""
         notes, self.notices = self.notices, []
         return notes
+
+    def loaded_embedder(self):
+        """The embedder if this Store has already loaded one (never loads)."""
+        return self._embedder
 
     def embedder(self):
         """The loaded embedder, or None when no model can be loaded (the

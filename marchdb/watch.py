@@ -38,9 +38,12 @@ class Watcher:
     def __init__(self, store, log: Callable[[str], None] = lambda m: None, debounce: float = DEBOUNCE_SECONDS):
         from .store import Store
 
-        # Own Store: own SQLite connection and own model instance, so a long
-        # embedding run here never holds up the caller's store.
-        self.store = Store(store.cfg)
+        # Own Store (own SQLite connection), so a sync here never holds up the
+        # caller's transactions; the same model: a second llama.cpp instance
+        # costs ~700 MB (its output buffer alone is 512 tokens x 250,037
+        # vocabulary floats), while sharing costs a recall at most one
+        # embedding batch of wait (the embedder serialises its calls).
+        self.store = Store(store.cfg, embedder=store.loaded_embedder())
         self.root = Path(store.root)
         self.log = log
         self.debounce = debounce

@@ -55,3 +55,22 @@ def test_deleting_a_memory_alone_frees_its_vectors(vault, store):
     store.sync(embed=False)
     assert vectors.embed_pending(con, emb, index) == 0  # nothing new to embed ...
     assert counts(con)["vectors"] == 2  # ... but mem_b's two vectors are gone
+
+
+def test_two_processes_never_embed_the_same_backlog(tmp_path, vault, default_model_path):
+    """The embedding lease: the second sync waits, then finds the texts done."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    for i in range(40):
+        body = "\n\n".join(f"Paragraph {j} of note {i} about topic {i % 7} and detail {j}." for j in range(4))
+        vault.memory(f"n{i}.md", f"mem_{i}", name=f"Note {i}", description=f"note number {i}", body=body)
+    exe = str(Path(sys.executable).with_name("marchdb"))
+    args = [exe, "--home", str(tmp_path / "home"), "--root", str(vault.root), "--model", str(default_model_path)]
+    assert subprocess.run([*args, "sync", "--no-embed"], capture_output=True).returncode == 0
+    procs = [subprocess.Popen([*args, "sync", "--json"], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    reports = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    total = 40 + 40  # one metadata text and one body chunk (four short paragraphs) per memory
+    assert sorted(r["embedded"] for r in reports) == [0, total]

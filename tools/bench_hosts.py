@@ -1,0 +1,193 @@
+#!/usr/bin/env python
+"""How fast passive recall reaches a host: hooks and the CLI through the warm engine.
+
+Every figure is a whole process timed from outside the way a host runs it
+(spawn → exit, stdin event in, stdout out), except the engine's own time,
+which it reports per request. On a vault of ``--size`` memories (the
+generated vaults of bench_sync.py; synthetic vectors, as bench_latency.py,
+so building the index does not take an hour), with the default model:
+
+* baseline — ``python -c pass`` of the same interpreter: the floor every
+  hook pays; the hook's time is also given as a ratio to it;
+* hook warm — ``marchdb hook claude-code`` with a UserPromptSubmit event,
+  the engine running (each prompt a new turn of one session);
+* engine — the engine's own time for the same hook request and for a plain
+  ``memory_recall`` (query embedding and dirty check included);
+* CLI warm — ``marchdb recall TEXT`` with the engine running;
+* hook cold — no engine running: the hook answers with keyword recall and
+  starts the engine; then how long until the engine is warm.
+
+Usage::
+
+    .venv/bin/python tools/bench_hosts.py --size 10000 --out bench-results/hosts.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench_latency import fill_vectors, query_texts
+from bench_sync import ensure_vault, machine_info
+
+from marchdb import client, daemon
+from marchdb.config import load_config
+from marchdb.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+MARCHDB = str(Path(sys.executable).with_name("marchdb"))
+
+
+def log(msg: str) -> None:
+    print(f"[bench_hosts] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))], 1)
+
+
+def summary(values: list[float]) -> dict:
+    return {
+        "p50": round(statistics.median(values), 1),
+        "p95": pct(values, 0.95),
+        "max": pct(values, 1.0),
+        "n": len(values),
+    }
+
+
+def timed(cmd: list[str], stdin: str = "", env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    t = time.perf_counter()
+    out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=120)
+    return (time.perf_counter() - t) * 1000, out
+
+
+def prepare(size: int, work: Path, models: Path) -> tuple[Path, Path]:
+    vault, _ = ensure_vault(work / "sync" / f"n{size}", size, log)  # bench_sync.py's vaults, shared
+    home = work / "hosts" / f"n{size}"
+    cfg = load_config(home=home, root=vault, env={"MARCH_MODELS_DIR": str(models)})
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        fill_vectors(store, log)
+    return vault, home
+
+
+def event(session: str, prompt: str) -> str:
+    return json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": prompt, "cwd": "/tmp"})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=40, help="hook and CLI processes timed warm")
+    ap.add_argument("--cold-runs", type=int, default=5)
+    ap.add_argument("--work", type=Path, default=REPO / ".bench")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    models = args.work / "models"
+    vault, home = prepare(args.size, args.work, models)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MARCH_")}
+    env.update(MARCH_HOME=str(home), MARCH_MEMORY_ROOT=str(vault), MARCH_MODELS_DIR=str(models))
+    cfg = load_config(home=home, root=vault, env=env)
+    texts = query_texts(max(args.runs, args.cold_runs) * 2)
+    daemon.stop(home)
+
+    baseline = [timed([sys.executable, "-c", "pass"])[0] for _ in range(args.runs)]
+    log(f"python -c pass: p50 {statistics.median(baseline):.1f} ms")
+
+    cold, ready = [], []
+    for i in range(args.cold_runs):
+        daemon.stop(home)
+        ms, out = timed([MARCHDB, "hook", "claude-code"], event(f"cold-{i}", texts[i]), env)
+        assert out.returncode == 0, out.stderr
+        cold.append(ms)
+        t = time.perf_counter()
+        if not client.wait_ready(home, 300):
+            raise SystemExit("the engine did not start; see logs/daemon.log")
+        ready.append((time.perf_counter() - t) * 1000 + ms)
+    log(f"hook cold: {summary(cold)}; engine warm after {summary(ready)}")
+
+    warm, hinted = [], 0
+    for i in range(args.runs):
+        ms, out = timed([MARCHDB, "hook", "claude-code"], event("warm", texts[i]), env)
+        assert out.returncode == 0, out.stderr
+        warm.append(ms)
+        hinted += bool(out.stdout)
+    log(f"hook warm: {summary(warm)}")
+
+    ident = client.identity(cfg)
+    engine_hook, engine_recall = [], []
+    for i in range(args.runs * 3):
+        text = texts[i % len(texts)]
+        engine_hook.append(client.request(home, "hook", {"host": "claude-code", "event": event("eng", text)}, ident)[1])
+        engine_recall.append(client.request(home, "memory_recall", {"text": text}, ident)[1])
+    log(f"engine: hook {summary(engine_hook)}, recall {summary(engine_recall)}")
+
+    cli = [timed([MARCHDB, "recall", texts[i]], env=env)[0] for i in range(args.runs)]
+    log(f"CLI warm: {summary(cli)}")
+    rss = _rss_mb(client.engine_pid(home))
+    daemon.stop(home)
+
+    result = {
+        "memories": args.size,
+        "machine": machine_info(),
+        "python": platform.python_version(),
+        "python_c_pass_ms": summary(baseline),
+        "hook_warm_ms": summary(warm),
+        "hook_warm_over_python": round(statistics.median(warm) / statistics.median(baseline), 2),
+        "hook_warm_hinted": hinted,
+        "engine_hook_ms": summary(engine_hook),
+        "engine_recall_ms": summary(engine_recall),
+        "cli_recall_warm_ms": summary(cli),
+        "hook_cold_ms": summary(cold),
+        "engine_warm_after_cold_ms": summary(ready),
+        "engine_rss_mb": rss,
+    }
+    print(table(result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _rss_mb(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def table(r: dict) -> str:
+    rows = [
+        ("python -c pass (floor)", r["python_c_pass_ms"]),
+        ("hook, warm engine (spawn -> output)", r["hook_warm_ms"]),
+        ("  engine time for that hook", r["engine_hook_ms"]),
+        ("  engine time for a recall", r["engine_recall_ms"]),
+        ("marchdb recall, warm engine", r["cli_recall_warm_ms"]),
+        ("hook, no engine yet (keyword recall)", r["hook_cold_ms"]),
+        ("  engine warm after the cold hook", r["engine_warm_after_cold_ms"]),
+    ]
+    lines = [
+        f"{r['memories']:,} memories; hook p50 = {r['hook_warm_over_python']}x python -c pass; "
+        f"engine RSS {r['engine_rss_mb']} MB",
+        f"{'':40} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>4}",
+    ]
+    for name, s in rows:
+        lines.append(f"{name:40} {s['p50']:>8} {s['p95']:>8} {s['max']:>8} {s['n']:>4}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
