@@ -112,9 +112,19 @@ def test_bad_events_answer_nothing_and_never_raise(bm25_store, raw):
     assert answer["stdout"] == "" or json.loads(answer["stdout"])["hookSpecificOutput"]
 
 
-def test_bad_input_is_explained_in_the_hook_log(bm25_store):
+def test_bad_input_is_explained_in_the_hook_log_and_doctor(bm25_store):
     hooks.handle(bm25_store, "claude-code", "{broken")
     assert any("not JSON" in line for line in client.read_log(bm25_store.cfg.home, "hooks"))
+    assert any("not JSON" in line for line in bm25_store.doctor()["hook_log"])
+
+
+def test_the_hook_log_is_rotated_by_size(tmp_path):
+    for i in range(4000):
+        client.log(tmp_path, "hooks", f"event {i} " + "x" * 100)
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert logs == ["hooks.log", "hooks.log.1", "hooks.log.2"]
+    assert all((tmp_path / "logs" / name).stat().st_size <= client.LOG_BYTES for name in logs)
+    assert client.read_log(tmp_path, "hooks", 1)[0].endswith("event 3999 " + "x" * 100)
 
 
 def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
