@@ -172,6 +172,8 @@ class Store:
                     else:
                         report.embedded = embedded
                         calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
+                        if embedded and self.keep_vectors:
+                            emb.release_buffers()  # a long-lived process: back to a query-sized buffer
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
                     with db.transaction(self.con):

@@ -179,6 +179,9 @@ class Watcher:
         except MarchError as exc:
             self.log(f"sync failed: {exc}")
             return
+        embedder = self.store.loaded_embedder()
+        if report.embedded and embedder is not None:
+            embedder.release_buffers()  # a long-lived process: back to a query-sized buffer
         changed = report.added + report.updated + report.moved + report.removed
         if changed or report.embedded:
             self.log(

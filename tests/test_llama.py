@@ -178,3 +178,13 @@ def test_broken_gguf_fails_check(default_model_path, tmp_path, key, gguf_type, v
     with LlamaEmbedder(broken, threads=2) as emb:
         rows = check_model(emb)
     assert any(r["name"].startswith("reference") and not r["ok"] for r in rows), rows
+
+
+def test_release_buffers_after_a_large_batch_keeps_the_vectors(default_model_path):
+    with LlamaEmbedder(default_model_path, threads=2) as emb:
+        query = emb.embed_queries(["how do we deploy the frontend?"])
+        assert not emb.release_buffers()  # nothing large decoded yet
+        passages = emb.embed_passages([EN[1] * 8] * 6)
+        assert emb.release_buffers()
+        assert np.allclose(emb.embed_queries(["how do we deploy the frontend?"]), query, atol=1e-6)
+        assert np.allclose(emb.embed_passages([EN[1] * 8] * 6), passages, atol=1e-6)

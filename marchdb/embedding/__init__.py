@@ -58,6 +58,12 @@ class Embedder(ABC):
         """``embed(texts, "passage", progress)``."""
         return self.embed(texts, "passage", progress)
 
+    def release_buffers(self) -> bool:
+        """Give back memory held for large batches, if the model keeps any
+        (a long-lived process calls this after a backlog). Returns whether
+        anything was released."""
+        return False
+
 
 def resolve_model_path(cfg: Config, build: bool = True) -> Path:
     """The GGUF file to use: a path from the configuration, or a built-in

@@ -208,6 +208,7 @@ class LlamaEmbedder(Embedder):
     _head: list[int]
     _tail: list[int]
     _memory: Any
+    _active_threads: int | None = None
 
     def __init__(
         self,
@@ -290,6 +291,8 @@ class LlamaEmbedder(Embedder):
             # The file asks for per-token output; a sentence vector needs a
             # pooling, and mean is the usual default for such models.
             cparams.pooling_type = lc.LLAMA_POOLING_TYPE_MEAN
+        self._cparams = cparams
+        self._peak_tokens = 0  # largest batch since the context was made: its output buffer's size
         self._ctx = lc.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             raise ModelError(
@@ -443,6 +446,30 @@ class LlamaEmbedder(Embedder):
         body = _clean(prefix + text).encode("utf-8")
         return len(self._tokenize(body, True))
 
+    def release_buffers(self) -> bool:
+        """Give back the memory of the largest batch embedded so far.
+
+        llama.cpp keeps an output buffer sized for the largest batch a
+        context decoded — logits for every token, even for an embedding
+        model: 250,037 vocabulary floats a token, 512 MB for a full batch
+        of e5 — and never shrinks it. A long-lived process calls this after
+        embedding a backlog; the context is made again, and the next small
+        input (a query) needs a small buffer. Returns whether it was.
+        """
+        with self._lock:
+            if self._ctx is None or self._peak_tokens <= SMALL_INPUT_TOKENS:
+                return False
+            lc = self._lc
+            fresh = lc.llama_init_from_model(self._model, self._cparams)
+            if not fresh:
+                return False  # keep the working one
+            lc.llama_free(self._ctx)
+            self._ctx = fresh
+            self._memory = lc.llama_get_memory(fresh)
+            self._active_threads = None
+            self._peak_tokens = 0
+            return True
+
     def close(self) -> None:
         """Free the llama.cpp context and model (idempotent)."""
         lc = getattr(self, "_lc", None)
@@ -556,7 +583,7 @@ class LlamaEmbedder(Embedder):
         # spin-wait on each other, and with any other load on the machine
         # two threads took 0.1-2 s for a 16-token query that one thread
         # embeds in 20 ms. Bulk passages still use every thread.
-        if threads != getattr(self, "_active_threads", None):
+        if threads != self._active_threads:
             self._lc.llama_set_n_threads(self._ctx, threads, threads)
             self._active_threads = threads
 
@@ -571,6 +598,7 @@ class LlamaEmbedder(Embedder):
             self._b_seq[pos : pos + L] = sid
             pos += L
         self._batch.n_tokens = pos
+        self._peak_tokens = max(self._peak_tokens, pos)
         if self._memory:
             lc.llama_memory_clear(self._memory, True)
         _recent_errors.clear()
