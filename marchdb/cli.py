@@ -228,9 +228,9 @@ def rebuild(ctx: typer.Context, as_json: bool = JsonOpt, no_embed: bool = typer.
         report = store.rebuild(embed=not no_embed, progress=progress)
     finally:
         progress.close()
-    _notices(store, as_json)
+    notes = _notices(store, as_json)
     if as_json:
-        _emit(report.to_dict())
+        _emit({**report.to_dict(), "notices": notes})
     else:
         typer.echo(
             f"rebuilt: {report.added} memories from {report.scanned} files, "

@@ -14,7 +14,7 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import db, doctor, profiles
+from . import db, doctor, logs, profiles
 from . import save as save_mod
 from . import search as search_mod
 from .config import Config, ensure_layout, load_config
@@ -87,6 +87,7 @@ class Store:
             self._con.close()
             self._con = None
         self._vindex = None
+
 
     def __enter__(self) -> Store:
         return self
@@ -170,11 +171,24 @@ class Store:
         return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
-        """Delete the index and build it again from the Markdown files."""
+        """Delete the index and build it again from the Markdown files.
+
+        The recall and open logs are the one thing the files cannot give
+        back: they are copied into the new index (a notice says how many
+        rows, or that the old index could not be read and they are lost).
+        """
         self.close()
         with db.writer_lock(self.cfg.index_path):
+            saved, unreadable = logs.read_file(self.cfg.index_path)
             db.remove_index_files(self.cfg.index_path)
+            if unreadable:
+                self.notices.append(f"the old index could not be read ({unreadable}): its recall/open logs are lost")
+            if saved is not None and saved.rows():
+                with db.transaction(self.con):
+                    copied, skipped = logs.restore(self.con, saved)
+                self.notices.append(logs.describe(copied, skipped))
         return self.sync(embed=embed, progress=progress)
+
 
     # ------------------------------------------------------------ reading
 
