@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import db, doctor, logs, profiles
+from . import db, doctor, logs, profiles, sqlfuncs
 from . import save as save_mod
 from . import search as search_mod
 from .config import Config, ensure_layout, load_config
@@ -58,6 +59,7 @@ class Store:
         self._recalls = 0
         self._rebuilt = False
         self._index_ino: int | None = None
+        self._sql: sqlfuncs.Engine | None = None
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
@@ -72,6 +74,7 @@ class Store:
             if rebuilt:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
             self._con = con
+            sqlfuncs.register(con, self.sql_engine)  # march_* functions (README, "The index in SQL")
             self._rebuilt = bool(rebuilt)
             self._index_ino = _inode(self.cfg.index_path)
         return self._con
@@ -86,8 +89,17 @@ class Store:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._sql is not None:
+            self._sql.close()
         self._vindex = None
 
+    @property
+    def sql_engine(self) -> sqlfuncs.Engine:
+        """What the ``march_*`` SQL functions compute with this store's model
+        and settings (registered on every connection the store opens)."""
+        if self._sql is None:
+            self._sql = sqlfuncs.Engine(self.cfg, self.embedder, lambda: self._embedder_error)
+        return self._sql
 
     def __enter__(self) -> Store:
         return self
@@ -188,7 +200,6 @@ class Store:
                     copied, skipped = logs.restore(self.con, saved)
                 self.notices.append(logs.describe(copied, skipped))
         return self.sync(embed=embed, progress=progress)
-
 
     # ------------------------------------------------------------ reading
 
@@ -398,6 +409,9 @@ class Store:
         a hand edit (``DELETE FROM memory_index``) would leave it silently
         out of step with them until a rebuild.
         """
+        if _RECALLS_IN_SQL.search(sql):
+            # As `marchdb recall` does: answer from an index that is up to date.
+            self.ensure_fresh()
         if not write:
             self.read_only(True)
         try:
@@ -434,6 +448,9 @@ class Store:
             self.con.authorizer = None
             self.con.pragma("query_only", False)
 
+
+#: Statements that recall from the index get the dirty check first.
+_RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
 
 _READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
 
