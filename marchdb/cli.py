@@ -273,6 +273,27 @@ def sql(
         typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
 
 
+@command(app)
+def export(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE", help="The SQLite file to write (outside the memory root)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it is an earlier export."),
+    as_json: bool = JsonOpt,
+):
+    """Write the index as one portable SQLite file (vectors, calibration and logs included)."""
+    store = _store(ctx)
+    data = store.export(file, force=force)
+    notes = _notices(store, as_json)
+    if as_json:
+        _emit({**data, "notices": notes})
+        return
+    typer.echo(
+        f"exported {data['memories']} memories, {data['vectors']} vectors, "
+        f"{data['recall_log']} recall and {data['open_log']} open log rows to {data['path']} "
+        f"({data['bytes'] / 1e6:.1f} MB); point indexPath at it to use it"
+    )
+
+
 def _jsonable(row: tuple) -> list:
     return [v.hex() if isinstance(v, bytes) else v for v in row]
 

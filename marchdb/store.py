@@ -201,6 +201,13 @@ class Store:
                 self.notices.append(logs.describe(copied, skipped))
         return self.sync(embed=embed, progress=progress)
 
+    def export(self, dest: str | os.PathLike, force: bool = False) -> dict:
+        """Write the index to ``dest`` as one portable SQLite file (see
+        ``export.export_index``; ``force`` replaces an earlier export)."""
+        from .export import export_index
+
+        return export_index(self.con, self.cfg, dest, force=force)
+
     # ------------------------------------------------------------ reading
 
     def status(self) -> dict:
