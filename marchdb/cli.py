@@ -294,6 +294,17 @@ def export(
     )
 
 
+@command(app)
+def browse(
+    ctx: typer.Context,
+    port: int = typer.Option(8001, "--port", "-p", min=1, max=65535, help="Port on 127.0.0.1."),
+):
+    """Look at the index in a browser: Datasette, read-only, on 127.0.0.1 (needs the browse extra)."""
+    from .browse import serve
+
+    serve(_store(ctx), port=port, say=lambda m: typer.echo(m, err=True))
+
+
 def _jsonable(row: tuple) -> list:
     return [v.hex() if isinstance(v, bytes) else v for v in row]
 
