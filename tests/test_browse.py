@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -22,7 +23,11 @@ from marchdb.config import load_config
 from marchdb.demo import MEMORIES
 from marchdb.store import Store
 
-datasette = pytest.importorskip("datasette", reason="the browse extra is not installed: pip install -e '.[test]'")
+#: The tests that serve the index need the extra; the one about its absence does not.
+needs_datasette = pytest.mark.skipif(
+    importlib.util.find_spec("datasette") is None,
+    reason="the browse extra is not installed: pip install -e '.[test]' (it includes it)",
+)
 
 
 def test_without_datasette_browse_says_how_to_install(tmp_path, vault, monkeypatch):
@@ -55,6 +60,7 @@ def _close(ds) -> None:
     ds.get_database(browse.DB_NAME).close()
 
 
+@needs_datasette
 def test_canned_queries_without_a_model(tmp_path, mixed_vault):
     mixed_vault.write("bad.md", "---\nid: [x\n---\n")
     cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, model=str(tmp_path / "none.gguf"), env={})
@@ -133,6 +139,7 @@ print("ok")
 """
 
 
+@needs_datasette
 def test_sqlite_vec_in_datasette_and_apsw_side_by_side(tmp_path, vault):
     # Regression: apsw and pysqlite3 (two SQLite builds) loading sqlite-vec in
     # one process segfaulted: the second load took over the library's API table.
@@ -158,6 +165,7 @@ def demo_store(vault, model_cfg):
         yield store, saved[0]["id"]
 
 
+@needs_datasette
 def test_recall_and_neighbours_through_datasette(demo_store):
     store, cache_id = demo_store
     ds = browse.build(store)
@@ -233,6 +241,7 @@ def _listening_addresses(port: int) -> set[str]:
     return found
 
 
+@needs_datasette
 def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
     store, cache_id = demo_store
     driver = _browser()
