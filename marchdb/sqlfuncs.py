@@ -37,6 +37,7 @@ from . import recall as recall_mod
 from .config import Config
 from .embedding import Embedder, calibrate
 from .errors import InvalidInput, ModelError, NotFound
+from .notes import MAX_FILE_BYTES
 
 #: Columns of ``march_recall`` (and keys of ``march_recall_json``'s objects),
 #: in the order ``recall --explain`` shows candidates. ``hint`` is 1 for a
@@ -67,6 +68,8 @@ SIMILAR_K = 10
 SIMILAR_MAX_K = 100
 #: Text longer than this is read on its start only, as recall does.
 MAX_TEXT_CHARS = recall_mod.MAX_RECALL_CHARS
+#: march_fts takes what a memory file may hold (a body is indexed whole).
+MAX_FTS_CHARS = MAX_FILE_BYTES
 
 
 def _text_arg(text: object, name: str) -> str | None:
@@ -136,7 +139,7 @@ class Engine:
             return None
         if not isinstance(text, str):
             raise InvalidInput("march_fts: the text must be a string")
-        return fts.index_text(text)
+        return fts.index_text(text[:MAX_FTS_CHARS])
 
     def match(self, con: apsw.Connection, text: object) -> str | None:
         """``march_match``: the FTS5 MATCH expression recall uses for ``text``
