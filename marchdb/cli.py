@@ -254,9 +254,9 @@ def rebuild(ctx: typer.Context, as_json: bool = JsonOpt, no_embed: bool = typer.
         report = store.rebuild(embed=not no_embed, progress=progress)
     finally:
         progress.close()
-    _notices(store, as_json)
+    notes = _notices(store, as_json)
     if as_json:
-        _emit(report.to_dict())
+        _emit({**report.to_dict(), "notices": notes})
     else:
         typer.echo(
             f"rebuilt: {report.added} memories from {report.scanned} files, "
@@ -297,6 +297,38 @@ def sql(
     typer.echo("  ".join("-" * w for w in widths))
     for row in cells:
         typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
+
+
+@command(app)
+def export(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE", help="The SQLite file to write (outside the memory root)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it is an earlier export."),
+    as_json: bool = JsonOpt,
+):
+    """Write the index as one portable SQLite file (vectors, calibration and logs included)."""
+    store = _store(ctx)
+    data = store.export(file, force=force)
+    notes = _notices(store, as_json)
+    if as_json:
+        _emit({**data, "notices": notes})
+        return
+    typer.echo(
+        f"exported {data['memories']} memories, {data['vectors']} vectors, "
+        f"{data['recall_log']} recall and {data['open_log']} open log rows to {data['path']} "
+        f"({data['bytes'] / 1e6:.1f} MB); point indexPath at it to use it"
+    )
+
+
+@command(app)
+def browse(
+    ctx: typer.Context,
+    port: int = typer.Option(8001, "--port", "-p", min=1, max=65535, help="Port on 127.0.0.1."),
+):
+    """Look at the index in a browser: Datasette, read-only, on 127.0.0.1 (needs the browse extra)."""
+    from .browse import serve
+
+    serve(_store(ctx), port=port, say=lambda m: typer.echo(m, err=True))
 
 
 def _jsonable(row: tuple) -> list:

@@ -22,6 +22,7 @@ import apsw
 import apsw.bestpractice
 import sqlite_vec
 
+from . import logs
 from .clock import utc_now_iso
 from .errors import IndexUnavailable
 
@@ -176,10 +177,17 @@ def _drop_everything(con: apsw.Connection) -> None:
         dropped.add(name)
 
 
-def _apply_schema(con: apsw.Connection) -> None:
+def _apply_schema(con: apsw.Connection) -> str:
+    """(Re)create the schema; the recall/open logs, which the files cannot
+    give back, are carried over (``logs``). Returns what happened to them."""
     with transaction(con):
+        try:
+            saved = logs.read(con)
+        except apsw.Error:  # an index too old or odd to read its logs
+            saved = None
         _drop_everything(con)
         con.execute(schema_sql())
+        copied, skipped = logs.restore(con, saved)
         set_meta(con, "schema_hash", schema_hash())
         set_meta(con, "created_at", utc_now_iso())
         # Tells caches of long-lived processes (vecindex, term statistics)
@@ -187,6 +195,7 @@ def _apply_schema(con: apsw.Connection) -> None:
         # from the same values after a rebuild in place.
         set_meta(con, "index_id", secrets.token_hex(8))
         con.pragma("user_version", SCHEMA_VERSION)
+    return logs.describe(copied, skipped) if saved and saved.rows() else ""
 
 
 def remove_index_files(path: str | os.PathLike) -> None:
@@ -227,10 +236,10 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
         state = _schema_state(con)  # another process may have done it meanwhile
         if state == "current":
             return con, None
-        _apply_schema(con)
+        kept = _apply_schema(con)
     if state == "fresh":
         return con, None if not existed else "the index file was empty"
-    return con, f"{state}; rebuilt from the Markdown files"
+    return con, f"{state}; rebuilt from the Markdown files" + (f" ({kept})" if kept else "")
 
 
 def ensure_vector_tables(con: apsw.Connection, dim: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import client, db, doctor, profiles
+from . import client, db, doctor, logs, profiles, sqlfuncs
 from . import save as save_mod
 from . import search as search_mod
 from .config import Config, ensure_layout, load_config
@@ -76,6 +77,7 @@ class Store:
         self._recalls = 0
         self._rebuilt = False
         self._index_ino: int | None = None
+        self._sql: sqlfuncs.Engine | None = None
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
@@ -90,6 +92,7 @@ class Store:
             if rebuilt:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
             self._con = con
+            sqlfuncs.register(con, self.sql_engine)  # march_* functions (README, "The index in SQL")
             self._rebuilt = bool(rebuilt)
             self._index_ino = _inode(self.cfg.index_path)
         return self._con
@@ -104,7 +107,17 @@ class Store:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._sql is not None:
+            self._sql.close()
         self._vindex = None
+
+    @property
+    def sql_engine(self) -> sqlfuncs.Engine:
+        """What the ``march_*`` SQL functions compute with this store's model
+        and settings (registered on every connection the store opens)."""
+        if self._sql is None:
+            self._sql = sqlfuncs.Engine(self.cfg, self.embedder, lambda: self._embedder_error)
+        return self._sql
 
     def __enter__(self) -> Store:
         return self
@@ -203,11 +216,30 @@ class Store:
         return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
-        """Delete the index and build it again from the Markdown files."""
+        """Delete the index and build it again from the Markdown files.
+
+        The recall and open logs are the one thing the files cannot give
+        back: they are copied into the new index (a notice says how many
+        rows, or that the old index could not be read and they are lost).
+        """
         self.close()
         with db.writer_lock(self.cfg.index_path):
+            saved, unreadable = logs.read_file(self.cfg.index_path)
             db.remove_index_files(self.cfg.index_path)
+            if unreadable:
+                self.notices.append(f"the old index could not be read ({unreadable}): its recall/open logs are lost")
+            if saved is not None and saved.rows():
+                with db.transaction(self.con):
+                    copied, skipped = logs.restore(self.con, saved)
+                self.notices.append(logs.describe(copied, skipped))
         return self.sync(embed=embed, progress=progress)
+
+    def export(self, dest: str | os.PathLike, force: bool = False) -> dict:
+        """Write the index to ``dest`` as one portable SQLite file (see
+        ``export.export_index``; ``force`` replaces an earlier export)."""
+        from .export import export_index
+
+        return export_index(self.con, self.cfg, dest, force=force)
 
     # ------------------------------------------------------------ reading
 
@@ -423,6 +455,9 @@ class Store:
         a hand edit (``DELETE FROM memory_index``) would leave it silently
         out of step with them until a rebuild.
         """
+        if _RECALLS_IN_SQL.search(sql):
+            # As `marchdb recall` does: answer from an index that is up to date.
+            self.ensure_fresh()
         if not write:
             self.read_only(True)
         try:
@@ -459,6 +494,9 @@ class Store:
             self.con.authorizer = None
             self.con.pragma("query_only", False)
 
+
+#: Statements that recall from the index get the dirty check first.
+_RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
 
 _READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
 

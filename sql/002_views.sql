@@ -49,3 +49,28 @@ SELECT
     (SELECT count(*) FROM diag_vectors WHERE meta_missing)              AS memories_without_vector,
     (SELECT coalesce(sum(chunks_missing), 0) FROM diag_vectors)         AS chunks_without_vector,
     (SELECT value FROM meta WHERE key = 'vector_error')                 AS vector_error;
+
+-- What the agent was hinted and what it opened (the logs survive rebuilds,
+-- marchdb/logs.py). Plain SQL: readable from the stock sqlite3 shell.
+CREATE INDEX recall_log_mem ON recall_log(mem_id);
+CREATE INDEX open_log_mem ON open_log(mem_id);
+
+-- One row per logged hint: when, which run (and its place in the order of
+-- runs), which trigger ('user' / 'assistant' injected, 'display' shown only,
+-- 'record' recorded at the end of a run), which memory and its score. name
+-- and path are NULL for a memory no longer in the index.
+CREATE VIEW hint_history AS
+SELECT l.seq, l.at, l.run_id, r.seq AS run_seq, l.trigger, l.mem_id AS id, m.name, l.score, m.path
+FROM recall_log l
+LEFT JOIN runs r ON r.run_id = l.run_id
+LEFT JOIN memory_index m ON m.id = l.mem_id;
+
+-- Per memory in the index: how often it was hinted (injected for a user
+-- message or an assistant output) and opened, and when last.
+CREATE VIEW memory_use AS
+SELECT m.id, m.name, m.status,
+       (SELECT count(*) FROM recall_log l WHERE l.mem_id = m.id AND l.trigger IN ('user', 'assistant')) AS hinted,
+       (SELECT max(l.at) FROM recall_log l WHERE l.mem_id = m.id AND l.trigger IN ('user', 'assistant')) AS last_hinted,
+       (SELECT count(*) FROM open_log o WHERE o.mem_id = m.id) AS opened,
+       (SELECT max(o.at) FROM open_log o WHERE o.mem_id = m.id) AS last_opened
+FROM memory_index m;

@@ -83,16 +83,25 @@ def test_views_readable_from_stock_sqlite3_shell(vault, store):
     vault.memory("a.md", "mem_a")
     vault.write("bad.md", "---\nid: [x\n---\n")
     store.sync(embed=False)
+    store.open("mem_a")
+    with store.con:  # what a recall with a run id logs
+        store.con.execute("INSERT INTO runs(run_id) VALUES ('run-1')")
+        store.con.execute(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('run-1', 'user', 'mem_a', 0.7)"
+        )
     store.close()
     out = subprocess.run(
         [
             "sqlite3",
             str(store.cfg.index_path),
-            "SELECT files, memories FROM diag_summary; SELECT path, kind FROM diag_problems ORDER BY path;",
+            "SELECT files, memories FROM diag_summary; SELECT path, kind FROM diag_problems ORDER BY path;"
+            "SELECT run_id, run_seq, trigger, id, name, score FROM hint_history;"
+            "SELECT id, hinted, opened, last_hinted IS NOT NULL, last_opened IS NOT NULL FROM memory_use;",
         ],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.split()
+    ).stdout.splitlines()
     assert out[0] == "2|1"
     assert "bad.md|parse_error" in out
+    assert out[-2:] == ["run-1|1|user|mem_a|A memory|0.7", "mem_a|1|1|1|1"]

@@ -1,0 +1,164 @@
+"""``marchdb browse``: look at the index in a browser, through Datasette.
+
+Not a web app of our own: Datasette (the ``browse`` extra) serves the index
+file read-only on 127.0.0.1, with sqlite-vec loaded, the ``march_*``
+functions registered and a few canned queries (``browse_plugin``).
+
+Why it is put together this way (details: /work/notes/datasette.md):
+
+* Datasette uses ``pysqlite3`` when it is importable, else the stdlib
+  ``sqlite3``, which on many Pythons cannot load extensions; the extra
+  installs ``pysqlite3-binary`` (Linux wheels).
+* Its connections are ``pysqlite3`` ones, with no virtual-table API, so in
+  Datasette ``march_recall`` and ``march_similar`` are the JSON twins
+  (``json_each(march_recall_json(:text))``). They run marchdb's own code on a
+  read-only apsw connection to the same file.
+* The plugin is registered in-process (no entry point): installing the extra
+  changes nothing for other Datasette uses.
+* Datasette opens the file with ``mode=ro``: it sees what sync writes, live,
+  and can write nothing. Arbitrary SQL stays allowed — it cannot change the
+  index, and reading the index in SQL is the point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+import sqlite_vec
+
+from . import db
+from .errors import ConfigError, IndexUnavailable
+
+#: The database's name in Datasette's URLs: http://127.0.0.1:PORT/marchdb
+DB_NAME = "marchdb"
+HOST = "127.0.0.1"  # loopback only, on purpose: the index holds the user's memories
+INSTALL_HINT = "marchdb browse needs Datasette: pip install -e '.[browse]' (or pip install 'marchdb[browse]')"
+#: Embedding a message on the first recall loads the model (about a second);
+#: Datasette's default limit of one second would cut such a query short.
+SQL_TIME_LIMIT_MS = 20_000
+
+
+def require_datasette() -> None:
+    """Raise a one-line ``ConfigError`` when Datasette, or an sqlite3 module
+    that can load sqlite-vec, is missing."""
+    try:
+        from datasette.utils.sqlite import sqlite3
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        raise ConfigError(
+            "Datasette's sqlite3 module cannot load extensions (sqlite-vec); " + INSTALL_HINT.split(": ", 1)[1]
+        )
+
+
+def open_read_only(path: str | Path) -> apsw.Connection:
+    """A read-only apsw connection to the index with sqlite-vec loaded, for
+    the functions Datasette calls."""
+    if not Path(path).is_file():
+        raise IndexUnavailable(f"there is no index at {path} yet; run `marchdb sync` first")
+    try:
+        con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        con.enable_load_extension(True)
+        con.load_extension(sqlite_vec.loadable_path())
+        con.enable_load_extension(False)
+        con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
+    except apsw.Error as exc:
+        raise IndexUnavailable(f"cannot open the index {path} read-only: {exc}") from None
+    return con
+
+
+def hidden_tables(con: apsw.Connection) -> list[str]:
+    """Tables a person has no use for: shadow tables of FTS5 and vec0, and
+    the sign-bit tables of the coarse KNN."""
+    names = []
+    for _schema, name, kind, *_rest in con.execute("PRAGMA main.table_list"):
+        if kind == "shadow" or name.endswith("_bits") or name == "sqlite_sequence":
+            names.append(name)
+    return sorted(names)
+
+
+def metadata(con: apsw.Connection) -> dict[str, Any]:
+    """Datasette metadata: titles and hidden tables (the canned queries come
+    from the plugin)."""
+    return {
+        "title": "marchdb",
+        "description": "The marchdb index, read-only. It is rebuilt from the Markdown files: edit those, not this.",
+        "databases": {
+            DB_NAME: {
+                "tables": {name: {"hidden": True} for name in hidden_tables(con)},
+            }
+        },
+    }
+
+
+def build(store) -> Any:
+    """A Datasette instance serving ``store``'s index read-only, with the
+    marchdb plugin attached (``browse_plugin.detach`` when done)."""
+    require_datasette()
+    from datasette.app import Datasette
+    from datasette.database import Database
+    from datasette.plugins import pm
+
+    from . import browse_plugin
+
+    path = store.cfg.index_path
+    if any(c in str(path) for c in "?#%"):
+        # Datasette puts the path into an SQLite URI without escaping it.
+        raise ConfigError(f"Datasette cannot open {path} (a ?, # or % in the path); move the index (indexPath)")
+    con = open_read_only(path)
+    if not pm.is_registered(browse_plugin):
+        pm.register(browse_plugin, name="marchdb")
+    ds = Datasette(metadata=metadata(con), settings={"sql_time_limit_ms": SQL_TIME_LIMIT_MS})
+    ds.add_database(Database(ds, path=str(path), is_mutable=True), name=DB_NAME)
+    browse_plugin.attach(ds, store.sql_engine, con)
+    return ds
+
+
+async def check(ds: Any) -> None:
+    """Start Datasette's plugins and run one query through them: a missing
+    extension or function fails here, before the server says it is up."""
+    await ds.invoke_startup()
+    try:
+        await ds.get_database(DB_NAME).execute("SELECT vec_version(), march_fts('x'), count(*) FROM memory_index")
+    except Exception as exc:  # sqlite3 errors of whichever module Datasette uses
+        raise IndexUnavailable(f"Datasette cannot read the index: {exc}") from None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
+    """Bring the index up to date, then serve it on http://127.0.0.1:PORT
+    until Ctrl-C."""
+    require_datasette()
+    import uvicorn
+
+    if not _port_free(port):
+        raise ConfigError(f"port {port} on {HOST} is in use; pass another one with --port")
+    try:
+        store.ensure_fresh()
+    except ConfigError as exc:  # the memory root is away: the index can still be looked at
+        say(f"note: {exc}; serving the index as it is")
+    for note in store.take_notices():
+        say(f"note: {note}")
+    store.close()  # Datasette and the functions read through connections of their own
+    ds = build(store)
+    try:
+        asyncio.run(check(ds))
+        say(f"marchdb browse: http://{HOST}:{port}/{DB_NAME}  (read-only; Ctrl-C to stop)")
+        uvicorn.run(ds.app(), host=HOST, port=port, log_level="warning", lifespan="on")
+    finally:
+        from . import browse_plugin
+
+        browse_plugin.detach(ds)

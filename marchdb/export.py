@@ -1,0 +1,122 @@
+"""``marchdb export FILE``: the index as one portable SQLite file.
+
+``VACUUM INTO`` writes a consistent snapshot (the WAL folded in) to a fresh
+file: every table — memories, chunks, FTS5, the vec0 vectors, the model's
+calibration in ``meta``, the recall and open logs. Paths in the index are
+relative to the memory root and vectors are keyed by content hash and model
+fingerprint, so the same Markdown vault at another path, with the same model,
+uses the copy as its index without embedding anything again.
+
+Safety: the copy is written to a temporary name beside the target and then
+renamed over it, so a crash never leaves a half file under the name; an
+existing file is replaced only with ``force`` and only when it is a marchdb
+index (an earlier export); nothing is written inside the memory root; a
+symlink is never followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+import apsw
+
+from .clock import utc_now_iso
+from .config import Config
+from .errors import FileError, InvalidInput
+from .files import fsync_dir, is_inside, place_new
+
+
+def _is_marchdb_index(path: Path) -> bool:
+    """Whether ``path`` is an SQLite file with marchdb's ``meta`` table."""
+    try:
+        con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return False
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_hash'").fetchone()
+        return row is not None
+    except apsw.Error:
+        return False
+    finally:
+        con.close()
+
+
+def check_target(cfg: Config, dest: str | os.PathLike, force: bool) -> Path:
+    """The absolute target path, or an ``InvalidInput`` saying why not."""
+    raw = Path(os.path.expanduser(str(dest)))
+    if not str(dest).strip() or raw.name in ("", ".", ".."):
+        raise InvalidInput("give the file to write, e.g. `marchdb export ~/march-index.sqlite`")
+    target = raw.absolute()
+    if not target.parent.is_dir():
+        raise InvalidInput(f"{target.parent} does not exist; create the folder first")
+    if is_inside(str(cfg.memory_root), str(target)):
+        raise InvalidInput(
+            f"{target} is inside the memory root {cfg.memory_root}; marchdb writes nothing there, choose another folder"
+        )
+    index = os.path.realpath(cfg.index_path)
+    if os.path.realpath(target) in (index, index + "-wal", index + "-shm", index + ".lock"):
+        raise InvalidInput(f"{target} is the index itself; export to another file")
+    if target.is_dir():
+        raise InvalidInput(f"{target} is a folder; give the name of the file to write in it")
+    if target.is_symlink():
+        raise InvalidInput(f"{target} is a symlink; marchdb never writes through a link, give the real path")
+    if target.exists():
+        if not force:
+            raise InvalidInput(f"{target} exists; pass --force to replace it (only an earlier export is replaced)")
+        if not target.is_file() or not _is_marchdb_index(target):
+            raise InvalidInput(
+                f"{target} exists and is not a marchdb index; marchdb never overwrites a file it did not "
+                "create, choose another name"
+            )
+    return target
+
+
+def export_index(con: apsw.Connection, cfg: Config, dest: str | os.PathLike, force: bool = False) -> dict:
+    """Write the index ``con`` to ``dest`` as one self-contained SQLite file.
+
+    Returns ``{"path", "bytes", "memories", "vectors", "model",
+    "calibrated", "recall_log", "open_log", "exported_at"}``.
+    """
+    target = check_target(cfg, dest, force)
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        try:
+            con.execute("VACUUM INTO ?", (str(tmp),))
+        except apsw.Error as exc:
+            raise FileError(f"cannot write {target}: {exc}; check the folder's permissions and free space") from None
+        exported_at = utc_now_iso()
+        copy = apsw.Connection(str(tmp))
+        try:
+            with copy:
+                # Another file from now on: caches keyed by the index's
+                # identity (vecindex, term statistics) must not mix the two.
+                copy.execute(
+                    "INSERT INTO meta(key, value) VALUES ('index_id', ?), ('exported_at', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (secrets.token_hex(8), exported_at),
+                )
+            counts = copy.execute(
+                "SELECT (SELECT count(*) FROM memory_index), (SELECT count(*) FROM vectors), "
+                "(SELECT value FROM meta WHERE key = 'model_fingerprint'), "
+                "EXISTS (SELECT 1 FROM meta WHERE key = 'calibration'), "
+                "(SELECT count(*) FROM recall_log), (SELECT count(*) FROM open_log)"
+            ).fetchone()
+            assert counts is not None  # a SELECT without FROM always gives one row
+            info = dict(zip(("memories", "vectors", "model", "calibrated", "recall_log", "open_log"), counts))
+        finally:
+            copy.close()
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        if force:
+            os.replace(tmp, target)
+        elif not place_new(tmp, target):  # the name was taken meanwhile
+            raise InvalidInput(f"{target} exists; pass --force to replace it (only an earlier export is replaced)")
+        fsync_dir(target.parent)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    info["calibrated"] = bool(info["calibrated"])
+    return {"path": str(target), "bytes": target.stat().st_size, **info, "exported_at": exported_at}

@@ -1,0 +1,334 @@
+"""`marchdb browse`: Datasette over the index, through its test client and in a real browser."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from marchdb import browse
+from marchdb.cli import app
+from marchdb.config import load_config
+from marchdb.demo import MEMORIES
+from marchdb.store import Store
+
+#: The tests that serve the index need the extra; the one about its absence does not.
+needs_datasette = pytest.mark.skipif(
+    importlib.util.find_spec("datasette") is None,
+    reason="the browse extra is not installed: pip install -e '.[test]' (it includes it)",
+)
+
+
+def test_without_datasette_browse_says_how_to_install(tmp_path, vault, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasette", None)  # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "datasette.utils.sqlite", None)
+    result = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "--root", str(vault.root), "browse"])
+    assert result.exit_code == 3
+    assert result.stderr.strip() == "error: " + browse.INSTALL_HINT
+    assert "pip install -e '.[browse]'" in result.stderr
+
+
+def _get(ds, path: str):
+    async def fetch():
+        await browse.check(ds)
+        return await ds.client.get(path)
+
+    return asyncio.run(fetch())
+
+
+def _rows(ds, path: str) -> list[dict]:
+    response = _get(ds, path + ("&" if "?" in path else "?") + "_shape=array")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _close(ds) -> None:
+    from marchdb import browse_plugin
+
+    browse_plugin.detach(ds)
+    ds.get_database(browse.DB_NAME).close()
+
+
+@needs_datasette
+def test_canned_queries_without_a_model(tmp_path, mixed_vault):
+    mixed_vault.write("bad.md", "---\nid: [x\n---\n")
+    cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, model=str(tmp_path / "none.gguf"), env={})
+    with Store(cfg) as store:
+        store.sync()
+        store.recall("Context cache ordering", run_id="run-1")
+        store.open("mem_dog")
+        ds = browse.build(store)
+    try:
+        found = _rows(ds, "/marchdb/recall.json?text=Context+cache+ordering")
+        assert found[0]["id"] == "mem_cache" and found[0]["verdict"] == "HINT" and found[0]["mode"] == "bm25"
+        assert _rows(ds, "/marchdb/recall.json") == []  # the empty form shows nothing, not an error
+        problems = {(r["kind"], r["path"]) for r in _rows(ds, "/marchdb/problems.json")}
+        assert ("parse_error", "bad.md") in problems and ("missing_vector", "2026/05/week2/mem_dog.md") in problems
+        history = _rows(ds, "/marchdb/hint_history.json")
+        assert [(r["run_id"], r["trigger"], r["id"]) for r in history] == [("run-1", "user", "mem_cache")]
+        use = {r["id"]: (r["hinted"], r["opened"]) for r in _rows(ds, "/marchdb/memory_use.json")}
+        assert use["mem_cache"] == (1, 0) and use["mem_dog"] == (0, 1)
+        # A refusal is shown as a row a person can read (pysqlite3 would drop the message).
+        missing = _rows(ds, "/marchdb/neighbours.json?id=mem_nope")
+        assert len(missing) == 1 and "no memory has id mem_nope" in missing[0]["name"]
+        assert {k for k, v in missing[0].items() if v is not None} == {"name"}
+        assert "has no vector yet" in _rows(ds, "/marchdb/neighbours.json?id=mem_cache")[0]["name"]
+        # Arbitrary SQL is read-only, and so are the functions behind it.
+        fts_row = _rows(ds, "/marchdb.json?sql=select+march_fts('记忆系统')+as+t")
+        assert fts_row == [{"t": " 记忆 忆系 系统 "}]
+        logged = _rows(ds, "/marchdb.json?sql=select+march_recall_json('cache','user','run-x')+as+j")
+        assert "read-only" in json.loads(logged[0]["j"])[0]["error"]
+        assert _get(ds, "/marchdb.json?sql=delete+from+memory_index").status_code == 400
+        tables = {t["name"]: t["hidden"] for t in _get(ds, "/marchdb.json").json()["tables"]}
+        assert tables["memory_index"] is False and tables["fts_data"] is True
+    finally:
+        _close(ds)
+    with Store(cfg) as store:
+        assert store.status()["memories"] == 5  # nothing changed
+        assert store.query("SELECT count(*) FROM recall_log")[1] == [(1,)]
+
+
+SIDE_BY_SIDE = """
+import asyncio, sys
+from marchdb import browse, browse_plugin, db
+from marchdb.config import load_config
+from marchdb.store import Store
+
+cfg = load_config(home=sys.argv[1], root=sys.argv[2], model=sys.argv[3], env={})
+SQL = "/marchdb.json?_shape=array&sql=select+vec_distance_cosine(vec_f32('[1,0]'),vec_f32('[0,1]'))+as+d"
+
+async def get(ds, path):
+    await browse.check(ds)
+    return (await ds.client.get(path)).json()
+
+def datasette():
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        return browse.build(store)
+
+def knn(con):
+    if not con.execute("SELECT 1 FROM temp.sqlite_master WHERE name = 'v'").fetchall():
+        con.execute("CREATE VIRTUAL TABLE temp.v USING vec0(e float[2])")
+        con.execute("INSERT INTO temp.v(rowid, e) VALUES (1, vec_f32('[1,0]')), (2, vec_f32('[0,1]'))")
+    return con.execute("SELECT rowid FROM temp.v WHERE e MATCH vec_f32('[0.9,0.1]') AND k = 1").fetchall()
+
+first = datasette()
+assert asyncio.run(get(first, SQL)) == [{"d": 1.0}]
+browse_plugin.detach(first)
+first.get_database("marchdb").close()
+# No apsw connection is open now: SQLite unloaded the extension, and this
+# connection maps it again, after Datasette's copy.
+con = db.connect(cfg.index_path)
+assert knn(con) == [(1,)]
+second = datasette()
+assert asyncio.run(get(second, SQL)) == [{"d": 1.0}]  # Datasette's connections load the copy again
+assert knn(con) == [(1,)]  # ... and apsw's vec0 still calls apsw's SQLite
+assert asyncio.run(get(second, SQL)) == [{"d": 1.0}]
+print("ok")
+"""
+
+
+@needs_datasette
+def test_sqlite_vec_in_datasette_and_apsw_side_by_side(tmp_path, vault):
+    # Regression: apsw and pysqlite3 (two SQLite builds) loading sqlite-vec in
+    # one process segfaulted: the second load took over the library's API table.
+    # A fresh interpreter, so that the loading order is the one a user gets.
+    result = subprocess.run(
+        [sys.executable, "-c", SIDE_BY_SIDE, str(tmp_path / "home"), str(vault.root), str(tmp_path / "none.gguf")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.returncode, result.stderr[-2000:])
+
+
+# ---------------------------------------------------------------- with the real model
+
+
+@pytest.fixture
+def demo_store(vault, model_cfg):
+    """The demo's memories, indexed and embedded with the real model; yields (store, cache memory id)."""
+    with Store(model_cfg) as store:
+        saved = [store.save(embed=False, **mem) for mem in MEMORIES]
+        store.sync()
+        yield store, saved[0]["id"]
+
+
+@needs_datasette
+def test_recall_and_neighbours_through_datasette(demo_store):
+    store, cache_id = demo_store
+    ds = browse.build(store)
+    try:
+        found = _rows(ds, "/marchdb/recall.json?text=why+does+the+prompt+cache+miss%3F")
+        assert found[0]["id"] == cache_id and found[0]["verdict"] == "HINT" and found[0]["mode"] == "hybrid"
+        assert [r["verdict"] for r in found[1:]] == ["score below threshold 0.50"] * (len(found) - 1)
+        explained = store.recall("why does the prompt cache miss?", explain=True)
+        assert [(r["id"], r["score"]) for r in found] == [(c.id, round(c.score, 3)) for c in explained.candidates]
+        near = _rows(ds, f"/marchdb/neighbours.json?id={cache_id}")
+        assert len(near) == 4 and cache_id not in [r["id"] for r in near] and near[0]["cosine"] >= near[-1]["cosine"]
+        tables = {t["name"]: t["hidden"] for t in _get(ds, "/marchdb.json").json()["tables"]}
+        assert tables["vec_meta"] is False and tables["vec_meta_chunks"] is True and tables["vec_meta_bits"] is True
+    finally:
+        _close(ds)
+
+
+# ---------------------------------------------------------------- a real browser
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+#: Set to a path to keep the screenshot (docs/browse.png was made this way).
+SCREENSHOT_ENV = "MARCHDB_SCREENSHOT"
+
+
+def _browser():
+    """A headless Debian chromium driven by selenium, or a skip saying what is missing."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    if missing:
+        pytest.skip(
+            f"no browser for the browse test: {', '.join(missing)} missing "
+            "(apt-get install -y chromium chromium-driver; .ci/run does it)"
+        )
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.options import Options
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        pytest.skip("selenium is not installed: pip install -e '.[test]'")
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,900",
+    ):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses with a listening TCP socket on ``port`` (Linux /proc)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, _remote, state = line.split()[1:4]
+            address, hexport = local.rsplit(":", 1)
+            if state == "0A" and int(hexport, 16) == port:
+                found.add(address)
+    return found
+
+
+@needs_datasette
+def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
+    store, cache_id = demo_store
+    driver = _browser()
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "marchdb",
+            "--home",
+            str(store.cfg.home),
+            "--root",
+            str(store.root),
+            "--model",
+            str(default_model_path),
+            "browse",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}/marchdb"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/versions.json", timeout=5) as r:
+                    versions = json.load(r)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"marchdb browse did not start: {server.communicate(timeout=10)}") from None
+                time.sleep(0.3)
+        assert versions["datasette"]["version"] == "0.65.5"
+        if os.path.exists("/proc/net/tcp"):
+            assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def cells(column: str) -> list[str]:
+            return [td.text for td in driver.find_elements(By.CSS_SELECTOR, f"table.rows-and-columns td.col-{column}")]
+
+        def submit(field: str, value: str) -> None:
+            """Type into the form's field and run it; wait for the answer page."""
+            driver.find_element(By.NAME, field).send_keys(value)
+            driver.find_element(By.CSS_SELECTOR, "form.sql input[type=submit]").click()
+            WebDriverWait(driver, 60).until(expected_conditions.url_contains(f"{field}="))
+            WebDriverWait(driver, 60).until(
+                expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "table.rows-and-columns td"))
+            )
+
+        # What a person does: open the recall page, type a message, run it.
+        driver.get(f"{base}/recall")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Recall, explained"
+        submit("text", "why does the prompt cache miss?")
+        assert "text=why+does+the+prompt+cache+miss" in driver.current_url
+        assert cells("id")[0] == cache_id and cells("verdict")[0] == "HINT"
+        assert cells("name")[0] == "Context cache ordering"
+        assert all(v.startswith("score below") for v in cells("verdict")[1:])
+        shot = tmp_path / "browse.png"
+        driver.save_screenshot(str(shot))
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+        if os.environ.get(SCREENSHOT_ENV):
+            shutil.copyfile(shot, os.environ[SCREENSHOT_ENV])
+
+        # Its neighbours, from the id in the table.
+        driver.get(f"{base}/neighbours")
+        submit("id", cache_id)
+        assert len(cells("id")) == 4 and cache_id not in cells("id")
+
+        # The other pages a person would look at.
+        driver.get(f"{base}/memory_use")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Memory use"
+        assert "Context cache ordering" in cells("name")
+        driver.get(base)
+        page = driver.find_element(By.TAG_NAME, "body").text
+        for title in ("Recall, explained", "Problems", "Hint history", "Memory use", "nearest neighbours"):
+            assert title in page, title
+    finally:
+        driver.quit()
+        server.terminate()
+        try:
+            server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()

@@ -1,0 +1,96 @@
+"""The recall and open logs survive `rebuild` and schema rebuilds."""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+import pytest
+from typer.testing import CliRunner
+
+from marchdb import db, logs
+from marchdb.cli import app
+from marchdb.config import load_config
+from marchdb.store import Store
+
+
+@pytest.fixture
+def bm25_cfg(tmp_path, mixed_vault):
+    return load_config(home=tmp_path / "home", root=mixed_vault.root, model=str(tmp_path / "missing.gguf"), env={})
+
+
+def _use_it(store: Store) -> None:
+    store.sync()
+    assert store.recall("Context cache ordering", run_id="run-1").hints[0].id == "mem_cache"
+    store.open("mem_dog")
+
+
+def _history(store: Store) -> tuple[list, list]:
+    hints = store.query("SELECT run_id, trigger, id, run_seq FROM hint_history ORDER BY seq")[1]
+    use = store.query("SELECT id, hinted, opened FROM memory_use WHERE hinted + opened > 0 ORDER BY id")[1]
+    return hints, use
+
+
+def test_rebuild_keeps_the_logs_and_says_so(bm25_cfg):
+    with Store(bm25_cfg) as store:
+        _use_it(store)
+        before = _history(store)
+        assert before == ([("run-1", "user", "mem_cache", 1)], [("mem_cache", 1, 0), ("mem_dog", 0, 1)])
+        store.take_notices()
+        store.rebuild()
+        assert "kept 3 rows of the recall/open logs" in store.take_notices()
+        assert _history(store) == before
+        # the rules still see the old run: the next run does not get the same hint
+        assert store.recall("Context cache ordering", run_id="run-2").hints == []
+
+
+def test_cli_rebuild_prints_what_it_kept(tmp_path, bm25_cfg):
+    with Store(bm25_cfg) as store:
+        _use_it(store)
+    args = ["--home", str(bm25_cfg.home), "--root", str(bm25_cfg.memory_root), "--model", str(tmp_path / "x.gguf")]
+    result = CliRunner().invoke(app, [*args, "rebuild", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert "kept 3 rows of the recall/open logs" in json.loads(result.stdout)["notices"]
+    text = CliRunner().invoke(app, [*args, "rebuild"])
+    assert "note: kept 3 rows of the recall/open logs" in text.stderr
+
+
+def test_a_schema_rebuild_keeps_the_logs(bm25_cfg):
+    with Store(bm25_cfg) as store:
+        _use_it(store)
+        before = _history(store)
+        with store.con:
+            db.set_meta(store.con, "schema_hash", "stale")  # as after an upgrade that edited sql/*.sql
+    with Store(bm25_cfg) as store:
+        store.sync()
+        notices = store.take_notices()
+        assert any("schema files changed; rebuilt" in n and "kept 3 rows" in n for n in notices), notices
+        assert _history(store) == before
+
+
+def test_an_unreadable_old_index_loses_its_logs_and_says_so(bm25_cfg):
+    with Store(bm25_cfg) as store:
+        _use_it(store)
+    bm25_cfg.index_path.write_bytes(b"not a database at all" * 500)
+    with Store(bm25_cfg) as store:
+        store.rebuild()
+        notices = store.take_notices()
+        assert any("could not be read" in n and "logs are lost" in n for n in notices), notices
+        assert store.status()["memories"] == 5
+
+
+def test_restore_copies_by_column_name_and_skips_what_it_cannot(tmp_path):
+    old = apsw.Connection(str(tmp_path / "old.sqlite"))
+    old.execute(
+        "CREATE TABLE runs(seq INTEGER PRIMARY KEY, run_id TEXT, at TEXT, extra TEXT);"
+        "INSERT INTO runs VALUES (1, 'r1', '2026-01-01T00:00:00.000Z', 'gone');"
+        "CREATE TABLE recall_log(seq INTEGER PRIMARY KEY, run_id TEXT, mem_id TEXT);"  # no score, no trigger
+        "INSERT INTO recall_log VALUES (1, 'r1', 'mem_a');"
+    )
+    saved = logs.read(old)
+    new, _ = db.open_index(tmp_path / "new.sqlite")
+    with new:
+        copied, skipped = logs.restore(new, saved)
+    assert (copied, skipped) == (1, ["recall_log"])
+    assert new.execute("SELECT seq, run_id, at FROM runs").fetchall() == [(1, "r1", "2026-01-01T00:00:00.000Z")]
+    assert "recall_log could not be kept" in logs.describe(copied, skipped)
