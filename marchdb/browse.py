@@ -4,7 +4,7 @@ Not a web app of our own: Datasette (the ``browse`` extra) serves the index
 file read-only on 127.0.0.1, with sqlite-vec loaded, the ``march_*``
 functions registered and a few canned queries (``browse_plugin``).
 
-Why it is put together this way (details: /work/notes/datasette.md):
+Why it is put together this way:
 
 * Datasette uses ``pysqlite3`` when it is importable, else the stdlib
   ``sqlite3``, which on many Pythons cannot load extensions; the extra
