@@ -146,9 +146,13 @@ def test_an_engine_killed_mid_request_loses_no_answer_and_no_data(home):
 
     worker = threading.Thread(target=ask)
     worker.start()
-    time.sleep(1.0)
-    os.kill(first_pid, signal.SIGKILL)
+    while len(results) < 3 and worker.is_alive():
+        time.sleep(0.01)
+    os.kill(first_pid, signal.SIGKILL)  # while hooks keep coming
     worker.join(300)
+    deadline = time.monotonic() + 10
+    while first_pid in engine_processes(home) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert len(results) == 12
     for out in results:
         assert out.returncode == 0 and out.stderr == ""
