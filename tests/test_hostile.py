@@ -934,7 +934,20 @@ FRONTMATTER_PIECES = [
     "dup: 1\ndup: 2",
     "k: " + "&a [*a]",
 ]
-BODY_PIECES = ["body", "", "---", "\r\n\r\n", "x" * 10_000, "日本語 " * 100, "\x00binary"]
+MILD_PIECES = [
+    "# a comment of mine",
+    "aliases: [x, 'y z']",
+    "flag: yes",
+    "day: 2026-05-14",
+    'quoted: "a: b # not a comment"',
+    "emoji: 😀 ✓",
+    "rtl: \u202eevil\u200b",
+    "multi: |\n  line one\n  line two",
+    "nested:\n  a: 1\n  b: [2, 3]",
+    "status: active",
+    "created_at: 2026-05-14T10:30:00.000Z",
+]
+BODY_PIECES = ["body", "", "---", "\r\n\r\n", "x" * 10_000, "日本語 " * 100, "# heading\n\n- item", "\x00binary"]
 NAME_PIECES = [
     "plain",
     "-dash",
@@ -958,19 +971,29 @@ NAME_PIECES = [
 
 
 def _fuzz_files(rng: random.Random, count: int) -> list[tuple[bytes, bytes]]:
+    """Memory files, most of them valid at heart: a real id, name,
+    description and tags, plus layout quirks and (in some) hostile pieces."""
     out = []
     for i in range(count):
         name = rng.choice(NAME_PIECES).encode() + str(i).encode()
-        if rng.random() < 0.15:
-            name += bytes([rng.choice([0xE9, 0xFF, 0xC3, 0x80])])  # not UTF-8
-        name += rng.choice([b".md", b".MD", b".md", b".markdown"])
-        pieces = rng.sample(FRONTMATTER_PIECES, rng.randint(1, 5))
-        head = "\n".join(p.replace("{id}", f"mem_fz{i}") for p in pieces)
-        text = f"---\n{head}\n---\n{rng.choice(BODY_PIECES)}\n"
-        data = text.encode("utf-8", "surrogatepass")
-        if rng.random() < 0.2:
-            data = data.replace(b"\n", b"\r\n")
         if rng.random() < 0.1:
+            name += bytes([rng.choice([0xE9, 0xFF, 0xC3, 0x80])])  # not UTF-8
+        name += rng.choice([b".md", b".MD", b".md", b".md", b".markdown"])
+        lines = [f"id: mem_fz{i}", f"name: Fuzz {i}", f"description: fuzzed memory {i}", "tags: [fuzz, t/x]"]
+        lines += rng.sample(MILD_PIECES, rng.randint(0, 4))
+        if rng.random() < 0.4:
+            lines += [p.replace("{id}", f"mem_fz{i}") for p in rng.sample(FRONTMATTER_PIECES, rng.randint(1, 3))]
+        rng.shuffle(lines)
+        fence = rng.choice(["---", "---", "---  ", "-----"])
+        text = (
+            f"{fence}\n"
+            + "\n".join(lines)
+            + f"\n---\n{rng.choice(BODY_PIECES[:-1] if rng.random() < 0.95 else BODY_PIECES)}\n"
+        )
+        data = text.encode("utf-8", "surrogatepass")
+        if rng.random() < 0.25:
+            data = data.replace(b"\n", b"\r\n")
+        if rng.random() < 0.15:
             data = b"\xef\xbb\xbf" + data
         if rng.random() < 0.05:
             data = data[: rng.randint(0, len(data))]
@@ -1010,17 +1033,21 @@ def test_fuzz_hostile_frontmatters_and_names_never_break_sync_or_save(tmp_path, 
         json.dumps(store.doctor(), ensure_ascii=False).encode("utf-8")
         json.dumps(store.search("body"), ensure_ascii=False).encode("utf-8")
         home_before = tree(bm25_cfg.home / "memory")
-        for mem_id in sorted(ids(store))[:40]:
+        fuzzed = sorted(i for i in ids(store) if i.startswith("mem_fz"))
+        assert len(fuzzed) > 40  # most files are memories at heart: the update path is exercised
+        outcomes: dict[str, set[str]] = {}
+        for mem_id in fuzzed:
             for change in (
                 {"description": "fuzzed update"},
-                {"tags": ["fz"], "body": "new body"},
+                {"tags": ["fz"], "body": "new body\nline two"},
                 {"status": "deprecated"},
             ):
                 try:
-                    store.save(id=mem_id, embed=False, **change)
+                    outcomes.setdefault(store.save(id=mem_id, embed=False, **change)["status"], set()).add(mem_id)
                 except MarchError:
                     pass  # a refusal with a message is fine; anything else fails the test
-            store.open(mem_id) if mem_id in ids(store) else None
+            assert store.open(mem_id, log=False)["status"] == "ok"
+        assert len(outcomes.get("updated", ())) > 40, outcomes.keys()
         for i in range(20):
             fields = {
                 "name": rng.choice(NAME_PIECES) + str(i),
@@ -1033,7 +1060,7 @@ def test_fuzz_hostile_frontmatters_and_names_never_break_sync_or_save(tmp_path, 
             except MarchError:
                 pass
         store.sync(embed=False)
-        assert good <= ids(store)
+        assert good <= ids(store) and set(fuzzed) <= ids(store)  # every update still reads back
         assert store.con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert tree(outside) == outside_before
     assert tree(bm25_cfg.home / "memory") == home_before
