@@ -882,6 +882,7 @@ def test_14_a_signal_ends_the_mcp_server(tmp_path, vault, signum):
     tool_data(mcp.call("memory_recall", {"text": "anything"}, 1))
     mcp.proc.send_signal(signum)
     assert mcp.proc.wait(10) == 128 + signum
+    mcp.proc.communicate(timeout=10)  # closes the pipes
 
 
 def test_14_mcp_says_when_the_memory_root_is_missing_and_opens_new_files_at_once(tmp_path, vault):
