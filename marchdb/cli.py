@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from typing import Any, Optional
 
+import click
 import typer
 
 from . import tools
-from .errors import EXIT_DUPLICATE, Conflict, InvalidInput, MarchError, ModelError, NotFound, remote_error
+from .errors import (
+    EXIT_DUPLICATE,
+    Conflict,
+    IndexUnavailable,
+    InvalidInput,
+    MarchError,
+    ModelError,
+    NotFound,
+    remote_error,
+)
 
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
@@ -29,7 +40,10 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
 
 
 def command(group: typer.Typer, *args, **kwargs):
-    """``group.command`` that turns a MarchError into one stderr line and its exit code."""
+    """``group.command`` that turns every error into one stderr line and an
+    exit code: a MarchError its own, an SQLite error escaping the library (a
+    full disk, a read-only index) 7, anything else 1 ("a bug"; the traceback
+    with ``MARCHDB_DEBUG=1``)."""
 
     def decorate(fn):
         @functools.wraps(fn)
@@ -39,10 +53,34 @@ def command(group: typer.Typer, *args, **kwargs):
             except MarchError as exc:
                 typer.echo(f"error: {exc}", err=True)
                 raise typer.Exit(exc.exit_code) from None
+            except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+                raise
+            except Exception as exc:
+                apsw = sys.modules.get("apsw")  # loaded by then if SQLite raised it
+                if apsw is not None and isinstance(exc, apsw.Error):
+                    from .db import index_error
+
+                    typer.echo(f"error: {index_error(exc, _index_path())}", err=True)
+                    raise typer.Exit(IndexUnavailable.exit_code) from None
+                if os.environ.get("MARCHDB_DEBUG"):
+                    raise
+                typer.echo(
+                    f"error: unexpected {type(exc).__name__}: {exc}; this is a bug, please report it "
+                    "(MARCHDB_DEBUG=1 prints where it happened)",
+                    err=True,
+                )
+                raise typer.Exit(MarchError.exit_code) from None
 
         return group.command(*args, **kwargs)(wrapper)
 
     return decorate
+
+
+def _index_path() -> str | None:
+    """The index path of the running command's store, if it has one."""
+    ctx = click.get_current_context(silent=True)
+    store = ((ctx.find_root().obj or {}) if ctx is not None else {}).get("store")
+    return str(store.cfg.index_path) if store is not None else None
 
 
 def _store(ctx: typer.Context):
@@ -278,11 +316,11 @@ def sql(
     """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
     store = _store(ctx)
     if query is None:
-        if not write:
-            store.read_only(True)
         import apsw.shell
 
-        shell = apsw.shell.Shell(db=store.con)
+        # A read-only connection, not an authorizer alone: dot commands such as
+        # .restore write through the backup API, which no authorizer sees.
+        shell = apsw.shell.Shell(db=store.con if write else store.reader())
         shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
         return
     columns, rows = store.query(query, write=write)
@@ -524,7 +562,7 @@ def save(
 ):
     """memory_save: create or update a memory (new ones need name, description, body, a tag)."""
     if body == "-" or (body is None and not sys.stdin.isatty()):
-        piped = sys.stdin.read()
+        piped = _read_stdin_body()
         body = piped if (body == "-" or piped.strip()) else None
     args = {
         "id": mem_id,
@@ -547,6 +585,24 @@ def save(
             typer.echo(f"warning: {warning}", err=True)
     if result["status"] == "duplicate":
         raise typer.Exit(EXIT_DUPLICATE)
+
+
+def _read_stdin_body() -> str:
+    """The body piped on stdin, read up to one byte past the save limit: the
+    library refuses anything larger, and ``--body - < /dev/zero`` must not
+    fill the memory before it gets the chance."""
+    from .save import MAX_BODY_BYTES
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stdin (an embedding program's)
+        return sys.stdin.read(MAX_BODY_BYTES + 1)
+    raw = stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        return raw.decode("utf-8", "replace")  # refused for its size, whatever it holds
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the body on stdin is not UTF-8 text (byte {exc.start}); pipe text") from None
 
 
 @command(app)
@@ -690,11 +746,11 @@ def _report_install(result, as_json: bool, verb: str) -> None:
 def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
     """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_recall, memory_context)."""
     from .config import load_config
-    from .mcp_server import serve
+    from .mcp_server import main
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    serve(cfg, lambda: _store(ctx), watch=not no_watch, use_engine=not (obj.get("root") or obj.get("model")))
+    main(cfg, lambda: _store(ctx), watch=not no_watch, use_engine=not (obj.get("root") or obj.get("model")))
 
 
 @command(app)

@@ -10,12 +10,20 @@ Resolution, first found wins:
 * embedding model: ``--model`` flag, ``MARCH_EMBED_MODEL``, ``embeddingModel``
   in config.json, the built-in default recipe (``e5``). A value is a path to a
   ``.gguf`` file or the name of a built-in recipe.
+
+A memory root that is obviously not a vault (the file system's root, a system
+folder, the home folder itself, marchdb's home) is refused unless
+``allowUnusualRoot`` is true in config.json (or ``MARCH_ALLOW_UNUSUAL_ROOT=1``):
+a scan of ``/`` reads the whole disk, and a save into ``/usr`` writes
+``/usr/2026/...``. Every setting is checked for its type and range.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +33,47 @@ from .errors import ConfigError
 DEFAULT_MIN_SCORE = 0.5
 #: The warm engine (``marchdb serve``) exits after this many idle minutes.
 DEFAULT_DAEMON_IDLE_MINUTES = 30.0
+#: config.json larger than this is refused (it holds a few settings).
+MAX_CONFIG_BYTES = 1024 * 1024
+#: Most embedding threads a setting may ask for.
+MAX_THREADS = 256
+
+#: System folders: never a memory root, nor anything inside them.
+SYSTEM_TREES = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/boot",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/System",
+    "/private/etc",
+)
+#: Folders that are not a vault themselves, though vaults may lie below them
+#: (a USB drive under /run/media, a temp folder under /tmp or macOS's /private/var).
+NOT_ROOTS = (
+    "/",
+    "/var",
+    "/run",
+    "/home",
+    "/Users",
+    "/tmp",
+    "/opt",
+    "/srv",
+    "/mnt",
+    "/media",
+    "/Volumes",
+    "/private",
+    "/private/var",
+    "/private/tmp",
+    "/root",
+)
 
 AGENT_PROFILE = """\
 # Agent Profile
@@ -60,16 +109,26 @@ class Config:
     #: Whether clients start the warm engine when it is not running.
     daemon_autostart: bool = True
     daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES
+    #: ``allowUnusualRoot``: accept a root ``unusual_root`` would refuse.
+    allow_unusual_root: bool = False
 
     def require_root(self) -> Path:
         """The memory root, or a ``ConfigError`` when a configured root is
-        missing. Never created on the fly: an unmounted drive or a typo
-        must not look like an empty vault (a sync would empty the index)."""
+        missing or obviously not a vault (``unusual_root``). Never created on
+        the fly: an unmounted drive or a typo must not look like an empty
+        vault (a sync would empty the index)."""
+        where = f" (set by {self.root_source})" if self.root_source else ""
         if not self.memory_root.is_dir():
-            where = f" (set by {self.root_source})" if self.root_source else ""
             raise ConfigError(
                 f"memory root {self.memory_root}{where} does not exist or is not a folder; "
                 f"create it (mkdir -p) or point {self.root_source or 'MARCH_MEMORY_ROOT'} at your vault"
+            )
+        reason = None if self.allow_unusual_root else unusual_root(self.memory_root, self.home)
+        if reason:
+            raise ConfigError(
+                f"memory root {self.memory_root}{where} is not a vault: {reason}; point "
+                f"{self.root_source or 'MARCH_MEMORY_ROOT'} at the folder that holds your memories, or set "
+                '"allowUnusualRoot": true in config.json (or MARCH_ALLOW_UNUSUAL_ROOT=1) if you really mean it'
             )
         return self.memory_root
 
@@ -85,22 +144,86 @@ class Config:
         return self.home / "memory" / "profiles"
 
 
+def unusual_root(root: Path, home: Path) -> str | None:
+    """Why ``root`` is obviously not a memory root (None when it may be one):
+    the file system's root, a system folder or anything inside one, a folder
+    such as ``/home`` or ``/tmp`` itself, the user's home folder, marchdb's
+    home, or a folder that holds marchdb's home in plain sight."""
+    real = os.path.realpath(root)
+    if real == os.path.realpath(os.sep) or real in NOT_ROOTS:
+        return f"{real} is a top-level folder of the system, not a vault (a scan would read all of it)"
+    for tree in SYSTEM_TREES:
+        if real == tree or real.startswith(tree + "/"):
+            return f"{real} is inside the system folder {tree}"
+    try:
+        user_home = os.path.realpath(Path.home())
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry
+        user_home = None
+    if real == user_home:
+        return "it is your home folder: every .md file in it would become a memory, and saves would land in it"
+    march_home = os.path.realpath(home)
+    if real == march_home:
+        return "it is marchdb's home (profiles, models, index); use a folder inside it, e.g. 'March Memories'"
+    inside = os.path.relpath(march_home, real)
+    if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
+        return f"it holds marchdb's home {march_home}; keep the memories in a folder of their own"
+    return None
+
+
+def _read_limited(path: Path) -> bytes:
+    """A small regular file's bytes, without blocking on a FIFO (config.json
+    may be a link: dotfile managers make them)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path} is not a regular file; replace it with a JSON file")
+        chunks, left = [], MAX_CONFIG_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is larger than {MAX_CONFIG_BYTES:,} bytes; it should hold a few settings")
+    return data
+
+
 def read_config_file(home: Path) -> dict:
     """``$MARCH_HOME/config.json`` as a dict ({} when absent)."""
     path = home / "config.json"
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = _read_limited(path)
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
     try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON") from None
+    try:
         data = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); fix or delete it") from None
+    except RecursionError:
+        raise ConfigError(f"{path} nests too deeply to be a settings file; fix or delete it") from None
     if not isinstance(data, dict):
         raise ConfigError(f'{path} must hold a JSON object like {{"memoryRoot": "..."}}')
     return data
+
+
+def _number(raw: object, name: str, example: str) -> float:
+    """A finite number from a setting (JSON number or environment text)."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ConfigError(f"{name}={raw!r} is not a number; use {example}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number; use {example}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={raw!r} is not a finite number; use {example}")
+    return value
 
 
 def _expand(value: str, base: Path) -> Path:
@@ -132,30 +255,41 @@ def load_config(
         root_path, root_source = home_path / "March Memories", ""
 
     index_value = data.get("indexPath")
-    index_path = _expand(index_value, home_path) if isinstance(index_value, str) else home_path / "index.sqlite"
+    if index_value is not None and (not isinstance(index_value, str) or not index_value.strip()):
+        raise ConfigError("indexPath in config.json must be a file path string")
+    index_path = _expand(index_value, home_path) if index_value else home_path / "index.sqlite"
 
     embed = model or env.get("MARCH_EMBED_MODEL") or data.get("embeddingModel") or None
     if embed is not None and not isinstance(embed, str):
         raise ConfigError("embeddingModel in config.json must be a path or a recipe name")
 
-    score_raw = env.get("MARCH_MEMORY_RECALL_MIN_SCORE", data.get("recallMinScore", DEFAULT_MIN_SCORE))
-    try:
-        min_score = float(score_raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"MARCH_MEMORY_RECALL_MIN_SCORE={score_raw!r} is not a number; use e.g. 0.5") from None
+    if "MARCH_MEMORY_RECALL_MIN_SCORE" in env:
+        score_raw, score_source = env["MARCH_MEMORY_RECALL_MIN_SCORE"], "MARCH_MEMORY_RECALL_MIN_SCORE"
+    else:
+        score_raw, score_source = data.get("recallMinScore", DEFAULT_MIN_SCORE), "recallMinScore"
+    min_score = _number(score_raw, score_source, "e.g. 0.5")
+    if not 0 <= min_score <= 1:
+        # Below 0 (or NaN) every memory would be hinted; above 1 none ever.
+        raise ConfigError(f"{score_source}={score_raw!r} is out of range; use a number from 0 to 1, e.g. 0.5")
 
     threads_raw = env.get("MARCH_THREADS", data.get("threads"))
-    try:
-        threads = int(threads_raw) if threads_raw not in (None, "") else None
-    except (TypeError, ValueError):
-        raise ConfigError(f"threads={threads_raw!r} is not a whole number") from None
+    threads = None
+    if threads_raw not in (None, ""):
+        value = _number(threads_raw, "threads", "a whole number such as 4")
+        if not value.is_integer() or not 1 <= value <= MAX_THREADS:
+            raise ConfigError(f"threads={threads_raw!r} must be a whole number from 1 to {MAX_THREADS}")
+        threads = int(value)
 
     prefixes = data.get("embeddingPrefixes")
-    if prefixes is not None and not isinstance(prefixes, dict):
+    if prefixes is not None and (
+        not isinstance(prefixes, dict) or not all(isinstance(v, str) for v in prefixes.values())
+    ):
         raise ConfigError('embeddingPrefixes must be an object like {"query": "query: ", "passage": "passage: "}')
 
     weight = data.get("recallDenseWeight")
-    if weight is not None and (not isinstance(weight, (int, float)) or not 0 <= weight <= 1):
+    if weight is not None and (
+        isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 <= weight <= 1
+    ):
         raise ConfigError("recallDenseWeight must be a number from 0 to 1 (the dense share of the fusion)")
 
     autostart = data.get("daemonAutoStart", True)
@@ -168,7 +302,25 @@ def load_config(
         raise ConfigError("daemonIdleMinutes in config.json must be a number of minutes above 0 (at most a week)")
 
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
-    models_path = _expand(models_value, home_path) if isinstance(models_value, str) and models_value else None
+    if models_value is not None and not isinstance(models_value, str):
+        raise ConfigError("modelsDir in config.json must be a folder path string")
+    models_path = _expand(models_value, home_path) if models_value else None
+
+    allow_raw = env.get("MARCH_ALLOW_UNUSUAL_ROOT")
+    if allow_raw is not None and allow_raw != "":
+        allow_unusual = allow_raw.strip().lower() in ("1", "true", "yes")
+    else:
+        allow_unusual = data.get("allowUnusualRoot", False)
+        if not isinstance(allow_unusual, bool):
+            raise ConfigError("allowUnusualRoot in config.json must be true or false")
+
+    for what, path in (("home", home_path), ("memory root", root_path), ("index path", index_path)):
+        try:
+            os.fsencode(path).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"the {what} {os.fsencode(path)!r} is not valid UTF-8; rename the folder or choose another"
+            ) from None
 
     return Config(
         home=home_path,
@@ -183,6 +335,7 @@ def load_config(
         prefixes=prefixes,
         daemon_autostart=autostart,
         daemon_idle_minutes=float(idle),
+        allow_unusual_root=allow_unusual,
     )
 
 

@@ -13,6 +13,7 @@ import hashlib
 import os
 import secrets
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -22,7 +23,7 @@ import apsw
 import apsw.bestpractice
 import sqlite_vec
 
-from . import logs
+from . import logs, ownership
 from .clock import utc_now_iso
 from .errors import IndexUnavailable
 
@@ -69,6 +70,27 @@ def connect(path: str | os.PathLike) -> apsw.Connection:
         raise IndexUnavailable(f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`") from None
 
 
+def connect_read_only(path: str | os.PathLike) -> apsw.Connection:
+    """A connection that cannot write the index (``mode=ro``), sqlite-vec
+    loaded: for reading SQL a person types."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        try:
+            con.enable_load_extension(True)
+            con.load_extension(sqlite_vec.loadable_path())
+            con.enable_load_extension(False)
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        except apsw.Error:
+            con.close()
+            raise
+    except apsw.Error as exc:
+        raise IndexUnavailable(
+            f"cannot open the index {path} read-only: {exc}; check the folder's permissions"
+        ) from None
+    return con
+
+
 def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
     con = apsw.Connection(str(path))
     try:
@@ -87,6 +109,25 @@ def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
         con.close()
         raise
     return con
+
+
+def index_error(exc: apsw.Error, path: str | os.PathLike | None = None) -> IndexUnavailable:
+    """An SQLite error that escaped a command, as the one-line error a person
+    can act on (the Markdown files are never at risk: the index is a cache)."""
+    where = f" {path}" if path else ""
+    if isinstance(exc, apsw.FullError):
+        why = "the disk is full; free some space and run the command again"
+    elif isinstance(exc, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
+        why = "it is read-only (permissions, an immutable flag or a read-only mount); make it writable"
+    elif isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        why = "another process holds it for too long; try again"
+    elif isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        why = "it is damaged; run `marchdb rebuild`"
+    elif isinstance(exc, (apsw.IOError, apsw.CantOpenError)):
+        why = "the disk refused a read or a write (full, removed, a file size limit?); check it and try again"
+    else:
+        why = "run `marchdb doctor`, or `marchdb rebuild` if it persists"
+    return IndexUnavailable(f"the index{where} cannot be used: {exc}; {why}")
 
 
 def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict]:
@@ -152,6 +193,8 @@ def _schema_state(con: apsw.Connection) -> str:
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if version == 0 and not tables:
         return "fresh"
+    if con.pragma("application_id") != ownership.APPLICATION_ID:
+        return "index made before marchdb marked its files"
     if version != SCHEMA_VERSION:
         return f"schema version {version} != {SCHEMA_VERSION}"
     if "meta" not in tables or get_meta(con, "schema_hash") != schema_hash():
@@ -195,14 +238,28 @@ def _apply_schema(con: apsw.Connection) -> str:
         # from the same values after a rebuild in place.
         set_meta(con, "index_id", secrets.token_hex(8))
         con.pragma("user_version", SCHEMA_VERSION)
+        # The mark that lets marchdb prove later that this file is its own
+        # (ownership.py): nothing else is ever rebuilt or deleted.
+        con.pragma("application_id", ownership.APPLICATION_ID)
     return logs.describe(copied, skipped) if saved and saved.rows() else ""
 
 
 def remove_index_files(path: str | os.PathLike) -> None:
-    """Delete an index file and its WAL/SHM companions."""
+    """Delete an index file and its WAL/SHM companions, once the file has
+    shown it is an index marchdb created (``ownership``); anything else raises
+    ``IndexUnavailable`` and nothing is deleted."""
+    if ownership.check_owned(path) == ownership.MISSING:
+        return  # companions of a file that is not there may be anyone's
     for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise IndexUnavailable(
+                f"cannot delete the index {path}{suffix}: {exc.strerror} (an immutable flag, a read-only folder?); "
+                "fix that, or set indexPath in config.json to another file"
+            ) from None
 
 
 def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
@@ -210,13 +267,27 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
 
     Returns ``(connection, rebuilt)`` where ``rebuilt`` is None when the
     existing index was usable, else why it was (re)created — the caller says so.
+    A file marchdb did not create is never opened for writing, emptied or
+    deleted: ``IndexUnavailable`` names it (``ownership``).
     """
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IndexUnavailable(f"cannot create {path.parent}: {exc.strerror}") from None
-    existed = path.exists()
+    if ownership.check_owned(path) != ownership.OURS:
+        # The lock (and its file) first, the index file second: an empty file
+        # left by a process killed in between is then provably ours.
+        with writer_lock(path):
+            state = ownership.check_owned(path)  # another process may have made it meanwhile
+            if state != ownership.OURS:
+                new = connect(path)
+                try:
+                    _apply_schema(new)
+                except apsw.Error as exc:
+                    new.close()
+                    raise IndexUnavailable(f"cannot create the index {path}: {exc}; check the disk") from None
+                return new, None if state == ownership.MISSING else "the index file was empty"
     con = None
     try:
         con = _connect_raw(path)
@@ -224,12 +295,17 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         if con is not None:
             con.close()
-        remove_index_files(path)
-        con = connect(path)
-        _apply_schema(con)
+        with writer_lock(path):
+            remove_index_files(path)  # checks again that it is ours
+            con = connect(path)
+            _apply_schema(con)
         return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files"
     except apsw.Error as exc:
-        raise IndexUnavailable(f"cannot open the index {path}: {exc}; check the folder's permissions") from None
+        if con is not None:
+            con.close()
+        raise IndexUnavailable(
+            f"cannot open the index {path}: {exc}; check the file's and folder's permissions"
+        ) from None
     if state == "current":
         return con, None
     with writer_lock(path):
@@ -238,7 +314,7 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
             return con, None
         kept = _apply_schema(con)
     if state == "fresh":
-        return con, None if not existed else "the index file was empty"
+        return con, "the index file was empty"
     return con, f"{state}; rebuilt from the Markdown files" + (f" ({kept})" if kept else "")
 
 
@@ -276,7 +352,7 @@ def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
     steps (a scan, one save, one batch of vectors), and a killed holder
     releases it with its descriptor.
     """
-    lock_path = os.path.abspath(f"{index_path}.lock")
+    lock_path = ownership.lock_path(index_path)
     with _LOCKS_GUARD:
         local = _LOCKS.setdefault(lock_path, threading.RLock())
     with local:
@@ -285,7 +361,8 @@ def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
             held[1] += 1
         else:
             try:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                # No-follow: a link planted at the lock's name must not make us create a file elsewhere.
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
             except OSError as exc:
                 raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
             try:
@@ -344,7 +421,10 @@ def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
         try:
             yield con
         except BaseException:
-            con.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk does): a second
+            # ROLLBACK would fail and hide the real error.
+            if con.in_transaction:
+                con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
     else:

@@ -7,19 +7,34 @@ ends in ``.md`` (any letter case), with no hidden part in its path
 ``.marchdb-tmp-*`` files). Symlinks are never followed, so nothing outside the
 root is read or written through one, and no file is seen twice.
 
+A file name that is not valid UTF-8 (``caf\\xe9.md`` from an old Latin-1
+system) cannot be stored, printed or sent as JSON: such a file (or folder) is
+left out and reported as a ``bad_file_name`` problem, under a printable
+spelling of its name (``display_path``).
+
+Reads go through ``read_file``: a regular file only, opened without following
+a link in its name or in any folder between the root and it, and without
+blocking on a FIFO. Writes check every folder between the root and the
+target the same way (``safe_folder``) and refuse a link.
+
 Writes are atomic: a hidden temp file in the target folder, fsynced, then
 moved into place (``os.replace``) or linked to a new name (``os.link``, which
-never overwrites), and the folder fsynced.
+never overwrites), and the folder fsynced. Processes saving into one vault —
+even from different homes with different indexes — take ``vault_lock`` (a
+hidden ``.marchdb.lock`` in the memory root), so two of them never create two
+files with the same id.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 #: Hidden temp files of atomic writes (sync, the watcher and search skip them).
@@ -29,6 +44,35 @@ TEMP_PREFIX = ".marchdb-tmp-"
 Found = dict[str, tuple[int, int]]
 #: Problems found by the walk itself: (relative path, kind, detail).
 WalkProblem = tuple[str, str, str]
+#: Pseudo file systems a walk never enters, whatever the root (a forced ``/``).
+VIRTUAL_TREES = ("/proc", "/sys", "/dev")
+#: The vault's save lock, hidden so that sync, the watcher and search skip it.
+VAULT_LOCK_NAME = ".marchdb.lock"
+
+
+def name_ok(rel: str) -> bool:
+    """Whether a path (as ``os`` decodes it) is valid UTF-8, so that it can be
+    stored in the index, printed and sent as JSON."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def display_path(rel: str) -> str:
+    """A printable spelling of a path whose name is not valid UTF-8: each
+    undecodable byte as ``\\xNN`` (``caf\\xe9.md``). Valid names are returned as they are."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def bad_name_problem(rel: str) -> WalkProblem:
+    """The ``bad_file_name`` problem row of a path that is not valid UTF-8."""
+    return (
+        display_path(rel),
+        "bad_file_name",
+        "the name is not valid UTF-8, so this file (or folder) is left out; rename it",
+    )
 
 
 def is_memory_path(rel: str) -> bool:
@@ -45,9 +89,13 @@ def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
     and the problems met on the way (symlinks, unreadable folders)."""
     found: Found = {}
     problems: list[WalkProblem] = []
-    stack: list[tuple[str, str]] = [("", os.fspath(root))]
+    # From the real path down: no link is followed below it, so every folder's
+    # path is real and a pseudo file system is recognised by its name.
+    stack: list[tuple[str, str]] = [("", os.path.realpath(root))]
     while stack:
         rel, absdir = stack.pop()
+        if any(absdir == tree or absdir.startswith(tree + "/") for tree in VIRTUAL_TREES):
+            continue  # /proc and friends: endless, and nothing there is a memory
         try:
             entries = os.scandir(absdir)
         except FileNotFoundError:
@@ -62,6 +110,10 @@ def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
                     continue
                 relpath = f"{rel}/{name}" if rel else name
                 try:
+                    if not name_ok(name):
+                        if entry.is_dir(follow_symlinks=False) or name.lower().endswith(".md"):
+                            problems.append(bad_name_problem(relpath))
+                        continue
                     if entry.is_symlink():
                         if entry.is_dir() or name.lower().endswith(".md"):
                             problems.append(
@@ -90,15 +142,29 @@ def stat_paths(root: Path, rels: Iterable[str]) -> Found:
     syncs): the ones that are memory files now, with their mtime and size."""
     found: Found = {}
     for rel in rels:
-        if not is_memory_path(rel):
-            continue
+        if not is_memory_path(rel) or not name_ok(rel):
+            continue  # a bad name waits for a full scan, which reports it
         try:
             st = os.lstat(root / rel)
+            if not _folders_are_real(root, rel):
+                continue
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode):  # never a symlink, FIFO or device
             found[rel] = (st.st_mtime_ns, st.st_size)
     return found
+
+
+def _folders_are_real(root: Path, rel: str) -> bool:
+    """Whether every folder between ``root`` and ``rel`` is a real folder (not
+    a link): a file below a linked folder is not in the vault."""
+    parts = rel.split("/")[:-1]
+    here = Path(root)
+    for part in parts:
+        here = here / part
+        if not stat.S_ISDIR(os.lstat(here).st_mode):
+            return False
+    return True
 
 
 def is_inside(root: str, candidate: str) -> bool:
@@ -108,14 +174,50 @@ def is_inside(root: str, candidate: str) -> bool:
     return candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def read_file(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRFLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_under(root: Path, rel: str, flags: int) -> int:
+    """Open ``root/rel`` with ``flags`` where neither the file nor any folder
+    between ``root`` and it may be a symbolic link (``ELOOP`` or ``ENOTDIR``
+    otherwise). Each step is opened relative to the folder before it, so a
+    folder swapped for a link meanwhile is caught too."""
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise OSError(errno.EINVAL, "not a path inside the memory root", rel)
+    if os.open not in os.supports_dir_fd:  # pragma: no cover - Windows: check, then open
+        if not _folders_are_real(root, rel):
+            raise OSError(errno.ELOOP, "a folder on the path is a symbolic link", str(root / rel))
+        return os.open(root / rel, flags | _NOFOLLOW)
+    fd = os.open(root, _DIRFLAGS & ~_NOFOLLOW)  # the root itself may be a link the user set up
+    try:
+        for part in parts[:-1]:
+            try:
+                nxt = os.open(part, _DIRFLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise OSError(exc.errno, "a folder on the path is a symbolic link", str(root / rel)) from None
+                raise
+            os.close(fd)
+            fd = nxt
+        return os.open(parts[-1], flags | _NOFOLLOW, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: Path, limit: int, root: Path | None = None) -> tuple[bytes, os.stat_result]:
     """Read at most ``limit + 1`` bytes of the regular file ``path`` (so a
     caller can tell "larger than limit"), without following a symlink and
-    without blocking on a FIFO. Returns ``(data, stat)``; raises
-    ``FileNotFoundError`` and other ``OSError`` (``ELOOP`` for a symlink,
-    ``EINVAL`` for something that is not a regular file)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    without blocking on a FIFO. With ``root`` (``path`` lies below it), no
+    folder between the two may be a link either. Returns ``(data, stat)``;
+    raises ``FileNotFoundError`` and other ``OSError`` (``ELOOP`` for a
+    symlink, ``EINVAL`` for something that is not a regular file)."""
+    flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if root is not None:
+        fd = _open_under(Path(root), Path(path).relative_to(root).as_posix(), flags)
+    else:
+        fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -130,6 +232,69 @@ def read_file(path: Path, limit: int) -> tuple[bytes, os.stat_result]:
         return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+def safe_folder(root: Path, rel_dir: str | os.PathLike, create: bool = False) -> Path:
+    """``root/rel_dir``, after checking (and with ``create``, making) every
+    folder between the two: each must be a real folder, never a symbolic link,
+    so that nothing is written outside the root through one. Raises
+    ``OSError`` (``ELOOP`` for a link, ``ENOTDIR`` for a file in the way)."""
+    here = Path(root)
+    for part in Path(rel_dir).parts:
+        if part in ("", ".", "..") or "/" in part:
+            raise OSError(errno.EINVAL, "not a folder inside the memory root", str(rel_dir))
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            if not create:
+                raise
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(here)
+            st = os.lstat(here)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "a folder on the path is a symbolic link", str(here))
+        if not stat.S_ISDIR(st.st_mode):
+            raise OSError(errno.ENOTDIR, "a file stands where a folder should be", str(here))
+    return here
+
+
+_VAULT_LOCKS: dict[str, threading.RLock] = {}
+_VAULT_HELD: dict[str, list[int]] = {}
+_VAULT_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def vault_lock(root: Path) -> Iterator[None]:
+    """Cross-process lock of one memory root, for saves: held from "which
+    file holds this id?" to the file being written, so two processes (even
+    with different homes and indexes) never both create the same id. A
+    hidden ``.marchdb.lock`` in the root (created once, never deleted, never
+    written to); re-entrant within a thread. Take it after the index writer
+    lock, never before (one order, no deadlock)."""
+    path = os.path.join(os.path.realpath(root), VAULT_LOCK_NAME)
+    with _VAULT_GUARD:
+        local = _VAULT_LOCKS.setdefault(path, threading.RLock())
+    with local:
+        held = _VAULT_HELD.get(path)
+        if held is not None:
+            held[1] += 1
+        else:
+            # No-follow: a link planted at that name must not make us create a file elsewhere.
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            held = _VAULT_HELD[path] = [fd, 1]
+        try:
+            yield
+        finally:
+            held[1] -= 1
+            if held[1] == 0:
+                del _VAULT_HELD[path]
+                os.close(held[0])
 
 
 def fsync_dir(folder: Path) -> None:

@@ -7,13 +7,23 @@ MCP session. When the engine cannot be used (``daemonAutoStart`` off and none
 running, or it serves another root) the server holds its own Store: the
 model stays loaded between calls and a watcher thread plus the throttled
 dirty check keep the index fresh. Tool results are ``tools.call``'s data.
+Lines the SDK cannot parse are answered with a JSON-RPC error (``mcp_wire``).
+
+The process ends promptly when the client closes stdin (the SDK's client
+sends SIGTERM after two seconds), on SIGINT and on SIGTERM: it waits for a
+tool call in progress, then leaves with ``os._exit`` — freeing the model and
+joining the watcher's threads at interpreter exit took one to three
+seconds, and the index and the files are crash-safe by design.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -21,8 +31,16 @@ from pydantic import Field
 from . import tools
 from .errors import MarchError, remote_error
 
+#: The SDK runs each call of a (sync) tool on a worker thread, so calls may
+#: overlap; a store has one connection (its transactions and the per-query
+#: SQL function of recall must not interleave): one at a time. Shutdown waits
+#: for it too.
+ONE_AT_A_TIME = threading.Lock()
+#: Seconds a shutdown waits for a tool call in progress (a save) to finish.
+SHUTDOWN_WAIT_SECONDS = 10.0
 
-def build_server(run: Callable[[str, dict], dict]):
+
+def build_server(run: Callable[[str, dict], dict], index_path: Path):
     """An MCPServer exposing marchdb's tools; ``run(op, args)`` answers them
     (``tools.call`` on a Store, or the warm engine)."""
     from mcp.server.mcpserver import MCPServer
@@ -30,18 +48,20 @@ def build_server(run: Callable[[str, dict], dict]):
 
     server = MCPServer(name="marchdb", instructions=tools.INSTRUCTIONS)
 
-    # The SDK runs each call of a (sync) tool on a worker thread, so calls
-    # may overlap; a store has one connection (its transactions and the
-    # per-query SQL function of recall must not interleave): one at a time.
-    one_at_a_time = threading.Lock()
-
     def call(op: str, /, **args: Any) -> dict:
         try:
-            with one_at_a_time:
+            with ONE_AT_A_TIME:
                 return run(op, args)
         except MarchError as exc:
             # A tool error the model can read and act on, not a crash.
             raise ToolError(str(exc)) from None
+        except Exception as exc:
+            apsw = sys.modules.get("apsw")
+            if apsw is not None and isinstance(exc, apsw.Error):  # a full disk, a read-only index
+                from .db import index_error
+
+                raise ToolError(str(index_error(exc, index_path))) from None
+            raise
 
     @server.tool(name="memory_search", description=tools.SEARCH)
     def memory_search(
@@ -103,26 +123,22 @@ class _Local:
                 from .watch import start_watcher
 
                 self.store.embedder()  # loaded once, shared with the watcher's thread
-
                 # No sync before serving: the watcher thread does the start-up
                 # scan, so a large first embedding run never delays the client.
                 self.watcher = start_watcher(self.store, log=lambda msg: print(f"marchdb: {msg}", file=sys.stderr))
                 self.store.scan_in_background = self.watcher.request_scan
         return tools.call(self.store, op, args)
 
-    def close(self) -> None:
-        if self.watcher is not None:
-            self.store.scan_in_background = None
-            self.watcher.stop()
-        if self.store is not None:
-            self.store.close()
-
 
 def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bool = True) -> None:
     """Run the MCP server on stdio until the client disconnects: through the
     warm engine of ``cfg.home`` when ``use_engine`` (falling back to a Store
-    of its own, made by ``make_store``, whenever the engine cannot answer)."""
-    from . import client
+    of its own, made by ``make_store``, whenever the engine cannot answer).
+    The watcher's thread, if any, is left running: the process is about to
+    exit (``main``)."""
+    import anyio
+
+    from . import client, mcp_wire
 
     local = _Local(make_store, watch)
     if use_engine and (cfg.daemon_autostart or client.engine_alive(cfg.home)):
@@ -139,7 +155,34 @@ def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bo
 
     else:
         run = local
+    anyio.run(mcp_wire.serve, build_server(run, cfg.index_path))
+
+
+def _leave(code: int) -> None:
+    """End the process now, once a tool call in progress has finished."""
+    finished = ONE_AT_A_TIME.acquire(timeout=SHUTDOWN_WAIT_SECONDS)
     try:
-        build_server(run).run("stdio")
+        sys.stderr.flush()
+        sys.stdout.flush()
     finally:
-        local.close()
+        os._exit(code if finished else 1)
+
+
+def main(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bool = True) -> None:
+    """``marchdb mcp``: serve until stdin closes, SIGINT or SIGTERM, then exit
+    at once (see the module's doc). Never returns."""
+
+    def on_signal(signum, _frame):
+        _leave(128 + signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        # A local watcher's thread and the model die with the process: a
+        # watcher mid-scan is like a killed sync (the next scan repairs it),
+        # and nothing it does touches the Markdown files.
+        serve(cfg, make_store, watch=watch, use_engine=use_engine)
+    except Exception as exc:  # noqa: BLE001 - one line, then leave like any other end
+        print(f"marchdb: the MCP server stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _leave(1)
+    _leave(0)

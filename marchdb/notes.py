@@ -13,6 +13,7 @@ import hashlib
 import re
 import secrets
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -27,6 +28,16 @@ from .errors import InvalidInput
 MAX_FILE_BYTES = 4 * 1024 * 1024
 #: Body chunks are paragraph groups of at most this many characters.
 CHUNK_CHARS = 800
+#: Bounds on one file's frontmatter, so that a hostile or broken file costs
+#: milliseconds, never minutes: its size in characters, its fields, its values
+#: in all and how deep they nest. A memory needs a dozen values.
+MAX_FRONTMATTER_CHARS = 64 * 1024
+MAX_FIELDS = 100
+MAX_YAML_VALUES = 5_000
+MAX_YAML_DEPTH = 10
+#: Most tags a memory keeps, and the longest tag, in characters.
+MAX_TAGS = 50
+MAX_TAG_CHARS = 100
 
 FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "updated_at")
 
@@ -39,7 +50,23 @@ _BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 class _YAML_LOADER(_BASE_LOADER):  # noqa: N801
     """Safe YAML, except that an impossible date (``2026-02-30``) stays text:
     PyYAML raises on it, which would lose the whole memory over one typo;
-    kept as text, the field is reported as invalid and the memory indexed."""
+    kept as text, the field is reported as invalid and the memory indexed.
+
+    Aliases (``*name``) are refused: a few hundred bytes of nested aliases
+    ("billion laughs") expand to billions of values as soon as anything walks
+    them, and a memory never needs one."""
+
+    def construct_object(self, node, deep=False):
+        # A node met a second time was reached through an alias (or a merge key).
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise yaml.constructor.ConstructorError(
+                None, None, "uses a YAML alias (*name) or merge key; write the value out instead", node.start_mark
+            )
+        return super().construct_object(node, deep=deep)
+
+
+#: The YAML loader of memory files (safe, no aliases), for every reader of frontmatter.
+YAML_LOADER = _YAML_LOADER
 
 
 def _timestamp_or_text(loader, node):
@@ -122,7 +149,7 @@ def normalize_tag(raw: object) -> str:
     Trim; ASCII letters lowercased (other scripts, Chinese included, kept as
     written); runs of whitespace become ``-``; a leading ``#`` (Obsidian's
     inline form) is dropped; only letters, digits, ``_``, ``/`` and ``-`` may
-    remain. Empty is invalid.
+    remain. Empty, or longer than ``MAX_TAG_CHARS``, is invalid.
     """
     if not isinstance(raw, str):
         if isinstance(raw, (int, float)) and not isinstance(raw, bool):
@@ -133,8 +160,12 @@ def normalize_tag(raw: object) -> str:
     tag = re.sub(r"\s+", "-", tag).translate(_ASCII_UPPER)
     if not tag:
         raise InvalidInput("empty tag; a tag needs at least one letter or digit")
+    if len(tag) > MAX_TAG_CHARS:
+        raise InvalidInput(f"tag {tag[:30]!r}... is {len(tag)} characters; the limit is {MAX_TAG_CHARS}")
     if not _TAG_OK.match(tag) or tag.strip("/-_") == "":
-        raise InvalidInput(f"tag {raw!r} has characters a tag cannot hold; use letters, digits, '/', '-' or '_'")
+        raise InvalidInput(
+            f"tag {str(raw)[:60]!r} has characters a tag cannot hold; use letters, digits, '/', '-' or '_'"
+        )
     return tag
 
 
@@ -153,15 +184,17 @@ def normalize_tags(raw: object) -> tuple[list[str], list[str]]:
     else:
         return [], [repr(raw)]
     tags: list[str] = []
+    seen: set[str] = set()  # a list would make 20,000 tags cost minutes
     rejected: list[str] = []
     for item in items:
         try:
             tag = normalize_tag(item)
         except InvalidInput:
             if not (isinstance(item, str) and not item.strip()) or not isinstance(raw, str):
-                rejected.append(repr(item))
+                rejected.append(repr(item)[:60])
             continue
-        if tag not in tags:
+        if tag not in seen:
+            seen.add(tag)
             tags.append(tag)
     return tags, rejected
 
@@ -250,11 +283,15 @@ def _time_field(meta: dict, key: str, problems: list[Problem]) -> str | None:
     value = meta.get(key)
     if value is None or value == "":
         return None
-    parsed = parse_time(value)
+    try:
+        parsed = parse_time(value)
+        shown = format_time(parsed) if parsed is not None and not isinstance(value, str) else None
+    except (OverflowError, ValueError):  # a time at the very edge of the calendar
+        parsed = shown = None
     if parsed is None:
-        problems.append(Problem("invalid_field", f"{key} {value!r} is not an ISO 8601 time"))
-        return str(value)
-    return format_time(parsed) if not isinstance(value, str) else value.strip()
+        problems.append(Problem("invalid_field", f"{key} {str(value)[:60]!r} is not an ISO 8601 time"))
+        return str(value)[:200]
+    return shown if shown is not None else str(value).strip()
 
 
 # ---------------------------------------------------------------- parsing
@@ -287,21 +324,29 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         raise BadNote(
             "parse_error", "frontmatter has no closing '---' line; end the fields with a line holding only ---"
         ) from None
+    if len(head) > MAX_FRONTMATTER_CHARS:
+        raise BadNote(
+            "too_large",
+            f"frontmatter is {len(head):,} characters; the limit is {MAX_FRONTMATTER_CHARS:,}, move text to the body",
+        )
     try:
         meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
         raise BadNote("parse_error", f"frontmatter is not valid YAML: {detail[:300]}") from None
-    except ValueError as exc:
-        raise BadNote("parse_error", f"frontmatter block is malformed: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise BadNote("parse_error", f"frontmatter block is malformed: {str(exc)[:300]}") from None
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):
         raise BadNote("parse_error", "frontmatter is not a mapping of fields")
+    too_much = _too_complex(meta)
+    if too_much:
+        raise BadNote("parse_error", f"frontmatter has {too_much}; a memory needs a few plain fields")
     problems: list[Problem] = []
     # YAML keeps the last of two equal keys without a word; say so.
-    keys = _TOP_KEY.findall(head)
-    for key in sorted({k for k in keys if keys.count(k) > 1}):
+    counts = Counter(_TOP_KEY.findall(head))
+    for key in sorted(k for k, n in counts.items() if n > 1):
         problems.append(
             Problem("invalid_field", f"field {key!r} appears more than once; the last one counts, delete the others")
         )
@@ -329,6 +374,9 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         problems.append(Problem("invalid_field", "tags is a string; write it as a YAML list"))
     if rejected:
         problems.append(Problem("invalid_tags", "ignored tags: " + ", ".join(rejected)[:300]))
+    if len(tags) > MAX_TAGS:
+        problems.append(Problem("invalid_tags", f"{len(tags)} tags; only the first {MAX_TAGS} are used"))
+        tags = tags[:MAX_TAGS]
 
     status = meta.get("status", "active")
     if status is None:
@@ -351,6 +399,27 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         extra=extra,
         problems=problems,
     )
+
+
+def _too_complex(meta: dict) -> str | None:
+    """What makes a frontmatter mapping too big to be a memory's (None if
+    nothing): too many fields, values, or levels of nesting."""
+    if len(meta) > MAX_FIELDS:
+        return f"{len(meta)} fields (the limit is {MAX_FIELDS})"
+    stack: list[tuple[object, int]] = [(meta, 1)]
+    values = 0
+    while stack:
+        value, depth = stack.pop()
+        values += 1
+        if values > MAX_YAML_VALUES:
+            return f"more than {MAX_YAML_VALUES:,} values"
+        if depth > MAX_YAML_DEPTH:
+            return f"values nested more than {MAX_YAML_DEPTH} levels deep"
+        if isinstance(value, dict):
+            stack.extend((item, depth + 1) for pair in value.items() for item in pair)
+        elif isinstance(value, (list, tuple, set)):
+            stack.extend((item, depth + 1) for item in value)
+    return None
 
 
 def _text_field(meta: dict, key: str, problems: list[Problem]) -> str:
@@ -403,75 +472,6 @@ def _dump_fields(fields: dict) -> str:
 def render_field(key: str, value: object) -> list[str]:
     """One top-level frontmatter field as ``render_note`` writes it, as lines."""
     return _dump_fields({key: value}).rstrip("\n").split("\n")
-
-
-def _field_spans(head: list[str]) -> dict[str, tuple[int, int]] | None:
-    """Line ranges ``[start, stop)`` of each top-level field of a frontmatter
-    block (its key line and its value's lines, without trailing blank or
-    comment lines), from YAML's own node positions. None for layouts not
-    to be edited line by line: flow mappings, complex or duplicate keys."""
-    try:
-        node = yaml.compose("\n".join(head), Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return None
-    if not isinstance(node, yaml.MappingNode) or node.flow_style:
-        return None
-    spans: dict[str, tuple[int, int]] = {}
-    for key, value in node.value:
-        if not isinstance(key, yaml.ScalarNode) or key.value in spans or key.start_mark.column != 0:
-            return None
-        start = key.start_mark.line
-        stop = value.end_mark.line + (1 if value.end_mark.column > 0 else 0)
-        while stop > start + 1 and (not head[stop - 1].strip() or head[stop - 1].lstrip().startswith("#")):
-            stop -= 1
-        spans[key.value] = (start, stop)
-    return spans
-
-
-def edit_note(text: str, new: Note, fields: list[str]) -> str | None:
-    """``text`` (a memory file) with only ``fields`` (and ``updated_at``)
-    rewritten from ``new``; comments, key order, quoting, flow lists and
-    unknown keys elsewhere stay byte for byte. ``"body"`` in ``fields``
-    replaces the body. None when the file's layout is not one this can edit
-    safely; the result is parsed back and must hold exactly ``new``.
-    """
-    if "\r" in text or not text.startswith("---\n"):
-        return None
-    lines = text.split("\n")
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
-    if end is None:
-        return None
-    head = lines[1:end]
-    spans = _field_spans(head)
-    if spans is None:
-        return None
-    keys = [f for f in fields if f != "body"] + ["updated_at"]
-    # Bottom-up, so the spans above stay valid; fields not there go last.
-    for key in sorted((k for k in keys if k in spans), key=lambda k: -spans[k][0]):
-        start, stop = spans[key]
-        head[start:stop] = render_field(key, getattr(new, key))
-    for key in (k for k in keys if k not in spans):
-        head.extend(render_field(key, getattr(new, key)))
-    if "body" in fields:
-        body = new.body if new.body.endswith("\n") else new.body + "\n"
-        rest = "\n" + body.lstrip("\n")
-    else:
-        rest = "\n".join(lines[end + 1 :])
-    out = "\n".join([lines[0], *head, lines[end]]) + "\n" + rest
-    try:
-        back = parse_note(out.encode("utf-8"))
-    except BadNote:
-        return None
-    same = (back.id, back.name, back.description, back.status, back.created_at, back.updated_at) == (
-        new.id,
-        new.name,
-        new.description,
-        new.status,
-        new.created_at,
-        new.updated_at,
-    )
-    same = same and back.tags == normalize_tags(new.tags)[0] and back.body.strip() == new.body.strip()
-    return out if same and back.extra == new.extra else None
 
 
 def metadata_text(name: str, description: str, tags: list[str]) -> str:

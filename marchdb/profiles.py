@@ -9,13 +9,18 @@ when passive recall found something, a ``[recall]`` block of one-line hints
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable, Mapping
 
 from .config import Config, ensure_layout
 from .errors import FileError, InvalidInput
+from .files import read_file
 from .recall import hint_line
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
+#: Largest profile read: it goes into every prompt.
+MAX_PROFILE_BYTES = 64 * 1024
 
 
 def read_profiles(cfg: Config) -> dict:
@@ -23,19 +28,32 @@ def read_profiles(cfg: Config) -> dict:
 
     Missing files are created first (``config.ensure_layout``, never
     overwriting), so a fresh home yields the starter texts. The files are
-    read as they are now; the user may edit them at any time.
+    read as they are now; the user may edit them at any time. Like memories,
+    they are read only as regular files, never through a link or from a
+    FIFO, and at most ``MAX_PROFILE_BYTES`` each.
     """
-    if not all((cfg.profiles_dir / name).is_file() for name in PROFILE_FILES.values()):
+    if not all(os.path.lexists(cfg.profiles_dir / name) for name in PROFILE_FILES.values()):
         ensure_layout(cfg)
     out = {}
     for key, name in PROFILE_FILES.items():
         path = cfg.profiles_dir / name
         try:
-            out[key] = path.read_text(encoding="utf-8").removeprefix("\ufeff").strip()
+            data, _st = read_file(path, MAX_PROFILE_BYTES)
+            if len(data) > MAX_PROFILE_BYTES:
+                raise FileError(
+                    f"{path} is larger than {MAX_PROFILE_BYTES:,} bytes; it goes into every prompt, shorten it"
+                )
+            out[key] = data.decode("utf-8").removeprefix("\ufeff").strip()
         except UnicodeDecodeError as exc:
             raise FileError(f"{path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
         except OSError as exc:
-            raise FileError(f"cannot read {path}: {exc.strerror}; check the file and its permissions") from None
+            if exc.errno == errno.ELOOP:
+                raise FileError(
+                    f"{path} is a symbolic link; marchdb never reads through links: put the file there"
+                ) from None
+            raise FileError(
+                f"cannot read {path}: {exc.strerror} (it must be a regular file); check the file and its permissions"
+            ) from None
     return out
 
 

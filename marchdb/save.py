@@ -24,7 +24,20 @@ Safety:
 * New files are placed with ``os.link`` (fails if the name exists), so two
   programs creating the same slug can never overwrite each other.
 * Saves hold ``db.writer_lock`` from reading the index to re-indexing the
-  file, so concurrent saves from several processes serialise.
+  file, so concurrent saves from several processes serialise; and the
+  vault's own lock (``files.vault_lock``), so processes with different homes
+  (different indexes) saving into one vault serialise too: two of them never
+  create two files with the same id.
+* Nothing is written through a symbolic link: every folder between the root
+  and the file is checked (``files.safe_folder``) before the temp file is
+  written and again just before it takes its name.
+* An update edits the changed lines only (``notes.edit_note``: comments,
+  layout, CRLF line ends and a byte-order mark stay); a frontmatter it
+  cannot edit that way (one ``{...}`` mapping, a field written twice) is
+  refused with the reason rather than rewritten whole.
+* Input is bounded (``MAX_BODY_BYTES``, ``notes.MAX_TAGS``,
+  ``notes.MAX_TAG_CHARS``, name and description lengths) here, in the
+  library, so the CLI, the API and the MCP server refuse the same things.
 * Race with a person editing the file (Obsidian, an editor): the file's
   bytes are read again just before the replace. If they changed since the
   update was computed, the update is re-applied onto the newest content
@@ -40,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import os
 import stat
 from dataclasses import dataclass, field, replace
@@ -49,13 +63,16 @@ import numpy as np
 
 from . import db
 from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, Retry
-from .files import fsync_dir, place_new, read_file, write_temp
+from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
+from .layout import edit_note
 from .notes import (
     MAX_FILE_BYTES,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    YAML_LOADER,
     BadNote,
     Note,
     bucket_path,
-    edit_note,
     format_time,
     new_id,
     normalize_tags,
@@ -71,6 +88,11 @@ from .sync import sync_files
 MAX_NAME_CHARS = 200
 #: Longest description accepted, in characters (it is a one-line hint).
 MAX_DESCRIPTION_CHARS = 1000
+#: Largest body a save accepts, in UTF-8 bytes: every 800 characters are one
+#: chunk to embed (a 300 KB body held the MCP server for two minutes). A
+#: memory is a note; longer texts belong in several memories. Files written
+#: by hand are indexed up to ``notes.MAX_FILE_BYTES``.
+MAX_BODY_BYTES = 64 * 1024
 #: Values of ``status`` a caller may set (seed 000).
 STATUSES = ("active", "deprecated")
 #: Cosine similarity of metadata vectors above which a new memory is a near-duplicate.
@@ -156,8 +178,9 @@ class Changes:
 
 
 def _norm_body(body: str) -> str:
-    # Leading/trailing blank lines are not content (render_note drops them too).
-    return body.strip("\r\n").rstrip()
+    # Leading/trailing blank lines are not content (render_note drops them too),
+    # and a CRLF file's body means the same as the caller's "\n" text.
+    return body.replace("\r\n", "\n").strip("\n").rstrip()
 
 
 def _text(value: object, field: str, limit: int | None, one_line: bool) -> str | None:
@@ -197,12 +220,17 @@ def validate_changes(
         description=_text(description, "description", MAX_DESCRIPTION_CHARS, one_line=True),
         body=_text(body, "body", None, one_line=False),
     )
-    if changes.body is not None and len(changes.body.encode("utf-8")) > MAX_FILE_BYTES:
+    if changes.body is not None and len(changes.body.encode("utf-8")) > MAX_BODY_BYTES:
         raise InvalidInput(
-            f"body is {len(changes.body.encode('utf-8')):,} bytes; a memory file is limited to "
-            f"{MAX_FILE_BYTES:,} bytes; split it into several memories"
+            f"body is {len(changes.body.encode('utf-8')):,} bytes; a memory body is limited to "
+            f"{MAX_BODY_BYTES:,} bytes; split it into several memories"
         )
     if tags is not None:
+        if isinstance(tags, (list, tuple)) and len(tags) > MAX_TAGS:
+            raise InvalidInput(f"{len(tags)} tags; a memory has at most {MAX_TAGS}, keep the telling ones")
+        for tag in tags if isinstance(tags, (list, tuple)) else []:
+            if isinstance(tag, str) and len(tag.strip()) > MAX_TAG_CHARS:  # say so, not "bad characters"
+                raise InvalidInput(f"tag {tag[:30]!r}... is {len(tag)} characters; the limit is {MAX_TAG_CHARS}")
         normalised, rejected = normalize_tags(tags)
         if rejected:
             raise InvalidInput(
@@ -211,10 +239,12 @@ def validate_changes(
             )
         if not normalised:
             raise InvalidInput('tags are empty; give at least one tag, e.g. ["project/name", "topic"]')
+        if len(normalised) > MAX_TAGS:
+            raise InvalidInput(f"{len(normalised)} tags; a memory has at most {MAX_TAGS}, keep the telling ones")
         changes.tags = normalised
     if status is not None:
         if not isinstance(status, str) or status.strip().lower() not in STATUSES:
-            raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+            raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, got {str(status)[:40]!r}")
         changes.status = status.strip().lower()
     return changes
 
@@ -243,8 +273,9 @@ def create_file(root: Path, note: Note, when: dt.datetime) -> str:
     """
     data = _render(note)
     rel = bucket_path(when, slugify(note.name))
-    folder = root / rel.parent
-    folder.mkdir(parents=True, exist_ok=True)
+    # Folder by folder, refusing a link: a YYYY folder linked to elsewhere
+    # would take the memory out of the vault (and it would vanish at the next scan).
+    folder = safe_folder(root, rel.parent, create=True)
     stem = rel.name[: -len(".md")]
     tmp = write_temp(folder, data)
     try:
@@ -253,6 +284,7 @@ def create_file(root: Path, note: Note, when: dt.datetime) -> str:
             target = folder / name
             if os.path.lexists(target):
                 continue
+            safe_folder(root, rel.parent)  # again: swapped for a link meanwhile?
             if place_new(tmp, target):
                 fsync_dir(folder)
                 return str(rel.parent / name)
@@ -270,8 +302,8 @@ def _raw_tags(data: bytes) -> object:
     handler = frontmatter.YAMLHandler()
     try:
         text = data.decode("utf-8").lstrip("\ufeff")
-        meta = handler.load(handler.split(text)[0])
-    except (UnicodeDecodeError, ValueError, yaml.YAMLError):
+        meta = handler.load(handler.split(text)[0], Loader=YAML_LOADER)
+    except (UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError):
         return None
     return meta.get("tags") if isinstance(meta, dict) else None
 
@@ -291,9 +323,9 @@ def _parse_existing(data: bytes, path: Path, mem_id: str) -> Note:
     return note
 
 
-def _read(path: Path, mem_id: str) -> tuple[bytes, os.stat_result]:
+def _read(path: Path, mem_id: str, root: Path | None = None) -> tuple[bytes, os.stat_result]:
     try:
-        data, st = read_file(path, MAX_FILE_BYTES)
+        data, st = read_file(path, MAX_FILE_BYTES, root=root)
     except FileNotFoundError:
         raise Retry(
             f"{path} (memory {mem_id}) was moved or deleted while saving; nothing was written, call memory_save again"
@@ -303,8 +335,11 @@ def _read(path: Path, mem_id: str) -> tuple[bytes, os.stat_result]:
     return data, st
 
 
-def update_file(path: Path, mem_id: str, changes: Changes, base: bytes, now: str) -> tuple[str, Note, list[str]]:
-    """Apply ``changes`` to the memory file ``path`` in place.
+def update_file(
+    path: Path, mem_id: str, changes: Changes, base: bytes, now: str, root: Path | None = None
+) -> tuple[str, Note, list[str]]:
+    """Apply ``changes`` to the memory file ``path`` in place (with ``root``,
+    the memory root it lies in: no folder between them may be a link).
 
     ``base`` is the file content the caller read (and looked at). The
     update is computed from it; just before the replace the file is read
@@ -312,32 +347,47 @@ def update_file(path: Path, mem_id: str, changes: Changes, base: bytes, now: str
     person edited it meanwhile), the update is re-applied onto the newest
     content, up to ``RACE_RETRIES`` times. Returns ``(status, note,
     changed_fields)`` with status ``updated`` or ``unchanged``.
+
+    Only the changed lines are rewritten (``notes.edit_note``); a frontmatter
+    that cannot be edited that way is refused (``FileError``, with the
+    reason): rewriting it whole would drop the user's comments and layout.
     """
     current = base
-    mode = stat.S_IMODE(os.stat(path).st_mode)
+
+    def check_folders() -> None:
+        if root is not None:  # no folder between the root and the file became a link
+            safe_folder(root, path.parent.relative_to(root))
+
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
     for _ in range(RACE_RETRIES):
         note = _parse_existing(current, path, mem_id)
         changed = changes.differences(note)
         if not changed:
             # Nothing to write; still make sure we judged the file's newest content.
-            latest, _ = _read(path, mem_id)
+            latest, _ = _read(path, mem_id, root)
             if latest == current:
                 return "unchanged", note, []
             current = latest
             continue
         new = changes.apply(note, _raw_tags(current), now)
-        # Only the changed lines are rewritten (the user's comments, key order
-        # and list styles stay); a layout too unusual to edit safely is
-        # rendered whole instead.
-        edited = edit_note(current.decode("utf-8"), new, changed)
-        data = _render(new) if edited is None else _checked_size(edited.encode("utf-8"))
+        why: list[str] = []
+        edited = edit_note(current.decode("utf-8"), new, changed, why)
+        if edited is None:
+            raise FileError(
+                f"cannot update {path} in place: {why[0] if why else 'its layout is unusual'}; rewriting it whole "
+                "would lose its comments and formatting, so nothing was written: write the frontmatter as one "
+                "`key: value` field per line between two '---' lines, then save again"
+            )
+        data = _checked_size(edited.encode("utf-8"))
+        check_folders()
         tmp = write_temp(path.parent, data, mode)
         try:
-            latest, st = _read(path, mem_id)
+            latest, st = _read(path, mem_id, root)
             mode = stat.S_IMODE(st.st_mode)
             if latest != current:
                 current = latest  # edited under us: re-apply onto the edit
                 continue
+            check_folders()
             os.replace(tmp, path)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -466,10 +516,16 @@ class Saver:
         several processes serialise). ``twin_probe`` is ``(vector,
         fingerprint)`` of the new metadata, or None to skip the vector check."""
         try:
-            with db.writer_lock(self.index_path):
+            # The index's lock first, the vault's second: one order everywhere.
+            with db.writer_lock(self.index_path), vault_lock(self.root):
                 return self._locked(mem_id, changes, force, twin_probe)
         except OSError as exc:
             where = f" {exc.filename}" if exc.filename else ""
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise FileError(
+                    f"cannot write{where}: {exc.strerror}; marchdb never writes through a symbolic link, so nothing "
+                    "was saved: replace the link with a real folder inside the memory root"
+                ) from None
             raise FileError(
                 f"cannot write{where}: {exc.strerror or exc}; nothing was saved, check the disk and permissions"
             ) from None
@@ -511,8 +567,8 @@ class Saver:
 
     def _update(self, mem_id: str, rel: str, changes: Changes) -> SaveResult:
         path = self.root / rel
-        base, _ = _read(path, mem_id)
-        state, _note, changed = update_file(path, mem_id, changes, base, utc_now_iso())
+        base, _ = _read(path, mem_id, self.root)
+        state, _note, changed = update_file(path, mem_id, changes, base, utc_now_iso(), root=self.root)
         if state == "unchanged":
             return SaveResult(
                 "unchanged", mem_id, path, f"memory {mem_id} already holds these values; nothing was written"

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, InvalidInput, SearchFailed
-from .files import is_inside
+from .files import is_inside, name_ok, read_file
 from .notes import MAX_FILE_BYTES, BadNote, parse_note
 
 #: Matching lines shown per file (a huge file must not flood the agent).
@@ -245,23 +245,44 @@ def _clean_rel(raw: str) -> str | None:
     return rel
 
 
+def _path_counts(out: bytes) -> list[tuple[bytes, int]]:
+    """``rg --count-matches --null`` output: ``path NUL count LF`` records. A
+    path may hold a newline (never a NUL), so records are cut at the NUL
+    first and at the newline after the count, never at every newline."""
+    records = []
+    pos = 0
+    while pos < len(out):
+        nul = out.find(b"\x00", pos)
+        if nul < 0:
+            break
+        end = out.find(b"\n", nul)
+        end = len(out) if end < 0 else end
+        count = out[nul + 1 : end].strip()
+        records.append((out[pos:nul], int(count) if count.isdigit() else 0))
+        pos = end + 1
+    return records
+
+
 def _rank(root: Path, terms: list[str], warnings: list[str]) -> list[_Candidate]:
     found: dict[str, _Candidate] = {}
+    bad_names = 0
     for term in terms:
         run = run_rg(root, [*_base_args(), "--count-matches", "--null", f"--regexp={term}", "--", "."], json_mode=False)
         warnings.extend(e for e in run.errors if e not in warnings)
-        for line in run.stdout.split(b"\n"):
-            if not line:
-                continue
-            raw_path, sep, count = line.rpartition(b"\x00")
-            if not sep:
-                continue
+        for raw_path, count in _path_counts(run.stdout):
             rel = _clean_rel(os.fsdecode(raw_path))
             if rel is None:
                 continue
+            if not name_ok(rel):
+                bad_names += 1  # cannot be printed or sent as JSON; doctor lists it
+                continue
             cand = found.setdefault(rel, _Candidate(rel))
             cand.terms.add(term)
-            cand.count += int(count) if count.strip().isdigit() else 0
+            cand.count += count
+    if bad_names:
+        warnings.append(
+            "files whose names are not valid UTF-8 were left out; rename them (`marchdb doctor` lists them)"
+        )
     for cand in found.values():
         try:
             cand.mtime = os.lstat(root / cand.path).st_mtime
@@ -380,13 +401,13 @@ def _pick(lines: dict[int, _Line], context: int) -> list[dict]:
     return result
 
 
-def _frontmatter(path: Path) -> tuple[str | None, str | None]:
+def _frontmatter(root: Path, path: Path) -> tuple[str | None, str | None]:
     """``(id, status)`` from a file's frontmatter as it is now; ``(None, None)``
-    for a file that is not a memory (no frontmatter, no id, broken YAML)."""
+    for a file that is not a memory (no frontmatter, no id, broken YAML), or
+    one that cannot be read the safe way (a link, a FIFO: ``files.read_file``)."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES)
-    except OSError:
+        head, _st = read_file(path, HEAD_BYTES - 1, root=root)
+    except (OSError, ValueError):
         return None, None
     if len(head) == HEAD_BYTES:
         # Cut at a line end so a multi-byte character is never split.
@@ -448,7 +469,7 @@ def search(
             full = root / cand.path
             if full.is_symlink() or not is_inside(str(root), str(full)):
                 continue
-            mem_id, status = _frontmatter(full)
+            mem_id, status = _frontmatter(root, full)
             if (status is not None and status != "active") or mem_id in exclude_ids:
                 continue
             kept.append((cand, mem_id))

@@ -5,6 +5,7 @@ It returns data (dicts, dataclasses); formatting lives in ``cli`` and ``mcp``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import client, db, doctor, logs, profiles, sqlfuncs
+from . import client, db, doctor, logs, ownership, profiles, sqlfuncs
 from . import save as save_mod
 from . import search as search_mod
 from .config import Config, ensure_layout, load_config
@@ -23,7 +24,7 @@ from .embedding import calibrate, load_embedder, vectors
 from .embedding.vecindex import VectorIndex
 from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound
 from .files import read_file
-from .notes import MAX_FILE_BYTES, metadata_text
+from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from .recall import RecallResult
 from .recall import recall as recall_hints
 from .sync import SyncReport, sync_files
@@ -32,6 +33,8 @@ from .sync import SyncReport, sync_files
 DIRTY_CHECK_SECONDS = 5.0
 #: Texts a dirty check may embed before answering.
 DIRTY_CHECK_EMBED_LIMIT = 64
+#: Longest agent run id accepted (it is stored with every hint of the run).
+MAX_RUN_ID_CHARS = 200
 
 
 class Store:
@@ -78,6 +81,7 @@ class Store:
         self._rebuilt = False
         self._index_ino: int | None = None
         self._sql: sqlfuncs.Engine | None = None
+        self._reader: apsw.Connection | None = None
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
@@ -103,7 +107,10 @@ class Store:
         return self.cfg.memory_root
 
     def close(self) -> None:
-        """Close the index connection."""
+        """Close the index connections."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         if self._con is not None:
             self._con.close()
             self._con = None
@@ -202,6 +209,14 @@ class Store:
             # connection to the old one would read and write a deleted file.
             # (The new file cannot reuse the inode: ours still holds the old one open.)
             self.close()
+        if not self.cfg.memory_root.is_dir():
+            # An unmounted drive: answer from the index as it was, and say so
+            # every time (a watcher's scans fail on their own thread unheard).
+            self.notices.append(
+                f"the memory root {self.cfg.memory_root} is missing (an unmounted drive, a moved folder?); "
+                f"answers come from the index as of its last scan ({db.get_meta(self.con, 'last_sync_at')})"
+            )
+            return None
         last = db.get_meta(self.con, "last_scan_epoch")
         if last is not None and time.time() - float(last) < max_age:
             return None
@@ -216,13 +231,15 @@ class Store:
         return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
-        """Delete the index and build it again from the Markdown files.
+        """Delete the index and build it again from the Markdown files (only
+        an index marchdb created: anything else at the index path is an error).
 
         The recall and open logs are the one thing the files cannot give
         back: they are copied into the new index (a notice says how many
         rows, or that the old index could not be read and they are lost).
         """
         self.close()
+        ownership.check_owned(self.cfg.index_path)  # before the lock file is made next to it
         with db.writer_lock(self.cfg.index_path):
             saved, unreadable = logs.read_file(self.cfg.index_path)
             db.remove_index_files(self.cfg.index_path)
@@ -284,6 +301,8 @@ class Store:
         if not isinstance(mem_id, str) or not mem_id.strip():
             raise InvalidInput("give the id of a memory, e.g. mem_01hx_context_cache")
         mem_id = mem_id.strip()
+        if len(mem_id) > MAX_ID_LEN:
+            raise InvalidInput(f"id is {len(mem_id)} characters; memory ids are at most {MAX_ID_LEN}")
         self.ensure_fresh()
         holders = db.file_holders(self.con, mem_id)
         if len(holders) > 1:
@@ -293,11 +312,18 @@ class Store:
                 [str(self.root / p) for p in holders],
             )
         row = self.con.execute("SELECT path FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
+        if row is None and not holders and self.cfg.memory_root.is_dir():
+            # A file written a moment ago (search already sees it, the watcher
+            # has not applied it yet): one light scan before saying no.
+            self.sync(embed=False)
+            if len(db.file_holders(self.con, mem_id)) > 1:
+                return self.open(mem_id, log=log)  # now a conflict: say so
+            row = self.con.execute("SELECT path FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
         if row is None:
             raise NotFound(f"no memory has id {mem_id}", mem_id)
         path = self.root / row[0]
         try:
-            data, _st = read_file(path, MAX_FILE_BYTES)
+            data, _st = read_file(path, MAX_FILE_BYTES, root=self.cfg.require_root())
             if len(data) > MAX_FILE_BYTES:
                 raise FileError(f"{path} is larger than {MAX_FILE_BYTES:,} bytes; it is not a memory any more")
             text = data.decode("utf-8")
@@ -306,8 +332,15 @@ class Store:
             if self._still_indexed(mem_id):
                 return self.open(mem_id, log=log)
             raise NotFound(f"no memory has id {mem_id} (its file was just deleted)", mem_id) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FileError(f"cannot read {path}: {exc}; check the file, then `marchdb sync`") from None
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise FileError(
+                    f"{path} is a symbolic link or lies in a linked folder; marchdb never reads through links "
+                    "(the link may point anywhere): move the real file into the memory root, then `marchdb sync`"
+                ) from None
+            raise FileError(f"cannot read {path}: {exc.strerror or exc}; check the file, then `marchdb sync`") from None
+        except UnicodeDecodeError as exc:
+            raise FileError(f"cannot read {path}: {exc}; re-save it as UTF-8, then `marchdb sync`") from None
         if log:
             with db.transaction(self.con):
                 self.con.execute("INSERT INTO open_log(mem_id) VALUES (?)", (mem_id,))
@@ -337,6 +370,8 @@ class Store:
             raise InvalidInput("recall needs the text of a message")
         if trigger not in ("user", "assistant"):
             raise InvalidInput("trigger must be 'user' or 'assistant'")
+        if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS):
+            raise InvalidInput(f"run_id must be text of at most {MAX_RUN_ID_CHARS} characters")
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1
@@ -453,20 +488,19 @@ class Store:
 
         Read-only unless ``write``: the index is derived from the files, and
         a hand edit (``DELETE FROM memory_index``) would leave it silently
-        out of step with them until a rebuild.
+        out of step with them until a rebuild. Reads run on ``reader()``.
         """
         if _RECALLS_IN_SQL.search(sql):
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()
-        if not write:
-            self.read_only(True)
+        con = self.con if write else self.reader()
         try:
-            cur = self.con.execute(sql, params)
+            cur = con.execute(sql, params)
             try:
                 columns = [d[0] for d in cur.getdescription()]
             except apsw.ExecutionCompleteError:
                 # No rows: ask the statement itself for its columns.
-                last = apsw.ext.query_info(self.con, sql, params).description or ()
+                last = apsw.ext.query_info(con, sql, params).description or ()
                 columns = [d[0] for d in last]
             rows = cur.fetchall()
         except (apsw.ReadOnlyError, apsw.AuthError):
@@ -476,23 +510,20 @@ class Store:
             ) from None
         except apsw.Error as exc:
             raise InvalidInput(f"SQL error: {exc}") from None
-        finally:
-            if not write:
-                self.read_only(False)
         return columns, rows
 
-    def read_only(self, on: bool) -> None:
-        """Refuse (or allow again) every write on the index connection.
-
-        An authorizer, not only ``PRAGMA query_only``: a statement list such
-        as ``PRAGMA query_only=0; DELETE ...`` would switch the pragma off.
-        """
-        if on:
-            self.con.pragma("query_only", True)
-            self.con.authorizer = _read_only_authorizer
-        else:
-            self.con.authorizer = None
-            self.con.pragma("query_only", False)
+    def reader(self) -> apsw.Connection:
+        """A read-only connection to the index, for ``query`` and ``marchdb
+        sql``: opened read-only at the file level (so the SQL shell's dot
+        commands such as ``.restore`` cannot write either), sqlite-vec
+        loaded, and an authorizer that lets reads and introspection
+        (``PRAGMA table_info(files)``) through and nothing else."""
+        if self._reader is None:
+            _ = self.con  # creates or rebuilds the index first
+            self._reader = db.connect_read_only(self.cfg.index_path)
+            sqlfuncs.register(self._reader, self.sql_engine)  # march_* functions read-only too
+            self._reader.authorizer = _read_only_authorizer
+        return self._reader
 
 
 #: Statements that recall from the index get the dirty check first.
@@ -501,9 +532,26 @@ _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
 _READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
 
 
+#: Pragmas that take an argument and only describe (``PRAGMA table_info(files)``).
+_LOOKING_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "foreign_key_check",
+    "integrity_check",
+    "quick_check",
+}
+
+
 def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
-    # Reads, and pragmas that only ask (no value given); nothing else.
-    if op in _READ_OPS or (op == apsw.SQLITE_PRAGMA and arg2 is None):
+    # Reads, pragmas that only ask (no value given) or describe; nothing else.
+    if op in _READ_OPS:
+        return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
         return apsw.SQLITE_OK
     return apsw.SQLITE_DENY
 

@@ -40,7 +40,7 @@ from .notes import (
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
 BATCH_FILES = 500
 #: Kinds of problem found by the walk itself (not tied to reading one file).
-WALK_KINDS = ("symlink", "unreadable_dir")
+WALK_KINDS = ("symlink", "unreadable_dir", "bad_file_name")
 
 
 @dataclass
@@ -94,7 +94,7 @@ def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
         )
         return result
     try:
-        data, st = read_file(root / relpath, MAX_FILE_BYTES)
+        data, st = read_file(root / relpath, MAX_FILE_BYTES, root=root)
     except FileNotFoundError:
         result.gone = True
         return result

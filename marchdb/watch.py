@@ -12,7 +12,9 @@ those paths, embedding included. It runs on its own thread with its own
 Store (own connection and model), so callers of the main Store are never
 blocked by it. If the platform watcher cannot start or stops, it says so and
 falls back to periodic full scans instead of going stale silently; events it
-never delivers are caught by the dirty check's full scans.
+never delivers are caught by the dirty check's full scans. A sync that fails
+unexpectedly (a bug, a file nobody foresaw) never ends the thread: it says
+so, and the next wake-up runs a full scan.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .files import name_ok
 
 #: Quiet time before a batch of changes is applied.
 DEBOUNCE_SECONDS = 0.25
@@ -55,6 +59,7 @@ class Watcher:
         self._observer: Any = None
         self.mode = "starting"
         self._busy = False
+        self._retry_full = False
         self._thread = threading.Thread(target=self._loop, name="marchdb-watch", daemon=True)
 
     # ------------------------------------------------------------ events
@@ -70,11 +75,21 @@ class Watcher:
         return rel
 
     def _on_event(self, event) -> None:
+        try:
+            self._note_event(event)
+        except Exception as exc:  # the observer's thread must not die of one odd event
+            self.log(f"ignored a file event ({type(exc).__name__}: {exc}); a full scan will catch up")
+            self.request_scan()
+
+    def _note_event(self, event) -> None:
         paths = [event.src_path] + ([event.dest_path] if getattr(event, "dest_path", "") else [])
         with self._cond:
             for raw in paths:
                 rel = self._rel(raw)
                 if rel is None:
+                    continue
+                if not name_ok(rel):
+                    self._full_scan = True  # only a full scan reports a name that is not UTF-8
                     continue
                 if event.is_directory or not rel.lower().endswith(".md"):
                     if event.is_directory and event.event_type in ("moved", "deleted", "created"):
@@ -157,7 +172,8 @@ class Watcher:
                 # Debounce: wait until events have been quiet for a moment.
                 while not self._stop and time.monotonic() - self._last_event < self.debounce:
                     self._cond.wait(self.debounce)
-                full = self._full_scan or len(self._pending) > MAX_INCREMENTAL
+                full = self._full_scan or self._retry_full or len(self._pending) > MAX_INCREMENTAL
+                self._retry_full = False
                 paths = None if full else sorted(self._pending)
                 self._pending.clear()
                 self._full_scan = False
@@ -167,7 +183,13 @@ class Watcher:
             finally:
                 with self._cond:
                     self._busy = False
-            if self._observer is not None and not self._observer.is_alive() and self.mode == "watching":
+            # (At a clean stop the observer is stopped first: not a failure to announce.)
+            if (
+                self._observer is not None
+                and not self._observer.is_alive()
+                and self.mode == "watching"
+                and not self._stop
+            ):
                 self.mode = "polling"
                 self.log(f"file watcher stopped; falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s")
 
@@ -178,6 +200,12 @@ class Watcher:
             report = self.store.sync(paths=paths)
         except MarchError as exc:
             self.log(f"sync failed: {exc}")
+            return
+        except Exception as exc:
+            # A bug must not leave the index stale for the rest of the session.
+            self.log(f"sync failed unexpectedly ({type(exc).__name__}: {exc}); the next change runs a full scan")
+            with self._cond:
+                self._retry_full = True
             return
         embedder = self.store.loaded_embedder()
         if report.embedded and embedder is not None:

@@ -174,7 +174,7 @@ def test_missing_configured_root_is_an_error_and_never_empties_the_index(cli, mi
     assert result.exit_code == 3 and "does not exist" in result.stderr and "--root" in result.stderr
     assert not mixed_vault.root.exists()  # not created behind the user's back
     assert js(cli("status", "--json"))["memories"] == 5
-    # (recall answers from the index until its dirty check is due, then fails the same way)
+    # (recall answers from the index as it was, with a notice that the root is missing: test_hostile.py)
     for args in (("search", "cache"), ("save", "--name", "x", "--description", "y", "--tag", "t", "--body", "z")):
         assert cli(*args).exit_code == 3, args
     assert not mixed_vault.root.exists()

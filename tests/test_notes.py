@@ -225,7 +225,7 @@ def _note_with(text: str, **changes):
     ],
 )
 def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, gone):
-    from marchdb.notes import edit_note
+    from marchdb.layout import edit_note
 
     out = edit_note(text, _note_with(text, **changes), fields)
     assert out is not None
@@ -237,7 +237,7 @@ def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, 
 
 
 def test_edit_note_declines_layouts_it_cannot_edit_safely():
-    from marchdb.notes import edit_note
+    from marchdb.layout import edit_note
 
     for text in ("---\n{id: m1, name: n}\n---\nb\n", "---\nid: m1\nname: a\nname: b\n---\nb\n"):
         assert edit_note(text, _note_with(text, name="x"), ["name"]) is None

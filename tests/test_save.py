@@ -20,18 +20,21 @@ from conftest import TinyEmbedder
 from marchdb import db, notes
 from marchdb.embedding import vectors
 from marchdb.errors import Conflict, InvalidInput
-from marchdb.files import TEMP_PREFIX
-from marchdb.save import Changes, find_similar, update_file, validate_changes
+from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
+from marchdb.save import MAX_BODY_BYTES, Changes, find_similar, update_file, validate_changes
 from marchdb.tools import SAVE as SAVE_TOOL_DESCRIPTION
 
 NEW = dict(name="Context cache ordering", description="volatile layers go last", body="Body text.", tags=["cache"])
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (hidden ones too) → its bytes."""
+    """Every file under ``root`` (hidden ones too) → its bytes, but for
+    marchdb's own vault lock (empty, never written: files.vault_lock)."""
     out = {}
     for folder, _dirs, files in os.walk(root):
         for name in files:
+            if folder == str(root) and name == VAULT_LOCK_NAME:
+                continue
             path = Path(folder) / name
             out[str(path.relative_to(root))] = path.read_bytes()
     return out
@@ -308,7 +311,7 @@ BAD_INPUTS = [
     ({"id": "x" * 500}, "limit is 128"),
     ({"id": "   "}, "id is empty"),
     ({"body": "x" * (10 * 1024 * 1024)}, "limited to"),
-    ({"body": "y" * (notes.MAX_FILE_BYTES - 20)}, "including its frontmatter"),
+    ({"body": "y" * (MAX_BODY_BYTES + 1)}, "body is limited to"),
     ({"body": "\ud800 lone surrogate"}, "not valid Unicode"),
 ]
 

@@ -1,0 +1,157 @@
+"""The MCP server's stdio wire: every request gets an answer, stray output stays off it.
+
+The SDK's stdio transport reads one JSON-RPC message per line and drops any
+line its parser refuses, without a word to the client: a request whose text
+holds a lone UTF-16 surrogate (``"\\ud800"``, what a host sends after cutting
+a message inside an emoji) or malformed JSON waited forever for its answer.
+Here each line is checked first; a line the SDK would drop is answered with
+a JSON-RPC error (parse error -32700, invalid request -32600, invalid params
+-32602 with the reason) on the same wire, and the good lines go on to the
+SDK unchanged.
+
+While serving, file descriptor 0 reads the null device and 1 writes to
+stderr (as the SDK does by itself), so a library printing to stdout (the
+model's C code) can never corrupt the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+
+#: JSON-RPC error codes (JSON-RPC 2.0, section 5.1).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _error(mid: object, code: int, message: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}) + "\n"
+
+
+def check_line(raw: bytes) -> tuple[str | None, str | None]:
+    """``(line for the SDK, None)`` for a message its parser takes, else
+    ``(None, error response or None)``: None when nothing may be answered (a
+    blank line, a broken notification or response, which have no id)."""
+    import mcp_types as types
+
+    try:
+        text, bad_byte = raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        text, bad_byte = raw.decode("utf-8", "replace"), exc.start
+    if not text.strip():
+        return None, None
+    if bad_byte is None:
+        try:
+            types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            return text, None
+        except Exception:  # noqa: BLE001 - the SDK's parser refuses it: find out why, below
+            pass
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, _error(None, PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC object per line")
+    if not isinstance(message, dict):
+        return None, _error(None, INVALID_REQUEST, "Invalid Request: send one JSON-RPC object per line, not a batch")
+    mid = message.get("id")
+    if isinstance(mid, bool) or not isinstance(mid, (str, int)):
+        return None, None  # a notification or a response: JSON-RPC never answers those
+    if bad_byte is not None:
+        return None, _error(mid, PARSE_ERROR, f"Parse error: the message is not valid UTF-8 (byte {bad_byte})")
+    if _has_lone_surrogate(message):
+        return None, _error(
+            mid,
+            INVALID_PARAMS,
+            "Invalid params: a string holds a lone UTF-16 surrogate such as \\ud800 (text cut inside an emoji?); "
+            "send the text again as valid Unicode",
+        )
+    return None, _error(
+        mid, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request (jsonrpc, id, method, params)"
+    )
+
+
+class LockedWriter:
+    """The wire's stdout: whole lines, one writer at a time (the SDK's
+    answers and this module's error answers must never interleave)."""
+
+    def __init__(self, fd: int):
+        self._file = anyio.wrap_file(os.fdopen(fd, "w", encoding="utf-8", closefd=False))
+        self._lock = anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        """Write ``text`` (a whole line) and flush it."""
+        async with self._lock:
+            await self._file.write(text)
+            await self._file.flush()
+
+    async def flush(self) -> None:
+        """Flush (``write`` already does)."""
+        async with self._lock:
+            await self._file.flush()
+
+
+class CheckedLines:
+    """The wire's stdin for the SDK: the lines it can parse; the others are
+    answered here (``check_line``) and never reach it."""
+
+    def __init__(self, fd: int, out: LockedWriter):
+        self._file = anyio.wrap_file(os.fdopen(fd, "rb", closefd=False))
+        self._out = out
+
+    def __aiter__(self):
+        return self._lines()
+
+    async def _lines(self):
+        async for raw in self._file:
+            line, answer = check_line(raw)
+            if answer is not None:
+                await self._out.write(answer)
+            elif line is None and raw.strip():
+                print("marchdb: dropped a JSON-RPC notification or response it cannot read", file=sys.stderr)
+            if line is not None:
+                yield line
+
+
+def claim_stdio() -> tuple[int, int]:
+    """Take the wire away from fds 0 and 1: returns private duplicates of
+    them, and points 0 at the null device and 1 at stderr."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+async def serve(server) -> None:
+    """Run an ``MCPServer`` on the process's stdio through the checked wire,
+    until the client closes stdin."""
+    from mcp.server.stdio import stdio_server
+
+    wire_in, wire_out = claim_stdio()
+    out = LockedWriter(wire_out)
+    lines = CheckedLines(wire_in, out)
+    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
+    async with stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream):  # type: ignore[arg-type]
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

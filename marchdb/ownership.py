@@ -1,0 +1,143 @@
+"""Whose file is at the index path? marchdb deletes or rebuilds only its own.
+
+``indexPath`` in config.json is a path a person typed: it may name their
+notes, another application's SQLite database, or a link. The index is a
+cache marchdb rebuilds at will (schema change, corruption, ``marchdb
+rebuild``), so before anything is dropped, deleted or even opened for
+writing (opening switches the file to WAL mode) the file must prove it is an
+index marchdb created:
+
+* its SQLite header carries marchdb's ``application_id`` (every index marchdb
+  creates sets it; a corrupt index whose header survived is still ours and
+  is rebuilt), or
+* ``application_id`` is 0 and its ``meta`` table holds marchdb's
+  ``schema_hash`` and ``index_id`` (an index made before marchdb set the id).
+
+Anything else — a text file, another program's database, a folder, a
+symbolic link — is an ``IndexUnavailable`` error that names the file; it is
+never opened for writing, deleted or emptied.
+
+An *empty* file (0 bytes, or an SQLite database with no table at all) holds
+nothing to lose, and it is exactly what a marchdb process killed while it
+created the index leaves behind. It is taken over only when the writer lock
+file ``<index>.lock`` lies next to it: marchdb creates that file before it
+creates an index, so an empty file without it was made by someone else.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import urllib.parse
+from pathlib import Path
+
+import apsw
+
+from .errors import IndexUnavailable
+
+#: ``PRAGMA application_id`` of every index marchdb creates: "MrDB".
+APPLICATION_ID = 0x4D724442
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The states ``index_file_state`` answers.
+MISSING, EMPTY, OURS = "missing", "empty", "ours"
+
+
+def lock_path(index_path: str | os.PathLike) -> str:
+    """The writer lock file next to an index (``db.writer_lock``)."""
+    return os.path.abspath(f"{index_path}.lock")
+
+
+def _refuse(path: Path, why: str) -> IndexUnavailable:
+    return IndexUnavailable(
+        f"{path} is not a marchdb index ({why}); marchdb never deletes or rewrites a file it did not create: "
+        "set indexPath in config.json to another file (or move this one away)"
+    )
+
+
+def _read_head(path: Path) -> bytes:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(path)
+        return os.read(fd, 100)
+    finally:
+        os.close(fd)
+
+
+def _tables_and_meta(path: Path, wal: bool) -> tuple[set[str], dict[str, str]]:
+    """Table names and (when there is one) the ``meta`` table of an SQLite
+    file, read without writing anything: ``immutable=1`` creates no -wal or
+    -shm file next to another program's database; a WAL file that has a
+    live ``-wal`` is opened read-only instead, so its newest content counts."""
+    immutable = not (wal and os.path.exists(f"{path}-wal"))
+    uri = f"file:{urllib.parse.quote(os.fspath(path))}?mode=ro" + ("&immutable=1" if immutable else "")
+    con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        meta: dict[str, str] = {}
+        if "meta" in tables:
+            try:
+                meta = {str(k): str(v) for k, v in con.execute("SELECT key, value FROM meta")}
+            except apsw.Error:
+                meta = {}
+        return tables, meta
+    finally:
+        con.close()
+
+
+def index_file_state(path: str | os.PathLike) -> str:
+    """``MISSING``, ``EMPTY`` (0 bytes or no table: may be taken over, see
+    ``may_take_over``) or ``OURS``; raises ``IndexUnavailable`` naming the file
+    for anything marchdb did not create. Reads at most the header and the
+    schema; writes nothing."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return MISSING
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot look at the index file {path}: {exc.strerror}; check the folder") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse(path, "it is a symbolic link, and marchdb never writes through links; name the real file")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, "it is a folder or a device, not a file")
+    try:
+        head = _read_head(path)
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot read the index file {path}: {exc.strerror}; check its permissions") from None
+    if not head:
+        return EMPTY
+    if len(head) < 100 or not head.startswith(SQLITE_MAGIC):
+        raise _refuse(path, "it is not an SQLite database")
+    app_id = int.from_bytes(head[68:72], "big")
+    if app_id == APPLICATION_ID:
+        return OURS
+    if app_id != 0:
+        raise _refuse(path, f"it is another application's SQLite database, application_id {app_id:#x}")
+    try:
+        tables, meta = _tables_and_meta(path, wal=head[18:20] == b"\x02\x02")
+    except apsw.Error as exc:
+        raise _refuse(path, f"an SQLite file without marchdb's mark that cannot be read: {exc}") from None
+    if not tables:
+        return EMPTY
+    if "schema_hash" in meta and "index_id" in meta:
+        return OURS  # made by a marchdb from before the application_id
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    raise _refuse(path, f"an SQLite database of another program, with tables {shown}")
+
+
+def may_take_over(path: str | os.PathLike) -> bool:
+    """Whether an ``EMPTY`` index file may be used: only when marchdb's lock
+    file lies next to it (see the module's doc)."""
+    return os.path.lexists(lock_path(path))
+
+
+def check_owned(path: str | os.PathLike) -> str:
+    """``index_file_state``, with an empty file nobody can show is ours refused too."""
+    state = index_file_state(path)
+    if state == EMPTY and not may_take_over(path):
+        raise _refuse(
+            Path(path), "it is an empty file, and no marchdb lock file lies next to it; delete it if it is yours"
+        )
+    return state
