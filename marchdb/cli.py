@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 
 from . import tools
-from .errors import EXIT_DUPLICATE, Conflict, MarchError, ModelError, NotFound
+from .errors import EXIT_DUPLICATE, Conflict, InvalidInput, MarchError, ModelError, NotFound
 
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
@@ -182,6 +182,7 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
         return
     if data["vector_error"]:
         typer.echo(f"vectors: {data['vector_error']}")
+    typer.echo("logs: " + "; ".join(_log_size(row) for row in data.get("logs", [])))
     problems = data["problems"]
     if not problems:
         typer.echo("no problems")
@@ -195,6 +196,13 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
             typer.echo(f"  {row['path']}: {row['detail']}")
         if len(items) > 50:
             typer.echo(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
+
+
+def _log_size(row: dict) -> str:
+    if "rows" in row:
+        since = f", since {row['oldest'][:10]}" if row.get("oldest") else ""
+        return f"{row['log']} {row['rows']:,} rows (keeps the last {row['keep_rows']:,}{since})"
+    return f"{row['file']} {row['bytes'] / 1024:,.0f} KB (rotated at {row['keep_bytes'] / 1024:,.0f} KB)"
 
 
 @command(app, "open")
@@ -324,17 +332,26 @@ def recall(
             f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "
             "query word matches (and the floor when one does), bm25 = share of the query matched):"
         )
-        typer.echo(f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7}  id / why cut")
+        typer.echo(
+            "(temp = ranking adjustment from recency, use and priority: it reorders candidates, the threshold "
+            "reads the score)"
+        )
+        typer.echo(
+            f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7} {'temp':>6}  id / why cut"
+        )
         for c in data["candidates"][:25]:
             sig = c["signals"]
             typer.echo(
                 f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
-                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)}  {c['id']}  {c['reason'] or 'HINT'}"
+                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)} {_f(sig.get('temp_adj'), 6, 3, sign=True)}  "
+                f"{c['id']}  {c['reason'] or 'HINT'}"
             )
 
 
-def _f(value, width: int = 6, digits: int = 3) -> str:
-    return f"{value:{width}.{digits}f}" if isinstance(value, (int, float)) else " " * (width - 1) + "-"
+def _f(value, width: int = 6, digits: int = 3, sign: bool = False) -> str:
+    if not isinstance(value, (int, float)):
+        return " " * (width - 1) + "-"
+    return f"{value:+{width}.{digits}f}" if sign else f"{value:{width}.{digits}f}"
 
 
 # ---------------------------------------------------------------- model
@@ -421,10 +438,11 @@ def search(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="Words or a literal phrase."),
     limit: int = typer.Option(10, "--limit", "-n", help="Most files to show."),
+    archived: bool = typer.Option(False, "--archived", help="Search archived memories too."),
     as_json: bool = JsonOpt,
 ):
     """memory_search: ripgrep full-text search of the memory files (not semantic)."""
-    result = tools.call(_store(ctx), "memory_search", {"query": query, "limit": limit})
+    result = tools.call(_store(ctx), "memory_search", {"query": query, "limit": limit, "include_archived": archived})
     if as_json:
         _emit(result)
         return
@@ -462,7 +480,7 @@ def save(
     body: Optional[str] = typer.Option(
         None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."
     ),
-    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated"),
+    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated | archived"),
     force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
     as_json: bool = JsonOpt,
 ):
@@ -493,6 +511,110 @@ def save(
         raise typer.Exit(EXIT_DUPLICATE)
 
 
+@command(app, "log")
+def log_(
+    ctx: typer.Context,
+    title: str = typer.Argument(..., help="One line: what happened."),
+    text: Optional[str] = typer.Argument(None, help="Details; '-' or omitted with piped stdin reads stdin."),
+    embed: bool = typer.Option(
+        False, "--embed", help="Embed the entry now (loads the model); by default the next sync or recall does."
+    ),
+    as_json: bool = JsonOpt,
+):
+    """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
+    if text == "-" or (text is None and not sys.stdin.isatty()):
+        piped = sys.stdin.read()
+        text = piped if piped.strip() else None
+    result = tools.call(_store(ctx), "memory_log", {"title": title, "text": text, "embed": embed})
+    if as_json:
+        _emit(result)
+        return
+    _say_notices(result)
+    typer.echo(f"{result['status']}: {result['id']} {result['path']}")
+    typer.echo(result["entry"])
+    for warning in result.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+@command(app, "import")
+def import_(
+    ctx: typer.Context,
+    kind: str = typer.Argument(..., help="workspace | typed | obsidian | claude-code | chatgpt"),
+    path: str = typer.Argument(..., help="The folder or file to import from (only read)."),
+    apply: bool = typer.Option(False, "--apply", help="Create the memories (default: a dry run that only reports)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be created (the default)."),
+    no_embed: bool = typer.Option(False, "--no-embed", help="Leave the new memories' vectors to the next sync."),
+    as_json: bool = JsonOpt,
+):
+    """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply."""
+    if apply and dry_run:
+        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
+    store = _store(ctx)
+    progress = _Progress(not as_json)
+    try:
+        data = store.import_(kind, path, apply=apply, embed=not no_embed, progress=progress)
+    finally:
+        progress.close()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    shown = {"create": 20, "created": 20, "skip": 100, "problem": 100}
+    for action in ("created", "create", "skip", "problem"):
+        rows = [r for r in data["items"] if r["action"] == action]
+        for row in rows[: shown[action]]:
+            where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
+            detail = f": {row['detail']}" if row.get("detail") else ""
+            typer.echo(f"{action:8} {row['origin']}{where}{detail}")
+            for warning in row.get("warnings") or []:
+                typer.echo(f"         warning: {warning}")
+        if len(rows) > shown[action]:
+            typer.echo(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
+    if data["applied"]:
+        typer.echo(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}")
+    else:
+        typer.echo(
+            f"dry run: {data['created']} would be created, {data['skipped']} skipped, {data['problems']} problems; "
+            "nothing was written (run again with --apply)"
+        )
+    for warning in data.get("embed_warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+@command(app, "maintain")
+def maintain_(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Archive what is proposed for the archive (default: a dry run)."),
+    log_days: int = typer.Option(30, "--log-days", help="Propose unused daily logs older than this many days."),
+    deprecated_days: int = typer.Option(
+        90, "--deprecated-days", help="Propose memories deprecated for this many days."
+    ),
+    as_json: bool = JsonOpt,
+):
+    """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
+    store = _store(ctx)
+    data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    for prop in data["proposals"]:
+        done = " [archived]" if prop["applied"] else (f" [{prop['error']}]" if prop["error"] else "")
+        typer.echo(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
+    for note in data["notes"]:
+        typer.echo(f"note: {note}")
+    counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
+    if data["applied"]:
+        archived = sum(1 for p in data["proposals"] if p["applied"])
+        typer.echo(f"{counts}; archived {archived} (undo one: marchdb save --id ID --status active)")
+    else:
+        typer.echo(
+            f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)"
+        )
+
+
 @command(app)
 def context(
     ctx: typer.Context,
@@ -511,7 +633,7 @@ def context(
 
 @command(app)
 def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
-    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_recall, memory_context)."""
+    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_log, memory_recall, memory_context)."""
     from .mcp_server import serve
 
     serve(_store(ctx), watch=not no_watch)

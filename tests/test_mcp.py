@@ -53,7 +53,13 @@ def call(params, calls):
 
 def test_tools_are_listed_with_their_descriptions(server):
     tools = call(server, [])["tools"]
-    assert {"memory_search", "memory_open", "memory_save", "memory_recall", "memory_context"} <= set(tools)
+    assert {"memory_search", "memory_open", "memory_save", "memory_log", "memory_recall", "memory_context"} <= set(
+        tools
+    )
+    assert (
+        "daily log" in tools["memory_log"].description
+        and "include_archived" in tools["memory_search"].input_schema["properties"]
+    )
     assert "ripgrep" in tools["memory_search"].description and "NOT semantic" in tools["memory_search"].description
     assert tools["memory_save"].input_schema["properties"]["tags"]
 
@@ -132,6 +138,7 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         "missing": cli("open", "mem_nope"),
         "search": cli("search", "cache"),
         "context": cli("context", "why does the prompt cache miss?"),
+        "log": cli("log", "CLI capture", "from the CLI"),
     }
     out = call(
         server,
@@ -142,6 +149,7 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
             ("missing", "memory_open", {"id": "mem_nope"}),
             ("search", "memory_search", {"query": "cache"}),
             ("context", "memory_context", {"text": "why does the prompt cache miss?"}),
+            ("log", "memory_log", {"title": "MCP capture", "text": "from the MCP server"}),
         ],
     )
     for key, data in via_cli.items():
@@ -150,3 +158,17 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         # notices are per process (the CLI's home is new: it reports the index it created)
         assert set(data) - {"notices"} == set(mcp_data) - {"notices"}, key
     assert via_cli["recall"]["hints"][0].keys() == out["recall"][1]["hints"][0].keys()
+
+
+def test_memory_log_appends_to_the_day_through_the_server(server, mixed_vault):
+    out = call(
+        server,
+        [
+            ("one", "memory_log", {"title": "Gateway timeout raised"}),
+            ("two", "memory_log", {"title": "Second", "text": "more"}),
+        ],
+    )
+    assert not out["one"][0] and out["one"][1]["status"] == "created"
+    assert out["two"][1]["status"] == "appended" and out["two"][1]["id"] == out["one"][1]["id"]
+    text = Path(out["two"][1]["path"]).read_text()
+    assert "- Gateway timeout raised" in text and "- Second\n\nmore" in text
