@@ -202,7 +202,8 @@ def _log_size(row: dict) -> str:
     if "rows" in row:
         since = f", since {row['oldest'][:10]}" if row.get("oldest") else ""
         return f"{row['log']} {row['rows']:,} rows (keeps the last {row['keep_rows']:,}{since})"
-    return f"{row['file']} {row['bytes'] / 1024:,.0f} KB (rotated at {row['keep_bytes'] / 1024:,.0f} KB)"
+    size = f"{row['bytes']:,} bytes" if row["bytes"] < 10_240 else f"{row['bytes'] / 1024:,.0f} KB"
+    return f"{row['file']} {size} (rotated at {row['keep_bytes'] / 1024:,.0f} KB)"
 
 
 @command(app, "open")

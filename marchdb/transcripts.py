@@ -196,11 +196,16 @@ def read_session(path: Path, origin: str) -> Found:
     seen: set[str] = set()
     last_msg_id = None
     first = last = None
-    errors: list[str] = []
+    errors: list[str] = []  # the first and the last (a garbage file must not fill memory)
+    bad_lines = 0
     try:
         for _number, obj in _lines(path):
             if isinstance(obj, str):
-                errors.append(obj)
+                bad_lines += 1
+                if errors:
+                    errors[1:] = [obj]
+                else:
+                    errors.append(obj)
                 continue
             if not isinstance(obj, dict):
                 continue
@@ -249,13 +254,13 @@ def read_session(path: Path, origin: str) -> Found:
     except OSError as exc:
         return Bad(origin, f"cannot read: {exc.strerror or exc}")
     warnings = (
-        [f"{len(errors)} lines left out: {errors[0]}" + (f"; … {errors[-1]}" if len(errors) > 1 else "")]
+        [f"{bad_lines} lines left out: {errors[0]}" + (f"; … {errors[-1]}" if len(errors) > 1 else "")]
         if errors
         else []
     )
     if not prompts:
         if errors and not turns:
-            return Bad(origin, "; ".join(errors[:3]))
+            return Bad(origin, f"{bad_lines} lines, none of them a message: " + "; … ".join(errors))
         return Skip(origin, "no message typed by a person in it")
     if first is None:
         first = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)

@@ -326,7 +326,7 @@ def test_half_written_garbage_and_huge_session_files_are_reported_per_item(vault
         if Path(rows["long.jsonl"]["path"]).is_absolute()
         else vault.root / rows["long.jsonl"]["path"]
     )
-    assert MAX_BODY_CHARS < len(long_path.read_text()) < MAX_BODY_CHARS + 5000
+    assert MAX_BODY_CHARS - 3000 < len(long_path.read_text()) < MAX_BODY_CHARS + 2000
     assert (out["created"], out["skipped"], out["problems"]) == (3, 1, 1)
     assert (vault.root / "keep.md").read_bytes() == before
     assert "mem_keep" in memories(store)
