@@ -23,10 +23,11 @@ from pathlib import Path
 
 from .clock import utc_now_iso
 
-#: A log file is rotated before it would grow past this many bytes.
-MAX_BYTES = 1024 * 1024
-#: Rotated files kept (``x.log.1`` … ``x.log.3``).
-BACKUPS = 3
+#: A log file is rotated before it would grow past this many bytes (the
+#: same bound as the hook and engine logs of ``marchdb serve``).
+MAX_BYTES = 256 * 1024
+#: Rotated files kept (``x.log.1``, ``x.log.2``).
+BACKUPS = 2
 #: The log of imports and maintenance actions.
 LIFECYCLE = "lifecycle.log"
 

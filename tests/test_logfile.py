@@ -48,6 +48,6 @@ def test_doctor_reports_the_size_of_every_log(tmp_path, vault):
     out = runner.invoke(app, [*base, "doctor"], env={"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")})
     assert out.exit_code == 0, out.output
     assert "logs: recall_log 0 rows (keeps the last 100,000); open_log 0 rows" in out.stdout
-    assert re.search(r"lifecycle.log \d+ bytes \(rotated at 1,024 KB\)", out.stdout)
+    assert re.search(r"lifecycle.log \d+ bytes \(rotated at 256 KB\)", out.stdout)
     data = json.loads(runner.invoke(app, [*base, "doctor", "--json"], env={"MARCH_EMBED_MODEL": "x"}).stdout)
     assert {r.get("log") or r.get("file") for r in data["logs"]} == {"recall_log", "open_log", "runs", "lifecycle.log"}

@@ -158,8 +158,8 @@ def test_bad_day_counts_are_refused(store):
 def test_cli_defaults_are_the_library_defaults():
     import inspect
 
-    from marchdb import cli, maintain
+    from marchdb import cli_lifecycle, maintain
 
-    params = inspect.signature(cli.maintain_).parameters
+    params = inspect.signature(cli_lifecycle.maintain_).parameters
     assert params["log_days"].default.default == maintain.LOG_DAYS
     assert params["deprecated_days"].default.default == maintain.DEPRECATED_DAYS
