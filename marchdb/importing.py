@@ -23,7 +23,8 @@ Rules:
   brings it back);
 * never overwrites: only new files, through save's ``create_file`` (a taken
   name gets ``-2``; placed with a link, never a replace); nothing in the vault
-  is changed and the source is only read;
+  is changed and the source is only read; a source inside the memory root is
+  refused, and a vault holding the memory root is imported without it;
 * new memories go to the time buckets of the source's own time, which also
   gives ``created_at`` and ``updated_at``;
 * every item is reported on its own: a malformed, half-written or huge item
@@ -393,9 +394,11 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     )
 
 
-def walk_notes(base: Path, kind: str) -> Iterator[str | Bad]:
+def walk_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[str | Bad | Skip]:
     """Relative paths of the ``.md`` files under ``base`` (sorted; hidden
-    folders left out except seed 003's ``.archive``; symlinks reported, never followed)."""
+    folders left out except seed 003's ``.archive``; symlinks reported, never
+    followed; the folder ``skip`` — the memory root inside a vault — left out)."""
+    skip_real = os.path.realpath(skip) if skip is not None else None
     for folder, dirs, files in os.walk(base, followlinks=False):
         rel_dir = os.path.relpath(folder, base)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
@@ -404,6 +407,8 @@ def walk_notes(base: Path, kind: str) -> Iterator[str | Bad]:
             full = os.path.join(folder, d)
             if os.path.islink(full):
                 yield Bad(rel_dir + d, "a symlink; links are not followed")
+            elif skip_real is not None and os.path.realpath(full) == skip_real:
+                yield Skip(rel_dir + d, "the memory root: its memories are indexed already")
             elif not d.startswith(".") or (d.lower() == ".archive" and kind == "workspace"):
                 keep.append(d)
         dirs[:] = keep
@@ -416,15 +421,15 @@ def walk_notes(base: Path, kind: str) -> Iterator[str | Bad]:
             yield rel_dir + name
 
 
-def read_notes(base: Path, kind: str) -> Iterator[Found]:
-    """Every note of a folder import."""
+def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Found]:
+    """Every note of a folder import (``skip``: a folder to leave out)."""
     if base.is_file():
-        items: Iterator[str | Bad] = iter([base.name])
+        items: Iterator[str | Bad | Skip] = iter([base.name])
         base = base.parent
     else:
-        items = walk_notes(base, kind)
+        items = walk_notes(base, kind, skip)
     for rel in items:
-        if isinstance(rel, Bad):
+        if isinstance(rel, (Bad, Skip)):
             yield rel
             continue
         found = note_item(base, rel, kind)
@@ -436,10 +441,11 @@ def read_notes(base: Path, kind: str) -> Iterator[Found]:
 # ---------------------------------------------------------------- running an import
 
 
-def readers(kind: str, path: Path) -> Iterator[Found]:
-    """The items of ``path`` for an import of ``kind``."""
+def readers(kind: str, path: Path, root: Path | None = None) -> Iterator[Found]:
+    """The items of ``path`` for an import of ``kind`` (the memory ``root``,
+    when it lies inside ``path``, is left out)."""
     if kind in ("workspace", "typed", "obsidian"):
-        return read_notes(path, kind)
+        return read_notes(path, kind, root)
     from . import transcripts
 
     if kind == "claude-code":
@@ -456,9 +462,9 @@ def check_source(kind: object, path: object, root: Path) -> Path:
     source = Path(os.path.expanduser(str(path))).absolute()
     if not source.exists():
         raise InvalidInput(f"{source} does not exist; give the file or folder to import")
-    if is_inside(str(root), str(source)) or is_inside(str(source), str(root)):
+    if is_inside(str(root), str(source)):
         raise InvalidInput(
-            f"{source} overlaps the memory root {root}; its files are indexed already (import from outside the root)"
+            f"{source} is inside the memory root {root}; its files are indexed already (import from outside the root)"
         )
     return source
 
@@ -486,7 +492,7 @@ class Importer:
 
     def _run(self, source: Path, report: ImportReport) -> ImportReport:
         kind, apply = report.kind, report.applied
-        found = readers(kind, source)
+        found = readers(kind, source, self.root)
         batch: list[tuple[Item, Row]] = []
         seen: set[str] = set()
         if not apply:

@@ -209,8 +209,8 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     text = (vault.root / books["path"]).read_text()
     assert "original_source: a friend" in text and "original_status: draft" in text and "aliases:" in text
     assert {k: v for k, v in snapshot(vault.root).items() if k in before} == before
-    with pytest.raises(InvalidInput, match="overlaps the memory root"):
-        store.import_("obsidian", vault.root / "sub" if (vault.root / "sub").exists() else vault.root)
+    with pytest.raises(InvalidInput, match="inside the memory root"):
+        store.import_("obsidian", vault.root)
     with pytest.raises(InvalidInput, match="unknown import kind"):
         store.import_("notion", notes_dir)
     with pytest.raises(InvalidInput, match="does not exist"):
@@ -243,3 +243,21 @@ def test_cli_import_reports_and_exit_codes(tmp_path, vault, workspace):
     assert both.exit_code == 2 and "contradict" in both.stderr
     bad = runner.invoke(app, [*base, "import", "evernote", str(workspace)], env=env)
     assert bad.exit_code == 2 and "unknown import kind" in bad.stderr
+
+
+def test_a_vault_holding_the_memory_root_is_imported_without_it(tmp_path, cfg):
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    obsidian = tmp_path / "Obsidian"
+    put(obsidian, "Inbox/idea.md", "# An idea\n\nA cache in front of the ledger.\n")
+    root = obsidian / "March Memories"
+    put(root, "2026/11/week1/m.md", "---\nid: mem_m\nname: m\ndescription: d\ntags: [x]\n---\nbody\n")
+    with Store(load_config(home=tmp_path / "home2", root=root, env={})) as store:
+        out = store.import_("obsidian", obsidian, apply=True, embed=False)
+        assert [(r["action"], r["origin"]) for r in out["items"]] == [
+            ("skip", "March Memories"),
+            ("created", "Inbox/idea.md"),
+        ]
+        with pytest.raises(InvalidInput, match="inside the memory root"):
+            store.import_("obsidian", root / "2026")
