@@ -71,6 +71,10 @@ MAX_BODY_CHARS = 60_000
 DESCRIPTION_CHARS = 300
 #: Memories created per writer-lock hold: other writers wait at most one batch.
 BATCH = 100
+#: What an undocumented format may throw at a reader (a field of an
+#: unexpected type, JSON nested too deep): reported for that item, and the
+#: import goes on.
+SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
 
 WORKSPACE_FOLDERS = {
     "decisions": ["decision"],
@@ -302,6 +306,23 @@ def _time_of(meta: dict, *keys: str) -> dt.datetime | None:
     return None
 
 
+def _day_of(text: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:  # 2026-02-30.md: an ordinary note
+        return None
+
+
+def _first_entry_time(day: dt.date, body: str) -> dt.datetime:
+    """The local time of a daily log's first ``### HH:MM`` entry (noon without one)."""
+    first = re.search(r"^### (\d{1,2}):(\d\d)", body, re.M)
+    try:
+        hour, minute = map(int, first.groups()) if first else (12, 0)
+        return dt.datetime(day.year, day.month, day.day, hour, minute).astimezone()
+    except ValueError:  # ### 25:99
+        return dt.datetime(day.year, day.month, day.day, 12, 0).astimezone()
+
+
 def note_item(base: Path, rel: str, kind: str) -> Found:
     """One Markdown file of a folder import as an ``Item``, ``Skip`` or ``Bad``."""
     origin = rel
@@ -345,13 +366,11 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     created = _time_of(meta, "created_at", "created", "date")
     updated = _time_of(meta, "updated_at", "updated", "modified")
     want_id = slug = None
-    if day_match and kind in ("workspace", "obsidian", "typed") and not meta.get("name") and not meta.get("title"):
+    day = _day_of(day_match.group(1)) if day_match and not meta.get("name") and not meta.get("title") else None
+    if day is not None:
         # A daily log (seed 003: YYYY-MM-DD.md with ### HH:MM - title entries).
-        day = dt.date.fromisoformat(day_match.group(1))
         titles = entry_titles(body)
-        first = re.search(r"^### (\d{1,2}):(\d\d)", body, re.M)
-        local = dt.datetime(day.year, day.month, day.day, *(map(int, first.groups()) if first else (12, 0)))
-        created = created or local.astimezone()
+        created = created or _first_entry_time(day, body)
         name, want_id, slug = log_name(day), log_id(day), LOG_TAG
         description = (
             describe(day, titles) if titles else one_line(f"Daily log {day}: {first_sentence(body)}", DESCRIPTION_CHARS)
@@ -432,7 +451,10 @@ def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Foun
         if isinstance(rel, (Bad, Skip)):
             yield rel
             continue
-        found = note_item(base, rel, kind)
+        try:
+            found = note_item(base, rel, kind)
+        except SHAPE_ERRORS as exc:
+            found = Bad(rel, f"could not be read as a note: {type(exc).__name__}: {exc}")
         if isinstance(found, Item):
             found.source = f"{kind}:{base.name}/{rel}"
         yield found

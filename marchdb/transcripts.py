@@ -37,7 +37,17 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from .importing import DESCRIPTION_CHARS, MAX_BODY_CHARS, Bad, Found, Item, Skip, clean_tags, one_line
+from .importing import (
+    DESCRIPTION_CHARS,
+    MAX_BODY_CHARS,
+    SHAPE_ERRORS,
+    Bad,
+    Found,
+    Item,
+    Skip,
+    clean_tags,
+    one_line,
+)
 from .save import MAX_NAME_CHARS
 
 #: Longest line read from a session file; a longer one is skipped and reported.
@@ -65,6 +75,15 @@ NOISE_PREFIXES = (
 #: Elements injected into user text by older builds (hook output); cut out wherever they are.
 _INJECTED = re.compile(r"<(user-prompt-submit-hook|system-reminder)>.*?</\1>", re.S)
 _SPLIT_EXPORT = re.compile(r"^conversations-\d+\.json$")
+
+
+def _guarded(read, source, origin: str) -> Found:
+    """``read(source, origin)``, with a shape the reader did not expect
+    reported for this item instead of ending the import."""
+    try:
+        return read(source, origin)
+    except SHAPE_ERRORS as exc:
+        return Bad(origin, f"could not be read: {type(exc).__name__}: {exc}")
 
 
 def _dict(value: object) -> dict:
@@ -182,7 +201,7 @@ def _lines(path: Path) -> Iterator[tuple[int, object]]:
                 continue
             try:
                 yield number, json.loads(line)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 cut = "" if line.endswith(b"\n") else " (the last line, cut short: a session still being written?)"
                 yield number, f"line {number} is not JSON{cut}"
 
@@ -295,7 +314,7 @@ def read_claude_code(path: Path) -> Iterator[Found]:
     """Every session file under ``path`` (or ``path`` itself), sorted; side
     chains (``subagents/``), ``tool-results/`` and hidden folders left out."""
     if path.is_file():
-        yield read_session(path, path.name)
+        yield _guarded(read_session, path, path.name)
         return
     for folder, dirs, files in os.walk(path, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("subagents", "tool-results"))
@@ -307,7 +326,7 @@ def read_claude_code(path: Path) -> Iterator[Found]:
             if full.is_symlink():
                 yield Bad(origin, "a symlink; links are not followed")
                 continue
-            yield read_session(full, origin)
+            yield _guarded(read_session, full, origin)
 
 
 # ---------------------------------------------------------------- ChatGPT
@@ -349,7 +368,7 @@ def thread(conv: dict) -> tuple[list[dict], list[str]]:
     if not isinstance(mapping, dict):
         return [], []
     node_id = conv.get("current_node")
-    if node_id not in mapping:
+    if not isinstance(node_id, str) or node_id not in mapping:
         leaves = [n for n in mapping.values() if isinstance(n, dict) and not n.get("children")]
 
         def born(node: dict) -> float:
@@ -361,7 +380,7 @@ def thread(conv: dict) -> tuple[list[dict], list[str]]:
     chain: list[dict] = []
     seen: set = set()
     warnings: list[str] = []
-    while node_id is not None and node_id in mapping:
+    while isinstance(node_id, str) and node_id in mapping:
         if node_id in seen or len(chain) >= MAX_THREAD:
             warnings.append("the message tree loops back on itself; the thread was cut there")
             break
@@ -437,7 +456,7 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
     if text.startswith("{", pos):
         try:
             wrapped = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             yield 0, f"not valid JSON: {exc}"
             return
         items = wrapped.get("conversations") if isinstance(wrapped, dict) else None
@@ -465,6 +484,9 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
         number += 1
         try:
             obj, pos = decoder.raw_decode(text, pos)
+        except RecursionError:
+            yield number, f"conversation {number} is nested too deeply to read; the rest of the file was not read"
+            return
         except json.JSONDecodeError as exc:
             yield (
                 number,
@@ -501,6 +523,6 @@ def read_chatgpt(path: Path) -> Iterator[Found]:
                 if isinstance(conv, str):
                     yield Bad(origin if number else file.name, conv)
                 else:
-                    yield conversation_item(conv, origin)
+                    yield _guarded(conversation_item, conv, origin)
         except OSError as exc:
             yield Bad(file.name, f"cannot read: {exc.strerror or exc}")

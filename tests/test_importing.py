@@ -173,6 +173,8 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
         """,
     )
     put(notes_dir, "already.md", "---\nid: mem_x\nname: x\ndescription: y\n---\nbody\n")
+    put(notes_dir, "Daily/2026-02-30.md", "An impossible day is an ordinary note.\n")
+    put(notes_dir, "Daily/2026-02-03.md", "### 25:99 - a bad time\n\nstill a log\n")
     put(notes_dir, "empty.md", "\n\n")
     put(notes_dir, "broken.md", "---\ntitle: [unclosed\n---\nbody\n")
     put(notes_dir, "half.md", "---\ntitle: cut\nbody without end")
@@ -194,6 +196,8 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
         "half.md": "problem",
         "latin1.md": "problem",
         "Projects/Marchdb/Design.md": "created",
+        "Daily/2026-02-30.md": "created",
+        "Daily/2026-02-03.md": "created",
     }
     assert "not valid YAML" in rows["broken.md"]["detail"] and "closing" in rows["half.md"]["detail"]
     assert "UTF-8" in rows["latin1.md"]["detail"] and "limited" in rows["big.md"]["detail"]
@@ -202,6 +206,9 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     design = mems["obsidian:Vault/Projects/Marchdb/Design.md"]
     assert (design["name"], design["description"]) == ("Design", "Some intro without heading.")
     assert json.loads(design["tags_json"]) == ["projects/marchdb", "idea"]  # not #include (code), not #2026 (a number)
+    assert mems["obsidian:Vault/Daily/2026-02-30.md"]["name"] == "2026 02 30"
+    bad_time = mems["obsidian:Vault/Daily/2026-02-03.md"]
+    assert (bad_time["id"], bad_time["path"]) == ("log_2026-02-03", "2026/02/week1/2026-02-03-daily-log.md")
     books = mems["obsidian:Vault/Reading list.md"]
     assert (books["name"], books["description"]) == ("Books to read", "Dune, by Herbert.")
     assert json.loads(books["tags_json"]) == ["books", "reading-list"]

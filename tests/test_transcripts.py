@@ -304,7 +304,11 @@ def test_half_written_garbage_and_huge_session_files_are_reported_per_item(vault
     vault.memory("keep.md", "mem_keep", body="mine")
     before = (vault.root / "keep.md").read_bytes()
     folder = tmp_path / "sessions"
-    write_jsonl(folder / "live.jsonl", cc_lines("live-1"), tail='{"parentUuid":"a5","type":"assistant","mess')
+    write_jsonl(
+        folder / "live.jsonl",
+        cc_lines("live-1"),
+        tail="[" * 100_000 + "\n" + '{"parentUuid":"a5","type":"assistant","mess',
+    )
     (folder / "junk.jsonl").write_text("not json at all\n{also not\n")
     write_jsonl(folder / "empty.jsonl", [{"type": "file-history-snapshot", "messageId": "x", "snapshot": {}}])
     huge = [dict(cc_lines("huge-1")[3], message={"role": "user", "content": "x" * (MAX_LINE_BYTES + 10)}, uuid="big")]
@@ -316,7 +320,8 @@ def test_half_written_garbage_and_huge_session_files_are_reported_per_item(vault
     write_jsonl(folder / "long.jsonl", long_lines)
     out = store.import_("claude-code", folder, apply=True, embed=False)
     rows = {r["origin"]: r for r in out["items"]}
-    assert rows["live.jsonl"]["action"] == "created" and "cut short" in rows["live.jsonl"]["warnings"][0]
+    assert rows["live.jsonl"]["action"] == "created" and "2 lines left out" in rows["live.jsonl"]["warnings"][0]
+    assert "cut short" in rows["live.jsonl"]["warnings"][0]
     assert rows["junk.jsonl"]["action"] == "problem" and "not JSON" in rows["junk.jsonl"]["detail"]
     assert rows["empty.jsonl"]["action"] == "skip" and "no message typed" in rows["empty.jsonl"]["detail"]
     assert rows["huge.jsonl"]["action"] == "created" and "longer than" in rows["huge.jsonl"]["warnings"][0]
@@ -441,7 +446,15 @@ def test_chatgpt_export_follows_the_displayed_branch(vault, store, tmp_path):
 def test_chatgpt_wrapped_split_cut_short_and_broken_conversations(vault, store, tmp_path):
     split = tmp_path / "split"
     split.mkdir()
-    (split / "conversations-000.json").write_text(json.dumps([conversation("s1")]))
+    odd = conversation("s0")
+    odd["current_node"] = ["not", "an", "id"]
+    odd["mapping"]["a2"]["parent"] = {"x": 1}
+    odd2 = conversation("s5")
+    odd2["title"] = 5
+    odd2["mapping"]["u1"]["message"]["content"] = "not a dict"
+    nested = '{"id": "s6", "mapping": ' + "[" * 100_000 + "]" * 100_000 + "}"  # too deep for any JSON parser
+    first = json.dumps([conversation("s1"), odd, odd2])
+    (split / "conversations-000.json").write_text(first[:-1] + ", " + nested + "]")
     looped = conversation("s2")
     looped["mapping"]["s0"]["parent"] = "a2"  # a cycle: the walk must stop
     text = json.dumps([looped, {"id": "s3", "title": "no mapping"}, conversation("s4")])
@@ -452,12 +465,16 @@ def test_chatgpt_wrapped_split_cut_short_and_broken_conversations(vault, store, 
     rows = [(r["action"], r["origin"].split(" ")[0]) for r in out["items"]]
     assert rows == [
         ("created", "conversations-000.json#1"),
+        ("skip", "conversations-000.json#2"),
+        ("skip", "conversations-000.json#3"),
+        ("problem", "conversations-000.json#4"),
         ("created", "conversations-001.json#1"),
         ("problem", "conversations-001.json#2"),
         ("problem", "conversations-001.json#3"),
     ]
-    assert "loops back" in out["items"][1]["warnings"][0]
-    assert "no message mapping" in out["items"][2]["detail"] and "cut short" in out["items"][3]["detail"]
+    assert "nested too deeply" in out["items"][3]["detail"]
+    assert "loops back" in out["items"][4]["warnings"][0]
+    assert "no message mapping" in out["items"][5]["detail"] and "cut short" in out["items"][6]["detail"]
     assert store.import_("chatgpt", wrapped, apply=True, embed=False)["created"] == 1
     bad = tmp_path / "bad.json"
     bad.write_text('{"something": "else"}')
