@@ -74,17 +74,17 @@ def entry_titles(body: str) -> list[str]:
 
 
 def describe(day: dt.date, titles: list[str]) -> str:
-    """A daily log's description: its day and as many entry titles as fit
-    in ``DESCRIPTION_CHARS``, then how many more there are."""
-    head = f"Daily log {day.isoformat()}"
+    """A daily log's description: as many of its entry titles as fit in
+    ``DESCRIPTION_CHARS``, then how many more there are. (The name holds the
+    day; a hint line shows 80 characters of this, so it starts with the titles.)"""
     if not titles:
-        return head
+        return f"Daily log {day.isoformat()}"
     for shown in range(len(titles), 0, -1):
         more = f" (+{len(titles) - shown} more)" if shown < len(titles) else ""
-        text = head + ": " + "; ".join(titles[:shown])
+        text = "; ".join(titles[:shown])
         if len(text) + len(more) <= DESCRIPTION_CHARS:
             return text + more
-    return (head + ": " + titles[0])[: DESCRIPTION_CHARS - 12].rstrip() + f"… (+{len(titles) - 1} more)"
+    return titles[0][: DESCRIPTION_CHARS - 12].rstrip() + f"… (+{len(titles) - 1} more)"
 
 
 def format_entry(when: dt.datetime, title: str, text: str | None) -> str:

@@ -372,9 +372,7 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         titles = entry_titles(body)
         created = created or _first_entry_time(day, body)
         name, want_id, slug = log_name(day), log_id(day), LOG_TAG
-        description = (
-            describe(day, titles) if titles else one_line(f"Daily log {day}: {first_sentence(body)}", DESCRIPTION_CHARS)
-        )
+        description = describe(day, titles) if titles else (first_sentence(body) or describe(day, []))
         tags_raw.append(LOG_TAG)
     else:
         title = meta.get("name") or meta.get("title")

@@ -17,7 +17,8 @@ from .errors import Conflict, NotFound
 INSTRUCTIONS = (
     "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "
     "to see what is remembered, memory_open(id) to read a memory, memory_search for literal text "
-    "search over the files, and memory_save to record something worth keeping."
+    "search over the files, memory_save to record something worth keeping, and memory_log for a quick "
+    "note in today's daily log."
 )
 
 SEARCH = (

@@ -53,7 +53,7 @@ def test_first_entry_creates_the_day_then_entries_append(vault, store):
         ["daily-log"],
         "active",
     )
-    assert note.description == "Daily log 2026-11-03: Finished the code review; Deploy fixed"
+    assert note.description == "Finished the code review; Deploy fixed"
     assert (
         note.body.strip()
         == "### 09:05 - Finished the code review\n\nThree problems in PR #42.\n\n### 14:30 - Deploy fixed"
@@ -73,7 +73,7 @@ def test_first_entry_creates_the_day_then_entries_append(vault, store):
 def test_the_description_says_what_the_day_holds_within_its_bound():
     titles = [f"entry number {i} with some words" for i in range(40)]
     text = describe(dt.date(2026, 11, 3), titles)
-    assert len(text) <= DESCRIPTION_CHARS and text.startswith("Daily log 2026-11-03: entry number 0")
+    assert len(text) <= DESCRIPTION_CHARS and text.startswith("entry number 0 with some words; entry number 1")
     shown = text.count("entry number")
     assert text.endswith(f"(+{40 - shown} more)")
     assert describe(dt.date(2026, 11, 3), []) == "Daily log 2026-11-03"
@@ -140,7 +140,7 @@ def test_an_edit_by_a_person_is_kept_and_a_moved_log_is_found(vault, store):
     text = moved.read_text()
     assert "# my comment\n" in text and "A line I added by hand." in text
     assert text.index("A line I added by hand.") < text.index("### 10:00 - second")
-    assert "description: 'Daily log 2026-11-03: first; second'" in text
+    assert "description: first; second" in text
 
 
 def test_bad_input_and_conflicts_write_nothing(vault, store):

@@ -90,7 +90,7 @@ def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace
     key = "workspace:agent-ws/"
     log = mems[key + "memory/2026-11-02.md"]
     assert (log["id"], log["name"]) == ("log_2026-11-02", "Daily log 2026-11-02")
-    assert log["description"] == "Daily log 2026-11-02: 完成代码审查; Deploy fixed"
+    assert log["description"] == "完成代码审查; Deploy fixed"
     assert json.loads(log["tags_json"]) == ["daily-log"] and log["path"] == "2026/11/week1/2026-11-02-daily-log.md"
     assert db.scalar(store.con, "SELECT count(*) FROM chunks WHERE mem_rid = ?", (log["rid"],)) == 2
     decision = mems[key + "memory/decisions/db-choice.md"]
