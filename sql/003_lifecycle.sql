@@ -11,9 +11,10 @@ CREATE TABLE memory_attrs (
 );
 CREATE INDEX memory_attrs_source ON memory_attrs(source) WHERE source IS NOT NULL;
 
--- Temperature and maintenance read the logs per memory.
-CREATE INDEX recall_log_mem ON recall_log(mem_id, at);
-CREATE INDEX open_log_mem ON open_log(mem_id, at);
+-- Temperature and maintenance read the logs per memory and time. (Named
+-- apart from any plain mem_id index another schema file may create.)
+CREATE INDEX recall_log_mem_at ON recall_log(mem_id, at);
+CREATE INDEX open_log_mem_at ON open_log(mem_id, at);
 
 -- How many rows of each log are kept. Every 1000th insert drops the rows
 -- older than the last keep_rows, inside the writer's own transaction: a range
