@@ -242,6 +242,7 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
         return
     if data["vector_error"]:
         typer.echo(f"vectors: {data['vector_error']}")
+    typer.echo("logs: " + "; ".join(_log_size(row) for row in data.get("logs", [])))
     if data["hook_log"]:
         typer.echo("recent hook events (logs/hooks.log):")
         for line in data["hook_log"]:
@@ -259,6 +260,14 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
             typer.echo(f"  {row['path']}: {row['detail']}")
         if len(items) > 50:
             typer.echo(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
+
+
+def _log_size(row: dict) -> str:
+    if "rows" in row:
+        since = f", since {row['oldest'][:10]}" if row.get("oldest") else ""
+        return f"{row['log']} {row['rows']:,} rows (keeps the last {row['keep_rows']:,}{since})"
+    size = f"{row['bytes']:,} bytes" if row["bytes"] < 10_240 else f"{row['bytes'] / 1024:,.0f} KB"
+    return f"{row['file']} {size} (rotated at {row['keep_bytes'] / 1024:,.0f} KB)"
 
 
 @command(app, "open")
@@ -418,17 +427,26 @@ def recall(
             f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "
             "query word matches (and the floor when one does), bm25 = share of the query matched):"
         )
-        typer.echo(f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7}  id / why cut")
+        typer.echo(
+            "(temp = ranking adjustment from recency, use and priority: it reorders candidates, the threshold "
+            "reads the score)"
+        )
+        typer.echo(
+            f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7} {'temp':>6}  id / why cut"
+        )
         for c in data["candidates"][:25]:
             sig = c["signals"]
             typer.echo(
                 f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
-                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)}  {c['id']}  {c['reason'] or 'HINT'}"
+                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)} {_f(sig.get('temp_adj'), 6, 3, sign=True)}  "
+                f"{c['id']}  {c['reason'] or 'HINT'}"
             )
 
 
-def _f(value, width: int = 6, digits: int = 3) -> str:
-    return f"{value:{width}.{digits}f}" if isinstance(value, (int, float)) else " " * (width - 1) + "-"
+def _f(value, width: int = 6, digits: int = 3, sign: bool = False) -> str:
+    if not isinstance(value, (int, float)):
+        return " " * (width - 1) + "-"
+    return f"{value:+{width}.{digits}f}" if sign else f"{value:{width}.{digits}f}"
 
 
 # ---------------------------------------------------------------- model
@@ -515,10 +533,11 @@ def search(
     ctx: typer.Context,
     query: str = typer.Argument(..., help="Words or a literal phrase."),
     limit: int = typer.Option(10, "--limit", "-n", help="Most files to show."),
+    archived: bool = typer.Option(False, "--archived", help="Search archived memories too."),
     as_json: bool = JsonOpt,
 ):
     """memory_search: ripgrep full-text search of the memory files (not semantic)."""
-    result = _call(ctx, "memory_search", {"query": query, "limit": limit})
+    result = _call(ctx, "memory_search", {"query": query, "limit": limit, "include_archived": archived})
     if as_json:
         _emit(result)
         return
@@ -556,7 +575,7 @@ def save(
     body: Optional[str] = typer.Option(
         None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."
     ),
-    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated"),
+    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated | archived"),
     force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
     as_json: bool = JsonOpt,
 ):
@@ -744,7 +763,7 @@ def _report_install(result, as_json: bool, verb: str) -> None:
 
 @command(app)
 def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
-    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_recall, memory_context)."""
+    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_log, memory_recall, memory_context)."""
     from .config import load_config
     from .mcp_server import main
 
@@ -795,6 +814,11 @@ def demo(
         progress.close()
     if as_json:
         _emit(data)
+
+
+# The lifecycle commands (log, import, maintain) live in their own module and
+# register themselves on ``app``.
+from . import cli_lifecycle  # noqa: E402, F401
 
 
 def main() -> None:

@@ -7,8 +7,11 @@ CLI, the MCP server and any other front-end show the same words.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import apsw
 
+from . import logfile
 from .db import rows
 
 #: What to do about each kind of problem in ``diag_problems``.
@@ -46,3 +49,10 @@ def problems(con: apsw.Connection) -> list[dict]:
     for row in found:
         row["advice"] = advice(row["kind"])
     return found
+
+
+def logs(con: apsw.Connection, logs_dir: Path) -> list[dict]:
+    """How big each log is and what bounds it: the index's logs
+    (``diag_logs``: rows, keep_rows, oldest) and marchdb's log files
+    (bytes, keep_bytes per file; ``logfile``)."""
+    return rows(con, "SELECT * FROM diag_logs") + logfile.sizes(logs_dir)

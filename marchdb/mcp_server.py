@@ -67,8 +67,9 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
     def memory_search(
         query: Annotated[str, Field(description=tools.ARGS["query"])],
         limit: Annotated[int, Field(description=tools.ARGS["limit"], ge=1, le=100)] = 10,
+        include_archived: Annotated[bool, Field(description=tools.ARGS["include_archived"])] = False,
     ) -> dict:
-        return call("memory_search", query=query, limit=limit)
+        return call("memory_search", query=query, limit=limit, include_archived=include_archived)
 
     @server.tool(name="memory_open", description=tools.OPEN)
     def memory_open(id: Annotated[str, Field(description=tools.ARGS["id"])]) -> dict:
@@ -87,6 +88,13 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
         return call(
             "memory_save", id=id, name=name, description=description, body=body, tags=tags, status=status, force=force
         )
+
+    @server.tool(name="memory_log", description=tools.LOG)
+    def memory_log(
+        title: Annotated[str, Field(description=tools.ARGS["title"])],
+        text: Annotated[str | None, Field(description=tools.ARGS["log_text"])] = None,
+    ) -> dict:
+        return call("memory_log", title=title, text=text)
 
     @server.tool(name="memory_recall", description=tools.RECALL)
     def memory_recall(

@@ -41,6 +41,10 @@ MAX_TAG_CHARS = 100
 
 FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "updated_at")
 
+#: The optional ``priority:`` field (seed 003's 优先级) and the value the
+#: ranking gives each word (``temperature``): a nudge, never a filter.
+PRIORITIES = {"high": 1.0, "normal": 0.0, "medium": 0.0, "low": -1.0, "高": 1.0, "中": 0.0, "低": -1.0}
+
 
 # Fast C loader when PyYAML was built with libyaml; the pure-Python one is
 # ~10x slower and dominates a cold sync.
@@ -386,6 +390,9 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         status = str(status)
     status = status.strip().lower() or "active"
 
+    if meta.get("priority") is not None and priority_value(meta["priority"]) is None:
+        problems.append(Problem("invalid_field", f"priority {meta['priority']!r} is not one of high, normal, low"))
+
     extra = {k: v for k, v in meta.items() if k not in FIELD_ORDER}
     return Note(
         id=ident,
@@ -420,6 +427,14 @@ def _too_complex(meta: dict) -> str | None:
         elif isinstance(value, (list, tuple, set)):
             stack.extend((item, depth + 1) for item in value)
     return None
+
+
+def priority_value(raw: object) -> float | None:
+    """The ranking value of a ``priority:`` field (``PRIORITIES``), or None
+    when it is absent or not one of those words."""
+    if not isinstance(raw, str):
+        return None
+    return PRIORITIES.get(raw.strip().lower())
 
 
 def _text_field(meta: dict, key: str, problems: list[Problem]) -> str:
@@ -485,6 +500,9 @@ def metadata_text(name: str, description: str, tags: list[str]) -> str:
 # ---------------------------------------------------------------- chunking
 
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+")
+#: A daily-log entry heading (seed 003's ``### HH:MM - title``, ``capture``).
+ENTRY_HEADING = re.compile(r"^### (\d{1,2}:\d\d)\b[ \t]*-?[ \t]*(.*)$", re.M)
+_ENTRY_START = re.compile(r"^(?=### \d{1,2}:\d\d\b)", re.M)
 
 
 def chunk_body(body: str, max_chars: int = CHUNK_CHARS) -> list[str]:
@@ -492,8 +510,14 @@ def chunk_body(body: str, max_chars: int = CHUNK_CHARS) -> list[str]:
 
     Paragraphs (blank-line separated) are packed together while they fit;
     a paragraph longer than the limit is cut at sentence ends, then hard-cut.
+    A daily-log entry (a ``### HH:MM`` heading and what follows it) is never
+    packed with another entry, so recall scores each entry on its own.
     Chunks hold body text only (seed 000: no name/description/tags in them).
     """
+    return [chunk for section in _ENTRY_START.split(body) for chunk in _chunk_section(section, max_chars)]
+
+
+def _chunk_section(body: str, max_chars: int) -> list[str]:
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()]
     pieces: list[str] = []
     for para in paragraphs:

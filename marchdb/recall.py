@@ -27,7 +27,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from . import fts
+from . import fts, temperature
 from .config import DEFAULT_MIN_SCORE
 from .db import get_meta, has_table, scalar, sql_file, transaction
 from .embedding import calibrate
@@ -328,7 +328,7 @@ def score(
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
-    return out
+    return temperature.rerank(con, out)  # recency, use, priority: reorders, never changes a score
 
 
 # ---------------------------------------------------------------- hint rules

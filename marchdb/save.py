@@ -94,7 +94,7 @@ MAX_DESCRIPTION_CHARS = 1000
 #: by hand are indexed up to ``notes.MAX_FILE_BYTES``.
 MAX_BODY_BYTES = 64 * 1024
 #: Values of ``status`` a caller may set (seed 000).
-STATUSES = ("active", "deprecated")
+STATUSES = ("active", "deprecated", "archived")
 #: Cosine similarity of metadata vectors above which a new memory is a near-duplicate.
 #: Deliberately high: raw cosines of unrelated texts reach 0.8-0.9 with e5,
 #: so only a restatement of the same memory should pass this.
@@ -265,14 +265,15 @@ def _checked_size(data: bytes) -> bytes:
 # ---------------------------------------------------------------- files
 
 
-def create_file(root: Path, note: Note, when: dt.datetime) -> str:
-    """Write ``note`` as a new file at its time-bucket path under ``root``.
+def create_file(root: Path, note: Note, when: dt.datetime, slug: str | None = None) -> str:
+    """Write ``note`` as a new file at its time-bucket path under ``root``
+    (named after ``slug``, by default the note's name).
 
     Returns the relative path. A taken name gets ``-2``, ``-3``...; an
     existing file is never overwritten.
     """
     data = _render(note)
-    rel = bucket_path(when, slugify(note.name))
+    rel = bucket_path(when, slug or slugify(note.name))
     # Folder by folder, refusing a link: a YYYY folder linked to elsewhere
     # would take the memory out of the vault (and it would vanish at the next scan).
     folder = safe_folder(root, rel.parent, create=True)
@@ -552,7 +553,11 @@ class Saver:
         new = changes.new_note()
         if isinstance(new, list):
             lead = f"no memory has id {mem_id}; to create it" if mem_id else "to create a memory"
-            raise InvalidInput(f"{lead} also pass {', '.join(new)} (tags: at least one)")
+            raise InvalidInput(
+                f"{lead} also pass {', '.join(new)} (tags: at least one; the description is what recall "
+                'shows). In a hurry? `marchdb log "title" "text"` (memory_log) appends a note to today\'s '
+                "daily log instead"
+            )
         if not force:
             twin = find_same_name(con, new.name)
             if twin is None and twin_probe is not None:

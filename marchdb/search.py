@@ -429,13 +429,15 @@ def search(
     context: int = 2,
     mem_ids: Callable[[list[str]], dict[str, str]] | None = None,
     exclude_ids: frozenset[str] = frozenset(),
+    statuses: tuple[str, ...] = ("active",),
 ) -> dict:
     """Search the Markdown files under ``root`` with ripgrep.
 
     Returns ``{"query", "terms", "results", "truncated", "warnings"}``; each
     result is ``{"path" (relative), "id", "score" (distinct terms matched),
     "matched_terms", "matches": [{"line", "text", "before", "after"}]}``.
-    Files whose frontmatter status is not ``active`` are left out; files
+    Files whose frontmatter status is not in ``statuses`` (by default only
+    ``active``; ``archived`` too when asked for) are left out; files
     without a memory id are kept with ``"id": None``. ``truncated`` says more
     matching files exist than ``limit``.
 
@@ -470,7 +472,7 @@ def search(
             if full.is_symlink() or not is_inside(str(root), str(full)):
                 continue
             mem_id, status = _frontmatter(root, full)
-            if (status is not None and status != "active") or mem_id in exclude_ids:
+            if (status is not None and status not in statuses) or mem_id in exclude_ids:
                 continue
             kept.append((cand, mem_id))
         if not kept:

@@ -5,6 +5,7 @@ It returns data (dicts, dataclasses); formatting lives in ``cli`` and ``mcp``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -16,9 +17,10 @@ from pathlib import Path
 import apsw
 import apsw.ext
 
-from . import client, db, doctor, logs, ownership, profiles, sqlfuncs
+from . import capture, client, db, doctor, importing, logfile, logs, maintain, ownership, profiles, sqlfuncs
 from . import save as save_mod
 from . import search as search_mod
+from .clock import utc_now_iso
 from .config import Config, ensure_layout, load_config
 from .embedding import calibrate, load_embedder, vectors
 from .embedding.vecindex import VectorIndex
@@ -271,6 +273,7 @@ class Store:
             except ConfigError as exc:  # status still answers, and says why it could not scan
                 self.notices.append(str(exc))
         summary = db.rows(con, "SELECT * FROM diag_summary")[0]
+        summary.update(db.rows(con, "SELECT * FROM diag_lifecycle")[0])
         summary.update(
             index_path=str(self.cfg.index_path),
             memory_root=str(self.root),
@@ -289,6 +292,7 @@ class Store:
             "problems": doctor.problems(self.con),
             "vector_error": summary.get("vector_error"),
             "hook_log": client.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
+            "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),
         }
 
     def open(self, mem_id: str, log: bool = True) -> dict:
@@ -400,11 +404,12 @@ class Store:
             self._vindex = VectorIndex()
         return self._vindex
 
-    def search(self, query: str, limit: int = 20, context: int = 2) -> dict:
+    def search(self, query: str, limit: int = 20, context: int = 2, include_archived: bool = False) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they
         are now. The index is asked only which ids are in conflict (left out,
-        seed 000) and for the ids of files being rewritten. See
-        ``search.search`` for the result."""
+        seed 000) and for the ids of files being rewritten. Archived memories
+        are searched only with ``include_archived``. See ``search.search``
+        for the result."""
 
         def ids_for(paths: list[str]) -> dict[str, str]:
             return dict(
@@ -417,7 +422,13 @@ class Store:
 
         conflicts = frozenset(r[0] for r in self.con.execute("SELECT id FROM diag_conflicts"))
         return search_mod.search(
-            self.cfg.require_root(), query, limit=limit, context=context, mem_ids=ids_for, exclude_ids=conflicts
+            self.cfg.require_root(),
+            query,
+            limit=limit,
+            context=context,
+            mem_ids=ids_for,
+            exclude_ids=conflicts,
+            statuses=("active", "archived") if include_archived else ("active",),
         )
 
     def save(
@@ -459,6 +470,67 @@ class Store:
             # Outside the lock: embedding must not hold up other savers.
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
+
+    def log(self, title: str, text: str | None = None, *, embed: bool = True, now=None) -> dict:
+        """Quick capture: append ``### HH:MM - title`` (and ``text``) to today's
+        daily log, creating it for the day's first entry (``capture``).
+        Returns ``{"status": created|appended, "id", "path", "entry",
+        "message", "warnings"}``. ``embed=False`` indexes the entry for BM25
+        now and leaves its vector to the next sync."""
+        result = capture.Logger(self.con, self.cfg.require_root(), self.cfg.index_path).run(title, text, now)
+        if embed:
+            result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+        return result.to_dict()
+
+    def import_(self, kind: str, path, *, apply: bool = False, embed: bool = True, progress=None) -> dict:
+        """``marchdb import``: plan (or with ``apply``, make) a memory for each
+        note or conversation of ``path`` (``importing``); idempotent, never
+        overwrites. See ``importing.ImportReport.to_dict`` for the result."""
+        report = importing.Importer(self.con, self.cfg.require_root(), self.cfg.index_path).run(kind, path, apply)
+        data = report.to_dict()
+        if report.created_rels:
+            created = [r.id for r in report.rows if r.id and r.action == "created"]
+            self._record({"op": "import", "kind": kind, "path": report.path, "created": created})
+            if embed:
+                data["embed_warnings"] = self.sync(paths=report.created_rels, progress=progress).warnings
+        return data
+
+    def maintain(
+        self,
+        *,
+        apply: bool = False,
+        log_days: int = maintain.LOG_DAYS,
+        deprecated_days: int = maintain.DEPRECATED_DAYS,
+        now=None,
+    ) -> dict:
+        """``marchdb maintain``: what could be archived, merged or described,
+        with the reason for each (``maintain``). ``apply`` archives what the
+        archive proposals name (through save's update path); nothing is ever deleted."""
+        maintain.check_days(log_days=log_days, deprecated_days=deprecated_days)
+        root = self.cfg.require_root()
+        # Applying: proposals are made and acted on under one hold of the
+        # writer lock, so nothing changes between the two.
+        with db.writer_lock(self.cfg.index_path) if apply else contextlib.nullcontext():
+            if apply:
+                self.sync(embed=False)
+            else:
+                self.ensure_fresh()
+            proposals, notes = maintain.propose(self.con, now, log_days, deprecated_days)
+            if apply:
+                maintain.apply(self.con, root, self.cfg.index_path, proposals, utc_now_iso())
+        archived = [p.ids[0] for p in proposals if p.applied]
+        if archived:
+            self._record({"op": "maintain", "archived": archived})
+        return maintain.MaintainReport(apply, proposals, notes).to_dict()
+
+    def _record(self, record: dict) -> None:
+        """Add a line to ``$MARCH_HOME/logs/lifecycle.log`` (what import and
+        maintain changed); a log that cannot be written is announced, not fatal."""
+        path = logfile.logs_dir(self.cfg.home) / logfile.LIFECYCLE
+        try:
+            logfile.append(path, record)
+        except OSError as exc:
+            self.notices.append(f"could not record this in {path}: {exc}")
 
     def context(self, text: str | None = None, run_id: str | None = None) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus

@@ -34,6 +34,7 @@ from .notes import (
     content_hash,
     metadata_text,
     parse_note,
+    priority_value,
     text_hash,
 )
 
@@ -376,6 +377,7 @@ class Syncer:
             [(rid, i, text, text_hash(text)) for i, text in enumerate(chunks)],
         )
         self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+        _write_attrs(con, rid, note)
 
     def _flush_fts(self) -> None:
         if self._fts_rows:
@@ -403,6 +405,17 @@ class Syncer:
             set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
             set_meta(self.con, "count_conflicts", conflicts)
             set_meta(self.con, "count_problems", problems)
+
+
+def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
+    """The lifecycle fields of ``note`` (``memory_attrs``: priority for the
+    ranking, source for import's idempotency); no row when it has neither."""
+    priority = priority_value(note.extra.get("priority"))
+    source = note.extra.get("source")
+    source = " ".join(source.split())[:500] if isinstance(source, str) and source.strip() else None
+    con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
+    if priority is not None or source is not None:
+        con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))
 
 
 def sync_files(

@@ -1,7 +1,8 @@
 """The agent-facing operations: their names, the words agents read, one data shape.
 
 Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
-``memory_save``) and passive recall (``memory_recall``, ``memory_context``).
+``memory_save``) and passive recall (``memory_recall``, ``memory_context``);
+seed 003 adds quick capture (``memory_log``).
 Every front-end — the MCP server, the local daemon, hooks, the CLI's
 ``--json`` — offers them through ``call``, so each answers with the same
 fields, and the descriptions an agent reads are written once, here.
@@ -16,7 +17,8 @@ from .errors import Conflict, NotFound
 INSTRUCTIONS = (
     "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "
     "to see what is remembered, memory_open(id) to read a memory, memory_search for literal text "
-    "search over the files, and memory_save to record something worth keeping."
+    "search over the files, memory_save to record something worth keeping, and memory_log for a quick "
+    "note in today's daily log."
 )
 
 SEARCH = (
@@ -28,8 +30,9 @@ SEARCH = (
     "of the words a file holds; put a phrase in double quotes to match it exactly. Try "
     "synonyms and other languages if nothing comes back. Each result gives the file path, the "
     "memory id, matching lines with line numbers and a few lines of context. Call "
-    "memory_open(id) to read a whole memory. Deprecated memories, and files that share their "
-    "id with another file (a conflict memory_open reports), are not searched."
+    "memory_open(id) to read a whole memory. Deprecated and archived memories, and files that "
+    "share their id with another file (a conflict memory_open reports), are not searched; pass "
+    "include_archived=true to search archived memories too."
 )
 
 OPEN = (
@@ -48,7 +51,15 @@ SAVE = (
     "replace all old tags. Set status to 'deprecated' to retire a memory. If a memory with the "
     "same name already exists, nothing is written and you get its id: update that memory "
     "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
-    "before this returns."
+    "before this returns. No description or tags at hand? memory_log appends a quick note to "
+    "today's daily log instead."
+)
+
+LOG = (
+    "Quick capture: append a timestamped note ('### HH:MM - title', then the text) to today's daily "
+    "log, a memory of its own (id log_YYYY-MM-DD) whose description lists the day's titles, so recall "
+    "can point at the day later. Use it for what happened, was done or decided today, when a name, "
+    "description and tags would be too much; use memory_save for a lasting fact worth its own memory."
 )
 
 RECALL = (
@@ -73,7 +84,11 @@ ARGS = {
     "description": "One-line summary shown in recall hints (required for a new memory).",
     "body": "The memory text in Markdown (required for a new memory).",
     "tags": "Tags; at least one for a new memory. Replaces all tags on update.",
-    "status": "'active' or 'deprecated' (deprecated memories leave search and recall).",
+    "status": "'active', 'deprecated' or 'archived' (both leave search and recall; archived ones "
+    "stay searchable with include_archived).",
+    "include_archived": "Search archived memories too.",
+    "title": "One line saying what happened (the entry's heading).",
+    "log_text": "Details of the entry (optional).",
     "force": "Create even when a near-duplicate memory exists.",
     "text": "The user message or your own output.",
     "context_text": "The user message to recall for (optional).",
@@ -83,7 +98,7 @@ ARGS = {
 
 
 #: The operations ``call`` runs (and the warm engine answers).
-OPERATIONS = ("memory_search", "memory_open", "memory_save", "memory_recall", "memory_context")
+OPERATIONS = ("memory_search", "memory_open", "memory_save", "memory_log", "memory_recall", "memory_context")
 
 
 def call(store, name: str, args: dict[str, Any]) -> dict:
@@ -96,7 +111,9 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
     come back under ``notices``.
     """
     if name == "memory_search":
-        data = store.search(args["query"], limit=args.get("limit", 10))
+        data = store.search(
+            args["query"], limit=args.get("limit", 10), include_archived=args.get("include_archived", False)
+        )
     elif name == "memory_open":
         try:
             data = store.open(args["id"])
@@ -111,6 +128,8 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
             trigger=args.get("trigger", "user"),
             explain=args.get("explain", False),
         ).to_dict()
+    elif name == "memory_log":
+        data = store.log(args["title"], args.get("text"), embed=args.get("embed", True))
     elif name == "memory_context":
         data = store.context(args.get("text"), run_id=args.get("run_id"))
     else:

@@ -51,9 +51,8 @@ SELECT
     (SELECT value FROM meta WHERE key = 'vector_error')                 AS vector_error;
 
 -- What the agent was hinted and what it opened (the logs survive rebuilds,
--- marchdb/logs.py). Plain SQL: readable from the stock sqlite3 shell.
-CREATE INDEX recall_log_mem ON recall_log(mem_id);
-CREATE INDEX open_log_mem ON open_log(mem_id);
+-- marchdb/logs.py). Plain SQL: readable from the stock sqlite3 shell. The
+-- per-memory lookups use the (mem_id, at) indexes of 003_lifecycle.sql.
 
 -- One row per logged hint: when, which run (and its place in the order of
 -- runs), which trigger ('user' / 'assistant' injected, 'display' shown only,

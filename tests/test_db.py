@@ -111,3 +111,23 @@ def test_views_readable_from_stock_sqlite3_shell(vault, store):
     assert out[0] == "2|1"
     assert "bad.md|parse_error" in out
     assert out[-2:] == ["run-1|1|user|mem_a|A memory|0.7", "mem_a|1|1|1|1"]
+
+
+def test_logs_keep_their_last_rows_and_prune_in_the_writers_transaction(tmp_path):
+    con, _ = db.open_index(tmp_path / "index.sqlite")
+    bounds = dict(con.execute("SELECT log, keep_rows FROM log_bounds"))
+    assert bounds == {"recall_log": 100_000, "open_log": 50_000, "runs": 20_000}
+    with con:
+        con.executemany(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES (?, 'user', ?, 0.5)",
+            ((f"r{i}", f"mem_{i % 50}") for i in range(101_500)),
+        )
+        con.executemany("INSERT INTO open_log(mem_id) VALUES (?)", ((f"mem_{i}",) for i in range(50_999)))
+        con.executemany("INSERT INTO runs(run_id) VALUES (?)", ((f"r{i}",) for i in range(22_000)))
+    sizes = {r["log"]: r for r in db.rows(con, "SELECT * FROM diag_logs")}
+    # Pruned every 1000th row: never more than keep_rows + 1000, the newest always kept.
+    assert 100_000 <= sizes["recall_log"]["rows"] <= 101_000
+    assert db.scalar(con, "SELECT max(seq) FROM recall_log") == 101_500
+    assert 49_999 <= sizes["open_log"]["rows"] <= 51_000 and 20_000 <= sizes["runs"]["rows"] <= 21_000
+    assert sizes["recall_log"]["keep_rows"] == 100_000 and sizes["recall_log"]["oldest"] is not None
+    con.close()

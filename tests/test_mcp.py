@@ -54,7 +54,13 @@ def call(params, calls):
 
 def test_tools_are_listed_with_their_descriptions(server):
     tools = call(server, [])["tools"]
-    assert {"memory_search", "memory_open", "memory_save", "memory_recall", "memory_context"} <= set(tools)
+    assert {"memory_search", "memory_open", "memory_save", "memory_log", "memory_recall", "memory_context"} <= set(
+        tools
+    )
+    assert (
+        "daily log" in tools["memory_log"].description
+        and "include_archived" in tools["memory_search"].input_schema["properties"]
+    )
     assert "ripgrep" in tools["memory_search"].description and "NOT semantic" in tools["memory_search"].description
     assert tools["memory_save"].input_schema["properties"]["tags"]
 
@@ -133,6 +139,7 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         "missing": cli("open", "mem_nope"),
         "search": cli("search", "cache"),
         "context": cli("context", "why does the prompt cache miss?"),
+        "log": cli("log", "CLI capture", "from the CLI"),
     }
     out = call(
         server,
@@ -143,6 +150,7 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
             ("missing", "memory_open", {"id": "mem_nope"}),
             ("search", "memory_search", {"query": "cache"}),
             ("context", "memory_context", {"text": "why does the prompt cache miss?"}),
+            ("log", "memory_log", {"title": "MCP capture", "text": "from the MCP server"}),
         ],
     )
     for key, data in via_cli.items():
@@ -175,3 +183,17 @@ def test_the_server_is_a_thin_front_over_the_warm_engine(server, tmp_path):
         assert client.request(home, "ping", {})[0]["requests"] == 3  # the three calls went to the engine
     finally:
         daemon.stop(home)
+
+
+def test_memory_log_appends_to_the_day_through_the_server(server, mixed_vault):
+    out = call(
+        server,
+        [
+            ("one", "memory_log", {"title": "Gateway timeout raised"}),
+            ("two", "memory_log", {"title": "Second", "text": "more"}),
+        ],
+    )
+    assert not out["one"][0] and out["one"][1]["status"] == "created"
+    assert out["two"][1]["status"] == "appended" and out["two"][1]["id"] == out["one"][1]["id"]
+    text = Path(out["two"][1]["path"]).read_text()
+    assert "- Gateway timeout raised" in text and "- Second\n\nmore" in text

@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from marchdb import notes
 from marchdb.errors import InvalidInput
 from marchdb.notes import (
     BadNote,
@@ -249,3 +250,32 @@ def test_a_field_written_twice_is_reported():
     assert [p.detail for p in note.problems] == [
         "field 'name' appears more than once; the last one counts, delete the others"
     ]
+
+
+def test_daily_log_entries_are_chunks_of_their_own_other_bodies_unchanged():
+    body = "### 09:05 - Review\n\nShort.\n\n### 14:30 - Deploy fixed\n\nAlso short.\n\n### 9:45 fix\n\nx"
+    assert notes.chunk_body(body) == [
+        "### 09:05 - Review\n\nShort.",
+        "### 14:30 - Deploy fixed\n\nAlso short.",
+        "### 9:45 fix\n\nx",
+    ]
+    plain = "Intro.\n\n### Not an entry\n\nText under a heading.\n\nMore."
+    assert notes.chunk_body(plain) == ["Intro.\n\n### Not an entry\n\nText under a heading.\n\nMore."]
+    long_entry = "### 10:00 - Long\n\n" + "\n\n".join(["word " * 100] * 4)
+    assert all(len(c) <= notes.CHUNK_CHARS for c in notes.chunk_body(long_entry))
+
+
+def test_priority_field_values_and_a_bad_one_is_reported():
+    assert [notes.priority_value(v) for v in ("high", " Low ", "normal", "高", "urgent", 5, None)] == [
+        1.0,
+        -1.0,
+        0.0,
+        1.0,
+        None,
+        None,
+        None,
+    ]
+    good = notes.parse_note(b"---\nid: a\nname: n\ndescription: d\npriority: high\n---\nbody\n")
+    assert good.extra["priority"] == "high" and not good.problems
+    bad = notes.parse_note(b"---\nid: a\nname: n\ndescription: d\npriority: 7\n---\nbody\n")
+    assert [p.kind for p in bad.problems] == ["invalid_field"] and "priority 7" in bad.problems[0].detail

@@ -303,7 +303,7 @@ BAD_INPUTS = [
     ({"name": 42}, "name must be text"),
     ({"body": "a\x00b"}, "NUL"),
     ({"name": "x" * 500}, "limit is 200"),
-    ({"status": "archived"}, "status must be one of"),
+    ({"status": "forgotten"}, "status must be one of"),
     ({"id": "../escape"}, "may hold only"),
     ({"id": "a/b"}, "may hold only"),
     ({"id": ".."}, "may hold only"),

@@ -30,7 +30,11 @@ from marchdb.config import load_config
 from marchdb.recall import score
 from marchdb.store import Store
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+# ../shared/bench from the checkout (two levels up from /work/main, three from a worktree in /work/wt/NAME).
+BENCH = next(
+    (p / "shared" / "bench" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
+    Path(__file__).resolve().parents[2] / "shared" / "bench",
+)
 
 
 def load_set(set_dir: Path):

@@ -1,0 +1,119 @@
+"""The lifecycle commands of the ``marchdb`` CLI: ``log``, ``import``, ``maintain``.
+
+They register on ``cli.app`` (``cli`` imports this module) and, like every
+command, only format what the library returns.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from .cli import JsonOpt, _call, _emit, _notices, _Progress, _read_stdin_body, _say_notices, _store, app, command
+from .errors import InvalidInput
+
+
+@command(app, "log")
+def log_(
+    ctx: typer.Context,
+    title: str = typer.Argument(..., help="One line: what happened."),
+    text: Optional[str] = typer.Argument(None, help="Details; '-' or omitted with piped stdin reads stdin."),
+    embed: bool = typer.Option(
+        False, "--embed", help="Embed the entry now (loads the model); by default the next sync or recall does."
+    ),
+    as_json: bool = JsonOpt,
+):
+    """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
+    if text == "-" or (text is None and not sys.stdin.isatty()):
+        piped = _read_stdin_body()  # bounded: never more than a body may hold
+        text = piped if piped.strip() else None
+    result = _call(ctx, "memory_log", {"title": title, "text": text, "embed": embed})
+    if as_json:
+        _emit(result)
+        return
+    _say_notices(result)
+    typer.echo(f"{result['status']}: {result['id']} {result['path']}")
+    typer.echo(result["entry"])
+    for warning in result.get("warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+@command(app, "import")
+def import_(
+    ctx: typer.Context,
+    kind: str = typer.Argument(..., help="workspace | typed | obsidian | claude-code | chatgpt"),
+    path: str = typer.Argument(..., help="The folder or file to import from (only read)."),
+    apply: bool = typer.Option(False, "--apply", help="Create the memories (default: a dry run that only reports)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be created (the default)."),
+    no_embed: bool = typer.Option(False, "--no-embed", help="Leave the new memories' vectors to the next sync."),
+    as_json: bool = JsonOpt,
+):
+    """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply."""
+    if apply and dry_run:
+        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
+    store = _store(ctx)
+    progress = _Progress(not as_json)
+    try:
+        data = store.import_(kind, path, apply=apply, embed=not no_embed, progress=progress)
+    finally:
+        progress.close()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    shown = {"create": 20, "created": 20, "skip": 100, "problem": 100}
+    for action in ("created", "create", "skip", "problem"):
+        rows = [r for r in data["items"] if r["action"] == action]
+        for row in rows[: shown[action]]:
+            where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
+            detail = f": {row['detail']}" if row.get("detail") else ""
+            typer.echo(f"{action:8} {row['origin']}{where}{detail}")
+            for warning in row.get("warnings") or []:
+                typer.echo(f"         warning: {warning}")
+        if len(rows) > shown[action]:
+            typer.echo(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
+    if data["applied"]:
+        typer.echo(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}")
+    else:
+        typer.echo(
+            f"dry run: {data['created']} would be created, {data['skipped']} skipped, {data['problems']} problems; "
+            "nothing was written (run again with --apply)"
+        )
+    for warning in data.get("embed_warnings", []):
+        typer.echo(f"warning: {warning}", err=True)
+
+
+@command(app, "maintain")
+def maintain_(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Archive what is proposed for the archive (default: a dry run)."),
+    log_days: int = typer.Option(30, "--log-days", help="Propose unused daily logs older than this many days."),
+    deprecated_days: int = typer.Option(
+        90, "--deprecated-days", help="Propose memories deprecated for this many days."
+    ),
+    as_json: bool = JsonOpt,
+):
+    """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
+    store = _store(ctx)
+    data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    for prop in data["proposals"]:
+        done = " [archived]" if prop["applied"] else (f" [{prop['error']}]" if prop["error"] else "")
+        typer.echo(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
+    for note in data["notes"]:
+        typer.echo(f"note: {note}")
+    counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
+    if data["applied"]:
+        archived = sum(1 for p in data["proposals"] if p["applied"])
+        typer.echo(f"{counts}; archived {archived} (undo one: marchdb save --id ID --status active)")
+    else:
+        typer.echo(
+            f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)"
+        )

@@ -1,0 +1,96 @@
+"""marchdb's own log files, with a bound: ``$MARCH_HOME/logs/*.log``.
+
+One JSON object a line (``at`` plus the record). A file that would pass
+``MAX_BYTES`` is rotated first (seed 004: size + backups): ``x.log`` becomes
+``x.log.1``, ``.1`` becomes ``.2`` ... and the oldest of ``BACKUPS`` goes, so a
+log never takes more than ``(BACKUPS + 1) · MAX_BYTES``. Only files marchdb
+named are rotated, and never through a symlink.
+
+Today ``lifecycle.log`` records what ``import --apply`` created and what
+``maintain --apply`` archived (so a person can see, and undo, what changed).
+The recall and open logs live in the index and have their own bounds
+(``sql/003_lifecycle.sql``); ``doctor`` reports both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+from pathlib import Path
+
+from .clock import utc_now_iso
+
+#: A log file is rotated before it would grow past this many bytes (the
+#: same bound as the hook and engine logs of ``marchdb serve``).
+MAX_BYTES = 256 * 1024
+#: Rotated files kept (``x.log.1``, ``x.log.2``).
+BACKUPS = 2
+#: The log of imports and maintenance actions.
+LIFECYCLE = "lifecycle.log"
+
+
+def logs_dir(home: Path) -> Path:
+    """Where marchdb's log files live: ``$MARCH_HOME/logs``."""
+    return Path(home) / "logs"
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def append(path: Path, record: dict, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
+    """Append ``record`` (plus ``at``) as one JSON line, rotating first when
+    the file would pass ``max_bytes``. Safe across processes (an ``flock`` on
+    a lock file next to the log); one ``write`` of the whole line."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.lexists(path) and not _regular(path):
+            raise OSError(f"{path} is not a regular file; marchdb writes only its own log files")
+        size = os.lstat(path).st_size if os.path.lexists(path) else 0
+        if size and size + len(line) > max_bytes:
+            _rotate(path, backups)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(lock)  # releases the flock
+
+
+def _rotate(path: Path, backups: int) -> None:
+    oldest = Path(f"{path}.{backups}")
+    if _regular(oldest):
+        oldest.unlink()
+    for n in range(backups - 1, 0, -1):
+        older = Path(f"{path}.{n}")
+        if _regular(older):
+            os.replace(older, f"{path}.{n + 1}")
+    if backups > 0:
+        os.replace(path, f"{path}.1")
+    else:
+        path.unlink()
+
+
+def sizes(folder: Path) -> list[dict]:
+    """Every marchdb log file in ``folder`` (``*.log`` and their rotated
+    copies): ``{"file", "bytes", "keep_bytes"}``, by name."""
+    out = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if ".log" not in entry.name or entry.name.endswith(".lock") or not entry.is_file(follow_symlinks=False):
+                continue
+            out.append(
+                {"file": entry.name, "bytes": entry.stat(follow_symlinks=False).st_size, "keep_bytes": MAX_BYTES}
+            )
+    return out

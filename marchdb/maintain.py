@@ -1,0 +1,262 @@
+"""``marchdb maintain``: forgetting as a proposal (seed 003's GC; DESIGN, "Forgetting is a proposal").
+
+What it proposes, each with its reason:
+
+* **archive** a daily log (tag ``daily-log``) older than ``log_days`` days
+  that no recall ever hinted, showed or recorded and nobody opened;
+* **archive** a memory whose status has been ``deprecated`` for
+  ``deprecated_days`` days (since its ``updated_at`` or its file's last change,
+  whichever is later);
+* **merge** active memories whose metadata vectors (name + description +
+  tags) are nearly the same, as clusters listing every id;
+* **describe** a memory without a description (it is never a hint).
+
+"Never used" means as far as the kept logs remember (they are bounded,
+``sql/003_lifecycle.sql``). Never proposed (seed 003: decisions and user
+profiles stay): a memory tagged ``decision``, ``decisions``, ``profile`` or
+``profiles``, one in a folder named ``decisions`` or ``profiles``, and one
+with ``priority: high``. Imports tag seed 003's ``decisions/`` notes
+``decision`` and seed 004's ``user/`` notes ``profile``, so they stay too.
+
+A dry run unless ``apply``; applying acts on the archive proposals only,
+each through save's update path (``status: archived`` and ``updated_at``
+are the only lines rewritten; the file stays where it is). Archived memories
+leave recall and default search, and stay readable by ``open`` and by
+``search --archived``; ``marchdb save --id ID --status active`` brings one
+back. Merge and describe proposals need a person and are never applied.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from . import db
+from .capture import LOG_TAG
+from .clock import format_time, parse_time
+from .errors import InvalidInput, MarchError
+from .files import read_file
+from .notes import MAX_FILE_BYTES
+from .save import Changes, update_file
+from .sync import sync_files
+
+#: Daily logs older than this many days, never used, are proposed for the archive (seed 003: ~30 days).
+LOG_DAYS = 30
+#: Memories deprecated this many days ago are proposed for the archive.
+DEPRECATED_DAYS = 90
+#: Metadata cosine from which two active memories are proposed for a merge.
+#: Below save's refusal threshold (0.97: a restatement), since this only asks.
+MERGE_COSINE = 0.95
+#: The near-duplicate scan compares every pair; above this many memories it is skipped (and said so).
+MAX_MERGE_SCAN = 20_000
+#: Tags and folders of memories never proposed (seed 003: decisions and profiles stay).
+PROTECTED_TAGS = frozenset({"decision", "decisions", "profile", "profiles"})
+PROTECTED_FOLDERS = frozenset({"decisions", "profiles"})
+
+
+@dataclass
+class Proposal:
+    """One proposal: ``action`` archive | merge | describe, the memories it is about, and why."""
+
+    action: str
+    ids: list[str]
+    paths: list[str]
+    reason: str
+    applied: bool = False
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+@dataclass
+class MaintainReport:
+    """Every proposal, whether they were applied, and what could not be looked at."""
+
+    applied: bool
+    proposals: list[Proposal] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """``{"applied", "counts": {action: n}, "proposals": [...], "notes"}``."""
+        counts: dict[str, int] = {}
+        for p in self.proposals:
+            counts[p.action] = counts.get(p.action, 0) + 1
+        return {
+            "applied": self.applied,
+            "counts": counts,
+            "proposals": [p.to_dict() for p in self.proposals],
+            "notes": list(self.notes),
+        }
+
+
+def check_days(**days: object) -> None:
+    """Raise ``InvalidInput`` unless every value is a whole number of days, 0 or more."""
+    for name, value in days.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
+            raise InvalidInput(f"{name.replace('_', '-')} must be a whole number of days from 0, got {value!r}")
+
+
+def protected(tags: list[str], path: str, priority: float | None) -> bool:
+    """Whether a memory is never proposed: a decision or a profile (by tag or
+    folder), or ``priority: high``."""
+    folders = {part.lower() for part in path.split("/")[:-1]}
+    return bool(PROTECTED_TAGS & set(tags) or PROTECTED_FOLDERS & folders or (priority or 0) > 0)
+
+
+def _age_days(now: dt.datetime, *stamps: object) -> float | None:
+    times = [t for t in (parse_time(s) for s in stamps) if t is not None]
+    return None if not times else (now - max(times)).total_seconds() / 86400.0
+
+
+def propose(
+    con: apsw.Connection,
+    now: dt.datetime | None = None,
+    log_days: int = LOG_DAYS,
+    deprecated_days: int = DEPRECATED_DAYS,
+    merge_cosine: float = MERGE_COSINE,
+) -> tuple[list[Proposal], list[str]]:
+    """Every proposal for the index's memories now, and notes on what was skipped."""
+    now = now or dt.datetime.now(dt.UTC)
+    proposals: list[Proposal] = []
+    rows = db.rows(
+        con,
+        "SELECT m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
+        "m.mtime_ms, u.recalled, u.opened, u.priority FROM memory_index m JOIN diag_usage u ON u.id = m.id "
+        "ORDER BY m.path",
+    )
+    keep: set[str] = set()
+    for r in rows:
+        tags = json.loads(r["tags_json"])
+        mtime = format_time(dt.datetime.fromtimestamp(r["mtime_ms"] / 1000, dt.UTC))
+        if protected(tags, r["path"], r["priority"]):
+            keep.add(r["id"])
+            continue
+        if r["status"] == "active" and LOG_TAG in tags:
+            age = _age_days(now, r["created_at"], r["updated_at"], mtime)
+            if age is not None and age > log_days and not r["recalled"] and not r["opened"]:
+                proposals.append(
+                    Proposal(
+                        "archive",
+                        [r["id"]],
+                        [r["path"]],
+                        f"daily log last written {age:.0f} days ago (more than {log_days}), never hinted nor opened",
+                    )
+                )
+                continue
+        if r["status"] == "deprecated":
+            age = _age_days(now, r["updated_at"], mtime)
+            if age is not None and age > deprecated_days:
+                proposals.append(
+                    Proposal(
+                        "archive",
+                        [r["id"]],
+                        [r["path"]],
+                        f"deprecated, unchanged for {age:.0f} days (more than {deprecated_days})",
+                    )
+                )
+                continue
+        if r["status"] == "active" and not r["description"]:
+            proposals.append(
+                Proposal(
+                    "describe",
+                    [r["id"]],
+                    [r["path"]],
+                    "no description, so it is never shown as a recall hint; add one "
+                    f'(marchdb save --id {r["id"]} --description "...") or archive it',
+                )
+            )
+    skip = keep | {r["id"] for r in rows if LOG_TAG in json.loads(r["tags_json"])}
+    merges, notes = _merge_proposals(con, skip, merge_cosine)
+    return proposals + merges, notes
+
+
+def _merge_proposals(con: apsw.Connection, skip: set[str], threshold: float) -> tuple[list[Proposal], list[str]]:
+    """Clusters of active memories whose metadata vectors are within ``threshold``."""
+    if not db.has_table(con, "vec_meta") or db.get_meta(con, "model_fingerprint") is None:
+        return [], ["no vectors yet, so near-duplicates were not looked for; run `marchdb sync` with a model"]
+    found = [
+        r
+        for r in con.execute(
+            "SELECT m.id, m.path, m.name, vm.embedding FROM memory_index m "
+            "JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash JOIN vec_meta vm ON vm.rowid = v.vid "
+            "WHERE m.status = 'active' ORDER BY m.id"
+        )
+        if r[0] not in skip
+    ]
+    if len(found) > MAX_MERGE_SCAN:
+        return [], [f"{len(found):,} memories: more than {MAX_MERGE_SCAN:,}, so near-duplicates were not looked for"]
+    if len(found) < 2:
+        return [], []
+    vecs = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in found])
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    parent = list(range(len(found)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    best: dict[int, float] = {}
+    for start in range(0, len(found), 512):
+        sims = vecs[start : start + 512] @ vecs.T
+        for a, b in zip(*np.nonzero(sims >= threshold)):
+            i, j = start + int(a), int(b)
+            if j <= i:
+                continue
+            parent[root(j)] = root(i)
+            best[i] = max(best.get(i, 0.0), float(sims[a, b]))
+    clusters: dict[int, list[int]] = {}
+    for i in range(len(found)):
+        clusters.setdefault(root(i), []).append(i)
+    out = []
+    for members in clusters.values():
+        if len(members) < 2:
+            continue
+        top = max(best.get(i, 0.0) for i in members)
+        names = "; ".join(repr(found[i][2]) for i in members)
+        out.append(
+            Proposal(
+                "merge",
+                [found[i][0] for i in members],
+                [found[i][1] for i in members],
+                f"nearly the same name, description and tags (cosine up to {top:.2f}): {names}; keep one, "
+                "fold the others into it and set their status to deprecated",
+            )
+        )
+    return out, []
+
+
+def apply(con: apsw.Connection, root: Path, index_path, proposals: list[Proposal], now: str) -> list[str]:
+    """Archive what the archive proposals name, through save's update path;
+    the caller holds the writer lock. Returns the paths written. A proposal
+    that cannot be applied gets its ``error`` and the others go on."""
+    written = []
+    for prop in proposals:
+        if prop.action != "archive":
+            continue
+        mem_id = prop.ids[0]
+        holders = db.file_holders(con, mem_id)
+        if len(holders) != 1:
+            prop.error = f"{len(holders)} files hold {mem_id} now; nothing was written"
+            continue
+        path = Path(root) / holders[0]
+        try:
+            base, _ = read_file(path, MAX_FILE_BYTES)
+            state, _note, _changed = update_file(path, mem_id, Changes(status="archived"), base, now)
+        except (OSError, MarchError) as exc:
+            prop.error = f"not archived: {exc}"
+            continue
+        prop.applied = True
+        if state == "updated":
+            written.append(holders[0])
+    if written:
+        sync_files(con, root, index_path, written)
+    return written

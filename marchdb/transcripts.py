@@ -1,0 +1,528 @@
+"""Chat transcripts as memories (``marchdb import claude-code|chatgpt``): one memory per session.
+
+The body is the conversation as readable Markdown (``**User** · 14:05`` then
+the text, turn by turn); the description is what the user asked for (their
+messages, joined, cut to one hint line); the name is the session's title, or
+its first request. Formats, as the real files have them (neither is
+documented by its vendor; see the notes in ``tests/test_transcripts.py``):
+
+Claude Code (``~/.claude/projects/<encoded-cwd>/<session-id>.jsonl``): one
+JSON object a line. Kept: ``user`` lines (``message.content`` a string, or
+``text`` blocks) and ``assistant`` lines (``text`` blocks; ``tool_use``
+blocks as one short line; several lines of one answer share
+``message.id``). Left out: ``attachment`` lines (hook output such as
+marchdb's own recall hints), ``tool_result`` and ``thinking`` blocks,
+``isMeta`` / ``isSidechain`` / ``isCompactSummary`` lines, command and
+system-reminder texts, and the ``subagents/`` folders (side chains).
+A line that is not JSON (a half-written last line) is counted and reported;
+the rest of the session is imported.
+
+ChatGPT (``conversations.json``, a JSON array, sometimes wrapped as
+``{"conversations": [...]}``, or split into ``conversations-000.json``…):
+each conversation's ``mapping`` is a tree; the displayed thread is found by
+walking from ``current_node`` back through ``parent`` (never
+``children[0]``, which would mix in abandoned branches). Kept: user and
+assistant ``text`` / ``multimodal_text`` messages with text; left out:
+hidden, system and tool messages, and assistant messages to tools. The file
+is decoded one conversation at a time, so a file cut short still yields
+every conversation before the cut.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from .importing import (
+    DESCRIPTION_CHARS,
+    MAX_BODY_CHARS,
+    SHAPE_ERRORS,
+    Bad,
+    Found,
+    Item,
+    Skip,
+    clean_tags,
+    one_line,
+)
+from .save import MAX_NAME_CHARS
+
+#: Longest line read from a session file; a longer one is skipped and reported.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: Largest export file read (it is decoded one conversation at a time).
+MAX_JSON_BYTES = 1024 * 1024 * 1024
+#: Messages in one ChatGPT thread followed back from its current node.
+MAX_THREAD = 100_000
+#: User text that is not something a person typed (commands, reminders, hook output, resumes).
+NOISE_PREFIXES = (
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-",
+    "<system-reminder>",
+    "<task-notification>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "<user-prompt-submit-hook>",
+    "Caveat: The messages below were generated",
+    "[Request interrupted",
+    "This session is being continued",
+)
+#: Elements injected into user text by older builds (hook output); cut out wherever they are.
+_INJECTED = re.compile(r"<(user-prompt-submit-hook|system-reminder)>.*?</\1>", re.S)
+_SPLIT_EXPORT = re.compile(r"^conversations-\d+\.json$")
+
+
+def _guarded(read, source, origin: str) -> Found:
+    """``read(source, origin)``, with a shape the reader did not expect
+    reported for this item instead of ending the import."""
+    try:
+        return read(source, origin)
+    except SHAPE_ERRORS as exc:
+        return Bad(origin, f"could not be read: {type(exc).__name__}: {exc}")
+
+
+def _dict(value: object) -> dict:
+    """``value`` when it is a JSON object, else an empty one (fields of real files may be anything)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _when(value: object) -> dt.datetime | None:
+    """An ISO-8601 timestamp or epoch seconds as an aware datetime (None if neither)."""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return dt.datetime.fromtimestamp(float(value), dt.UTC)
+        if isinstance(value, str) and value.strip():
+            parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin: str) -> tuple[str, list[str]]:
+    """The conversation as Markdown, cut at ``MAX_BODY_CHARS`` (a warning says so)."""
+    parts = [header]
+    size = len(header)
+    warnings: list[str] = []
+    for n, (role, when, text) in enumerate(turns):
+        label = f"**{role}**" + (f" · {when:%H:%M}" if when else "")
+        piece = f"{label}\n\n{text.strip()}"
+        if size + len(piece) > MAX_BODY_CHARS:
+            left = len(turns) - n
+            parts.append(
+                f"*({left} more messages not imported: the memory is cut at {MAX_BODY_CHARS:,} characters; the whole conversation is in {origin})*"
+            )
+            warnings.append(f"cut after {n} of {len(turns)} messages ({MAX_BODY_CHARS:,} characters)")
+            break
+        parts.append(piece)
+        size += len(piece) + 2
+    return "\n\n".join(parts) + "\n", warnings
+
+
+def asked(prompts: list[str]) -> str:
+    """What the user asked for: their messages, joined, on one hint line."""
+    return one_line(" / ".join(one_line(p, DESCRIPTION_CHARS) for p in prompts[:8]), DESCRIPTION_CHARS)
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+def _user_text(content: object) -> str:
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        pieces = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                pieces.append(block["text"])
+            elif block.get("type") == "image":
+                pieces.append("[image]")
+        text = "\n\n".join(pieces)
+    else:
+        return ""
+    text = _INJECTED.sub("", text).strip()
+    return "" if text.startswith(NOISE_PREFIXES) else text
+
+
+def _tool_line(block: dict) -> str:
+    data = _dict(block.get("input"))
+    what = next(
+        (
+            data[k]
+            for k in ("description", "command", "file_path", "pattern", "url", "prompt")
+            if isinstance(data.get(k), str)
+        ),
+        "",
+    )
+    name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+    return f"*[{name}] {one_line(what, 160)}*" if what else f"*[{name}]*"
+
+
+def _assistant_text(content: object) -> str:
+    if isinstance(content, str):
+        return content.strip()
+    if not isinstance(content, list):
+        return ""
+    pieces = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+            pieces.append(block["text"].strip())
+        elif block.get("type") == "tool_use":
+            pieces.append(_tool_line(block))
+    return "\n\n".join(pieces)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, object]]:
+    """``(line number, parsed object or an error text)`` of a JSONL file, streamed."""
+    with open(path, "rb") as fh:
+        number = 0
+        while True:
+            line = fh.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                while True:  # skip the rest of the overlong line
+                    more = fh.readline(1 << 20)
+                    if not more or more.endswith(b"\n"):
+                        break
+                yield number, f"line {number} is longer than {MAX_LINE_BYTES:,} bytes; skipped"
+                continue
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                cut = "" if line.endswith(b"\n") else " (the last line, cut short: a session still being written?)"
+                yield number, f"line {number} is not JSON{cut}"
+
+
+def read_session(path: Path, origin: str) -> Found:
+    """One Claude Code session file as an ``Item`` (or ``Skip`` / ``Bad``)."""
+    session_id = path.stem
+    title = summary = cwd = branch = None
+    turns: list[tuple[str, dt.datetime | None, str]] = []
+    prompts: list[str] = []
+    seen: set[str] = set()
+    last_msg_id = None
+    first = last = None
+    errors: list[str] = []  # the first and the last (a garbage file must not fill memory)
+    bad_lines = 0
+    try:
+        for _number, obj in _lines(path):
+            if isinstance(obj, str):
+                bad_lines += 1
+                if errors:
+                    errors[1:] = [obj]
+                else:
+                    errors.append(obj)
+                continue
+            if not isinstance(obj, dict):
+                continue
+            kind = obj.get("type")
+            if kind == "custom-title" and isinstance(obj.get("customTitle"), str):
+                title = obj["customTitle"]
+            elif kind == "summary" and isinstance(obj.get("summary"), str):
+                summary = summary or obj["summary"]
+            if (
+                kind not in ("user", "assistant")
+                or obj.get("isSidechain")
+                or obj.get("isMeta")
+                or obj.get("isCompactSummary")
+            ):
+                continue
+            uuid = obj.get("uuid")
+            if isinstance(uuid, str):
+                if uuid in seen:
+                    continue
+                seen.add(uuid)
+            if isinstance(obj.get("sessionId"), str):
+                session_id = obj["sessionId"]
+            cwd = cwd or (obj.get("cwd") if isinstance(obj.get("cwd"), str) else None)
+            branch = branch or (obj.get("gitBranch") if obj.get("gitBranch") not in (None, "", "HEAD") else None)
+            when = _when(obj.get("timestamp"))
+            if when is not None:
+                first, last = first or when, when
+            message = _dict(obj.get("message"))
+            if kind == "user":
+                text = _user_text(message.get("content"))
+                if text:
+                    turns.append(("User", when, text))
+                    prompts.append(text)
+                last_msg_id = None
+            else:
+                text = _assistant_text(message.get("content"))
+                if not text:
+                    continue
+                msg_id = message.get("id")
+                if msg_id is not None and msg_id == last_msg_id and turns and turns[-1][0] == "Assistant":
+                    # One answer written as several lines (one content block each).
+                    turns[-1] = ("Assistant", turns[-1][1], turns[-1][2] + "\n\n" + text)
+                else:
+                    turns.append(("Assistant", when, text))
+                last_msg_id = msg_id
+    except OSError as exc:
+        return Bad(origin, f"cannot read: {exc.strerror or exc}")
+    warnings = (
+        [f"{bad_lines} lines left out: {errors[0]}" + (f"; … {errors[-1]}" if len(errors) > 1 else "")]
+        if errors
+        else []
+    )
+    if not prompts:
+        if errors and not turns:
+            return Bad(origin, f"{bad_lines} lines, none of them a message: " + "; … ".join(errors))
+        return Skip(origin, "no message typed by a person in it")
+    if first is None:
+        first = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
+    where = f" in `{cwd}`" + (f" (branch `{branch}`)" if branch else "") if cwd else ""
+    span = f"{first:%Y-%m-%d %H:%M}" + (
+        f"–{last:%H:%M}" if last and last.date() == first.date() and last != first else ""
+    )
+    header = f"Claude Code session{where}, {span} UTC, session `{session_id}`."
+    body, cut = render(turns, header, origin)
+    tags = ["claude-code"] + ([f"project/{_project(cwd)}"] if cwd else [])
+    return Item(
+        source=f"claude-code:{session_id}",
+        origin=origin,
+        name=one_line(title or summary or prompts[0], min(MAX_NAME_CHARS, 100)),
+        description=asked(prompts),
+        body=body,
+        tags=clean_tags(tags, "claude-code"),
+        created=first,
+        updated=last if last and last != first else None,
+        extra={"session_cwd": cwd} if cwd else {},
+        warnings=warnings + cut,
+    )
+
+
+def _project(cwd: str) -> str:
+    from .notes import slugify
+
+    return slugify(cwd.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "root", 40)
+
+
+def read_claude_code(path: Path) -> Iterator[Found]:
+    """Every session file under ``path`` (or ``path`` itself), sorted; side
+    chains (``subagents/``), ``tool-results/`` and hidden folders left out."""
+    if path.is_file():
+        yield _guarded(read_session, path, path.name)
+        return
+    for folder, dirs, files in os.walk(path, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("subagents", "tool-results"))
+        for name in sorted(files):
+            if not name.endswith(".jsonl") or name.startswith("."):
+                continue
+            full = Path(folder) / name
+            origin = str(full.relative_to(path))
+            if full.is_symlink():
+                yield Bad(origin, "a symlink; links are not followed")
+                continue
+            yield _guarded(read_session, full, origin)
+
+
+# ---------------------------------------------------------------- ChatGPT
+
+
+def _chatgpt_text(message: dict) -> str:
+    content = _dict(message.get("content"))
+    if content.get("content_type") not in ("text", "multimodal_text"):
+        return ""
+    pieces = []
+    for part in content.get("parts") or []:
+        if isinstance(part, str):
+            pieces.append(part)
+        elif isinstance(part, dict):
+            if isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            elif "image" in str(part.get("content_type", "")):
+                pieces.append("[image]")
+    return "\n".join(pieces).strip()
+
+
+def _visible(message: object) -> str | None:
+    """The role of a message worth keeping (``user`` / ``assistant``), or None."""
+    if not isinstance(message, dict):
+        return None
+    author = _dict(message.get("author"))
+    role = author.get("role")
+    meta = _dict(message.get("metadata"))
+    if meta.get("is_visually_hidden_from_conversation") or role not in ("user", "assistant"):
+        return None
+    if role == "assistant" and message.get("recipient", "all") != "all":
+        return None  # a call to a tool, not an answer
+    return role
+
+
+def thread(conv: dict) -> tuple[list[dict], list[str]]:
+    """The displayed thread of a conversation (oldest first) and warnings."""
+    mapping = conv.get("mapping")
+    if not isinstance(mapping, dict):
+        return [], []
+    node_id = conv.get("current_node")
+    if not isinstance(node_id, str) or node_id not in mapping:
+        leaves = [n for n in mapping.values() if isinstance(n, dict) and not n.get("children")]
+
+        def born(node: dict) -> float:
+            msg = node.get("message")
+            t = msg.get("create_time") if isinstance(msg, dict) else None
+            return float(t) if isinstance(t, (int, float)) else 0.0
+
+        node_id = max(leaves, key=born).get("id") if leaves else None
+    chain: list[dict] = []
+    seen: set = set()
+    warnings: list[str] = []
+    while isinstance(node_id, str) and node_id in mapping:
+        if node_id in seen or len(chain) >= MAX_THREAD:
+            warnings.append("the message tree loops back on itself; the thread was cut there")
+            break
+        seen.add(node_id)
+        node = mapping[node_id]
+        if not isinstance(node, dict):
+            break
+        chain.append(node)
+        node_id = node.get("parent")
+    return [n["message"] for n in reversed(chain) if isinstance(n.get("message"), dict)], warnings
+
+
+def conversation_item(conv: object, origin: str) -> Found:
+    """One conversation of an export as an ``Item`` (or ``Skip`` / ``Bad``)."""
+    if not isinstance(conv, dict):
+        return Bad(origin, "not a conversation object")
+    conv_id = conv.get("conversation_id") or conv.get("id")
+    if not isinstance(conv_id, str) or not conv_id.strip():
+        return Bad(origin, "the conversation has no id")
+    origin = f"{origin} ({conv_id})"
+    if not isinstance(conv.get("mapping"), dict):
+        return Bad(origin, "the conversation has no message mapping")
+    messages, warnings = thread(conv)
+    turns: list[tuple[str, dt.datetime | None, str]] = []
+    prompts: list[str] = []
+    for message in messages:
+        role = _visible(message)
+        text = _chatgpt_text(message) if role else ""
+        if not text:
+            continue
+        turns.append(("User" if role == "user" else "Assistant", _when(message.get("create_time")), text))
+        if role == "user":
+            prompts.append(text)
+    if not prompts:
+        return Skip(origin, "no message typed by a person in it")
+    created = _when(conv.get("create_time")) or next((t for _r, t, _x in turns if t), None)
+    if created is None:
+        return Bad(origin, "the conversation has no time (create_time)")
+    updated = _when(conv.get("update_time"))
+    title = conv.get("title") if isinstance(conv.get("title"), str) and conv["title"].strip() else None
+    header = f"ChatGPT conversation “{title or 'untitled'}”, {created:%Y-%m-%d %H:%M} UTC, id `{conv_id}`."
+    body, cut = render(turns, header, origin)
+    return Item(
+        source=f"chatgpt:{conv_id}",
+        origin=origin,
+        name=one_line(title or prompts[0], min(MAX_NAME_CHARS, 100)),
+        description=asked(prompts),
+        body=body,
+        tags=["chatgpt"],
+        created=created,
+        updated=updated if updated and updated > created else None,
+        warnings=warnings + cut,
+    )
+
+
+def conversations(path: Path) -> Iterator[tuple[int, object]]:
+    """``(number, conversation or an error text)`` of one export file,
+    decoded one conversation at a time."""
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        yield (
+            0,
+            f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)",
+        )
+        return
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        yield 0, f"not UTF-8 at byte {exc.start}"
+        return
+    decoder = json.JSONDecoder()
+    pos = re.match(r"\s*", text).end()  # type: ignore[union-attr]  # (no copy of a large text)
+    if text.startswith("{", pos):
+        try:
+            wrapped = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            yield 0, f"not valid JSON: {exc}"
+            return
+        items = wrapped.get("conversations") if isinstance(wrapped, dict) else None
+        if not isinstance(items, list):
+            yield 0, 'a JSON object without a "conversations" list: not a ChatGPT export'
+            return
+        yield from enumerate(items, start=1)
+        return
+    if not text.startswith("[", pos):
+        yield 0, "not a JSON array of conversations: not a ChatGPT export"
+        return
+    pos += 1
+    number = 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= len(text):
+            yield (
+                number + 1,
+                f"the file ends after conversation {number} without closing the list (cut short: half-written?)",
+            )
+            return
+        if text[pos] == "]":
+            return
+        number += 1
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except RecursionError:
+            yield number, f"conversation {number} is nested too deeply to read; the rest of the file was not read"
+            return
+        except json.JSONDecodeError as exc:
+            yield (
+                number,
+                f"conversation {number} is not valid JSON ({exc.msg} at character {exc.pos}); the file may be cut short; the conversations before it were read",
+            )
+            return
+        yield number, obj
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        if pos < len(text) and text[pos] == ",":
+            pos += 1
+
+
+def export_files(path: Path) -> list[Path]:
+    """The export files of ``path``: the file itself, or a folder's
+    ``conversations.json`` and split ``conversations-NNN.json`` files."""
+    if path.is_file():
+        return [path]
+    files = sorted(p for p in path.iterdir() if _SPLIT_EXPORT.match(p.name) and p.is_file() and not p.is_symlink())
+    single = path / "conversations.json"
+    return ([single] if single.is_file() and not single.is_symlink() else []) + files
+
+
+def read_chatgpt(path: Path) -> Iterator[Found]:
+    """Every conversation of a ChatGPT export."""
+    files = export_files(path)
+    if not files:
+        yield Bad(str(path), "no conversations.json (nor conversations-000.json …) in this folder")
+        return
+    for file in files:
+        try:
+            for number, conv in conversations(file):
+                origin = f"{file.name}#{number}"
+                if isinstance(conv, str):
+                    yield Bad(origin if number else file.name, conv)
+                else:
+                    yield _guarded(conversation_item, conv, origin)
+        except OSError as exc:
+            yield Bad(file.name, f"cannot read: {exc.strerror or exc}")

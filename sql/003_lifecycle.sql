@@ -1,0 +1,70 @@
+-- The lifecycle of a memory (issue 15): the frontmatter fields temperature
+-- and import read, the logs read by memory, and the bounds that keep the logs
+-- from growing forever. Readable from the stock sqlite3 shell.
+
+-- Lifecycle fields of a memory's frontmatter; a row only for memories that
+-- have one (sync writes it with the memory, marchdb/sync.py).
+CREATE TABLE memory_attrs (
+    rid      INTEGER PRIMARY KEY REFERENCES memory_index(rid) ON DELETE CASCADE,
+    priority REAL,   -- `priority:` high 1, normal 0, low -1 (notes.priority_value); a ranking signal
+    source   TEXT    -- `source:` where an imported memory came from: import's idempotency key
+);
+CREATE INDEX memory_attrs_source ON memory_attrs(source) WHERE source IS NOT NULL;
+
+-- Temperature, maintenance and the memory_use view read the logs per memory
+-- (and time).
+CREATE INDEX recall_log_mem_at ON recall_log(mem_id, at);
+CREATE INDEX open_log_mem_at ON open_log(mem_id, at);
+
+-- How many rows of each log are kept. Every 1000th insert drops the rows
+-- older than the last keep_rows, inside the writer's own transaction: a range
+-- delete on the primary key, ~1000 rows at a time, so a log never grows past
+-- keep_rows + 1000 and no process has to remember to prune.
+-- recall_log: ~3 rows per message, so ~30,000 messages; open_log: 50,000
+-- opens; runs: 20,000 agent runs (suppression needs only the last 11).
+CREATE TABLE log_bounds (
+    log       TEXT PRIMARY KEY,
+    keep_rows INTEGER NOT NULL
+);
+INSERT INTO log_bounds(log, keep_rows) VALUES ('recall_log', 100000), ('open_log', 50000), ('runs', 20000);
+
+CREATE TRIGGER recall_log_bound AFTER INSERT ON recall_log WHEN new.seq % 1000 = 0 BEGIN
+    DELETE FROM recall_log WHERE seq <= new.seq - (SELECT keep_rows FROM log_bounds WHERE log = 'recall_log');
+END;
+CREATE TRIGGER open_log_bound AFTER INSERT ON open_log WHEN new.seq % 1000 = 0 BEGIN
+    DELETE FROM open_log WHERE seq <= new.seq - (SELECT keep_rows FROM log_bounds WHERE log = 'open_log');
+END;
+CREATE TRIGGER runs_bound AFTER INSERT ON runs WHEN new.seq % 1000 = 0 BEGIN
+    DELETE FROM runs WHERE seq <= new.seq - (SELECT keep_rows FROM log_bounds WHERE log = 'runs');
+END;
+
+-- Size of each log (doctor reports it).
+CREATE VIEW diag_logs AS
+SELECT 'recall_log' AS log, count(*) AS rows, (SELECT keep_rows FROM log_bounds WHERE log = 'recall_log') AS keep_rows,
+       min(at) AS oldest, max(at) AS newest
+FROM recall_log
+UNION ALL
+SELECT 'open_log', count(*), (SELECT keep_rows FROM log_bounds WHERE log = 'open_log'), min(at), max(at) FROM open_log
+UNION ALL
+SELECT 'runs', count(*), (SELECT keep_rows FROM log_bounds WHERE log = 'runs'), min(at), max(at) FROM runs;
+
+-- How each memory has been used, as far as the kept logs remember: hinted
+-- (injected for a user message or an assistant output), recalled (any row:
+-- hinted, shown for display, or recorded at the end of a run), opened.
+CREATE VIEW diag_usage AS
+SELECT m.id, m.path, m.status, m.updated_at,
+       (SELECT count(*) FROM recall_log l WHERE l.mem_id = m.id AND l.trigger IN ('user', 'assistant')) AS hinted,
+       (SELECT count(*) FROM recall_log l WHERE l.mem_id = m.id) AS recalled,
+       (SELECT count(*) FROM open_log o WHERE o.mem_id = m.id) AS opened,
+       (SELECT max(at) FROM recall_log l WHERE l.mem_id = m.id) AS last_recalled,
+       (SELECT max(at) FROM open_log o WHERE o.mem_id = m.id) AS last_opened,
+       a.priority, a.source
+FROM memory_index m LEFT JOIN memory_attrs a ON a.rid = m.rid;
+
+-- The lifecycle at a glance (status shows it next to diag_summary).
+CREATE VIEW diag_lifecycle AS
+SELECT
+    (SELECT count(*) FROM memory_index WHERE status = 'archived')                   AS archived,
+    (SELECT count(*) FROM memory_index m
+       WHERE EXISTS (SELECT 1 FROM json_each(m.tags_json) WHERE value = 'daily-log')) AS daily_logs,
+    (SELECT count(*) FROM memory_attrs WHERE source IS NOT NULL)                    AS imported;

@@ -1,0 +1,199 @@
+"""Quick capture into the daily log, on real files, a real index and real second processes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from marchdb import db, notes
+from marchdb.capture import DESCRIPTION_CHARS, MAX_TITLE_CHARS, describe
+from marchdb.cli import app
+from marchdb.errors import Conflict, InvalidInput
+from marchdb.store import Store
+
+DAY = dt.datetime(2026, 11, 3, 9, 15, tzinfo=dt.UTC).astimezone()  # local, like the log itself
+
+
+def at(hour: int, minute: int = 0) -> dt.datetime:
+    return DAY.replace(hour=hour, minute=minute)
+
+
+def chunks(store, mem_id: str) -> list[str]:
+    return [
+        r[0]
+        for r in store.con.execute(
+            "SELECT c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id = ? ORDER BY c.seq",
+            (mem_id,),
+        )
+    ]
+
+
+def test_first_entry_creates_the_day_then_entries_append(vault, store):
+    first = store.log("Finished the code review", "Three problems in PR #42.", embed=False, now=at(9, 5))
+    assert first["status"] == "created" and first["id"] == "log_2026-11-03"
+    assert first["path"].endswith("2026/11/week1/2026-11-03-daily-log.md")
+    second = store.log("Deploy fixed", embed=False, now=at(14, 30))
+    assert (
+        second["status"] == "appended"
+        and second["path"] == first["path"]
+        and second["entry"] == "### 14:30 - Deploy fixed"
+    )
+    text = (vault.root / "2026/11/week1/2026-11-03-daily-log.md").read_text()
+    note = notes.parse_note(text.encode())
+    assert (note.id, note.name, note.tags, note.status) == (
+        "log_2026-11-03",
+        "Daily log 2026-11-03",
+        ["daily-log"],
+        "active",
+    )
+    assert note.description == "Finished the code review; Deploy fixed"
+    assert (
+        note.body.strip()
+        == "### 09:05 - Finished the code review\n\nThree problems in PR #42.\n\n### 14:30 - Deploy fixed"
+    )
+    assert note.created_at < note.updated_at
+    # Each entry is its own chunk, so recall scores them one by one.
+    assert chunks(store, "log_2026-11-03") == [
+        "### 09:05 - Finished the code review\n\nThree problems in PR #42.",
+        "### 14:30 - Deploy fixed",
+    ]
+    row = db.rows(store.con, "SELECT description, status FROM memory_index WHERE id = 'log_2026-11-03'")[0]
+    assert row == {"description": note.description, "status": "active"}
+    # Another day, another log.
+    assert store.log("Next day", embed=False, now=at(8) + dt.timedelta(days=1))["id"] == "log_2026-11-04"
+
+
+def test_the_description_says_what_the_day_holds_within_its_bound():
+    titles = [f"entry number {i} with some words" for i in range(40)]
+    text = describe(dt.date(2026, 11, 3), titles)
+    assert len(text) <= DESCRIPTION_CHARS and text.startswith("entry number 0 with some words; entry number 1")
+    shown = text.count("entry number")
+    assert text.endswith(f"(+{40 - shown} more)")
+    assert describe(dt.date(2026, 11, 3), []) == "Daily log 2026-11-03"
+    huge = describe(dt.date(2026, 11, 3), ["x" * 500, "y"])
+    assert len(huge) <= DESCRIPTION_CHARS and huge.endswith("(+1 more)")
+
+
+APPENDER = textwrap.dedent(
+    """
+    import datetime as dt, sys
+    from marchdb.config import load_config
+    from marchdb.store import Store
+    home, root, worker, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    now = dt.datetime(2026, 11, 3, 12, 0, tzinfo=dt.UTC)
+    with Store(load_config(home=home, root=root, env={})) as store:
+        for i in range(count):
+            store.log(f"worker {worker} entry {i}", f"text of worker {worker} entry {i}\\n" + "line\\n" * 20, embed=False, now=now)
+    """
+)
+
+
+def test_appends_from_several_processes_lose_nothing_and_never_interleave(tmp_path, vault, cfg):
+    workers, count = 4, 12
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPENDER, str(cfg.home), str(vault.root), str(w), str(count)],
+            stderr=subprocess.PIPE,
+        )
+        for w in range(workers)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err.decode()
+    files = list(vault.root.rglob("*-daily-log*.md"))
+    assert len(files) == 1, files
+    note = notes.parse_note(files[0].read_bytes())
+    body = note.body
+    entries = [e for e in re.split(r"(?m)^(?=### )", body.strip()) if e]
+    assert len(entries) == workers * count
+    expected = "line\n" * 20
+    for entry in entries:
+        head, _, rest = entry.partition("\n\n")
+        worker, i = re.fullmatch(r"### \d\d:\d\d - worker (\d) entry (\d+)", head).groups()
+        assert rest.strip("\n") == f"text of worker {worker} entry {i}\n{expected}".strip("\n")
+    assert {e.split("\n")[0][12:] for e in entries} == {
+        f"worker {w} entry {i}" for w in range(workers) for i in range(count)
+    }
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        assert len(chunks(store, note.id)) == workers * count
+
+
+def test_an_edit_by_a_person_is_kept_and_a_moved_log_is_found(vault, store):
+    store.log("first", embed=False, now=at(9))
+    path = vault.root / "2026/11/week1/2026-11-03-daily-log.md"
+    text = path.read_text().replace("status: active\n", "status: active\n# my comment\n")
+    path.write_text(text + "\nA line I added by hand.\n")
+    moved = vault.root / "journal" / "today.md"
+    moved.parent.mkdir()
+    path.rename(moved)
+    res = store.log("second", "more", embed=False, now=at(10))
+    assert res["status"] == "appended" and res["path"] == str(moved)
+    assert not path.exists()
+    text = moved.read_text()
+    assert "# my comment\n" in text and "A line I added by hand." in text
+    assert text.index("A line I added by hand.") < text.index("### 10:00 - second")
+    assert "description: first; second" in text
+
+
+def test_bad_input_and_conflicts_write_nothing(vault, store):
+    for title, text, words in [
+        ("", None, "give the entry a title"),
+        ("   ", "x", "give the entry a title"),
+        (None, "x", "give the entry a title"),
+        ("a\x00b", None, "NUL"),
+        ("x" * (MAX_TITLE_CHARS + 1), None, "the limit is 200"),
+        ("ok", "y" * (64 * 1024 + 1), "save long material"),
+        ("ok", 5, "text must be text"),
+    ]:
+        with pytest.raises(InvalidInput, match=words):
+            store.log(title, text, embed=False, now=at(9))
+    assert not list(vault.root.rglob("*.md"))
+    vault.memory("a.md", "log_2026-11-03")
+    vault.memory("b.md", "log_2026-11-03")
+    with pytest.raises(Conflict, match="2 files hold id log_2026-11-03"):
+        store.log("x", embed=False, now=at(9))
+
+
+def test_an_archived_log_still_takes_entries_and_says_so(vault, store):
+    store.log("first", embed=False, now=at(9))
+    res = store.log("second", embed=False, now=at(9))
+    store.save(id=res["id"], status="archived", embed=False)
+    res = store.log("third", embed=False, now=at(9))
+    assert res["status"] == "appended" and "status archived" in res["warnings"][0]
+
+
+def test_save_without_description_points_to_quick_capture(store):
+    with pytest.raises(InvalidInput, match=r"marchdb log .*memory_log"):
+        store.save(name="hurried", body="just a thought", embed=False)
+
+
+def test_cli_log_with_text_stdin_and_json(tmp_path, vault):
+    runner = CliRunner()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    out = runner.invoke(app, [*base, "log", "Deploy fixed", "the gateway timeout is 30 s now"], env=env)
+    assert out.exit_code == 0, out.output
+    assert out.stdout.startswith("created: log_") and re.search(r"### \d\d:\d\d - Deploy fixed", out.stdout)
+    piped = runner.invoke(app, [*base, "log", "From a pipe", "--json"], input="details from stdin\n", env=env)
+    data = json.loads(piped.stdout)
+    assert data["status"] == "appended" and set(data) == {"status", "id", "path", "entry", "message", "warnings"}
+    assert "details from stdin" in open(data["path"], encoding="utf-8").read()
+    bad = runner.invoke(app, [*base, "log", " "], env=env)
+    assert bad.exit_code == 2 and "give the entry a title" in bad.stderr
+
+
+def test_logged_entries_are_recalled_through_the_day(vault, model_store):
+    model_store.log("Dentist appointment", "Moved the dentist to Thursday 3 pm.", now=at(9))
+    model_store.log(
+        "Gateway timeout", "Raised the bf-gateway timeout to 30 seconds after the deploy failed.", now=at(11)
+    )
+    hints = model_store.recall("what did we change about the gateway timeout?").hints
+    assert hints and hints[0].id == "log_2026-11-03"

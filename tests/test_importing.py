@@ -1,0 +1,270 @@
+"""Importing folders of Markdown notes (seed 003's workspace, seed 004's typed layout, plain
+Obsidian notes) into a real vault and index; the CLI's dry run and --apply."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_save import snapshot
+from typer.testing import CliRunner
+
+from marchdb import db, notes
+from marchdb.cli import app
+from marchdb.errors import InvalidInput
+from marchdb.importing import first_sentence
+
+
+def put(base: Path, rel: str, text: str | bytes) -> Path:
+    path = base / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    """Seed 003's workspace layout."""
+    ws = tmp_path / "agent-ws"
+    put(ws, "NOW.md", "# Now\n\nMigrating the gateway to the new cluster; blocked on DNS.\n")
+    put(ws, "AGENTS.md", "# Operating manual\n\nAlways log decisions.\n")
+    put(ws, "HEARTBEAT.md", "# Heartbeat\n\nRefresh NOW.md.\n")
+    put(ws, "memory/INDEX.md", "# Index\n\n- decisions/db-choice.md\n")
+    put(ws, "memory/memlog.sh", '#!/bin/sh\necho "### $(date +%H:%M) - $1" >> memory/$(date +%F).md\n')
+    put(
+        ws,
+        "memory/2026-11-02.md",
+        """
+        ### 09:10 - 完成代码审查
+
+        审了 bf-gateway-service PR #42，三个潜在问题。
+
+        ### 15:40 - Deploy fixed
+
+        Raised the gateway timeout to 30 s.
+        """,
+    )
+    put(
+        ws,
+        "memory/decisions/db-choice.md",
+        "# Use Postgres for the ledger\n\nWe chose Postgres over MySQL for its JSONB support. Decided on 2026-10-01.\n",
+    )
+    put(ws, "memory/people/wu.md", "# Wu\n\nWu leads the payments team. Likes short meetings. #payments #team/lead\n")
+    put(ws, "memory/actions/done/rotate-keys.md", "# Rotate the API keys\n\nDone in October.\n")
+    put(ws, "memory/.archive/old-idea.md", "# An old idea\n\nA cache in front of the ledger.\n")
+    return ws
+
+
+def memories(store) -> dict[str, dict]:
+    store.sync(embed=False)
+    rows = db.rows(store.con, "SELECT m.*, a.source FROM memory_index m LEFT JOIN memory_attrs a ON a.rid = m.rid")
+    return {r["source"] or r["id"]: r for r in rows}
+
+
+def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace):
+    before = snapshot(vault.root)
+    plan = store.import_("workspace", workspace)
+    assert snapshot(vault.root) == before, "a dry run writes nothing"
+    actions = {r["origin"]: r["action"] for r in plan["items"]}
+    assert actions == {
+        "AGENTS.md": "skip",
+        "HEARTBEAT.md": "skip",
+        "NOW.md": "create",
+        "memory/2026-11-02.md": "create",
+        "memory/INDEX.md": "skip",
+        "memory/actions/done/rotate-keys.md": "create",
+        "memory/decisions/db-choice.md": "create",
+        "memory/people/wu.md": "create",
+        "memory/.archive/old-idea.md": "create",
+    }
+    assert (plan["created"], plan["skipped"], plan["problems"]) == (6, 3, 0)
+    done = store.import_("workspace", workspace, apply=True, embed=False)
+    assert done["created"] == 6 and all(Path(r["path"]).is_file() for r in done["items"] if r["action"] == "created")
+    mems = memories(store)
+    key = "workspace:agent-ws/"
+    log = mems[key + "memory/2026-11-02.md"]
+    assert (log["id"], log["name"]) == ("log_2026-11-02", "Daily log 2026-11-02")
+    assert log["description"] == "完成代码审查; Deploy fixed"
+    assert json.loads(log["tags_json"]) == ["daily-log"] and log["path"] == "2026/11/week1/2026-11-02-daily-log.md"
+    assert db.scalar(store.con, "SELECT count(*) FROM chunks WHERE mem_rid = ?", (log["rid"],)) == 2
+    decision = mems[key + "memory/decisions/db-choice.md"]
+    assert (decision["name"], json.loads(decision["tags_json"])) == ("Use Postgres for the ledger", ["decision"])
+    assert decision["description"] == "We chose Postgres over MySQL for its JSONB support."
+    wu = mems[key + "memory/people/wu.md"]
+    assert json.loads(wu["tags_json"]) == ["person", "payments", "team/lead"]
+    action = mems[key + "memory/actions/done/rotate-keys.md"]
+    assert json.loads(action["tags_json"]) == ["action", "action/done"]
+    assert mems[key + "memory/.archive/old-idea.md"]["status"] == "archived"
+    assert mems[key + "NOW.md"]["name"] == "Now"
+    # The file says where it came from; the source is untouched.
+    text = (vault.root / decision["path"]).read_text()
+    assert "source: workspace:agent-ws/memory/decisions/db-choice.md" in text
+    again = store.import_("workspace", workspace, apply=True, embed=False)
+    assert (again["created"], again["skipped"]) == (0, 9)
+    assert {r["detail"] for r in again["items"] if r["origin"] == "NOW.md"} == {"imported already"}
+
+
+def test_typed_layout_of_seed_004(vault, store, tmp_path):
+    base = tmp_path / "personal"
+    put(base, "MEMORY.md", "# Memory\n\n- user/profile.md\n")
+    put(
+        base,
+        "feishu:oc_x/user/profile.md",
+        """
+        ---
+        name: ui_preference
+        description: The user wants minimal interfaces
+        type: user
+        ---
+        Fewer buttons, no animations.
+        """,
+    )
+    put(
+        base,
+        "feishu:oc_x/feedback/reviews.md",
+        "---\nname: review style\ndescription: one issue per comment\ntype: feedback\n---\nShort comments.\n",
+    )
+    put(base, "feishu:oc_x/project/gateway.md", "# Gateway\n\nThe gateway moves to the new cluster in December.\n")
+    put(base, "feishu:oc_x/reference/runbook.md", "# Runbook\n\nThe runbook is in the wiki under Ops/Gateway.\n")
+    put(base, "feishu:oc_x/archive/old.md", "# Old\n\nSomething old.\n")
+    out = store.import_("typed", base, apply=True, embed=False)
+    assert (out["created"], out["skipped"]) == (5, 1)
+    by_name = {m["name"]: m for m in memories(store).values()}
+    profile = by_name["ui_preference"]
+    assert (profile["description"], json.loads(profile["tags_json"])) == (
+        "The user wants minimal interfaces",
+        ["user", "profile"],
+    )
+    assert "type: user" in (vault.root / profile["path"]).read_text()  # other fields are kept
+    assert json.loads(by_name["review style"]["tags_json"]) == ["feedback"]
+    assert json.loads(by_name["Gateway"]["tags_json"]) == ["project"]
+    assert json.loads(by_name["Runbook"]["tags_json"]) == ["reference"]
+    assert by_name["Old"]["status"] == "archived"
+
+
+def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
+    vault.memory("keep.md", "mem_keep", body="mine")
+    before = snapshot(vault.root)
+    notes_dir = tmp_path / "Vault"
+    put(
+        notes_dir,
+        "Projects/Marchdb/Design.md",
+        "Some intro without heading. More text.\n\n```c\n#include <x.h>\n```\n#idea #2026\n",
+    )
+    put(
+        notes_dir,
+        "Reading list.md",
+        """
+        ---
+        title: Books to read
+        tags: [books, "Reading List"]
+        aliases: [books]
+        created: 2025-05-01
+        source: a friend
+        status: draft
+        ---
+        - **Dune**, by [[Frank Herbert|Herbert]]. Recommended twice.
+        """,
+    )
+    put(notes_dir, "already.md", "---\nid: mem_x\nname: x\ndescription: y\n---\nbody\n")
+    put(notes_dir, "Daily/2026-02-30.md", "An impossible day is an ordinary note.\n")
+    put(notes_dir, "Daily/2026-02-03.md", "### 25:99 - a bad time\n\nstill a log\n")
+    put(notes_dir, "empty.md", "\n\n")
+    put(notes_dir, "broken.md", "---\ntitle: [unclosed\n---\nbody\n")
+    put(notes_dir, "half.md", "---\ntitle: cut\nbody without end")
+    put(notes_dir, "latin1.md", "caf\xe9 au lait".encode("latin-1"))
+    put(notes_dir, ".obsidian/workspace.md", "# hidden\n")
+    big = put(notes_dir, "big.md", "x")
+    with open(big, "wb") as fh:
+        fh.truncate(notes.MAX_FILE_BYTES + 1)
+    os.symlink(vault.root / "keep.md", notes_dir / "link.md")
+    out = store.import_("obsidian", notes_dir, apply=True, embed=False)
+    rows = {r["origin"]: r for r in out["items"]}
+    assert {o: r["action"] for o, r in rows.items()} == {
+        "link.md": "problem",
+        "Reading list.md": "created",
+        "already.md": "skip",
+        "big.md": "problem",
+        "broken.md": "problem",
+        "empty.md": "skip",
+        "half.md": "problem",
+        "latin1.md": "problem",
+        "Projects/Marchdb/Design.md": "created",
+        "Daily/2026-02-30.md": "created",
+        "Daily/2026-02-03.md": "created",
+    }
+    assert "not valid YAML" in rows["broken.md"]["detail"] and "closing" in rows["half.md"]["detail"]
+    assert "UTF-8" in rows["latin1.md"]["detail"] and "limited" in rows["big.md"]["detail"]
+    assert "it is a marchdb memory" in rows["already.md"]["detail"] and "symlink" in rows["link.md"]["detail"]
+    mems = memories(store)
+    design = mems["obsidian:Vault/Projects/Marchdb/Design.md"]
+    assert (design["name"], design["description"]) == ("Design", "Some intro without heading.")
+    assert json.loads(design["tags_json"]) == ["projects/marchdb", "idea"]  # not #include (code), not #2026 (a number)
+    assert mems["obsidian:Vault/Daily/2026-02-30.md"]["name"] == "2026 02 30"
+    bad_time = mems["obsidian:Vault/Daily/2026-02-03.md"]
+    assert (bad_time["id"], bad_time["path"]) == ("log_2026-02-03", "2026/02/week1/2026-02-03-daily-log.md")
+    books = mems["obsidian:Vault/Reading list.md"]
+    assert (books["name"], books["description"]) == ("Books to read", "Dune, by Herbert.")
+    assert json.loads(books["tags_json"]) == ["books", "reading-list"]
+    assert books["created_at"] == "2025-05-01T00:00:00.000Z" and books["path"].startswith("2025/05/week1/")
+    text = (vault.root / books["path"]).read_text()
+    assert "original_source: a friend" in text and "original_status: draft" in text and "aliases:" in text
+    assert {k: v for k, v in snapshot(vault.root).items() if k in before} == before
+    with pytest.raises(InvalidInput, match="inside the memory root"):
+        store.import_("obsidian", vault.root)
+    with pytest.raises(InvalidInput, match="unknown import kind"):
+        store.import_("notion", notes_dir)
+    with pytest.raises(InvalidInput, match="does not exist"):
+        store.import_("obsidian", tmp_path / "nope")
+
+
+def test_first_sentence_skips_headings_markup_and_tables():
+    assert first_sentence("# Title\n\n| a | b |\n\n> Quoted **bold** line. Next one.") == "Quoted bold line."
+    assert first_sentence("## H\n\n1. [link text](http://x) first item\n2. second") == "link text first item second"
+    assert first_sentence("第一句话。第二句话。") == "第一句话。"
+    assert first_sentence("") == ""
+
+
+def test_cli_import_reports_and_exit_codes(tmp_path, vault, workspace):
+    runner = CliRunner()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    dry = runner.invoke(app, [*base, "import", "workspace", str(workspace)], env=env)
+    assert dry.exit_code == 0, dry.output
+    assert "dry run: 6 would be created, 3 skipped, 0 problems" in dry.stdout and "skip     AGENTS.md" in dry.stdout
+    done = runner.invoke(
+        app, [*base, "import", "workspace", str(workspace), "--apply", "--no-embed", "--json"], env=env
+    )
+    data = json.loads(done.stdout)
+    assert data["applied"] and data["created"] == 6
+    assert {"kind", "path", "applied", "created", "skipped", "problems", "warnings", "items"} <= set(data)
+    log = (tmp_path / "home" / "logs" / "lifecycle.log").read_text().splitlines()
+    assert json.loads(log[-1])["op"] == "import" and len(json.loads(log[-1])["created"]) == 6
+    both = runner.invoke(app, [*base, "import", "workspace", str(workspace), "--apply", "--dry-run"], env=env)
+    assert both.exit_code == 2 and "contradict" in both.stderr
+    bad = runner.invoke(app, [*base, "import", "evernote", str(workspace)], env=env)
+    assert bad.exit_code == 2 and "unknown import kind" in bad.stderr
+
+
+def test_a_vault_holding_the_memory_root_is_imported_without_it(tmp_path, cfg):
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    obsidian = tmp_path / "Obsidian"
+    put(obsidian, "Inbox/idea.md", "# An idea\n\nA cache in front of the ledger.\n")
+    root = obsidian / "March Memories"
+    put(root, "2026/11/week1/m.md", "---\nid: mem_m\nname: m\ndescription: d\ntags: [x]\n---\nbody\n")
+    with Store(load_config(home=tmp_path / "home2", root=root, env={})) as store:
+        out = store.import_("obsidian", obsidian, apply=True, embed=False)
+        assert [(r["action"], r["origin"]) for r in out["items"]] == [
+            ("skip", "March Memories"),
+            ("created", "Inbox/idea.md"),
+        ]
+        with pytest.raises(InvalidInput, match="inside the memory root"):
+            store.import_("obsidian", root / "2026")

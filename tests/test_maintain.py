@@ -1,0 +1,165 @@
+"""``maintain``: proposals with reasons, never for decisions or profiles; --apply archives
+through the save path, reversibly; archived memories leave recall and default search."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from test_save import snapshot
+from typer.testing import CliRunner
+
+from marchdb import notes
+from marchdb.cli import app
+from marchdb.clock import format_time
+
+NOW = dt.datetime.now(dt.UTC)
+
+
+def ago(days: float) -> str:
+    return format_time(NOW - dt.timedelta(days=days))
+
+
+def mem(
+    vault, rel, mem_id, *, tags=("test",), status="active", created=60, updated=None, description="what it is", extra=""
+):
+    lines = ["---", f"id: {mem_id}", f"name: {mem_id} name"]
+    if description:
+        lines.append(f"description: {description}")
+    lines += ["tags:"] + [f"  - {t}" for t in tags] + [f"status: {status}", f"created_at: {ago(created)}"]
+    if updated is not None:
+        lines.append(f"updated_at: {ago(updated)}")
+    path = vault.write(rel, "\n".join(lines) + "\n" + extra + "---\n\n### 09:00 - something\n\nbody words\n")
+    mtime = (NOW - dt.timedelta(days=max(created, updated or 0))).timestamp()
+    import os
+
+    os.utime(path, (mtime, mtime))  # as if the file had not been touched since
+    return path
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    return {p["ids"][0]: p for p in report["proposals"] if p["action"] != "merge"}
+
+
+def test_proposals_and_their_reasons(vault, store):
+    mem(vault, "logs/old.md", "log_old", tags=["daily-log"], created=45)
+    mem(vault, "logs/recent.md", "log_recent", tags=["daily-log"], created=3)
+    mem(vault, "logs/used.md", "log_used", tags=["daily-log"], created=45)
+    mem(vault, "logs/opened.md", "log_opened", tags=["daily-log"], created=45)
+    mem(vault, "dep/long.md", "mem_dep_long", status="deprecated", created=400, updated=120)
+    mem(vault, "dep/recent.md", "mem_dep_recent", status="deprecated", created=400, updated=10)
+    mem(vault, "nodesc.md", "mem_nodesc", description=None)
+    # Never proposed: decisions and profiles, by tag or folder, and priority high.
+    mem(vault, "a.md", "mem_decision", tags=["decision"], status="deprecated", created=400, updated=200)
+    mem(vault, "decisions/b.md", "mem_in_decisions", tags=["daily-log"], created=100)
+    mem(vault, "c.md", "mem_profile", tags=["profile"], description=None)
+    mem(vault, "d.md", "mem_high", tags=["daily-log"], created=100, extra="priority: high\n")
+    store.sync(embed=False)
+    with store.con:
+        store.con.execute(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'display', 'log_used', 0.4)"
+        )
+    store.open("log_opened")
+    report = store.maintain()
+    assert report["applied"] is False and report["counts"] == {"archive": 2, "describe": 1}
+    props = by_id(report)
+    assert set(props) == {"log_old", "mem_dep_long", "mem_nodesc"}
+    assert props["log_old"]["reason"].startswith(
+        "daily log last written 45 days ago (more than 30), never hinted nor opened"
+    )
+    assert props["mem_dep_long"]["reason"] == "deprecated, unchanged for 120 days (more than 90)"
+    assert "no description" in props["mem_nodesc"]["reason"] and props["mem_nodesc"]["action"] == "describe"
+    assert "near-duplicates were not looked for" in report["notes"][0]  # no model, no vectors
+    assert set(by_id(store.maintain(log_days=2))) >= {"log_recent"}
+    assert "mem_dep_recent" in by_id(store.maintain(deprecated_days=5))
+
+
+def test_apply_archives_reversibly_and_archived_memories_leave_recall_and_search(vault, store):
+    path = mem(vault, "2026/10/week1/log.md", "log_old", tags=["daily-log"], created=45, extra="# kept comment\n")
+    mem(vault, "nodesc.md", "mem_nodesc", description=None)
+    store.sync(embed=False)
+    before = path.read_text()
+    others = {k: v for k, v in snapshot(vault.root).items() if "log.md" not in k}
+    report = store.maintain(apply=True)
+    (archive,) = [p for p in report["proposals"] if p["action"] == "archive"]
+    assert archive["applied"] and archive["error"] is None
+    describe = next(p for p in report["proposals"] if p["action"] == "describe")
+    assert not describe["applied"]  # needs a person
+    after = path.read_text()
+    # Only the status line changed, and updated_at was added.
+    restored = "\n".join(ln for ln in after.split("\n") if not ln.startswith("updated_at:"))
+    assert restored.replace("status: archived", "status: active") == before
+    assert "# kept comment" in after and notes.parse_note(after.encode()).status == "archived"
+    assert {k: v for k, v in snapshot(vault.root).items() if "log.md" not in k} == others
+    assert store.status()["archived"] == 1
+    # Out of recall and default search; open and an explicit search still find it.
+    result = store.recall("something body words", explain=True)
+    assert all(h.id != "log_old" for h in result.hints)
+    assert store.open("log_old")["status"] == "ok"
+    assert [r["id"] for r in store.search("something")["results"]] == ["mem_nodesc"]
+    assert {r["id"] for r in store.search("something", include_archived=True)["results"]} == {"mem_nodesc", "log_old"}
+    # Nothing proposed twice; undo through save.
+    assert "log_old" not in by_id(store.maintain())
+    store.save(id="log_old", status="active", embed=False)
+    assert notes.parse_note(path.read_bytes()).status == "active"
+
+
+def test_cli_maintain_dry_run_apply_and_search_flag(tmp_path, vault):
+    mem(vault, "log.md", "log_old", tags=["daily-log"], created=45)
+    runner = CliRunner()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    dry = runner.invoke(app, [*base, "maintain"], env=env)
+    assert dry.exit_code == 0, dry.output
+    assert "archive  log_old: daily log last written 45 days ago" in dry.stdout and "dry run: 1 archive" in dry.stdout
+    assert "status: active" in (vault.root / "log.md").read_text()
+    done = json.loads(runner.invoke(app, [*base, "maintain", "--apply", "--json"], env=env).stdout)
+    assert done["applied"] and done["proposals"][0]["applied"]
+    log = (tmp_path / "home" / "logs" / "lifecycle.log").read_text().splitlines()
+    assert json.loads(log[-1]) | {"at": None} == {"at": None, "op": "maintain", "archived": ["log_old"]}
+    found = json.loads(runner.invoke(app, [*base, "search", "something", "--archived", "--json"], env=env).stdout)
+    assert [r["id"] for r in found["results"]] == ["log_old"]
+    assert json.loads(runner.invoke(app, [*base, "search", "something", "--json"], env=env).stdout)["results"] == []
+
+
+def test_near_duplicates_are_proposed_for_a_merge_with_the_real_model(vault, model_store):
+    vault.memory(
+        "a.md", "mem_a", name="Deploy day", description="We deploy to production on Tuesdays", tags=["process"]
+    )
+    vault.memory(
+        "b.md", "mem_b", name="Deploy days", description="We deploy to production on Tuesdays.", tags=["process"]
+    )
+    vault.memory(
+        "c.md", "mem_c", name="Dog's medication", description="Biscuit takes half a carprofen tablet", tags=["pets"]
+    )
+    vault.memory(
+        "d.md", "mem_d", name="Deploy day", description="We deploy to production on Tuesdays", tags=["decision"]
+    )
+    model_store.sync()
+    report = model_store.maintain()
+    merges = [p for p in report["proposals"] if p["action"] == "merge"]
+    assert [sorted(p["ids"]) for p in merges] == [["mem_a", "mem_b"]]
+    assert "cosine up to" in merges[0]["reason"] and "'Deploy day'" in merges[0]["reason"]
+    assert report["notes"] == []
+
+
+def test_bad_day_counts_are_refused(store):
+    import pytest
+
+    from marchdb.errors import InvalidInput
+
+    for bad in (-1, "30", True, 2.5):
+        with pytest.raises(InvalidInput, match="whole number of days"):
+            store.maintain(log_days=bad)
+    with pytest.raises(InvalidInput, match="deprecated-days"):
+        store.maintain(deprecated_days=-5)
+
+
+def test_cli_defaults_are_the_library_defaults():
+    import inspect
+
+    from marchdb import cli_lifecycle, maintain
+
+    params = inspect.signature(cli_lifecycle.maintain_).parameters
+    assert params["log_days"].default.default == maintain.LOG_DAYS
+    assert params["deprecated_days"].default.default == maintain.DEPRECATED_DAYS
