@@ -34,9 +34,13 @@ def home(tmp_path, mixed_vault, default_model_path, monkeypatch):
     monkeypatch.setenv("MARCH_EMBED_MODEL", str(default_model_path))
     yield path
     daemon.stop(path)
-    pid = client.engine_pid(path)
-    if pid:  # a test that killed it mid-way may have left a new one starting
-        os.kill(pid, signal.SIGKILL)
+    # A hook answered cold may have started an engine that is only now taking
+    # its lock: none may outlive the test.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for pid in engine_processes(path):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
 
 
 def marchdb(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
