@@ -307,8 +307,15 @@ def stop(home: Path, timeout: float = 15.0) -> bool:
     none was running)."""
     if not client.engine_alive(home):
         return False
-    with contextlib.suppress(client.Unavailable, client.RemoteError):
+    try:
         client.request(home, "stop", {}, timeout=5.0)
+    except (client.Unavailable, client.RemoteError):
+        # Still warming up (it binds its socket only when warm): a plain
+        # SIGTERM ends it, as it would any process.
+        pid = client.engine_pid(home)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while client.engine_alive(home) and time.monotonic() < deadline:
         time.sleep(0.05)
