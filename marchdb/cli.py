@@ -15,7 +15,7 @@ from typing import Any, Optional
 import click
 import typer
 
-from . import tools
+from . import render, tools
 from .errors import (
     EXIT_DUPLICATE,
     Conflict,
@@ -112,6 +112,14 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
             if exc.reason not in ("not running", "other_config"):
                 typer.echo(f"note: answered without the warm engine ({exc})", err=True)
     return tools.call(_store(ctx), op, args)
+
+
+def _print(text: str | tuple[str, str]) -> None:
+    """Print ``render``'s text: stdout, or ``(stdout, stderr)``."""
+    out, err = (text, "") if isinstance(text, str) else text
+    if err:
+        typer.echo(err, err=True, nl=False)
+    typer.echo(out, nl=False)
 
 
 def _emit(data: dict) -> None:
@@ -327,48 +335,8 @@ def recall(
     as_json: bool = JsonOpt,
 ):
     """Passive recall hints for a message (id, score, name, short description)."""
-    from .recall import hint_line
-
     data = _call(ctx, "memory_recall", {"text": text, "run_id": run, "trigger": trigger, "explain": explain})
-    if as_json:
-        _emit(data)
-        return
-    _say_notices(data)
-    if data["warning"]:
-        typer.echo(f"warning: {data['warning']}", err=True)
-    if data["hints"]:
-        typer.echo("[recall]\n" + data["text"])
-    else:
-        typer.echo(f"no hint at threshold {data['threshold']:.2f}")
-    if data.get("display"):
-        typer.echo("[display]")
-        for hint in data["display"]:
-            typer.echo(hint_line(hint["id"], hint["score"], hint["name"]))
-    if explain:
-        typer.echo(
-            f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "
-            "query word matches (and the floor when one does), bm25 = share of the query matched):"
-        )
-        typer.echo(
-            "(temp = ranking adjustment from recency, use and priority: it reorders candidates, the threshold "
-            "reads the score)"
-        )
-        typer.echo(
-            f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7} {'temp':>6}  id / why cut"
-        )
-        for c in data["candidates"][:25]:
-            sig = c["signals"]
-            typer.echo(
-                f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
-                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)} {_f(sig.get('temp_adj'), 6, 3, sign=True)}  "
-                f"{c['id']}  {c['reason'] or 'HINT'}"
-            )
-
-
-def _f(value, width: int = 6, digits: int = 3, sign: bool = False) -> str:
-    if not isinstance(value, (int, float)):
-        return " " * (width - 1) + "-"
-    return f"{value:+{width}.{digits}f}" if sign else f"{value:{width}.{digits}f}"
+    _print(render.as_json(data) if as_json else render.recall(data, explain))
 
 
 # ---------------------------------------------------------------- agent tools
@@ -479,11 +447,7 @@ def context(
 ):
     """The profiles plus recall hints, ready to put into a prompt."""
     data = _call(ctx, "memory_context", {"text": text, "run_id": run})
-    if as_json:
-        _emit(data)
-    else:
-        _say_notices(data)
-        typer.echo(data["text"], nl=False)
+    _print(render.as_json(data) if as_json else render.context(data))
 
 
 @command(app)

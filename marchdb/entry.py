@@ -26,9 +26,83 @@ def main() -> None:
     flags, rest = _global_options(argv)
     if rest[:1] == ["hook"] and rest[1:2] != ["--help"] and len(rest) > 1:
         sys.exit(run_hook(flags, rest[1:]))
+    if rest[:1] in (["recall"], ["context"]) and not flags.keys() - {"home"}:
+        code = quick(flags, rest)
+        if code is not None:
+            sys.exit(code)
     from .cli import main as cli_main
 
     cli_main()
+
+
+#: ``recall`` / ``context`` options the quick path understands: name -> takes a value.
+_QUICK_OPTIONS = {
+    "recall": {"--run": True, "--trigger": True, "--explain": False, "--json": False},
+    "context": {"--run": True, "--json": False},
+}
+
+
+def _quick_args(rest: list[str]) -> tuple[str, dict, bool, bool] | None:
+    """``recall TEXT [--run R] [--trigger T] [--explain] [--json]`` or
+    ``context [TEXT] [--run R] [--json]`` parsed, or None for anything else
+    (help, other options, two texts, ``--``): the full CLI answers that."""
+    command, words = rest[0], rest[1:]
+    known = _QUICK_OPTIONS[command]
+    values: dict[str, str | bool] = {}
+    texts: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("-"):
+            name, eq, value = word.partition("=")
+            if name not in known or name in values or (eq and not known[name]):
+                return None
+            if known[name] and not eq:
+                if i + 1 >= len(words):
+                    return None
+                i += 1
+                value = words[i]
+            values[name] = value if known[name] else True
+        else:
+            texts.append(word)
+        i += 1
+    if len(texts) > 1 or (command == "recall" and not texts):
+        return None
+    args: dict = {"text": texts[0] if texts else None, "run_id": values.get("--run")}
+    if command == "recall":
+        args.update(trigger=values.get("--trigger", "user"), explain=bool(values.get("--explain")))
+    op = "memory_recall" if command == "recall" else "memory_context"
+    return op, args, bool(values.get("--json")), bool(values.get("--explain"))
+
+
+def quick(flags: dict, rest: list[str]) -> int | None:
+    """``marchdb recall`` / ``context`` answered by a warm engine that is
+    already running, without loading the CLI framework (it costs more than
+    the answer). None when the full CLI must answer: another form of the
+    command, no engine listening, or one serving other settings."""
+    parsed = _quick_args(rest)
+    if parsed is None:
+        return None
+    op, args, as_json, explain = parsed
+    from . import render
+    from .config import load_config
+    from .errors import MarchError
+
+    try:
+        cfg = load_config(home=flags.get("home"))
+        data, _ms = client.request(cfg.home, op, args, client.identity(cfg))
+    except (client.Unavailable, MarchError):
+        return None  # the full CLI starts the engine, answers in-process or reports the error
+    except client.RemoteError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return exc.exit_code
+    if as_json:
+        out, err = render.as_json(data), ""
+    else:
+        out, err = render.recall(data, explain) if op == "memory_recall" else render.context(data)
+    sys.stderr.write(err)
+    sys.stdout.write(out)
+    return 0
 
 
 def _global_options(argv: list[str]) -> tuple[dict, list[str]]:

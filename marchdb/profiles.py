@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from .config import Config, ensure_layout
 from .errors import FileError, InvalidInput
 from .files import read_file
-from .recall import hint_line
+from .hintline import hint_line
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.

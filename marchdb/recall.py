@@ -33,6 +33,7 @@ from .db import get_meta, has_table, scalar, sql_file, transaction
 from .embedding import calibrate
 from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 from .embedding.vectors import has_bits
+from .hintline import hint_line
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
@@ -141,21 +142,6 @@ class RecallResult:
         if self.explained:
             data["candidates"] = [h.to_dict(with_reason=True) for h in self.candidates]
         return data
-
-
-def short(text: str, limit: int = 80) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def hint_line(mem_id: str, score: float, name: str, description: str = "") -> str:
-    """Seed 000's hint line: ``- <id> | score=0.62 | <name> | <short description>``
-    (no description part when there is none)."""
-    parts = [short(mem_id, 10_000), f"score={float(score):.2f}", short(name, 10_000)]
-    if description:
-        parts.append(short(description))
-    return "- " + " | ".join(parts)
 
 
 _STATEMENTS: dict[str, str] | None = None

@@ -234,3 +234,27 @@ def test_exit_code_table_in_the_readme_is_the_real_one():
     section = README.read_text(encoding="utf-8").split("### Exit codes", 1)[1].split("\n#", 1)[0]
     table = [(int(code), meaning) for code, meaning in re.findall(r"^\| (\d+) \| (.+?) \|$", section, re.M)]
     assert table == EXIT_CODES
+
+
+def test_the_quick_path_takes_only_the_plain_forms():
+    from marchdb.entry import _quick_args
+
+    assert _quick_args(["recall", "hi there", "--run", "r1", "--json"]) == (
+        "memory_recall",
+        {"text": "hi there", "run_id": "r1", "trigger": "user", "explain": False},
+        True,
+        False,
+    )
+    assert _quick_args(["recall", "--trigger=assistant", "x", "--explain"])[1]["trigger"] == "assistant"
+    assert _quick_args(["context", "--run", "r2"])[1] == {"text": None, "run_id": "r2"}
+    for other in (
+        ["recall"],  # the CLI says what is missing
+        ["recall", "a", "b"],
+        ["recall", "--help"],
+        ["recall", "x", "--run"],
+        ["recall", "x", "--json=yes"],
+        ["recall", "--", "x"],
+        ["recall", "x", "--run", "a", "--run", "b"],
+        ["context", "x", "--trigger", "user"],
+    ):
+        assert _quick_args(other) is None, other

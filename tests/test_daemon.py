@@ -228,3 +228,15 @@ def test_the_generic_contract_for_other_hosts(home):
     assert (again.returncode, again.stdout) == (0, "")  # hinted one run ago: suppressed
     profiles = marchdb("hook", "generic", "--profiles", stdin="")
     assert profiles.stdout.startswith("[agent_profile]")
+
+
+def test_a_running_engine_answers_recall_without_the_cli_framework(home):
+    assert marchdb("recall", PROMPT).returncode == 0  # starts the engine
+    for extra in ([], ["--json"], ["--explain"], ["--trigger", "assistant", "--json"]):
+        quick = marchdb("recall", PROMPT, *extra)
+        full = marchdb("recall", *extra, "--", PROMPT)  # '--': a form only the full CLI reads
+        assert quick.returncode == full.returncode == 0
+        assert quick.stdout == full.stdout and quick.stdout, extra
+    assert marchdb("context", PROMPT).stdout == marchdb("context", "--", PROMPT).stdout
+    missing = marchdb("recall", PROMPT, "--trigger", "nobody")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ")  # the engine's refusal, one line

@@ -6,8 +6,8 @@ import pytest
 
 from marchdb.config import AGENT_PROFILE, USER_PROFILE
 from marchdb.errors import InvalidInput, MarchError
+from marchdb.hintline import short as shorten
 from marchdb.profiles import format_context, format_hint_lines, read_profiles
-from marchdb.recall import short as shorten
 
 
 def test_read_profiles_creates_missing_files_and_reads_edits(cfg):

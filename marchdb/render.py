@@ -1,0 +1,62 @@
+"""Text the CLI prints for recall and context answers (``tools.call`` data).
+
+Shared by the CLI's commands and the quick path of ``entry`` (a warm engine
+already running answers ``marchdb recall`` without loading the CLI
+framework), so both print the same bytes. Only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .hintline import hint_line
+
+
+def as_json(data: dict) -> str:
+    """``--json``: exactly one JSON object, on one line."""
+    return json.dumps(data, ensure_ascii=False, default=str) + "\n"
+
+
+def notices(data: dict) -> str:
+    """The ``notices`` of an answer, for stderr."""
+    return "".join(f"note: {note}\n" for note in data.get("notices", []))
+
+
+def recall(data: dict, explain: bool) -> tuple[str, str]:
+    """``marchdb recall``'s text: ``(stdout, stderr)``."""
+    err = notices(data) + (f"warning: {data['warning']}\n" if data.get("warning") else "")
+    out = [("[recall]\n" + data["text"]) if data["hints"] else f"no hint at threshold {data['threshold']:.2f}"]
+    if data.get("display"):
+        out.append("[display]")
+        out += [hint_line(h["id"], h["score"], h["name"]) for h in data["display"]]
+    if explain:
+        out.append(
+            f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "
+            "query word matches (and the floor when one does), bm25 = share of the query matched):"
+        )
+        out.append(
+            "(temp = ranking adjustment from recency, use and priority: it reorders candidates, the threshold "
+            "reads the score)"
+        )
+        out.append(
+            f"{'score':>6} {'dense':>6} {'alone':>6} {'cos':>6} {'bm25':>6} {'raw':>7} {'temp':>6}  id / why cut"
+        )
+        for c in data["candidates"][:25]:
+            sig = c["signals"]
+            out.append(
+                f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
+                f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)} {_f(sig.get('temp_adj'), 6, 3, sign=True)}  "
+                f"{c['id']}  {c['reason'] or 'HINT'}"
+            )
+    return "\n".join(out) + "\n", err
+
+
+def context(data: dict) -> tuple[str, str]:
+    """``marchdb context``'s text: ``(stdout, stderr)``."""
+    return data["text"], notices(data)
+
+
+def _f(value, width: int = 6, digits: int = 3, sign: bool = False) -> str:
+    if not isinstance(value, (int, float)):
+        return " " * (width - 1) + "-"
+    return f"{value:+{width}.{digits}f}" if sign else f"{value:{width}.{digits}f}"
