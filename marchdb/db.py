@@ -71,8 +71,11 @@ def connect(path: str | os.PathLike) -> apsw.Connection:
 
 
 def connect_read_only(path: str | os.PathLike) -> apsw.Connection:
-    """A connection that cannot write the index (``mode=ro``), sqlite-vec
-    loaded: for reading SQL a person types."""
+    """A connection that cannot write the index: opened ``mode=ro`` (so the
+    SQL shell's dot commands such as ``.restore`` cannot write either),
+    sqlite-vec loaded, and an authorizer that lets reads and introspection
+    (``PRAGMA table_info(files)``) through and nothing else — for reading SQL
+    a person types."""
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
     try:
         con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
@@ -88,7 +91,35 @@ def connect_read_only(path: str | os.PathLike) -> apsw.Connection:
         raise IndexUnavailable(
             f"cannot open the index {path} read-only: {exc}; check the folder's permissions"
         ) from None
+    con.authorizer = _read_only_authorizer
     return con
+
+
+_READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
+
+
+#: Pragmas that take an argument and only describe (``PRAGMA table_info(files)``).
+_LOOKING_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "foreign_key_check",
+    "integrity_check",
+    "quick_check",
+}
+
+
+def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
+    # Reads, pragmas that only ask (no value given) or describe; nothing else.
+    if op in _READ_OPS:
+        return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
+        return apsw.SQLITE_OK
+    return apsw.SQLITE_DENY
 
 
 def _connect_raw(path: str | os.PathLike) -> apsw.Connection:

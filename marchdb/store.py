@@ -585,47 +585,17 @@ class Store:
         return columns, rows
 
     def reader(self) -> apsw.Connection:
-        """A read-only connection to the index, for ``query`` and ``marchdb
-        sql``: opened read-only at the file level (so the SQL shell's dot
-        commands such as ``.restore`` cannot write either), sqlite-vec
-        loaded, and an authorizer that lets reads and introspection
-        (``PRAGMA table_info(files)``) through and nothing else."""
+        """The read-only connection (``db.connect_read_only``) ``query`` and
+        ``marchdb sql`` read through, with the ``march_*`` functions."""
         if self._reader is None:
             _ = self.con  # creates or rebuilds the index first
             self._reader = db.connect_read_only(self.cfg.index_path)
             sqlfuncs.register(self._reader, self.sql_engine)  # march_* functions read-only too
-            self._reader.authorizer = _read_only_authorizer
         return self._reader
 
 
 #: Statements that recall from the index get the dirty check first.
 _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
-
-_READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
-
-
-#: Pragmas that take an argument and only describe (``PRAGMA table_info(files)``).
-_LOOKING_PRAGMAS = {
-    "table_info",
-    "table_xinfo",
-    "table_list",
-    "index_list",
-    "index_info",
-    "index_xinfo",
-    "foreign_key_list",
-    "foreign_key_check",
-    "integrity_check",
-    "quick_check",
-}
-
-
-def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
-    # Reads, pragmas that only ask (no value given) or describe; nothing else.
-    if op in _READ_OPS:
-        return apsw.SQLITE_OK
-    if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
-        return apsw.SQLITE_OK
-    return apsw.SQLITE_DENY
 
 
 def _inode(path: Path) -> int | None:
