@@ -25,7 +25,7 @@ import math
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
@@ -111,6 +111,9 @@ class Config:
     daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES
     #: ``allowUnusualRoot``: accept a root ``unusual_root`` would refuse.
     allow_unusual_root: bool = False
+    #: ``projects``: folder -> project name, for hosts that report their
+    #: working directory (a folder not listed is named by its git root).
+    projects: dict[str, str] = field(default_factory=dict)
 
     def require_root(self) -> Path:
         """The memory root, or a ``ConfigError`` when a configured root is
@@ -231,6 +234,27 @@ def _expand(value: str, base: Path) -> Path:
     return path if path.is_absolute() else (base / path)
 
 
+#: Most entries of the ``projects`` map.
+MAX_PROJECTS = 1000
+
+
+def _projects(raw: object, home: Path) -> dict[str, str]:
+    """``projects`` of config.json checked: folder paths to project names."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or len(raw) > MAX_PROJECTS:
+        raise ConfigError(
+            f"projects in config.json must be an object of at most {MAX_PROJECTS} entries like "
+            '{"~/code/march-cli": "march-cli"} (folder: project name)'
+        )
+    out = {}
+    for folder, name in raw.items():
+        if not isinstance(name, str) or not name.strip() or len(name) > 100:
+            raise ConfigError(f"projects[{folder!r}] in config.json must be a project name of 1 to 100 characters")
+        out[str(_expand(folder, home))] = name.strip()
+    return out
+
+
 def load_config(
     home: str | os.PathLike | None = None,
     root: str | os.PathLike | None = None,
@@ -336,6 +360,7 @@ def load_config(
         daemon_autostart=autostart,
         daemon_idle_minutes=float(idle),
         allow_unusual_root=allow_unusual,
+        projects=_projects(data.get("projects"), home_path),
     )
 
 

@@ -155,6 +155,33 @@ def current_run_id(con, session: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+#: Folders walked up from a working directory looking for its git root.
+MAX_PROJECT_DEPTH = 40
+
+
+def project_for(cwd: object, projects: dict[str, str]) -> str | None:
+    """The project a host's working directory names (seed 000: a ranking
+    signal, never a filter): the ``projects`` map of config.json (the
+    longest folder that holds ``cwd``), else the name of the git repository
+    around it (the folder holding ``.git``), else None — an arbitrary folder
+    name would rank memories on a guess."""
+    if not isinstance(cwd, str) or not cwd.startswith("/") or "\x00" in cwd:
+        return None
+    folder = Path(os.path.normpath(cwd))
+    mapped = [(len(k), v) for k, v in projects.items() if folder == Path(k) or Path(k) in folder.parents]
+    if mapped:
+        return max(mapped)[1]
+    for candidate in [folder, *folder.parents][:MAX_PROJECT_DEPTH]:
+        if candidate == candidate.parent:
+            break  # the file system's root is nobody's project
+        try:
+            if os.path.lexists(candidate / ".git"):
+                return candidate.name
+        except OSError:
+            return None
+    return None
+
+
 def last_reply(transcript_path: object) -> str:
     """The text of the last assistant message in a Claude Code transcript
     (JSONL), read from its end; "" when there is none or it cannot be read."""

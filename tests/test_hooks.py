@@ -156,3 +156,31 @@ def test_generic_contract(bm25_store):
     with_profiles = hooks.handle(bm25_store, "generic", json.dumps({**args, "run_id": "job-8", "profiles": True}))
     assert with_profiles["stdout"].startswith("[agent_profile]")
     assert hooks.handle(bm25_store, "generic", json.dumps({"text": "zzqx unrelated"}))["stdout"] == ""
+
+
+def test_the_working_directory_names_the_project(tmp_path):
+    repo = tmp_path / "code" / "march-cli"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src" / "deep").mkdir(parents=True)
+    assert hooks.project_for(str(repo / "src" / "deep"), {}) == "march-cli"
+    assert hooks.project_for(str(repo), {}) == "march-cli"
+    assert hooks.project_for(str(tmp_path / "code"), {}) is None  # no repository: no guess
+    mapped = {str(tmp_path / "code"): "all-code", str(repo / "src"): "cli-sources"}
+    assert hooks.project_for(str(repo / "src" / "deep"), mapped) == "cli-sources"  # the longest folder wins
+    assert hooks.project_for(str(tmp_path / "code" / "other"), mapped) == "all-code"
+    for bad in (None, "", "relative/path", 42, "/a\x00b"):
+        assert hooks.project_for(bad, mapped) is None
+
+
+def test_projects_in_config_are_checked(tmp_path):
+    from marchdb.config import load_config
+    from marchdb.errors import ConfigError
+
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "config.json").write_text('{"projects": {"~/code/x": "x"}}')
+    assert list(load_config(home=home, env={}).projects.values()) == ["x"]
+    for bad in ('{"projects": ["x"]}', '{"projects": {"/a": ""}}', '{"projects": {"/a": 5}}'):
+        (home / "config.json").write_text(bad)
+        with pytest.raises(ConfigError, match="projects"):
+            load_config(home=home, env={})
