@@ -5,6 +5,11 @@ so "记忆系统" could only be found by that exact run. We rewrite CJK runs as
 overlapping bigrams ("记忆 忆系 系统") before text reaches FTS5 and do the
 same to queries; Latin text passes through unchanged. The index stays
 queryable from the stock sqlite3 shell: no custom tokenizer is involved.
+
+English words are stemmed by FTS5's built-in ``porter`` tokenizer (wrapping
+``unicode61``: ``TOKENIZE``), so "release" meets "releases" and "released".
+FTS5 stems a MATCH query itself; the term statistics recall reads
+(``fts_vocab``) hold the stems, so ``stems`` asks the same tokenizer for them.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import operator
 import re
 import unicodedata
+
+import apsw
 
 # Han (incl. extension A and compatibility), kana, Hangul syllables.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -22,6 +29,9 @@ _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)?", re.UNIC
 
 #: Queries longer than this many terms are cut (assistant outputs can be long).
 MAX_QUERY_TERMS = 64
+#: The FTS5 tokenizer of the ``fts`` table (sql/001_schema.sql says the same;
+#: a test holds them equal): porter stemming over unicode61, diacritics folded.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
 
 
 def _bigrams(run: str) -> list[str]:
@@ -92,3 +102,24 @@ def match_expression(terms: list[str]) -> str:
     if not terms:
         return '""'
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def stems(con: apsw.Connection, terms: list[str]) -> list[tuple[str, str]]:
+    """``(term, stem)`` for each query term (see ``query_terms``), one per
+    stem in first-seen order: the stem is what the ``fts`` table stores for
+    the term (FTS5's own tokenizer, ``TOKENIZE``), the term is what a MATCH
+    expression should say (FTS5 stems it again; a stem is not always its
+    own stem: porter turns "releas" into "relea"). Terms the tokenizer
+    drops are left out."""
+    name, *args = TOKENIZE.split()
+    tokenizer = con.fts5_tokenizer(name, args)
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for term in terms:
+        tokens = tokenizer(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
+        for token in tokens:
+            stem = token if isinstance(token, str) else str(token[0])
+            if stem and stem not in seen:
+                seen.add(stem)
+                out.append((term, stem))
+    return out

@@ -189,12 +189,20 @@ def vector_count(con: apsw.Connection) -> int:
 
 
 def memory_count(con: apsw.Connection) -> int:
-    """Memories in the index (the N of BM25's IDF)."""
-    return int(get_meta(con, "fts_docs", "0") or 0) or scalar(con, "SELECT count(*) FROM memory_index")
+    """Active memories in the index: the N of BM25's IDF (only they are in
+    the ``fts`` table, so only they shape its statistics)."""
+    return int(get_meta(con, "fts_docs", "0") or 0) or scalar(
+        con, "SELECT count(*) FROM memory_index WHERE status = 'active'"
+    )
 
 
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
     """The query's BM25 ceiling and the terms worth matching.
+
+    ``terms`` are a query's terms (``fts.query_terms``); their statistics
+    are read under their stems (``fts.stems``: "releases" counts as
+    "releas", as the index stores it), and the terms returned are the
+    query's own words, one per stem (FTS5 stems a MATCH itself).
 
     The ceiling is the score a memory would get if it matched every query
     term perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term
@@ -208,12 +216,15 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
     """
     if not terms:
         return 1.0, []
+    pairs = fts.stems(con, terms)
+    if not pairs:
+        return 1.0, []
     total = memory_count(con)
-    df = document_frequencies(con, terms)
+    df = document_frequencies(con, [stem for _, stem in pairs])
     ceiling = 0.0
     informative = []
-    for term in terms:
-        n = df.get(term, 0)
+    for term, stem in pairs:
+        n = df.get(stem, 0)
         idf = math.log((total - n + 0.5) / (n + 0.5)) if total else 0.0
         # Below SMALL_VAULT memories IDF cannot tell "the" from "carprofen";
         # only a word held by very few memories (one in eight, at least one)
@@ -221,20 +232,20 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
         # "ok thanks" got hints from 38% of 12-memory chat vaults otherwise).
         if total < SMALL_VAULT:
             if 0 < n <= max(1, total // 8):
-                informative.append(term)
+                informative.append((term, stem))
         elif n > 0 and idf > 1e-6:
-            informative.append(term)
+            informative.append((term, stem))
         ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
-    if total >= LARGE_VAULT and sum(df[t] for t in informative) > POSTINGS_BUDGET:
+    if total >= LARGE_VAULT and sum(df[s] for _, s in informative) > POSTINGS_BUDGET:
         kept: set[str] = set()
         postings = 0
-        for term in sorted(informative, key=lambda t: df[t]):
-            if kept and postings + df[term] > POSTINGS_BUDGET:
+        for _, stem in sorted(informative, key=lambda p: df[p[1]]):
+            if kept and postings + df[stem] > POSTINGS_BUDGET:
                 break
-            kept.add(term)
-            postings += df[term]
-        informative = [t for t in informative if t in kept]
-    return max(ceiling, 1e-6), informative
+            kept.add(stem)
+            postings += df[stem]
+        informative = [p for p in informative if p[1] in kept]
+    return max(ceiling, 1e-6), [term for term, _ in informative]
 
 
 #: Document frequencies by index file, valid while meta.fts_gen is unchanged:

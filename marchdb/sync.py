@@ -375,7 +375,10 @@ class Syncer:
             "INSERT INTO chunks(mem_rid, seq, text, hash) VALUES (?, ?, ?, ?)",
             [(rid, i, text, text_hash(text)) for i, text in enumerate(chunks)],
         )
-        self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+        if note.status == "active":
+            # Only active memories are searched: a deprecated one must not
+            # make the words of active ones look common (their IDF).
+            self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
 
     def _flush_fts(self) -> None:
         if self._fts_rows:
@@ -398,7 +401,7 @@ class Syncer:
         # Cached so that a sync with nothing to do stays a bare stat walk.
         conflicts = scalar(self.con, "SELECT count(*) FROM diag_conflicts")
         problems = scalar(self.con, "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'")
-        docs = scalar(self.con, "SELECT count(*) FROM memory_index")
+        docs = scalar(self.con, "SELECT count(*) FROM memory_index WHERE status = 'active'")
         with transaction(self.con):
             set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
             set_meta(self.con, "count_conflicts", conflicts)

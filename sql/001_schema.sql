@@ -58,9 +58,12 @@ CREATE TABLE chunks (
 CREATE INDEX chunks_mem ON chunks(mem_rid);
 CREATE INDEX chunks_hash ON chunks(hash);
 
--- BM25 over metadata (weighted x2 at query time) and body; rowid = memory_index.rid.
--- Text arrives with CJK runs rewritten as bigrams (marchdb/fts.py).
-CREATE VIRTUAL TABLE fts USING fts5(meta, body, tokenize = 'unicode61 remove_diacritics 2');
+-- BM25 over metadata (weighted x2 at query time) and body of ACTIVE memories
+-- (an inactive one must not shape the term statistics of the others);
+-- rowid = memory_index.rid. Text arrives with CJK runs rewritten as bigrams
+-- (marchdb/fts.py); English words are stemmed by FTS5's porter tokenizer
+-- ("releases" and "release" are one term), built into every SQLite.
+CREATE VIRTUAL TABLE fts USING fts5(meta, body, tokenize = 'porter unicode61 remove_diacritics 2');
 
 CREATE TRIGGER memory_index_delete AFTER DELETE ON memory_index BEGIN
     DELETE FROM fts WHERE rowid = old.rid;

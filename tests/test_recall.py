@@ -140,7 +140,7 @@ def test_explain_gives_reasons_and_status_filter(vault, bm25_store):
     bm25_store.sync()
     result = bm25_store.recall("zebra", explain=True)
     reasons = {c.id: c.reason for c in result.candidates}
-    assert reasons["mem_dep"] == "status is deprecated"
+    assert "mem_dep" not in reasons  # inactive memories are not searched at all
     assert reasons["mem_nodesc"] == "no description"
     assert [h.id for h in result.hints] == ["mem_ok"] and reasons["mem_ok"] is None
 
