@@ -24,7 +24,7 @@ ADVICE = {
     "unreadable": "fix the file's permissions",
     "unreadable_dir": "fix the folder's permissions",
     "invalid_field": "fix the field's type in the frontmatter",
-    "invalid_tags": "tags may hold letters, digits, '/', '-' and '_'",
+    "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#)",
     "symlink": "move the real file into the memory root; links are never followed",
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
 }

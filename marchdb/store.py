@@ -141,6 +141,11 @@ class Store:
                         self.con, emb, self.cfg.index_path, progress, limit=embed_limit
                     )
                     calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
+                    if db.get_meta(self.con, "vector_error") is not None:
+                        # A working model ran cleanly: an old error (a bad path
+                        # fixed since) must not stay in status and doctor.
+                        with db.transaction(self.con):
+                            db.set_meta(self.con, "vector_error", None)
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
                     with db.transaction(self.con):
@@ -148,9 +153,10 @@ class Store:
         report.seconds = time.perf_counter() - started
         return report
 
-    def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS) -> SyncReport | None:
+    def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS, embed: bool = True) -> SyncReport | None:
         """Seed 000's throttled dirty check: re-scan when the last scan (by
-        any process) is older than ``max_age`` seconds."""
+        any process) is older than ``max_age`` seconds (``embed=False``:
+        index only, never loading a model)."""
         if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
             # `marchdb rebuild` in another process replaced the file: a
             # connection to the old one would read and write a deleted file.
@@ -167,7 +173,7 @@ class Store:
             return None
         # Bounded embedding: a dirty check must stay quick; a big backlog is
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
-        return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT)
+        return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
         """Delete the index and build it again from the Markdown files."""
@@ -181,13 +187,18 @@ class Store:
     def status(self) -> dict:
         """``diag_summary`` plus where things are."""
         con = self.con  # opening it tells whether the index was just recreated
-        if self._rebuilt:
-            # An index just recreated is empty until a scan; say what is there.
-            self._rebuilt = False
-            try:
+        try:
+            if self._rebuilt:
+                # An index just recreated is empty until a scan; say what is there.
+                self._rebuilt = False
                 self.sync(embed=False)
-            except ConfigError as exc:  # status still answers, and says why it could not scan
-                self.notices.append(str(exc))
+            else:
+                # The throttled dirty check (a stat walk; no model, no
+                # embedding): counts are fresh right after a file was added.
+                self.ensure_fresh(embed=False)
+            con = self.con  # the check may have followed a rebuilt index file
+        except ConfigError as exc:  # status still answers, and says why it could not scan
+            self.notices.append(str(exc))
         summary = db.rows(con, "SELECT * FROM diag_summary")[0]
         summary.update(
             index_path=str(self.cfg.index_path),

@@ -43,7 +43,7 @@ SAVE = (
     "Create or update a Markdown memory file. To create one, pass name (a short human title), "
     "description (one sentence: the short text shown in passive recall hints, so say what the "
     "memory is about), body (the memory itself, Markdown) and tags (at least one: lowercase "
-    "words, '/', '-' and '_' allowed, e.g. project/march-cli, cache). To update one, pass its id "
+    "words, '/ - _ . + #' allowed, e.g. project/march-cli, cache, node.js). To update one, pass its id "
     "and only the fields to change: omitted fields keep their values, and tags, when given, "
     "replace all old tags. Set status to 'deprecated' to retire a memory. If a memory with the "
     "same name already exists, nothing is written and you get its id: update that memory "

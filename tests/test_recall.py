@@ -191,3 +191,34 @@ def test_small_vault_matches_only_distinctive_terms(vault, store):
     store.sync(embed=False)
     # 16 memories: a term held by at most 2 counts; "deploy" (4) and "the" (16) do not.
     assert recall_mod.bm25_terms(store.con, ["the", "deploy", "carprofen", "absent"])[1] == ["carprofen"]
+
+
+def test_record_only_injects_nothing_and_suppresses_nothing(vault, bm25_store):
+    """Seed 000: the result at the end of an agent run is only recorded."""
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    end = bm25_store.recall(query, run_id="r1", trigger="assistant", record_only=True)
+    assert end.hints == [] and end.display == [] and len(end.recorded) == 2
+    data = end.to_dict()
+    assert data["hints"] == [] and data["text"] == "" and len(data["recorded"]) == 2
+    logged = bm25_store.con.execute("SELECT DISTINCT trigger FROM recall_log WHERE run_id = 'r1'").fetchall()
+    assert logged == [("record",)]
+    # What was only recorded is hinted at the next user message, in this run and the next.
+    assert {h.id for h in end.recorded} <= {h.id for h in bm25_store.recall(query, run_id="r2").hints}
+    user_end = bm25_store.recall(query, run_id="r3", record_only=True)
+    assert user_end.hints == [] and len(user_end.recorded) == 3
+    assert {h.id for h in bm25_store.recall(query, run_id="r4").hints} == {h.id for h in user_end.recorded}
+
+
+def test_suppression_follows_only_what_was_injected(vault, bm25_store):
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    shown = bm25_store.recall(query, run_id="r1", trigger="assistant")
+    injected = {h.id for h in shown.hints}
+    display_only = {h.id for h in shown.display} - injected
+    assert len(injected) == 2 and display_only
+    later = {h.id for h in bm25_store.recall(query, run_id="r2").hints}
+    assert not later & injected  # injected: suppressed for the next runs
+    assert display_only & later  # displayed only: still free to be hinted

@@ -143,3 +143,28 @@ def test_a_rebuild_by_another_process_is_followed(mixed_vault, model_cfg):
         hints = server.recall("prompt cache misses").hints
         assert all(h.id != "mem_cache" for h in hints)
         assert server.status()["memories"] == 4
+
+
+def test_a_model_error_does_not_stick_after_a_clean_sync(mixed_vault, model_store, tmp_path):
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    model_store.sync()
+    bad = load_config(home=model_store.cfg.home, root=mixed_vault.root, model=str(tmp_path / "nope.gguf"), env={})
+    with Store(bad) as broken:
+        broken.sync()
+        assert "nope.gguf" in (broken.status()["vector_error"] or "")
+    model_store.sync()  # the working model again, nothing left to embed
+    assert model_store.status()["vector_error"] is None
+    assert model_store.doctor()["vector_error"] is None
+
+
+def test_status_counts_a_file_added_since_the_last_scan(mixed_vault, store):
+    store.sync(embed=False)
+    assert store.status()["memories"] == 5
+    mixed_vault.memory("new.md", "mem_new", name="New one")
+    with db.transaction(store.con):  # the last scan is older than the dirty-check age
+        db.set_meta(store.con, "last_scan_epoch", "0")
+    status = store.status()
+    assert status["memories"] == 6 and status["files"] == 6
+    assert store._embedder is None  # status never loads a model
