@@ -297,13 +297,16 @@ def recall(
     ),
     trigger: str = typer.Option("user", "--trigger", help="user | assistant"),
     explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
+    project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
     as_json: bool = JsonOpt,
 ):
     """Passive recall hints for a message (id, score, name, short description)."""
     from .recall import hint_line
 
     data = tools.call(
-        _store(ctx), "memory_recall", {"text": text, "run_id": run, "trigger": trigger, "explain": explain}
+        _store(ctx),
+        "memory_recall",
+        {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project},
     )
     if as_json:
         _emit(data)
@@ -330,6 +333,7 @@ def recall(
             typer.echo(
                 f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
                 f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)}  {c['id']}  {c['reason'] or 'HINT'}"
+                + (f" (ranked +{sig['project_bonus']:.2f}: project tag)" if sig.get("project_bonus") else "")
             )
 
 
@@ -498,10 +502,11 @@ def context(
     ctx: typer.Context,
     text: Optional[str] = typer.Argument(None, help="The user message to recall for."),
     run: Optional[str] = typer.Option(None, "--run", help="Agent run id."),
+    project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
     as_json: bool = JsonOpt,
 ):
     """The profiles plus recall hints, ready to put into a prompt."""
-    data = tools.call(_store(ctx), "memory_context", {"text": text, "run_id": run})
+    data = tools.call(_store(ctx), "memory_context", {"text": text, "run_id": run, "project": project})
     if as_json:
         _emit(data)
     else:

@@ -53,6 +53,8 @@ class Config:
     prefixes: dict | None = None
     models_path: Path | None = None
     dense_weight: float | None = None
+    #: Tag form of a project (seed 000: ``project/NAME``); ``projectTagPrefix``.
+    project_tag_prefix: str = "project/"
     #: Where the memory root was set ("" for the default under the home).
     root_source: str = ""
 
@@ -153,6 +155,10 @@ def load_config(
     if weight is not None and (not isinstance(weight, (int, float)) or not 0 <= weight <= 1):
         raise ConfigError("recallDenseWeight must be a number from 0 to 1 (the dense share of the fusion)")
 
+    prefix = data.get("projectTagPrefix", "project/")
+    if not isinstance(prefix, str):
+        raise ConfigError('projectTagPrefix must be a string like "project/" (a memory tagged project/NAME)')
+
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     models_path = _expand(models_value, home_path) if isinstance(models_value, str) and models_value else None
 
@@ -160,6 +166,7 @@ def load_config(
         home=home_path,
         models_path=models_path,
         dense_weight=weight,
+        project_tag_prefix=prefix,
         memory_root=root_path.absolute(),
         root_source=root_source,
         index_path=index_path.absolute(),

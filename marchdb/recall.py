@@ -33,6 +33,8 @@ from .db import get_meta, has_table, scalar, sql_file, transaction
 from .embedding import calibrate
 from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 from .embedding.vectors import has_bits
+from .errors import InvalidInput
+from .notes import normalize_tag
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
@@ -70,6 +72,12 @@ SMALL_VAULT = 50
 #: BM25 ceiling. Below LARGE_VAULT (every benchmark set) nothing changes.
 LARGE_VAULT = 20_000
 POSTINGS_BUDGET = 20_000
+#: Ranking bonus of a memory tagged with the current project (seed 000: the
+#: project is a ranking signal, never a filter). It reorders candidates but
+#: never lifts one over the threshold: hints are cut on the score without it.
+#: A design choice, not a tuned one: no benchmark set has projects. 0.05 lets
+#: a project memory pass an unrelated one scoring up to 0.05 higher.
+PROJECT_BONUS = 0.05
 
 
 @dataclass
@@ -156,6 +164,18 @@ def hint_line(mem_id: str, score: float, name: str, description: str = "") -> st
     if description:
         parts.append(short(description))
     return "- " + " | ".join(parts)
+
+
+def project_tag(prefix: str, project: str | None) -> str | None:
+    """The tag that marks memories of ``project`` (``prefix`` + name,
+    normalised as tags are: "March CLI" -> ``project/march-cli``), or None
+    without a project (or when the name cannot be a tag)."""
+    if not project or not project.strip():
+        return None
+    try:
+        return normalize_tag(prefix + project.strip())
+    except InvalidInput:
+        return None
 
 
 _STATEMENTS: dict[str, str] | None = None
@@ -280,8 +300,11 @@ def score(
     limit: int = SCORED_LIMIT,
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
+    project_tag: str | None = None,
 ) -> list[Hint]:
-    """Score candidate memories for ``text``; best first, with every signal.
+    """Score candidate memories for ``text``; best first (``project_tag``:
+    memories holding that tag get ``PROJECT_BONUS`` in the order, not in
+    their score), with every signal.
 
     With ``vindex`` (a process's in-memory copy of the vectors, see
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
@@ -296,6 +319,8 @@ def score(
         "bm25_tau": calibration.get("bm25_tau", calibrate.BM25_TAU),
         "k_bm25": K_BM25,
         "limit": limit,
+        "project_tag": project_tag,
+        "project_bonus": PROJECT_BONUS,
     }
     if qvec is not None:
         params.update(
@@ -336,6 +361,8 @@ def score(
             for k in ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "bm25_ratio", "bm25")
             if r[k] is not None
         }
+        if r["project_bonus"]:
+            signals["project_bonus"] = r["project_bonus"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
@@ -451,11 +478,13 @@ def recall(
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
     record_only: bool = False,
+    project_tag: str | None = None,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
     vectors to search instead of the vec0 tables; ``record_only``: log what
-    passes as recorded, inject nothing (``RecallResult.recorded``)."""
+    passes as recorded, inject nothing (``RecallResult.recorded``);
+    ``project_tag``: the current project's tag, a ranking bonus (``score``)."""
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
@@ -465,7 +494,7 @@ def recall(
             mode = "hybrid"
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
-    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex)
+    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag)
     with transaction(con):
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only)
     return RecallResult(

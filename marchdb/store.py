@@ -23,7 +23,7 @@ from .embedding.vecindex import VectorIndex
 from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound
 from .files import read_file
 from .notes import MAX_FILE_BYTES, metadata_text
-from .recall import RecallResult
+from .recall import RecallResult, project_tag
 from .recall import recall as recall_hints
 from .sync import SyncReport, sync_files
 
@@ -261,6 +261,7 @@ class Store:
         explain: bool = False,
         threshold: float | None = None,
         record_only: bool = False,
+        project: str | None = None,
     ) -> RecallResult:
         """Passive recall hints for a user message or an assistant output.
 
@@ -270,8 +271,11 @@ class Store:
         without it the call is a dry run. ``record_only`` (the assistant's
         final output of a run, seed 000) logs what passed the threshold
         without injecting it: nothing is hinted, and nothing is suppressed
-        for later runs. Falls back to BM25 (announced in
-        ``result.warning``) when no model can be loaded.
+        for later runs. ``project`` (the current project's name, e.g. the
+        host's repository) ranks memories tagged ``project/NAME`` (the
+        ``projectTagPrefix`` form) a little higher; it never filters, and
+        never lifts a memory over the threshold by itself. Falls back to BM25
+        (announced in ``result.warning``) when no model can be loaded.
         """
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("recall needs the text of a message")
@@ -291,6 +295,7 @@ class Store:
             w_dense=self.cfg.dense_weight,
             vindex=self.vector_index(),
             record_only=record_only,
+            project_tag=project_tag(self.cfg.project_tag_prefix, project),
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
@@ -365,14 +370,15 @@ class Store:
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
 
-    def context(self, text: str | None = None, run_id: str | None = None) -> dict:
+    def context(self, text: str | None = None, run_id: str | None = None, project: str | None = None) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
-        the recall hints for ``text``: ``{"text", "agent_profile",
-        "user_profile", "hints"}``, ready to put into a prompt."""
+        the recall hints for ``text`` (``project``: see ``recall``):
+        ``{"text", "agent_profile", "user_profile", "hints"}``, ready to put
+        into a prompt."""
         blocks = profiles.read_profiles(self.cfg)
         hints = []
         if text and text.strip():
-            hints = [h.to_dict() for h in self.recall(text, run_id=run_id).hints]
+            hints = [h.to_dict() for h in self.recall(text, run_id=run_id, project=project).hints]
         return {
             "text": profiles.format_context(blocks, hints),
             "agent_profile": blocks["agent_profile"],

@@ -79,6 +79,8 @@ ARGS = {
     "context_text": "The user message to recall for (optional).",
     "run_id": "Id of the current agent run (for de-duplication).",
     "trigger": "'user' or 'assistant'.",
+    "project": "Name of the current project (e.g. the repository): memories tagged project/NAME rank a "
+    "little higher. Never a filter.",
 }
 
 
@@ -106,9 +108,10 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
             run_id=args.get("run_id"),
             trigger=args.get("trigger", "user"),
             explain=args.get("explain", False),
+            project=args.get("project"),
         ).to_dict()
     elif name == "memory_context":
-        data = store.context(args.get("text"), run_id=args.get("run_id"))
+        data = store.context(args.get("text"), run_id=args.get("run_id"), project=args.get("project"))
     else:
         raise ValueError(f"unknown operation {name!r}")
     notices = store.take_notices()

@@ -101,7 +101,7 @@ bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the qu
     SELECT b.rid, b.raw FROM cand JOIN bm25_hits b ON b.rid = cand.rid
 ),
 signals AS (
-    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,
            ms.cos AS meta_cos, bs.cos AS body_cos,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
@@ -126,9 +126,15 @@ SELECT *,
        CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
                  THEN CASE WHEN :few_memories THEN dense
                            ELSE :w_dense * dense + (1.0 - :w_dense) * bm25 END
-            ELSE coalesce(dense_alone, bm25, 0.0) END AS score
+            ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+       -- project: a ranking bonus for memories tagged with the current
+       -- project (or below it), never a filter; the threshold sees score alone.
+       CASE WHEN :project_tag IS NOT NULL AND EXISTS (
+                SELECT 1 FROM json_each(tags_json) t
+                WHERE t.value = :project_tag OR substr(t.value, 1, length(:project_tag) + 1) = :project_tag || '/')
+            THEN :project_bonus ELSE 0.0 END AS project_bonus
 FROM calibrated
-ORDER BY score DESC, dense_cos DESC
+ORDER BY score + project_bonus DESC, dense_cos DESC
 LIMIT :limit;
 
 -- name: knn_coarse
@@ -184,14 +190,19 @@ bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 )
-SELECT *, bm25 AS score FROM (
-    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+SELECT *, bm25 AS score,
+       CASE WHEN :project_tag IS NOT NULL AND EXISTS (
+                SELECT 1 FROM json_each(tags_json) t
+                WHERE t.value = :project_tag OR substr(t.value, 1, length(:project_tag) + 1) = :project_tag || '/')
+            THEN :project_bonus ELSE 0.0 END AS project_bonus
+FROM (
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,
            NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, NULL AS dense, NULL AS dense_alone,
            b.raw AS bm25_raw, b.raw / :bm25_max AS bm25_ratio,
            1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS bm25
     FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
 )
-ORDER BY score DESC
+ORDER BY score + project_bonus DESC
 LIMIT :limit;
 
 -- name: idf

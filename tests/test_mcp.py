@@ -56,6 +56,9 @@ def test_tools_are_listed_with_their_descriptions(server):
     assert {"memory_search", "memory_open", "memory_save", "memory_recall", "memory_context"} <= set(tools)
     assert "ripgrep" in tools["memory_search"].description and "NOT semantic" in tools["memory_search"].description
     assert tools["memory_save"].input_schema["properties"]["tags"]
+    for name in ("memory_recall", "memory_context"):  # the current project, optional
+        schema = tools[name].input_schema
+        assert "project" in schema["properties"] and "project" not in schema.get("required", [])
 
 
 def test_save_then_search_finds_it(server):

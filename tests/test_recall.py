@@ -222,3 +222,37 @@ def test_suppression_follows_only_what_was_injected(vault, bm25_store):
     later = {h.id for h in bm25_store.recall(query, run_id="r2").hints}
     assert not later & injected  # injected: suppressed for the next runs
     assert display_only & later  # displayed only: still free to be hinted
+
+
+def test_project_tag_is_a_ranking_bonus_never_a_filter(vault, bm25_store):
+    """Seed 000: the current project ranks its memories higher; it never
+    filters, and never lifts a memory over the threshold by itself."""
+    topic_vault(vault, n=0)
+    for i, tags in enumerate((["zebra"], ["zebra", "project/march-cli"], ["zebra", "Project/March-CLI/recall"])):
+        vault.memory(f"z{i}.md", f"mem_z{i}", name=f"Zebra stripes {i}", description="zebra stripes", tags=tags)
+    vault.memory("p.md", "mem_p", name="Unrelated", description="tomatoes", tags=["project/march-cli"])
+    bm25_store.sync()
+    plain = bm25_store.recall("zebra stripes", explain=True)
+    assert all("project_bonus" not in c.signals for c in plain.candidates)
+    ranked = bm25_store.recall("zebra stripes", explain=True, project="March CLI")
+    assert [h.id for h in ranked.hints][:2] in (["mem_z1", "mem_z2"], ["mem_z2", "mem_z1"])
+    assert "mem_z0" in {h.id for h in ranked.hints}  # not a filter
+    bonus = {c.id: c.signals.get("project_bonus") for c in ranked.candidates}
+    assert bonus["mem_z1"] == bonus["mem_z2"] == recall_mod.PROJECT_BONUS and bonus["mem_z0"] is None
+    assert sorted(h.score for h in ranked.hints) == sorted(h.score for h in plain.hints)  # scores unchanged
+    # A project memory no query word reaches stays out, bonus or not.
+    assert "mem_p" not in {h.id for h in bm25_store.recall("zebra", project="march-cli").hints}
+
+
+def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store):
+    topic_vault(vault, n=0)
+    vault.memory("z.md", "mem_z", name="Zebra", description="zebra", tags=["project/x"])
+    bm25_store.sync()
+    below = bm25_store.recall("zebra", explain=True, threshold=1.0, project="x")
+    cand = next(c for c in below.candidates if c.id == "mem_z")
+    assert below.hints == [] and cand.signals["project_bonus"] > 0 and cand.reason.startswith("score below")
+    # The same goes for every front-end: tools.call, the CLI and the MCP tool take "project".
+    from marchdb import tools
+
+    data = tools.call(bm25_store, "memory_recall", {"text": "zebra", "project": "x", "explain": True})
+    assert any(c["signals"].get("project_bonus") for c in data["candidates"])
