@@ -40,13 +40,21 @@ USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
 ASSISTANT_MAX_DISPLAY = 3
 SUPPRESSION_RUNS = 10
-#: Dense weight of the fusion (BM25 gets the rest). Seed 000 says 0.7; on our
-#: benchmarks 0.5 ranks better on locomo (+0.02 nDCG@10) and as well on the
-#: others, with the same hint behaviour (README, "How recall scores mean
-#: something"). ``recallDenseWeight`` in config.json sets it.
+#: Dense weight of the fusion (BM25 gets the rest). Seed 000 says 0.7;
+#: tools/fusion_lab.py chose 0.5 on the training halves of the benchmark sets
+#: (0.7 ranks worse on locomo, where words matter most). ``recallDenseWeight``
+#: in config.json sets it.
 W_DENSE = 0.5
 #: FTS5's BM25 k1 (its default): a term's score tends to IDF * (k1 + 1).
 BM25_K1 = 1.2
+#: The BM25 share is taken of at least BM25_FLOOR * (k1 + 1) * ln N: the
+#: information it takes to single out one memory of N (1.0: exactly that).
+BM25_FLOOR = 0.0
+#: Bodies longer than BM25_LREF characters get their BM25 share multiplied
+#: by (BM25_LREF / length) ** BM25_LPEN: a long chat log holds the words of
+#: almost any question somewhere (tools/fusion_lab.py chose both).
+BM25_LREF = 3000.0
+BM25_LPEN = 0.5
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -72,6 +80,12 @@ SMALL_VAULT = 50
 #: BM25 ceiling. Below LARGE_VAULT (every benchmark set) nothing changes.
 LARGE_VAULT = 20_000
 POSTINGS_BUDGET = 20_000
+#: Agreement: when the dense signal says "unrelated" (calibrated dense below
+#: AGREE), a word match cannot carry the candidate alone: its fused score is
+#: scaled by dense / AGREE. A rare word of a minority language ("哈哈" in an
+#: English vault) or English function words in a Chinese one otherwise
+#: looked like strong matches (tools/bench_small.py, mixed vaults).
+AGREE = 0.25
 #: Ranking bonus of a memory tagged with the current project (seed 000: the
 #: project is a ranking signal, never a filter). It reorders candidates but
 #: never lifts one over the threshold: hints are cut on the score without it.
@@ -216,6 +230,17 @@ def memory_count(con: apsw.Connection) -> int:
     )
 
 
+def text_count(con: apsw.Connection) -> int:
+    """Texts a message is compared with: the active memories' metadata
+    texts and body chunks (how many chances a look-alike has, see
+    ``calibrate.curves``)."""
+    return int(get_meta(con, "recall_texts", "0") or 0) or scalar(
+        con,
+        "SELECT (SELECT count(*) FROM memory_index WHERE status = 'active') + (SELECT count(*) FROM chunks c "
+        "JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active')",
+    )
+
+
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
     """The query's BM25 ceiling and the terms worth matching.
 
@@ -312,26 +337,35 @@ def score(
     """
     ceiling, informative = bm25_terms(con, fts.query_terms(text))
     w_dense = W_DENSE if w_dense is None else w_dense
+    total = memory_count(con)
     params = {
-        "few_memories": int(memory_count(con) < SMALL_VAULT),
+        "few_memories": int(total < SMALL_VAULT),
         "match": fts.match_expression(informative),
-        "bm25_max": ceiling,
-        "bm25_tau": calibration.get("bm25_tau", calibrate.BM25_TAU),
+        # A query of common words holds little information however much of
+        # it a memory matches: the share is taken of at least what it takes
+        # to single out one memory among all (ln N nats).
+        "bm25_max": max(ceiling, BM25_FLOOR * (BM25_K1 + 1.0) * math.log(max(total, 2))),
+        "bm25_tau": calibrate.BM25_TAU,
+        "bm25_lref": BM25_LREF,
+        "bm25_lpen": BM25_LPEN,
         "k_bm25": K_BM25,
         "limit": limit,
         "project_tag": project_tag,
         "project_bonus": PROJECT_BONUS,
     }
     if qvec is not None:
+        center = calibration.get("probe_center")
         params.update(
             qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),
             k_dense=K_DENSE,
             k_chunk=K_CHUNK,
-            dense_mid=calibration["dense_mid"],
-            dense_scale=calibration["dense_scale"],
-            alone_mid=calibration["alone_mid"],
-            alone_scale=calibration["alone_scale"],
+            # The query's background: its mean cosine to the probe passages.
+            dense_bg=float(np.dot(qvec, np.asarray(center, dtype=np.float32))) if center else 0.0,
+            q_cjk=fts.cjk_share(text),
+            script_offset=calibration.get("script_offset", 0.0) * calibration.get("script_weight", 1.0),
             w_dense=w_dense,
+            agree=AGREE,
+            **calibrate.curves(calibration, text_count(con)),
         )
         if vindex is not None and vindex.sync(con):
             query = vindex.query(qvec)

@@ -42,7 +42,8 @@ CREATE TABLE memory_index (
     mtime_ms     INTEGER NOT NULL,
     size         INTEGER NOT NULL,
     content_hash TEXT NOT NULL,
-    meta_hash    TEXT NOT NULL         -- hash of name + description + tags (its vector key)
+    meta_hash    TEXT NOT NULL,        -- hash of name + description + tags (its vector key)
+    cjk          REAL NOT NULL DEFAULT 0  -- how much of that text is CJK (fts.cjk_share; recall: script)
 );
 CREATE INDEX memory_index_path ON memory_index(path);
 CREATE INDEX memory_index_meta_hash ON memory_index(meta_hash);
@@ -53,7 +54,8 @@ CREATE TABLE chunks (
     mem_rid INTEGER NOT NULL REFERENCES memory_index(rid) ON DELETE CASCADE,
     seq     INTEGER NOT NULL,
     text    TEXT NOT NULL,
-    hash    TEXT NOT NULL              -- its vector key
+    hash    TEXT NOT NULL,             -- its vector key
+    cjk     REAL NOT NULL DEFAULT 0    -- how much of it is CJK (fts.cjk_share; recall: script)
 );
 CREATE INDEX chunks_mem ON chunks(mem_rid);
 CREATE INDEX chunks_hash ON chunks(hash);

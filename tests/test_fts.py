@@ -48,3 +48,17 @@ def test_schema_uses_the_tokenizer_fts_stems_with():
     from marchdb.db import schema_sql
 
     assert f"tokenize = '{fts.TOKENIZE}'" in schema_sql()
+
+
+def test_cjk_share_counts_a_latin_word_like_one_character():
+    assert fts.cjk_share("ok thanks") == 0.0 and fts.cjk_share("好的谢谢") == 1.0
+    assert fts.cjk_share("宗座华盖（Umbraculum），意大利文称为 Ombrellino") > 0.7  # Chinese, naming things
+    assert fts.cjk_share("We met at 北京 last year") < 0.5  # English, naming a place
+    assert fts.cjk_share("42 !!!") == 0.0
+
+
+def test_english_function_words_are_not_terms():
+    """In a vault of Chinese notes "the" is rare: "the the the" matched
+    "Nate the Great" before."""
+    assert fts.query_terms("the the the") == [] and fts.query_terms("is it on?") == []
+    assert fts.query_terms("Can you help me with this release?") == ["help", "release"]
