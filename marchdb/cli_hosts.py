@@ -66,13 +66,14 @@ def hook(
     trigger: str = typer.Option("user", "--trigger", help="generic: user | assistant"),
     record_only: bool = typer.Option(False, "--record-only", help="generic: record, inject nothing (end of a run)."),
     profiles: bool = typer.Option(False, "--profiles", help="generic: put the profile blocks first."),
+    project: Optional[str] = typer.Option(None, "--project", help="generic: the current project (a ranking bonus)."),
 ):
     """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
     from .entry import run_hook
 
     obj = ctx.find_root().obj or {}
     flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
-    options = ["--run", run] if run else []
+    options = (["--run", run] if run else []) + (["--project", project] if project else [])
     options += (
         ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
     )

@@ -104,6 +104,8 @@ class Config:
     prefixes: dict | None = None
     models_path: Path | None = None
     dense_weight: float | None = None
+    #: Tag form of a project (seed 000: ``project/NAME``); ``projectTagPrefix``.
+    project_tag_prefix: str = "project/"
     #: Where the memory root was set ("" for the default under the home).
     root_source: str = ""
     #: Whether clients start the warm engine when it is not running.
@@ -325,6 +327,10 @@ def load_config(
     if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not 0 < idle <= 7 * 24 * 60:
         raise ConfigError("daemonIdleMinutes in config.json must be a number of minutes above 0 (at most a week)")
 
+    prefix = data.get("projectTagPrefix", "project/")
+    if not isinstance(prefix, str):
+        raise ConfigError('projectTagPrefix must be a string like "project/" (a memory tagged project/NAME)')
+
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     if models_value is not None and not isinstance(models_value, str):
         raise ConfigError("modelsDir in config.json must be a folder path string")
@@ -350,6 +356,7 @@ def load_config(
         home=home_path,
         models_path=models_path,
         dense_weight=weight,
+        project_tag_prefix=prefix,
         memory_root=root_path.absolute(),
         root_source=root_source,
         index_path=index_path.absolute(),

@@ -27,7 +27,7 @@ ADVICE = {
     "unreadable": "fix the file's permissions",
     "unreadable_dir": "fix the folder's permissions",
     "invalid_field": "fix the field's type in the frontmatter",
-    "invalid_tags": "tags may hold letters, digits, '/', '-' and '_'",
+    "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#)",
     "symlink": "move the real file into the memory root; links are never followed",
     "bad_file_name": "rename the file or folder (its name is not valid UTF-8, e.g. from an old Latin-1 system)",
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",

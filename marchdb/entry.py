@@ -37,14 +37,14 @@ def main() -> None:
 
 #: ``recall`` / ``context`` options the quick path understands: name -> takes a value.
 _QUICK_OPTIONS = {
-    "recall": {"--run": True, "--trigger": True, "--explain": False, "--json": False},
-    "context": {"--run": True, "--json": False},
+    "recall": {"--run": True, "--trigger": True, "--explain": False, "--project": True, "--json": False},
+    "context": {"--run": True, "--project": True, "--json": False},
 }
 
 
 def _quick_args(rest: list[str]) -> tuple[str, dict, bool, bool] | None:
-    """``recall TEXT [--run R] [--trigger T] [--explain] [--json]`` or
-    ``context [TEXT] [--run R] [--json]`` parsed, or None for anything else
+    """``recall TEXT [--run R] [--trigger T] [--explain] [--project P] [--json]``
+    or ``context [TEXT] [--run R] [--project P] [--json]`` parsed, or None for anything else
     (help, other options, two texts, ``--``): the full CLI answers that."""
     command, words = rest[0], rest[1:]
     known = _QUICK_OPTIONS[command]
@@ -69,6 +69,8 @@ def _quick_args(rest: list[str]) -> tuple[str, dict, bool, bool] | None:
     if len(texts) > 1 or (command == "recall" and not texts):
         return None
     args: dict = {"text": texts[0] if texts else None, "run_id": values.get("--run")}
+    if "--project" in values:
+        args["project"] = values["--project"]
     if command == "recall":
         args.update(trigger=values.get("--trigger", "user"), explain=bool(values.get("--explain")))
     op = "memory_recall" if command == "recall" else "memory_context"
@@ -165,6 +167,7 @@ def _event(host: str, options: list[str]) -> str | None:
     parser.add_argument("--trigger", choices=("user", "assistant"), default="user")
     parser.add_argument("--record-only", action="store_true")
     parser.add_argument("--profiles", action="store_true")
+    parser.add_argument("--project")
     opts = parser.parse_args(options)
     return json.dumps(
         {
@@ -173,6 +176,7 @@ def _event(host: str, options: list[str]) -> str | None:
             "trigger": opts.trigger,
             "record_only": opts.record_only,
             "profiles": opts.profiles,
+            "project": opts.project,
         },
         ensure_ascii=False,
     )

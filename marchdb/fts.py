@@ -5,6 +5,11 @@ so "记忆系统" could only be found by that exact run. We rewrite CJK runs as
 overlapping bigrams ("记忆 忆系 系统") before text reaches FTS5 and do the
 same to queries; Latin text passes through unchanged. The index stays
 queryable from the stock sqlite3 shell: no custom tokenizer is involved.
+
+English words are stemmed by FTS5's built-in ``porter`` tokenizer (wrapping
+``unicode61``: ``TOKENIZE``), so "release" meets "releases" and "released".
+FTS5 stems a MATCH query itself; the term statistics recall reads
+(``fts_vocab``) hold the stems, so ``stems`` asks the same tokenizer for them.
 """
 
 from __future__ import annotations
@@ -13,15 +18,45 @@ import operator
 import re
 import unicodedata
 
+import apsw
+
 # Han (incl. extension A and compatibility), kana, Hangul syllables.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
+_CJK_CHARS = re.compile(f"[{_CJK}]")
 # A Latin word stops where a CJK run starts ("GPT4的价格" is "gpt4" + bigrams),
 # as it does in index_text, which sets CJK runs apart with spaces.
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)?", re.UNICODE)
 
 #: Queries longer than this many terms are cut (assistant outputs can be long).
 MAX_QUERY_TERMS = 64
+#: English function words: never a query term. Word statistics usually give
+#: them no weight (half the memories hold them), but not where English is
+#: the minority: in a vault of Chinese notes "the" is rare, and "the the the"
+#: matched "Nate the Great" (tools/bench_small.py, mixed vaults of 1,000).
+STOPWORDS = frozenset(
+    """a an and are as at be but by can could did do does for from had has have how i if in into is it its
+    me my no not of on or our so than that the their them then there these they this those to us was we
+    were what when where which who whom why will with would you your yours""".split()
+)
+#: The FTS5 tokenizer of the ``fts`` table (sql/001_schema.sql says the same;
+#: a test holds them equal): porter stemming over unicode61, diacritics folded.
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+
+_LATIN_WORD = re.compile(rf"[^\W\d_{_CJK}]+", re.UNICODE)
+
+
+def cjk_share(text: str) -> float:
+    """How much of a text is CJK: its CJK characters against those plus its
+    other words (a Latin word counts once, like one character: a Chinese
+    paragraph naming "Umbraculum" stays Chinese). 0 for English, 1 for
+    Chinese. Embedding models score a message against a text in another
+    script lower than against one in its own (``calibrate``)."""
+    cjk = len(_CJK_CHARS.findall(text))
+    if not cjk:
+        return 0.0
+    return round(cjk / (cjk + len(_LATIN_WORD.findall(text))), 3)
 
 
 def _bigrams(run: str) -> list[str]:
@@ -65,7 +100,8 @@ def _fold(text: str) -> str:
 
 
 def query_terms(text: str) -> list[str]:
-    """The distinct terms of a query, lowercased, CJK as bigrams, in order."""
+    """The distinct terms of a query, lowercased, CJK as bigrams, in order;
+    English function words (``STOPWORDS``) left out."""
     text = _fold(unicodedata.normalize("NFKC", text).lower())
     terms: list[str] = []
     seen: set[str] = set()
@@ -75,7 +111,7 @@ def query_terms(text: str) -> list[str]:
         for part in parts:
             # unicode61 splits on the apostrophe too; keep FTS5's view of it.
             for piece in part.split("'"):
-                if piece and piece not in seen:
+                if piece and piece not in seen and piece not in STOPWORDS:
                     seen.add(piece)
                     terms.append(piece)
     return terms[:MAX_QUERY_TERMS]
@@ -92,3 +128,24 @@ def match_expression(terms: list[str]) -> str:
     if not terms:
         return '""'
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def stems(con: apsw.Connection, terms: list[str]) -> list[tuple[str, str]]:
+    """``(term, stem)`` for each query term (see ``query_terms``), one per
+    stem in first-seen order: the stem is what the ``fts`` table stores for
+    the term (FTS5's own tokenizer, ``TOKENIZE``), the term is what a MATCH
+    expression should say (FTS5 stems it again; a stem is not always its
+    own stem: porter turns "releas" into "relea"). Terms the tokenizer
+    drops are left out."""
+    name, *args = TOKENIZE.split()
+    tokenizer = con.fts5_tokenizer(name, args)
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for term in terms:
+        tokens = tokenizer(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
+        for token in tokens:
+            stem = token if isinstance(token, str) else str(token[0])
+            if stem and stem not in seen:
+                seen.add(stem)
+                out.append((term, stem))
+    return out

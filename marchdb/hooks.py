@@ -95,7 +95,8 @@ def claude_code(store, event: str) -> Answer:
             return Answer(note="UserPromptSubmit without a prompt; nothing injected")
         store.cfg.require_root()  # a missing vault must not hint from a stale index
         run_id = next_run_id(store.con, session)
-        result = store.recall(prompt, run_id=run_id, trigger="user")
+        project = project_for(data.get("cwd"), store.cfg.projects)
+        result = store.recall(prompt, run_id=run_id, trigger="user", project=project)
         if not result.hints:
             return Answer(note=result.warning)
         return Answer(_additional_context("UserPromptSubmit", "[recall]\n" + result.text()), result.warning)
@@ -107,7 +108,8 @@ def claude_code(store, event: str) -> Answer:
             return Answer(note="Stop without the reply's text; nothing recorded")
         store.cfg.require_root()
         run_id = current_run_id(store.con, session) or next_run_id(store.con, session)
-        store.recall(reply, run_id=run_id, trigger="assistant", record_only=True)
+        project = project_for(data.get("cwd"), store.cfg.projects)
+        store.recall(reply, run_id=run_id, trigger="assistant", record_only=True, project=project)
         return Answer()  # Stop output would make Claude continue: record only
     return Answer()  # other events: nothing to add
 
@@ -220,7 +222,7 @@ def last_reply(transcript_path: object) -> str:
 
 def generic(store, event: str) -> Answer:
     """The contract for other hosts and scripts: ``event`` is a JSON object
-    ``{"text", "run_id"?, "trigger"?, "record_only"?, "profiles"?}`` (what
+    ``{"text", "run_id"?, "trigger"?, "record_only"?, "profiles"?, "project"?}`` (what
     ``marchdb hook generic`` builds from stdin and its options); the answer
     is the plain context block — ``[recall]`` lines, with the profile blocks
     first when ``profiles`` is true — or nothing."""
@@ -235,6 +237,7 @@ def generic(store, event: str) -> Answer:
             run_id=data.get("run_id"),
             trigger=data.get("trigger") or "user",
             record_only=bool(data.get("record_only")),
+            project=data.get("project") if isinstance(data.get("project"), str) else None,
         )
         hints_text = result.text()
     if blocks is not None:

@@ -101,15 +101,17 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
         text: Annotated[str, Field(description=tools.ARGS["text"])],
         run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
         trigger: Annotated[str, Field(description=tools.ARGS["trigger"])] = "user",
+        project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
     ) -> dict:
-        return call("memory_recall", text=text, run_id=run_id, trigger=trigger)
+        return call("memory_recall", text=text, run_id=run_id, trigger=trigger, project=project)
 
     @server.tool(name="memory_context", description=tools.CONTEXT)
     def memory_context(
         text: Annotated[str | None, Field(description=tools.ARGS["context_text"])] = None,
         run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
+        project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
     ) -> dict:
-        return call("memory_context", text=text, run_id=run_id)
+        return call("memory_context", text=text, run_id=run_id, project=project)
 
     return server
 

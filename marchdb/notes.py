@@ -143,7 +143,11 @@ def text_hash(text: str) -> str:
 
 # ---------------------------------------------------------------- tags
 
-_TAG_OK = re.compile(r"^[\w/\-]+$")
+#: Letters, digits, ``_ / -`` and the ``. + #`` of names such as node.js,
+#: C++ and c# (inside or at the end of a tag: a leading ``#`` is Obsidian's
+#: inline-tag mark and is dropped).
+_TAG_OK = re.compile(r"^[\w/\-.+#]+$")
+_TAG_PUNCT = "/-_.+#"
 _ASCII_UPPER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
@@ -152,8 +156,9 @@ def normalize_tag(raw: object) -> str:
 
     Trim; ASCII letters lowercased (other scripts, Chinese included, kept as
     written); runs of whitespace become ``-``; a leading ``#`` (Obsidian's
-    inline form) is dropped; only letters, digits, ``_``, ``/`` and ``-`` may
-    remain. Empty, or longer than ``MAX_TAG_CHARS``, is invalid.
+    inline form) is dropped; only letters, digits and ``_ / - . + #`` may
+    remain (``node.js``, ``c++``, ``c#``), and at least one letter or digit.
+    Empty, or longer than ``MAX_TAG_CHARS``, is invalid.
     """
     if not isinstance(raw, str):
         if isinstance(raw, (int, float)) and not isinstance(raw, bool):
@@ -166,9 +171,9 @@ def normalize_tag(raw: object) -> str:
         raise InvalidInput("empty tag; a tag needs at least one letter or digit")
     if len(tag) > MAX_TAG_CHARS:
         raise InvalidInput(f"tag {tag[:30]!r}... is {len(tag)} characters; the limit is {MAX_TAG_CHARS}")
-    if not _TAG_OK.match(tag) or tag.strip("/-_") == "":
+    if not _TAG_OK.match(tag) or tag.strip(_TAG_PUNCT) == "":
         raise InvalidInput(
-            f"tag {str(raw)[:60]!r} has characters a tag cannot hold; use letters, digits, '/', '-' or '_'"
+            f"tag {str(raw)[:60]!r} has characters a tag cannot hold; use letters, digits, '/', '-', '_', '.', '+' or '#'"
         )
     return tag
 

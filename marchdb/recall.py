@@ -33,19 +33,29 @@ from .db import get_meta, has_table, scalar, sql_file, transaction
 from .embedding import calibrate
 from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 from .embedding.vectors import has_bits
+from .errors import InvalidInput
 from .hintline import hint_line
+from .notes import normalize_tag
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
 ASSISTANT_MAX_DISPLAY = 3
 SUPPRESSION_RUNS = 10
-#: Dense weight of the fusion (BM25 gets the rest). Seed 000 says 0.7; on our
-#: benchmarks 0.5 ranks better on locomo (+0.02 nDCG@10) and as well on the
-#: others, with the same hint behaviour (README, "How recall scores mean
-#: something"). ``recallDenseWeight`` in config.json sets it.
+#: Dense weight of the fusion (BM25 gets the rest). Seed 000 says 0.7;
+#: tools/fusion_lab.py chose 0.5 on the training halves of the benchmark sets
+#: (0.7 ranks worse on locomo, where words matter most). ``recallDenseWeight``
+#: in config.json sets it.
 W_DENSE = 0.5
 #: FTS5's BM25 k1 (its default): a term's score tends to IDF * (k1 + 1).
 BM25_K1 = 1.2
+#: The BM25 share is taken of at least BM25_FLOOR * (k1 + 1) * ln N: the
+#: information it takes to single out one memory of N (1.0: exactly that).
+BM25_FLOOR = 0.0
+#: Bodies longer than BM25_LREF characters get their BM25 share multiplied
+#: by (BM25_LREF / length) ** BM25_LPEN: a long chat log holds the words of
+#: almost any question somewhere (tools/fusion_lab.py chose both).
+BM25_LREF = 3000.0
+BM25_LPEN = 0.5
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -71,6 +81,18 @@ SMALL_VAULT = 50
 #: BM25 ceiling. Below LARGE_VAULT (every benchmark set) nothing changes.
 LARGE_VAULT = 20_000
 POSTINGS_BUDGET = 20_000
+#: Agreement: when the dense signal says "unrelated" (calibrated dense below
+#: AGREE), a word match cannot carry the candidate alone: its fused score is
+#: scaled by dense / AGREE. A rare word of a minority language ("哈哈" in an
+#: English vault) or English function words in a Chinese one otherwise
+#: looked like strong matches (tools/bench_small.py, mixed vaults).
+AGREE = 0.25
+#: Ranking bonus of a memory tagged with the current project (seed 000: the
+#: project is a ranking signal, never a filter). It reorders candidates but
+#: never lifts one over the threshold: hints are cut on the score without it.
+#: A design choice, not a tuned one: no benchmark set has projects. 0.05 lets
+#: a project memory pass an unrelated one scoring up to 0.05 higher.
+PROJECT_BONUS = 0.05
 
 
 @dataclass
@@ -144,6 +166,18 @@ class RecallResult:
         return data
 
 
+def project_tag(prefix: str, project: str | None) -> str | None:
+    """The tag that marks memories of ``project`` (``prefix`` + name,
+    normalised as tags are: "March CLI" -> ``project/march-cli``), or None
+    without a project (or when the name cannot be a tag)."""
+    if not project or not project.strip():
+        return None
+    try:
+        return normalize_tag(prefix + project.strip())
+    except InvalidInput:
+        return None
+
+
 _STATEMENTS: dict[str, str] | None = None
 
 
@@ -175,12 +209,31 @@ def vector_count(con: apsw.Connection) -> int:
 
 
 def memory_count(con: apsw.Connection) -> int:
-    """Memories in the index (the N of BM25's IDF)."""
-    return int(get_meta(con, "fts_docs", "0") or 0) or scalar(con, "SELECT count(*) FROM memory_index")
+    """Active memories in the index: the N of BM25's IDF (only they are in
+    the ``fts`` table, so only they shape its statistics)."""
+    return int(get_meta(con, "fts_docs", "0") or 0) or scalar(
+        con, "SELECT count(*) FROM memory_index WHERE status = 'active'"
+    )
+
+
+def text_count(con: apsw.Connection) -> int:
+    """Texts a message is compared with: the active memories' metadata
+    texts and body chunks (how many chances a look-alike has, see
+    ``calibrate.curves``)."""
+    return int(get_meta(con, "recall_texts", "0") or 0) or scalar(
+        con,
+        "SELECT (SELECT count(*) FROM memory_index WHERE status = 'active') + (SELECT count(*) FROM chunks c "
+        "JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active')",
+    )
 
 
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
     """The query's BM25 ceiling and the terms worth matching.
+
+    ``terms`` are a query's terms (``fts.query_terms``); their statistics
+    are read under their stems (``fts.stems``: "releases" counts as
+    "releas", as the index stores it), and the terms returned are the
+    query's own words, one per stem (FTS5 stems a MATCH itself).
 
     The ceiling is the score a memory would get if it matched every query
     term perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term
@@ -194,12 +247,15 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
     """
     if not terms:
         return 1.0, []
+    pairs = fts.stems(con, terms)
+    if not pairs:
+        return 1.0, []
     total = memory_count(con)
-    df = document_frequencies(con, terms)
+    df = document_frequencies(con, [stem for _, stem in pairs])
     ceiling = 0.0
     informative = []
-    for term in terms:
-        n = df.get(term, 0)
+    for term, stem in pairs:
+        n = df.get(stem, 0)
         idf = math.log((total - n + 0.5) / (n + 0.5)) if total else 0.0
         # Below SMALL_VAULT memories IDF cannot tell "the" from "carprofen";
         # only a word held by very few memories (one in eight, at least one)
@@ -207,20 +263,20 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
         # "ok thanks" got hints from 38% of 12-memory chat vaults otherwise).
         if total < SMALL_VAULT:
             if 0 < n <= max(1, total // 8):
-                informative.append(term)
+                informative.append((term, stem))
         elif n > 0 and idf > 1e-6:
-            informative.append(term)
+            informative.append((term, stem))
         ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
-    if total >= LARGE_VAULT and sum(df[t] for t in informative) > POSTINGS_BUDGET:
+    if total >= LARGE_VAULT and sum(df[s] for _, s in informative) > POSTINGS_BUDGET:
         kept: set[str] = set()
         postings = 0
-        for term in sorted(informative, key=lambda t: df[t]):
-            if kept and postings + df[term] > POSTINGS_BUDGET:
+        for _, stem in sorted(informative, key=lambda p: df[p[1]]):
+            if kept and postings + df[stem] > POSTINGS_BUDGET:
                 break
-            kept.add(term)
-            postings += df[term]
-        informative = [t for t in informative if t in kept]
-    return max(ceiling, 1e-6), informative
+            kept.add(stem)
+            postings += df[stem]
+        informative = [p for p in informative if p[1] in kept]
+    return max(ceiling, 1e-6), [term for term, _ in informative]
 
 
 #: Document frequencies by index file, valid while meta.fts_gen is unchanged:
@@ -255,8 +311,11 @@ def score(
     limit: int = SCORED_LIMIT,
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
+    project_tag: str | None = None,
 ) -> list[Hint]:
-    """Score candidate memories for ``text``; best first, with every signal.
+    """Score candidate memories for ``text``; best first (``project_tag``:
+    memories holding that tag get ``PROJECT_BONUS`` in the order, not in
+    their score), with every signal.
 
     With ``vindex`` (a process's in-memory copy of the vectors, see
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
@@ -264,24 +323,35 @@ def score(
     """
     ceiling, informative = bm25_terms(con, fts.query_terms(text))
     w_dense = W_DENSE if w_dense is None else w_dense
+    total = memory_count(con)
     params = {
-        "few_memories": int(memory_count(con) < SMALL_VAULT),
+        "few_memories": int(total < SMALL_VAULT),
         "match": fts.match_expression(informative),
-        "bm25_max": ceiling,
-        "bm25_tau": calibration.get("bm25_tau", calibrate.BM25_TAU),
+        # A query of common words holds little information however much of
+        # it a memory matches: the share is taken of at least what it takes
+        # to single out one memory among all (ln N nats).
+        "bm25_max": max(ceiling, BM25_FLOOR * (BM25_K1 + 1.0) * math.log(max(total, 2))),
+        "bm25_tau": calibrate.BM25_TAU,
+        "bm25_lref": BM25_LREF,
+        "bm25_lpen": BM25_LPEN,
         "k_bm25": K_BM25,
         "limit": limit,
+        "project_tag": project_tag,
+        "project_bonus": PROJECT_BONUS,
     }
     if qvec is not None:
+        center = calibration.get("probe_center")
         params.update(
             qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),
             k_dense=K_DENSE,
             k_chunk=K_CHUNK,
-            dense_mid=calibration["dense_mid"],
-            dense_scale=calibration["dense_scale"],
-            alone_mid=calibration["alone_mid"],
-            alone_scale=calibration["alone_scale"],
+            # The query's background: its mean cosine to the probe passages.
+            dense_bg=float(np.dot(qvec, np.asarray(center, dtype=np.float32))) if center else 0.0,
+            q_cjk=fts.cjk_share(text),
+            script_offset=calibration.get("script_offset", 0.0) * calibration.get("script_weight", 1.0),
             w_dense=w_dense,
+            agree=AGREE,
+            **calibrate.curves(calibration, text_count(con)),
         )
         if vindex is not None and vindex.sync(con):
             query = vindex.query(qvec)
@@ -311,6 +381,8 @@ def score(
             for k in ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "bm25_ratio", "bm25")
             if r[k] is not None
         }
+        if r["project_bonus"]:
+            signals["project_bonus"] = r["project_bonus"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
@@ -426,11 +498,13 @@ def recall(
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
     record_only: bool = False,
+    project_tag: str | None = None,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
     vectors to search instead of the vec0 tables; ``record_only``: log what
-    passes as recorded, inject nothing (``RecallResult.recorded``)."""
+    passes as recorded, inject nothing (``RecallResult.recorded``);
+    ``project_tag``: the current project's tag, a ranking bonus (``score``)."""
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
@@ -440,7 +514,7 @@ def recall(
             mode = "hybrid"
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
-    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex)
+    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag)
     with transaction(con):
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only)
     return RecallResult(

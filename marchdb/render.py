@@ -47,6 +47,7 @@ def recall(data: dict, explain: bool) -> tuple[str, str]:
                 f"{c['score']:6.3f} {_f(sig.get('dense'))} {_f(sig.get('dense_alone'))} {_f(sig.get('dense_cos'))} "
                 f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)} {_f(sig.get('temp_adj'), 6, 3, sign=True)}  "
                 f"{c['id']}  {c['reason'] or 'HINT'}"
+                + (f" (ranked +{sig['project_bonus']:.2f}: project tag)" if sig.get("project_bonus") else "")
             )
     return "\n".join(out) + "\n", err
 

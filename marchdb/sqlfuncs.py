@@ -232,17 +232,29 @@ class Engine:
             found = con.execute(
                 "WITH knn AS MATERIALIZED (SELECT rowid AS vid, distance FROM vec_meta "
                 "  WHERE embedding MATCH :vec AND k = :k) "
-                "SELECT m.id, m.name, 1.0 - knn.distance AS cos, m.description, m.path "
+                "SELECT m.id, m.name, 1.0 - knn.distance AS cos, m.description, m.path, m.cjk "
                 "FROM knn JOIN vectors v ON v.vid = knn.vid JOIN memory_index m ON m.meta_hash = v.hash "
                 "WHERE m.id != :id AND m.status = 'active' ORDER BY knn.distance, m.id LIMIT :limit",
                 {"vec": blob, "k": min(int(k) + 8, 4096), "id": mem_id, "limit": int(k)},
             ).fetchall()
             calib = calibrate.load(con, db.get_meta(con, "model_fingerprint"))
+            own = con.execute("SELECT cjk FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
+            own_cjk = float(own[0]) if own is not None else 0.0
+            curve = calibrate.curves(calib, recall_mod.text_count(con)) if calib is not None else None
+        background = 0.0
+        if calib is not None and calib.get("probe_center"):
+            # As recall reads a message: the cosine relative to the memory's
+            # own background (its cosine to the probe centre).
+            center = np.asarray(calib["probe_center"], dtype=np.float32)
+            background = float(np.dot(np.frombuffer(blob, dtype=np.float32), center))
         rows = []
-        for rank, (other, name, cos, description, path) in enumerate(found, 1):
+        for rank, (other, name, cos, description, path, cjk) in enumerate(found, 1):
             dense = None
-            if calib is not None:
-                dense = 1.0 / (1.0 + np.exp(-(cos - calib["dense_mid"]) / calib["dense_scale"]))
+            if calib is not None and curve is not None:
+                # a cross-script pair gets the measured offset back, as in recall
+                across = (own_cjk >= 0.5) != (float(cjk or 0.0) >= 0.5)
+                rel = cos + calib.get("script_offset", 0.0) * calib.get("script_weight", 1.0) * across - background
+                dense = 1.0 / (1.0 + np.exp(-(rel - curve["dense_mid"]) / curve["dense_scale"]))
             rows.append(
                 {
                     "rank": rank,

@@ -27,7 +27,7 @@ from .embedding.vecindex import VectorIndex
 from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound
 from .files import read_file
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
-from .recall import RecallResult
+from .recall import RecallResult, project_tag
 from .recall import recall as recall_hints
 from .sync import SyncReport, sync_files
 
@@ -196,6 +196,11 @@ class Store:
                         calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
                         if embedded and self.keep_vectors:
                             emb.release_buffers()  # a long-lived process: back to a query-sized buffer
+                        if db.get_meta(self.con, "vector_error") is not None:
+                            # A working model ran cleanly: an old error (a bad path
+                            # fixed since) must not stay in status and doctor.
+                            with db.transaction(self.con):
+                                db.set_meta(self.con, "vector_error", None)
                 except ModelError as exc:
                     report.warnings.append(f"embedding stopped: {exc}")
                     with db.transaction(self.con):
@@ -203,9 +208,10 @@ class Store:
         report.seconds = time.perf_counter() - started
         return report
 
-    def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS) -> SyncReport | None:
+    def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS, embed: bool = True) -> SyncReport | None:
         """Seed 000's throttled dirty check: re-scan when the last scan (by
-        any process) is older than ``max_age`` seconds."""
+        any process) is older than ``max_age`` seconds (``embed=False``:
+        index only, never loading a model)."""
         if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
             # `marchdb rebuild` in another process replaced the file: a
             # connection to the old one would read and write a deleted file.
@@ -230,7 +236,7 @@ class Store:
             return None
         # Bounded embedding: a dirty check must stay quick; a big backlog is
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
-        return self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
+        return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
     def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
         """Delete the index and build it again from the Markdown files (only
@@ -265,13 +271,18 @@ class Store:
     def status(self) -> dict:
         """``diag_summary`` plus where things are."""
         con = self.con  # opening it tells whether the index was just recreated
-        if self._rebuilt:
-            # An index just recreated is empty until a scan; say what is there.
-            self._rebuilt = False
-            try:
+        try:
+            if self._rebuilt:
+                # An index just recreated is empty until a scan; say what is there.
+                self._rebuilt = False
                 self.sync(embed=False)
-            except ConfigError as exc:  # status still answers, and says why it could not scan
-                self.notices.append(str(exc))
+            else:
+                # The throttled dirty check (a stat walk; no model, no
+                # embedding): counts are fresh right after a file was added.
+                self.ensure_fresh(embed=False)
+            con = self.con  # the check may have followed a rebuilt index file
+        except ConfigError as exc:  # status still answers, and says why it could not scan
+            self.notices.append(str(exc))
         summary = db.rows(con, "SELECT * FROM diag_summary")[0]
         summary.update(db.rows(con, "SELECT * FROM diag_lifecycle")[0])
         summary.update(
@@ -358,6 +369,7 @@ class Store:
         explain: bool = False,
         threshold: float | None = None,
         record_only: bool = False,
+        project: str | None = None,
     ) -> RecallResult:
         """Passive recall hints for a user message or an assistant output.
 
@@ -367,8 +379,11 @@ class Store:
         without it the call is a dry run. ``record_only`` (the assistant's
         final output of a run, seed 000) logs what passed the threshold
         without injecting it: nothing is hinted, and nothing is suppressed
-        for later runs. Falls back to BM25 (announced in
-        ``result.warning``) when no model can be loaded.
+        for later runs. ``project`` (the current project's name, e.g. the
+        host's repository) ranks memories tagged ``project/NAME`` (the
+        ``projectTagPrefix`` form) a little higher; it never filters, and
+        never lifts a memory over the threshold by itself. Falls back to BM25
+        (announced in ``result.warning``) when no model can be loaded.
         """
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("recall needs the text of a message")
@@ -390,6 +405,7 @@ class Store:
             w_dense=self.cfg.dense_weight,
             vindex=self.vector_index(),
             record_only=record_only,
+            project_tag=project_tag(self.cfg.project_tag_prefix, project),
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
@@ -532,14 +548,15 @@ class Store:
         except OSError as exc:
             self.notices.append(f"could not record this in {path}: {exc}")
 
-    def context(self, text: str | None = None, run_id: str | None = None) -> dict:
+    def context(self, text: str | None = None, run_id: str | None = None, project: str | None = None) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
-        the recall hints for ``text``: ``{"text", "agent_profile",
-        "user_profile", "hints"}``, ready to put into a prompt."""
+        the recall hints for ``text`` (``project``: see ``recall``):
+        ``{"text", "agent_profile", "user_profile", "hints"}``, ready to put
+        into a prompt."""
         blocks = profiles.read_profiles(self.cfg)
         hints = []
         if text and text.strip():
-            hints = [h.to_dict() for h in self.recall(text, run_id=run_id).hints]
+            hints = [h.to_dict() for h in self.recall(text, run_id=run_id, project=project).hints]
         return {
             "text": profiles.format_context(blocks, hints),
             "agent_profile": blocks["agent_profile"],

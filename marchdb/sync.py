@@ -352,19 +352,20 @@ class Syncer:
             size,
             chash,
             text_hash(meta_text),
+            fts.cjk_share(meta_text),
         )
         if rid is None:
             rid = scalar(
                 con,
                 "INSERT INTO memory_index(id, path, name, description, tags_json, status, created_at, "
-                "updated_at, mtime_ms, size, content_hash, meta_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+                "updated_at, mtime_ms, size, content_hash, meta_hash, cjk) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
                 "RETURNING rid",
                 values,
             )
         else:
             con.execute(
                 "UPDATE memory_index SET id=?, path=?, name=?, description=?, tags_json=?, status=?, "
-                "created_at=?, updated_at=?, mtime_ms=?, size=?, content_hash=?, meta_hash=? WHERE rid=?",
+                "created_at=?, updated_at=?, mtime_ms=?, size=?, content_hash=?, meta_hash=?, cjk=? WHERE rid=?",
                 (*values, rid),
             )
             con.execute("DELETE FROM chunks WHERE mem_rid = ?", (rid,))
@@ -373,10 +374,13 @@ class Syncer:
         set_meta(con, "vectors_complete", None)
         chunks = chunk_body(note.body)
         con.executemany(
-            "INSERT INTO chunks(mem_rid, seq, text, hash) VALUES (?, ?, ?, ?)",
-            [(rid, i, text, text_hash(text)) for i, text in enumerate(chunks)],
+            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk) VALUES (?, ?, ?, ?, ?)",
+            [(rid, i, text, text_hash(text), fts.cjk_share(text)) for i, text in enumerate(chunks)],
         )
-        self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+        if note.status == "active":
+            # Only active memories are searched: a deprecated one must not
+            # make the words of active ones look common (their IDF).
+            self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
         _write_attrs(con, rid, note)
 
     def _flush_fts(self) -> None:
@@ -400,9 +404,14 @@ class Syncer:
         # Cached so that a sync with nothing to do stays a bare stat walk.
         conflicts = scalar(self.con, "SELECT count(*) FROM diag_conflicts")
         problems = scalar(self.con, "SELECT count(*) FROM diag_problems WHERE kind != 'missing_vector'")
-        docs = scalar(self.con, "SELECT count(*) FROM memory_index")
+        docs = scalar(self.con, "SELECT count(*) FROM memory_index WHERE status = 'active'")
+        chunks = scalar(
+            self.con,
+            "SELECT count(*) FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active'",
+        )
         with transaction(self.con):
             set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
+            set_meta(self.con, "recall_texts", docs + chunks)  # texts a message is compared with
             set_meta(self.con, "count_conflicts", conflicts)
             set_meta(self.con, "count_problems", problems)
 

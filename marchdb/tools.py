@@ -46,7 +46,7 @@ SAVE = (
     "Create or update a Markdown memory file. To create one, pass name (a short human title), "
     "description (one sentence: the short text shown in passive recall hints, so say what the "
     "memory is about), body (the memory itself, Markdown) and tags (at least one: lowercase "
-    "words, '/', '-' and '_' allowed, e.g. project/march-cli, cache). To update one, pass its id "
+    "words, '/ - _ . + #' allowed, e.g. project/march-cli, cache, node.js). To update one, pass its id "
     "and only the fields to change: omitted fields keep their values, and tags, when given, "
     "replace all old tags. Set status to 'deprecated' to retire a memory. If a memory with the "
     "same name already exists, nothing is written and you get its id: update that memory "
@@ -94,6 +94,8 @@ ARGS = {
     "context_text": "The user message to recall for (optional).",
     "run_id": "Id of the current agent run (for de-duplication).",
     "trigger": "'user' or 'assistant'.",
+    "project": "Name of the current project (e.g. the repository): memories tagged project/NAME rank a "
+    "little higher. Never a filter.",
 }
 
 
@@ -127,11 +129,12 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
             run_id=args.get("run_id"),
             trigger=args.get("trigger", "user"),
             explain=args.get("explain", False),
+            project=args.get("project"),
         ).to_dict()
     elif name == "memory_log":
         data = store.log(args["title"], args.get("text"), embed=args.get("embed", True))
     elif name == "memory_context":
-        data = store.context(args.get("text"), run_id=args.get("run_id"))
+        data = store.context(args.get("text"), run_id=args.get("run_id"), project=args.get("project"))
     else:
         raise ValueError(f"unknown operation {name!r}")
     notices = store.take_notices()

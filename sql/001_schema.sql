@@ -42,7 +42,8 @@ CREATE TABLE memory_index (
     mtime_ms     INTEGER NOT NULL,
     size         INTEGER NOT NULL,
     content_hash TEXT NOT NULL,
-    meta_hash    TEXT NOT NULL         -- hash of name + description + tags (its vector key)
+    meta_hash    TEXT NOT NULL,        -- hash of name + description + tags (its vector key)
+    cjk          REAL NOT NULL DEFAULT 0  -- how much of that text is CJK (fts.cjk_share; recall: script)
 );
 CREATE INDEX memory_index_path ON memory_index(path);
 CREATE INDEX memory_index_meta_hash ON memory_index(meta_hash);
@@ -53,14 +54,18 @@ CREATE TABLE chunks (
     mem_rid INTEGER NOT NULL REFERENCES memory_index(rid) ON DELETE CASCADE,
     seq     INTEGER NOT NULL,
     text    TEXT NOT NULL,
-    hash    TEXT NOT NULL              -- its vector key
+    hash    TEXT NOT NULL,             -- its vector key
+    cjk     REAL NOT NULL DEFAULT 0    -- how much of it is CJK (fts.cjk_share; recall: script)
 );
 CREATE INDEX chunks_mem ON chunks(mem_rid);
 CREATE INDEX chunks_hash ON chunks(hash);
 
--- BM25 over metadata (weighted x2 at query time) and body; rowid = memory_index.rid.
--- Text arrives with CJK runs rewritten as bigrams (marchdb/fts.py).
-CREATE VIRTUAL TABLE fts USING fts5(meta, body, tokenize = 'unicode61 remove_diacritics 2');
+-- BM25 over metadata (weighted x2 at query time) and body of ACTIVE memories
+-- (an inactive one must not shape the term statistics of the others);
+-- rowid = memory_index.rid. Text arrives with CJK runs rewritten as bigrams
+-- (marchdb/fts.py); English words are stemmed by FTS5's porter tokenizer
+-- ("releases" and "release" are one term), built into every SQLite.
+CREATE VIRTUAL TABLE fts USING fts5(meta, body, tokenize = 'porter unicode61 remove_diacritics 2');
 
 CREATE TRIGGER memory_index_delete AFTER DELETE ON memory_index BEGIN
     DELETE FROM fts WHERE rowid = old.rid;

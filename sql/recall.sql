@@ -6,39 +6,41 @@
 --   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
 --   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
 --   dense_cos max(meta_cos, body_cos)
---   bm25_raw  FTS5 BM25, metadata column weighted x2, query terms OR-ed
---             (terms in half the memories or more are left out: FTS5 gives them
---             no weight anyway, and they would pull every memory into the match)
+--   bm25_raw  FTS5 BM25 (porter-stemmed), metadata column weighted x2, query
+--             terms OR-ed (terms in half the memories or more are left out:
+--             FTS5 gives them no weight anyway, and they would pull every
+--             memory into the match)
 -- Calibration turns raw values into 0..1 values that mean the same for
--- every query and every model (parameters come from the meta table):
---   dense = logistic((dense_cos - :dense_mid) / :dense_scale)
---           dense_mid is halfway between this model's typical unrelated and
---           typical related cosine (measured on probe pairs when the model is
---           first used), dense_scale a third of that gap: a typically
---           unrelated text scores ~0.18, a typically related one ~0.82.
---   bm25  = 1 - exp(-(bm25_raw / :bm25_max) / :bm25_tau)
---           bm25_max = what this query would score if every one of its terms
---           matched perfectly (sum of IDF * (k1 + 1)), so the ratio is the share
---           of the query's information a memory holds — not a share of the
---           best hit, which makes junk look perfect. Words no memory holds carry
---           the largest IDF, so nonsense stays near 0. The curve never
---           saturates, so BM25 keeps ordering strong matches.
---   dense_alone = the same curve centred between the 99th percentile of
---           unrelated cosines and the typical related one: a candidate no
---           query word supports must be clearly closer in meaning than chance
---           (short nonsense like "lorem ipsum" sits near every text in e5).
+-- every query, every vault and every model (marchdb/embedding/calibrate.py):
+--   dense = logistic((dense_cos - :dense_bg - :dense_mid) / :dense_scale)
+--           :dense_bg is the query's own background: its mean cosine to the
+--           probe passages (e5 puts "ok thanks" close to every text, a
+--           specific question less so). :dense_mid is where the best of the
+--           vault's N texts lands by chance (the expected maximum of N draws,
+--           rel_sigma * sqrt(2 ln N)): five short notes give a look-alike few
+--           chances, thousands of chat-log chunks give it many.
+--   bm25  = 1 - exp(-share / :bm25_tau), share = bm25_raw / :bm25_max * length_factor
+--           :bm25_max = what this query would score if every one of its terms
+--           matched perfectly (sum of IDF * (k1 + 1)), so the share is the
+--           part of the query's information a memory holds — not a share of
+--           the best hit, which makes junk look perfect. Words no memory
+--           holds carry the largest IDF, so nonsense stays near 0.
+--           length_factor discounts bodies longer than :bm25_lref characters:
+--           a long chat log holds the words of almost any question somewhere.
+--   dense_alone = the same curve centred at :alone_mid, for a candidate no
+--           informative query word supports.
 -- Fusion over the signals present: :w_dense * dense + (1 - :w_dense) * bm25
--- when both are; dense_alone or bm25 when a candidate has only one.
+-- when both are, scaled down when the dense signal calls the pair unrelated
+-- (dense below :agree: a rare word alone cannot make a hint); dense_alone or
+-- bm25 when a candidate has only one.
 -- Small vaults (:few_memories, under recall.SMALL_VAULT memories): word
 -- statistics mean nothing there — with five memories "the" held by two is
 -- "rare" and "deploy" held by three weighs nothing — so BM25 does not enter
 -- the score. Only distinctive words are matched (held by at most one memory
 -- in eight, see recall.bm25_terms), and sharing one lets a candidate use the
--- dense curve instead of the stricter dense_alone one. (Fused as usual,
--- "the the the" scored 0.69 against five memories, and "when do we deploy?"
--- 0.43 against the one memory about deploy days.) tools/bench_small.py
--- measures it on vaults of 12: off-topic and chit-chat quiet 82% -> 99%
--- (locomo), 97% -> 98% (cmrc2018), 93% -> 100% (cranfield).
+-- dense curve instead of the dense_alone one.
+-- Every constant was chosen on the training halves of the benchmark sets
+-- with tools/fusion_lab.py and reported on the held-out halves (README).
 
 -- name: hybrid
 WITH
@@ -75,8 +77,11 @@ cand(rid) AS MATERIALIZED (
     SELECT rid FROM bm25_top
 ),
 -- cos:begin (processes holding the vectors in memory swap this block for "cos_memory")
+-- Cosines across scripts run lower (a Chinese message, an English text):
+-- :script_offset (measured per model, see calibrate.py) is added back when
+-- one of the two texts is mostly CJK and the other is not.
 meta_sig AS MATERIALIZED (
-    SELECT m.rid, 1.0 - vec_distance_cosine(vm.embedding, :qvec) AS cos
+    SELECT m.rid, 1.0 - vec_distance_cosine(vm.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (m.cjk >= 0.5)) AS cos
     -- CROSS JOIN fixes the order: start from the ~100 candidates, never
     -- from every vector (the planner otherwise scans all of them: 200 ms at 10k).
     FROM cand CROSS JOIN memory_index m ON m.rid = cand.rid
@@ -84,8 +89,9 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vec_meta vm ON vm.rowid = v.vid
 ),
 chunk_sig AS (
-    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) AS cos,
-           row_number() OVER (PARTITION BY c.mem_rid ORDER BY vec_distance_cosine(vc.embedding, :qvec)) AS rn
+    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5)) AS cos,
+           row_number() OVER (PARTITION BY c.mem_rid
+                              ORDER BY vec_distance_cosine(vc.embedding, :qvec) - :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))) AS rn
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
@@ -100,35 +106,54 @@ body_sig AS MATERIALIZED (
 bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
     SELECT b.rid, b.raw FROM cand JOIN bm25_hits b ON b.rid = cand.rid
 ),
+body_len AS MATERIALIZED (
+    SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
+    FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid GROUP BY c.mem_rid
+),
 signals AS (
-    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,
            ms.cos AS meta_cos, bs.cos AS body_cos,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
-           b.raw AS bm25_raw
+           b.raw AS bm25_raw,
+           -- a body longer than :bm25_lref characters holds many words by
+           -- chance: its share of the query is discounted, (lref/len)^lpen
+           min(1.0, pow(:bm25_lref / max(coalesce(bl.chars, 0), 1.0), :bm25_lpen)) AS length_factor
     FROM cand JOIN memory_index m ON m.rid = cand.rid
     LEFT JOIN meta_sig ms ON ms.rid = m.rid
     LEFT JOIN body_sig bs ON bs.rid = m.rid
     LEFT JOIN bm25_sig b ON b.rid = m.rid
+    LEFT JOIN body_len bl ON bl.rid = m.rid
 ),
 calibrated AS (
     SELECT *,
-           bm25_raw / :bm25_max AS bm25_ratio,
+           bm25_raw / :bm25_max * length_factor AS bm25_ratio,
+           -- dense_cos relative to the query's background (:dense_bg, its mean
+           -- cosine to the probe passages)
            CASE WHEN dense_cos IS NULL THEN NULL
-                ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_mid) / :dense_scale)) END AS dense,
+                ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :dense_mid) / :dense_scale)) END AS dense,
            CASE WHEN dense_cos IS NULL THEN NULL
-                ELSE 1.0 / (1.0 + exp(-(dense_cos - :alone_mid) / :alone_scale)) END AS dense_alone,
+                ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :alone_mid) / :dense_scale)) END AS dense_alone,
            CASE WHEN bm25_raw IS NULL THEN NULL
-                ELSE 1.0 - exp(-(bm25_raw / :bm25_max) / :bm25_tau) END AS bm25
+                ELSE 1.0 - exp(-(bm25_raw / :bm25_max * length_factor) / :bm25_tau) END AS bm25
     FROM signals
 )
 SELECT *,
        CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
                  THEN CASE WHEN :few_memories THEN dense
-                           ELSE :w_dense * dense + (1.0 - :w_dense) * bm25 END
-            ELSE coalesce(dense_alone, bm25, 0.0) END AS score
+                           -- both signals must agree: a word match cannot lift
+                           -- what the dense signal calls unrelated (dense < :agree)
+                           ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
+                                * min(1.0, dense / max(:agree, 1e-9)) END
+            ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+       -- project: a ranking bonus for memories tagged with the current
+       -- project (or below it), never a filter; the threshold sees score alone.
+       CASE WHEN :project_tag IS NOT NULL AND EXISTS (
+                SELECT 1 FROM json_each(tags_json) t
+                WHERE t.value = :project_tag OR substr(t.value, 1, length(:project_tag) + 1) = :project_tag || '/')
+            THEN :project_bonus ELSE 0.0 END AS project_bonus
 FROM calibrated
-ORDER BY score DESC, dense_cos DESC
+ORDER BY score + project_bonus DESC, dense_cos DESC
 LIMIT :limit;
 
 -- name: knn_coarse
@@ -164,12 +189,12 @@ knn_chunk AS MATERIALIZED (SELECT value AS vid FROM json_each(:knn_chunk)),
 -- query_cosine(kind, vid) is a function that process registers. NULL means a
 -- vector written after the process last refreshed its copy; it is skipped.
 meta_sig AS MATERIALIZED (
-    SELECT m.rid, query_cosine('meta', v.vid) AS cos
+    SELECT m.rid, query_cosine('meta', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (m.cjk >= 0.5)) AS cos
     FROM cand CROSS JOIN memory_index m ON m.rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
 ),
 chunk_cos AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, query_cosine('chunk', v.vid) AS cos
+    SELECT c.mem_rid AS rid, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5)) AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
 ),
@@ -184,14 +209,20 @@ bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 )
-SELECT *, bm25 AS score FROM (
-    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at,
+SELECT *, 1.0 - exp(-bm25_ratio / :bm25_tau) AS bm25, 1.0 - exp(-bm25_ratio / :bm25_tau) AS score,
+       CASE WHEN :project_tag IS NOT NULL AND EXISTS (
+                SELECT 1 FROM json_each(tags_json) t
+                WHERE t.value = :project_tag OR substr(t.value, 1, length(:project_tag) + 1) = :project_tag || '/')
+            THEN :project_bonus ELSE 0.0 END AS project_bonus
+FROM (
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,
            NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, NULL AS dense, NULL AS dense_alone,
-           b.raw AS bm25_raw, b.raw / :bm25_max AS bm25_ratio,
-           1.0 - exp(-(b.raw / :bm25_max) / :bm25_tau) AS bm25
+           b.raw AS bm25_raw,
+           b.raw / :bm25_max * min(1.0, pow(:bm25_lref / max(coalesce(
+               (SELECT sum(length(c.text)) FROM chunks c WHERE c.mem_rid = m.rid), 0), 1.0), :bm25_lpen)) AS bm25_ratio
     FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
 )
-ORDER BY score DESC
+ORDER BY score + project_bonus DESC
 LIMIT :limit;
 
 -- name: idf

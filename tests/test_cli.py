@@ -258,3 +258,14 @@ def test_the_quick_path_takes_only_the_plain_forms():
         ["context", "x", "--trigger", "user"],
     ):
         assert _quick_args(other) is None, other
+
+
+def test_recall_and_context_take_a_project(cli, vault):
+    for i in range(60):
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden {i}", description="tomatoes", tags=["garden"])
+    vault.memory("z.md", "mem_z", name="Zebra stripes", description="zebra stripes", tags=["project/zoo"])
+    cli("sync", "--no-embed")
+    data = js(cli("recall", "zebra stripes", "--project", "zoo", "--explain", "--json"))
+    assert data["hints"][0]["id"] == "mem_z" and data["hints"][0]["signals"]["project_bonus"] > 0
+    assert "project tag" in cli("recall", "zebra stripes", "--project", "zoo", "--explain").stdout
+    assert js(cli("context", "zebra stripes", "--project", "zoo", "--json"))["hints"][0]["id"] == "mem_z"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import apsw
-
 from marchdb import fts
 
 
@@ -23,11 +21,44 @@ def test_match_expression_quotes_and_ors_terms():
     assert fts.match_expression([]) == '""'
 
 
-def test_every_query_term_is_a_stored_term():
-    con = apsw.Connection(":memory:")
-    con.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'unicode61 remove_diacritics 2')")
-    con.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
-    text = "用Python写脚本，GPT4的价格（很贵）！Don’t panic: café au lait."
-    con.execute("INSERT INTO t(x) VALUES (?)", (fts.index_text(text),))
-    stored = {r[0] for r in con.execute("SELECT term FROM v")}
-    assert set(fts.query_terms(text)) <= stored
+def test_every_query_term_is_a_stored_term(store):
+    """The index's own fts table: every query term's stem is a stored term,
+    and a MATCH on the query's word finds its inflections."""
+    con = store.con
+    text = "用Python写脚本，GPT4的价格（很贵）！Don’t panic: café au lait. SQLite的releases 数据库s"
+    con.execute("INSERT INTO fts(rowid, meta, body) VALUES (1, ?, '')", (fts.index_text(text),))
+    stored = {r[0] for r in con.execute("SELECT term FROM fts_vocab")}
+    pairs = fts.stems(con, fts.query_terms(text))
+    assert {stem for _, stem in pairs} <= stored
+    assert ("releases", "releas") in pairs and "sqlite" in stored and "数据" in stored
+
+
+def test_inflections_meet_through_the_stemmer(store):
+    con = store.con
+    con.execute("INSERT INTO fts(rowid, meta, body) VALUES (1, 'Friday releases', 'We released it; running late')")
+    stored = {r[0] for r in con.execute("SELECT term FROM fts_vocab")}
+    for query in ("release", "Releasing", "releases", "released", "runs", "fridays"):
+        pairs = fts.stems(con, fts.query_terms(query))
+        assert [stem for _, stem in pairs][0] in stored, query
+        hits = con.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (fts.match_expression([pairs[0][0]]),))
+        assert [r[0] for r in hits] == [1], query
+
+
+def test_schema_uses_the_tokenizer_fts_stems_with():
+    from marchdb.db import schema_sql
+
+    assert f"tokenize = '{fts.TOKENIZE}'" in schema_sql()
+
+
+def test_cjk_share_counts_a_latin_word_like_one_character():
+    assert fts.cjk_share("ok thanks") == 0.0 and fts.cjk_share("好的谢谢") == 1.0
+    assert fts.cjk_share("宗座华盖（Umbraculum），意大利文称为 Ombrellino") > 0.7  # Chinese, naming things
+    assert fts.cjk_share("We met at 北京 last year") < 0.5  # English, naming a place
+    assert fts.cjk_share("42 !!!") == 0.0
+
+
+def test_english_function_words_are_not_terms():
+    """In a vault of Chinese notes "the" is rare: "the the the" matched
+    "Nate the Great" before."""
+    assert fts.query_terms("the the the") == [] and fts.query_terms("is it on?") == []
+    assert fts.query_terms("Can you help me with this release?") == ["help", "release"]

@@ -136,7 +136,8 @@ def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
 
 
 def test_a_huge_prompt_is_read_from_its_start(bm25_store):
-    prompt = "Dog's medication carprofen? " + "lorem ipsum " * 90_000  # ~1 MB
+    # ~1 MB; the padding holds no words (words the vault lacks would lower the BM25 share)
+    prompt = "Dog's medication carprofen? " + "... " * 270_000
     answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert "mem_dog" in context_of(answer, "UserPromptSubmit")
 
@@ -170,6 +171,32 @@ def test_the_working_directory_names_the_project(tmp_path):
     assert hooks.project_for(str(tmp_path / "code" / "other"), mapped) == "all-code"
     for bad in (None, "", "relative/path", 42, "/a\x00b"):
         assert hooks.project_for(bad, mapped) is None
+
+
+def test_a_prompt_ranks_the_memories_of_the_repository_it_is_typed_in(tmp_path, cfg, vault):
+    for i in range(30):
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden {i}", description="tomatoes and beans", tags=["garden"])
+    for animal in ("zebra", "walrus", "heron"):
+        for i, tags in enumerate(([animal], [animal, "project/march-cli"])):
+            vault.memory(
+                f"{animal}{i}.md", f"mem_{animal}{i}", name=f"{animal} notes {i}", description=animal, tags=tags
+            )
+    repo = tmp_path / "code" / "march-cli"
+    (repo / ".git").mkdir(parents=True)
+    store = Store(cfg, use_model=False)
+    try:
+        store.sync(embed=False)
+        # (hinted memories are suppressed for the next runs: one animal per prompt)
+        plain = store.recall("walrus notes").hints[0].id  # no project: the order as it is without one
+        for animal, cwd, first in (("zebra", repo / "src", "mem_zebra1"), ("walrus", tmp_path, plain)):
+            prompt = event("UserPromptSubmit", prompt=f"{animal} notes", cwd=str(cwd))
+            text = context_of(hooks.handle(store, "claude-code", prompt), "UserPromptSubmit")
+            assert text.startswith(f"[recall]\n- {first} |"), cwd
+        # The generic contract takes the project as a field (marchdb hook generic --project).
+        args = {"text": "heron notes", "run_id": "job-1", "project": "march-cli"}
+        assert hooks.handle(store, "generic", json.dumps(args))["stdout"].startswith("[recall]\n- mem_heron1 |")
+    finally:
+        store.close()
 
 
 def test_projects_in_config_are_checked(tmp_path):

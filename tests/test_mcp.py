@@ -19,6 +19,13 @@ def server(tmp_path, mixed_vault, default_model_path):
     """Parameters to spawn `marchdb mcp` on the mixed vault with the default model."""
     from mcp.client.stdio import StdioServerParameters
 
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    # Indexed and embedded first: the server's watcher embeds in the
+    # background, and a recall before it finishes runs on BM25 alone.
+    with Store(load_config(home=tmp_path / "home", root=mixed_vault.root, model=str(default_model_path), env={})) as s:
+        s.sync()
     exe = Path(sys.executable).with_name("marchdb")
     command, args = (str(exe), ["mcp"]) if exe.exists() else (sys.executable, ["-m", "marchdb", "mcp"])
     env = {
@@ -63,6 +70,9 @@ def test_tools_are_listed_with_their_descriptions(server):
     )
     assert "ripgrep" in tools["memory_search"].description and "NOT semantic" in tools["memory_search"].description
     assert tools["memory_save"].input_schema["properties"]["tags"]
+    for name in ("memory_recall", "memory_context"):  # the current project, optional
+        schema = tools[name].input_schema
+        assert "project" in schema["properties"] and "project" not in schema.get("required", [])
 
 
 def test_save_then_search_finds_it(server):

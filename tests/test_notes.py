@@ -34,13 +34,18 @@ from marchdb.notes import (
         ("上下文 Cache", "上下文-cache"),
         ("#obsidian", "obsidian"),
         ("Straße", "straße"),  # only ASCII letters are lowercased
+        ("node.js", "node.js"),
+        ("C++", "c++"),
+        ("c#", "c#"),
+        ("#C#", "c#"),  # Obsidian's leading mark goes, the language's stays
+        (".NET", ".net"),
     ],
 )
 def test_normalize_tag(raw, expected):
     assert normalize_tag(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["", "   ", "#", "a,b", "semi;colon", "---", None, ["x"]])
+@pytest.mark.parametrize("raw", ["", "   ", "#", "a,b", "semi;colon", "---", "+.#", "a&b", None, ["x"]])
 def test_invalid_tags_are_refused(raw):
     with pytest.raises(InvalidInput):
         normalize_tag(raw)

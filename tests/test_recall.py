@@ -140,7 +140,7 @@ def test_explain_gives_reasons_and_status_filter(vault, bm25_store):
     bm25_store.sync()
     result = bm25_store.recall("zebra", explain=True)
     reasons = {c.id: c.reason for c in result.candidates}
-    assert reasons["mem_dep"] == "status is deprecated"
+    assert "mem_dep" not in reasons  # inactive memories are not searched at all
     assert reasons["mem_nodesc"] == "no description"
     assert [h.id for h in result.hints] == ["mem_ok"] and reasons["mem_ok"] is None
 
@@ -191,3 +191,68 @@ def test_small_vault_matches_only_distinctive_terms(vault, store):
     store.sync(embed=False)
     # 16 memories: a term held by at most 2 counts; "deploy" (4) and "the" (16) do not.
     assert recall_mod.bm25_terms(store.con, ["the", "deploy", "carprofen", "absent"])[1] == ["carprofen"]
+
+
+def test_record_only_injects_nothing_and_suppresses_nothing(vault, bm25_store):
+    """Seed 000: the result at the end of an agent run is only recorded."""
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    end = bm25_store.recall(query, run_id="r1", trigger="assistant", record_only=True)
+    assert end.hints == [] and end.display == [] and len(end.recorded) == 2
+    data = end.to_dict()
+    assert data["hints"] == [] and data["text"] == "" and len(data["recorded"]) == 2
+    logged = bm25_store.con.execute("SELECT DISTINCT trigger FROM recall_log WHERE run_id = 'r1'").fetchall()
+    assert logged == [("record",)]
+    # What was only recorded is hinted at the next user message, in this run and the next.
+    assert {h.id for h in end.recorded} <= {h.id for h in bm25_store.recall(query, run_id="r2").hints}
+    user_end = bm25_store.recall(query, run_id="r3", record_only=True)
+    assert user_end.hints == [] and len(user_end.recorded) == 3
+    assert {h.id for h in bm25_store.recall(query, run_id="r4").hints} == {h.id for h in user_end.recorded}
+
+
+def test_suppression_follows_only_what_was_injected(vault, bm25_store):
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    shown = bm25_store.recall(query, run_id="r1", trigger="assistant")
+    injected = {h.id for h in shown.hints}
+    display_only = {h.id for h in shown.display} - injected
+    assert len(injected) == 2 and display_only
+    later = {h.id for h in bm25_store.recall(query, run_id="r2").hints}
+    assert not later & injected  # injected: suppressed for the next runs
+    assert display_only & later  # displayed only: still free to be hinted
+
+
+def test_project_tag_is_a_ranking_bonus_never_a_filter(vault, bm25_store):
+    """Seed 000: the current project ranks its memories higher; it never
+    filters, and never lifts a memory over the threshold by itself."""
+    topic_vault(vault, n=0)
+    for i, tags in enumerate((["zebra"], ["zebra", "project/march-cli"], ["zebra", "Project/March-CLI/recall"])):
+        vault.memory(f"z{i}.md", f"mem_z{i}", name=f"Zebra stripes {i}", description="zebra stripes", tags=tags)
+    vault.memory("p.md", "mem_p", name="Unrelated", description="tomatoes", tags=["project/march-cli"])
+    bm25_store.sync()
+    plain = bm25_store.recall("zebra stripes", explain=True)
+    assert all("project_bonus" not in c.signals for c in plain.candidates)
+    ranked = bm25_store.recall("zebra stripes", explain=True, project="March CLI")
+    assert [h.id for h in ranked.hints][:2] in (["mem_z1", "mem_z2"], ["mem_z2", "mem_z1"])
+    assert "mem_z0" in {h.id for h in ranked.hints}  # not a filter
+    bonus = {c.id: c.signals.get("project_bonus") for c in ranked.candidates}
+    assert bonus["mem_z1"] == bonus["mem_z2"] == recall_mod.PROJECT_BONUS and bonus["mem_z0"] is None
+    assert sorted(h.score for h in ranked.hints) == sorted(h.score for h in plain.hints)  # scores unchanged
+    # A project memory no query word reaches stays out, bonus or not.
+    assert "mem_p" not in {h.id for h in bm25_store.recall("zebra", project="march-cli").hints}
+
+
+def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store):
+    topic_vault(vault, n=0)
+    vault.memory("z.md", "mem_z", name="Zebra", description="zebra", tags=["project/x"])
+    bm25_store.sync()
+    below = bm25_store.recall("zebra", explain=True, threshold=1.0, project="x")
+    cand = next(c for c in below.candidates if c.id == "mem_z")
+    assert below.hints == [] and cand.signals["project_bonus"] > 0 and cand.reason.startswith("score below")
+    # The same goes for every front-end: tools.call, the CLI and the MCP tool take "project".
+    from marchdb import tools
+
+    data = tools.call(bm25_store, "memory_recall", {"text": "zebra", "project": "x", "explain": True})
+    assert any(c["signals"].get("project_bonus") for c in data["candidates"])

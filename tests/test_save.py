@@ -456,3 +456,19 @@ def test_update_rewrites_only_the_changed_lines(vault, store):
     store.sync(embed=False)
     row = store.con.execute("SELECT description, tags_json FROM memory_index WHERE id = 'mem_obs'").fetchone()
     assert row == ("new words", '["topic", "new-tag"]')
+
+
+def test_tags_of_programming_names_are_kept(vault, store):
+    """node.js, C++ and c# were refused by save and dropped from hand-written files."""
+    res = create(store, tags=["node.js", "C++", "c#"])
+    assert res["status"] == "created"
+    assert notes.parse_note(Path(res["path"]).read_bytes(), "x").tags == ["node.js", "c++", "c#"]
+    vault.write(
+        "hand.md",
+        "---\nid: mem_hand\nname: Hand\ndescription: d\ntags:\n  - Node.js\n  - C++\n  - c#\n  - a&b\n---\nbody\n",
+    )
+    store.sync(embed=False)
+    row = store.con.execute("SELECT tags_json FROM memory_index WHERE id = 'mem_hand'").fetchone()
+    assert json.loads(row[0]) == ["node.js", "c++", "c#"]
+    problems = store.con.execute("SELECT kind, detail FROM problems WHERE path = 'hand.md'").fetchall()
+    assert problems == [("invalid_tags", "ignored tags: 'a&b'")]  # what is dropped is said

@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """Retrieval benchmark: recall@5/10, nDCG@10, MRR@10 for bm25, dense, hybrid.
 
-    python tools/bench_recall.py ../shared/bench/locomo [--model PATH] [--work DIR] [--out FILE.json]
+    python tools/bench_recall.py locomo [--model PATH] [--work DIR] [--out FILE.json]
 
 Builds a real vault from a set in ``../shared/bench`` format (one Markdown
-file per memory, time-bucketed by ``created_at``), indexes it through
-marchdb's own sync (kept in ``--work`` and reused while the set and model are
-unchanged: the index is a cache), runs every query, and prints a table. It
-also reports, at the default threshold, the share of queries whose relevant
-memory is among the hints, and the share of off-topic queries (queries of the
-other sets) that get no hint at all; and warm recall latency (query embedding
-included) through ``Store.recall``.
+file per memory, time-bucketed by ``created_at``) or a variant of one
+(``cmrc2018-hant``: see ``bench_data``), indexes it through marchdb's own sync
+(kept in ``--work`` and reused while the set and model are unchanged: the
+index is a cache, and its vectors are cached apart so a schema change
+re-embeds nothing), runs every query, and prints a table: whole set, and
+nDCG@10 on each held-out half (``bench_data.split_of``). It also reports, at
+the default threshold, the share of queries whose relevant memory is among
+the hints, and the share of off-topic messages that get no hint at all, by
+kind: other sets' questions, questions in the vault's own language about
+subjects no set holds, chit-chat. ``--latency N`` times N recalls through
+``Store.recall`` (quality runs leave it off).
 """
 
 from __future__ import annotations
@@ -20,21 +24,17 @@ import datetime as dt
 import hashlib
 import json
 import math
-import random
 import sys
 import time
 from pathlib import Path
 
+from bench_data import BENCH, cached_store, offtopic, set_dir, split_of
+
 from marchdb import notes
 from marchdb.config import load_config
 from marchdb.recall import score
-from marchdb.store import Store
 
-# ../shared/bench from the checkout (two levels up from /work/main, three from a worktree in /work/wt/NAME).
-BENCH = next(
-    (p / "shared" / "bench" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
-    Path(__file__).resolve().parents[2] / "shared" / "bench",
-)
+__all__ = ["BENCH", "load_set", "metrics", "open_set", "rankings", "write_vault"]
 
 
 def load_set(set_dir: Path):
@@ -103,40 +103,60 @@ def rankings(cands) -> dict[str, list[str]]:
     }
 
 
+def open_set(name: str, work_root: Path, model: str | None = None, threads: int | None = None):
+    """Materialise set ``name`` (a shared set, a variant or a path) as a vault,
+    sync it through marchdb (vectors from the bench cache) and return
+    ``(store, set_dir, memories, queries, qrels, report, index_seconds)``."""
+    sdir = set_dir(name)
+    memories, queries, qrels = load_set(sdir)
+    queries = [q for q in queries if q["id"] in qrels]
+    set_hash = hashlib.sha256((sdir / "memories.jsonl").read_bytes()).hexdigest()[:12]
+    work = work_root.resolve() / f"{sdir.name}-{set_hash}"
+    vault, home = work / "vault", work / "home"
+    if not (work / "vault.done").exists():
+        write_vault(memories, vault)
+        (work / "vault.done").write_text("ok")
+    cfg = load_config(home=home, root=vault, model=model, env={"MARCH_THREADS": str(threads or "")})
+    store = cached_store(cfg)
+    t0 = time.perf_counter()
+    report = store.sync()
+    return store, sdir, memories, queries, qrels, report, time.perf_counter() - t0
+
+
+def quiet_share(store, emb, calib, texts: list[str], threshold: float) -> float:
+    """The share of ``texts`` that get no hint at all."""
+    if not texts:
+        return 1.0
+    vecs = emb.embed_queries(texts)
+    quiet = sum(
+        1
+        for text, v in zip(texts, vecs)
+        if not any(c.score >= threshold and c.description for c in score(store.con, text, v, calib))
+    )
+    return quiet / len(texts)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("set_dir", type=Path)
+    ap.add_argument(
+        "set", help="a shared set (locomo, cmrc2018, cranfield, chats), a variant (cmrc2018-hant) or a path"
+    )
     ap.add_argument("--model", help="GGUF path or recipe name (default: the built-in default)")
     ap.add_argument("--work", type=Path, default=Path(".bench/recall"))
     ap.add_argument("--out", type=Path, help="write the figures as JSON")
     ap.add_argument("--limit", type=int, help="only the first N queries (quick look; report whole sets)")
     ap.add_argument("--offtopic", type=int, default=300, help="off-topic queries sampled from the other sets")
-    ap.add_argument("--latency", type=int, default=200, help="queries timed through Store.recall")
+    ap.add_argument("--latency", type=int, default=0, help="queries timed through Store.recall (0: none)")
     ap.add_argument("--threads", type=int, help="llama.cpp threads (default: the configured or CPU count)")
     ap.add_argument("--index-only", action="store_true", help="build or update the index, then stop")
     args = ap.parse_args()
 
-    set_dir = args.set_dir.resolve()
-    memories, queries, qrels = load_set(set_dir)
-    queries = [q for q in queries if q["id"] in qrels][: args.limit]
-    set_hash = hashlib.sha256((set_dir / "memories.jsonl").read_bytes()).hexdigest()[:12]
-    work = args.work.resolve() / f"{set_dir.name}-{set_hash}"
-    vault, home = work / "vault", work / "home"
-    if not (work / "vault.done").exists():
-        write_vault(memories, vault)
-        (work / "vault.done").write_text("ok")
-    cfg = load_config(home=home, root=vault, model=args.model, env={"MARCH_THREADS": str(args.threads or "")})
-    store = Store(cfg)
-    t0 = time.perf_counter()
-    report = store.sync()
-    index_seconds = time.perf_counter() - t0
-    state_file = work / "index.json"
-    state = json.loads(state_file.read_text()) if state_file.exists() else {}
-    if report.embedded or report.added or state.get("model") != report.model:
-        state = {"model": report.model, "index_seconds": round(index_seconds, 2), "embedded": report.embedded}
-        state_file.write_text(json.dumps(state))
+    store, sdir, memories, queries, qrels, report, index_seconds = open_set(
+        args.set, args.work, args.model, args.threads
+    )
+    queries = queries[: args.limit]
     if args.index_only:
-        print(f"{set_dir.name}: indexed in {index_seconds:.1f}s ({report.embedded} texts embedded)")
+        print(f"{args.set}: indexed in {index_seconds:.1f}s ({report.embedded} texts embedded)")
         return 0
     emb = store.embedder()
     if emb is None:
@@ -145,60 +165,56 @@ def main() -> int:
     from marchdb.embedding import calibrate
 
     calib = calibrate.ensure(store.con, emb)
-    threshold = cfg.min_score
+    threshold = store.cfg.min_score
 
-    sums = {s: {"recall@5": 0.0, "recall@10": 0.0, "ndcg@10": 0.0, "mrr@10": 0.0} for s in ("bm25", "dense", "hybrid")}
-    hinted = 0
-    t_embed = time.perf_counter()
+    halves = ("all", "train", "test")
+    blank = lambda: {"recall@5": 0.0, "recall@10": 0.0, "ndcg@10": 0.0, "mrr@10": 0.0}  # noqa: E731
+    sums = {h: {s: blank() for s in ("bm25", "dense", "hybrid")} for h in halves}
+    hinted = dict.fromkeys(halves, 0)
+    count = dict.fromkeys(halves, 0)
     qvecs = emb.embed_queries([q["text"] for q in queries])
-    embed_seconds = time.perf_counter() - t_embed
     for q, qvec in zip(queries, qvecs):
         cands = score(store.con, q["text"], qvec, calib, limit=500)  # the whole union: no cut before ranking
-        for signal, ranked in rankings(cands).items():
-            for key, value in metrics(ranked, qrels[q["id"]]).items():
-                sums[signal][key] += value
         kept = [c.id for c in cands if c.score >= threshold and c.description][:3]
-        hinted += any(mid in qrels[q["id"]] for mid in kept)
-    n = len(queries)
-    figures = {s: {k: round(v / n, 4) for k, v in m.items()} for s, m in sums.items()}
+        for half in ("all", split_of(q["text"])):
+            count[half] += 1
+            for signal, ranked in rankings(cands).items():
+                for key, value in metrics(ranked, qrels[q["id"]]).items():
+                    sums[half][signal][key] += value
+            hinted[half] += any(mid in qrels[q["id"]] for mid in kept)
+    figures = {
+        h: {s: {k: round(v / max(count[h], 1), 4) for k, v in m.items()} for s, m in sums[h].items()} for h in halves
+    }
 
-    # Off-topic: queries of the other sets must get no hint here.
-    rng = random.Random(7)
-    others = []
-    for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name != set_dir.name):
-        others += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
-    offtopic = rng.sample(others, min(args.offtopic, len(others)))
-    off_vecs = emb.embed_queries(offtopic)
-    quiet = sum(
-        1
-        for text, v in zip(offtopic, off_vecs)
-        if not any(c.score >= threshold and c.description for c in score(store.con, text, v, calib))
-    )
-
-    # Warm latency, end to end through the API (dirty check + embedding + SQL + rules).
-    from bench_latency import run_queries
-
-    latency = run_queries(store, [q["text"] for q in queries[: max(args.latency, 2)]])
+    # Off-topic: other sets' questions, questions in the vault's own language
+    # about subjects no set holds, and chit-chat must get no hint here.
+    off = offtopic(args.set, args.offtopic)
+    quiet = {kind: round(quiet_share(store, emb, calib, texts, threshold), 4) for kind, texts in off.items()}
     result = {
-        "set": set_dir.name,
-        "queries": n,
+        "set": args.set,
+        "queries": len(queries),
+        "queries_by_half": {h: count[h] for h in ("train", "test")},
         "memories": len(memories),
         "model": report.model,
-        "calibration": {k: calib.get(k) for k in ("dense_lo", "dense_hi", "dense_mid", "dense_scale", "bm25_tau")},
-        "signals": figures,
+        "calibration": {k: calib.get(k) for k in ("rel_lo", "rel_hi", "raw_unrelated_p50", "raw_related_p50")},
+        "signals": figures["all"],
+        "signals_by_half": {h: figures[h] for h in ("train", "test")},
         "hints": {
             "threshold": threshold,
-            "answerable_hinted": round(hinted / n, 4),
-            "offtopic_quiet": round(quiet / len(offtopic), 4),
-            "offtopic_queries": len(offtopic),
+            "answerable_hinted": round(hinted["all"] / max(count["all"], 1), 4),
+            "answerable_hinted_by_half": {h: round(hinted[h] / max(count[h], 1), 4) for h in ("train", "test")},
+            "offtopic_quiet": quiet,
+            "offtopic_queries": {kind: len(texts) for kind, texts in off.items()},
         },
-        "latency_ms": {"p50": latency["p50"], "p95": latency["p95"]},
-        "query_embed_ms_avg": round(1000 * embed_seconds / max(n, 1), 2),
-        "index_seconds": state.get("index_seconds"),
-        "this_sync_seconds": round(index_seconds, 2),
         "machine": machine(),
         "date": dt.date.today().isoformat(),
     }
+    if args.latency:
+        # Warm latency, end to end through the API (dirty check + embedding + SQL + rules).
+        from bench_latency import run_queries
+
+        latency = run_queries(store, [q["text"] for q in queries[: max(args.latency, 2)]])
+        result["latency_ms"] = {"p50": latency["p50"], "p95": latency["p95"]}
     print_table(result)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -215,18 +231,25 @@ def machine() -> str:
 
 def print_table(r: dict) -> None:
     print(f"\n{r['set']}: {r['memories']} memories, {r['queries']} queries, model {r['model']}")
-    print(f"{'signal':8} {'R@5':>7} {'R@10':>7} {'nDCG@10':>8} {'MRR@10':>7}")
-    for signal, m in r["signals"].items():
-        print(f"{signal:8} {m['recall@5']:7.3f} {m['recall@10']:7.3f} {m['ndcg@10']:8.3f} {m['mrr@10']:7.3f}")
+    if r["queries"]:
+        print(f"{'signal':8} {'R@5':>7} {'R@10':>7} {'nDCG@10':>8} {'MRR@10':>7}   nDCG@10 train / test")
+        for signal, m in r["signals"].items():
+            tr, te = (r["signals_by_half"][h][signal]["ndcg@10"] for h in ("train", "test"))
+            print(
+                f"{signal:8} {m['recall@5']:7.3f} {m['recall@10']:7.3f} {m['ndcg@10']:8.3f} {m['mrr@10']:7.3f}"
+                f"   {tr:.3f} / {te:.3f}"
+            )
     h = r["hints"]
-    print(
-        f"hints at {h['threshold']}: answerable hinted {h['answerable_hinted']:.1%}, "
-        f"off-topic quiet {h['offtopic_quiet']:.1%} ({h['offtopic_queries']} queries)"
-    )
-    print(
-        f"latency p50 {r['latency_ms']['p50']} ms, p95 {r['latency_ms']['p95']} ms; "
-        f"index {r['index_seconds']} s (this run's sync {r['this_sync_seconds']} s); {r['machine']}"
-    )
+    by = h["answerable_hinted_by_half"]
+    quiet = ", ".join(f"{k} {v:.1%} ({h['offtopic_queries'][k]})" for k, v in h["offtopic_quiet"].items())
+    if r["queries"]:
+        print(
+            f"hints at {h['threshold']}: answerable hinted {h['answerable_hinted']:.1%} "
+            f"(train {by['train']:.1%} / test {by['test']:.1%})"
+        )
+    print(f"off-topic quiet: {quiet}")
+    if "latency_ms" in r:
+        print(f"latency p50 {r['latency_ms']['p50']} ms, p95 {r['latency_ms']['p95']} ms; {r['machine']}")
 
 
 if __name__ == "__main__":

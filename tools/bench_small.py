@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""Hint quality in small vaults (a few to a few dozen memories).
+"""Hint quality by vault size, from a few memories to ten thousand.
 
-    .venv/bin/python tools/bench_small.py ../shared/bench/locomo [--size 12] [--vaults 8] [--out F.json]
+    .venv/bin/python tools/bench_small.py locomo [--sizes 5,12,40,100,300,1000,10000] [--out F.json]
 
 A new user's vault is small, and there word statistics mean little: with
 five memories a word held by two of them counts as "rare", and one held by
-three gets no weight at all. The big-set benchmark (bench_recall.py) cannot
-see that regime. This tool samples ``--vaults`` vaults of ``--size``
-memories from a set (each built around the relevant memories of a few
-queries), indexes each through marchdb's own sync with the default model,
-and reports at the default threshold:
+three gets no weight at all; a big vault is full of near-misses. The
+big-set benchmark (bench_recall.py) sees one size only. For each size this
+tool builds vaults (several for small sizes) around the relevant memories of
+a sample of the set's questions, filled up with the set's other memories,
+then with the other shared sets' memories (``chats`` first, then whole
+sets: a user's vault holds every kind of thing), and past all of them with
+copies under fresh ids (never of a relevant memory). Each vault is indexed through marchdb's own sync (vectors
+from the bench cache, ``bench_data.CachedEmbedder``) and asked through
+``Store.recall`` at the default threshold:
 
-* answerable hinted — the share of queries whose relevant memory (inside the
-  vault) is among the hints;
-* off-topic quiet — the share of queries of the other sets, plus chit-chat
-  and nonsense, that get no hint at all;
-* chit-chat quiet — the same for the chit-chat and nonsense lines alone.
+* answerable hinted — questions whose relevant memories are all in the
+  vault, with one of them among the hints;
+* off-topic quiet — questions of the sets with no memory in the vault,
+  questions in the vault's own language about subjects no set holds, and
+  chit-chat: no hint at all;
+* chit-chat quiet — the chit-chat alone ("ok thanks", "好的谢谢", ...).
+
+Each figure is given for every message and for each held-out half
+(``bench_data.split_of``: train / test), so that a constant chosen with this
+tool is chosen on one half and reported on the other.
 """
 
 from __future__ import annotations
@@ -26,95 +35,147 @@ import random
 import shutil
 from pathlib import Path
 
-from bench_recall import BENCH, load_set, write_vault
+from bench_data import BENCH, base_name, cached_store, chitchat, in_language_offtopic, set_dir, split_of
+from bench_recall import load_set, write_vault
 
 from marchdb.config import load_config
-from marchdb.store import Store
 
-#: Messages no memory should answer, in the languages of the sets.
-CHITCHAT = [
-    "ok thanks",
-    "the the the",
-    "is it on?",
-    "what is this",
-    "how are you today",
-    "tell me a joke",
-    "can you help me with this",
-    "sounds good, go ahead",
-    "lorem ipsum dolor sit amet",
-    "asdf qwer zxcv",
-    "hmm let me think",
-    "yes please",
-    "好的谢谢",
-    "我们今天做什么",
-    "哈哈哈哈",
-    "你好",
-    "继续",
-]
+SIZES = (5, 12, 40, 100, 300, 1000, 10000)
+KEYS = ("answerable", "answerable_ok", "offtopic", "offtopic_ok", "chitchat", "chitchat_ok")
+
+
+def vaults_for(size: int) -> int:
+    """How many vaults of ``size`` to sample (fewer as they grow)."""
+    return 8 if size <= 40 else 4 if size <= 100 else 2 if size <= 300 else 1
+
+
+def other_memories(name: str, rng: random.Random) -> list[dict]:
+    """The memories a vault is filled with past its own set: the chat
+    sessions of ``chats`` first (they have no questions), then the other
+    sets one after the other (each shuffled); ``set`` on each memory says
+    where it comes from."""
+    own = base_name(name)
+    others = sorted((p for p in BENCH.iterdir() if p.is_dir() and p.name != own), key=lambda p: p.name != "chats")
+    out = []
+    for other in others:
+        mems = [json.loads(l) for l in (other / "memories.jsonl").read_text().splitlines() if l.strip()]
+        out += [{**m, "set": other.name} for m in rng.sample(mems, len(mems))]
+    return out
+
+
+def offtopic_questions(chosen: dict[str, dict]) -> list[str]:
+    """Questions of the shared sets none of whose memories is in the vault
+    (another set's question is not off-topic in a vault holding that set)."""
+    present = {m.get("set") for m in chosen.values()}
+    out = []
+    for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name not in present):
+        out += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
+    return out
+
+
+def build_vault(rng, size, memories, queries, qrels, fill) -> dict[str, dict]:
+    """A vault: the relevant memories of a few questions (at most half the
+    vault), the set's other memories, then ``fill``, then copies of ``fill``
+    under fresh ids."""
+    by_id = {m["id"]: m for m in memories}
+    chosen: dict[str, dict] = {}
+    answerable = [q for q in queries if q["id"] in qrels]
+    for q in rng.sample(answerable, len(answerable)):
+        rel = [by_id[m] for m in qrels[q["id"]] if m in by_id]
+        if len(chosen) + len(rel) > max(size // 2, 1):
+            if len(chosen) >= max(size // 2, 1):
+                break
+            continue
+        chosen.update((m["id"], m) for m in rel)
+    rest = [m for m in memories if m["id"] not in chosen]
+    for m in rng.sample(rest, min(len(rest), size - len(chosen))):
+        chosen[m["id"]] = m
+    extra = fill[: max(size - len(chosen), 0)]  # in order: chats first, then whole sets
+    chosen.update((m["id"], m) for m in extra)
+    copy = 0
+    while len(chosen) < size:
+        m = fill[copy % len(fill)]
+        copy += 1
+        twin = {**m, "id": f"{m['id']}-copy{copy}"}
+        chosen[twin["id"]] = twin
+    return chosen
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("set_dir", type=Path)
-    ap.add_argument("--size", type=int, default=12, help="memories per vault")
-    ap.add_argument("--vaults", type=int, default=8)
-    ap.add_argument("--offtopic", type=int, default=20, help="off-topic queries of other sets per vault")
+    ap.add_argument("set", help="a set with questions: locomo, cmrc2018, cranfield, cmrc2018-hant")
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--vaults", type=int, help="vaults per size (default: 8 up to 40 memories, fewer above)")
+    ap.add_argument("--offtopic", type=int, default=20, help="other sets' questions per vault")
+    ap.add_argument("--language", type=int, default=20, help="in-language off-topic questions per vault")
+    ap.add_argument("--max-answerable", type=int, default=100, help="questions asked per vault at most")
     ap.add_argument("--work", type=Path, default=Path(".bench/small"))
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    set_dir = args.set_dir.resolve()
-    memories, queries, qrels = load_set(set_dir)
-    by_id = {m["id"]: m for m in memories}
-    others = []
-    for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name != set_dir.name):
-        others += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
-    rng = random.Random(11)
-    answered = hinted = off_total = off_quiet = chat_total = chat_quiet = 0
-    for v in range(args.vaults):
-        # A vault: the relevant memories of a few queries, then random others.
-        chosen: dict[str, dict] = {}
-        for q in rng.sample([q for q in queries if q["id"] in qrels], len(queries) // 4 or 1):
-            rel = [by_id[m] for m in qrels[q["id"]] if m in by_id]
-            if len(chosen) + len(rel) > args.size // 2:
-                continue
-            chosen.update((m["id"], m) for m in rel)
-        while len(chosen) < args.size:
-            m = rng.choice(memories)
-            chosen[m["id"]] = m
-        work = args.work.resolve() / f"{set_dir.name}-{args.size}-{v}"
-        if work.exists():
-            shutil.rmtree(work)
-        write_vault(list(chosen.values()), work / "vault")
-        with Store(load_config(home=work / "home", root=work / "vault", env={})) as store:
-            store.sync()
-            inside = [q for q in queries if q["id"] in qrels and set(qrels[q["id"]]) <= set(chosen)]
-            for q in inside:
-                answered += 1
-                hinted += any(h.id in qrels[q["id"]] for h in store.recall(q["text"]).hints)
-            for text in rng.sample(others, args.offtopic):
-                off_total += 1
-                off_quiet += not store.recall(text).hints
-            for text in CHITCHAT:
-                chat_total += 1
-                chat_quiet += not store.recall(text).hints
-    result = {
-        "set": set_dir.name,
-        "vault_size": args.size,
-        "vaults": args.vaults,
-        "answerable": answered,
-        "answerable_hinted": round(hinted / max(answered, 1), 4),
-        "offtopic_quiet": round((off_quiet + chat_quiet) / max(off_total + chat_total, 1), 4),
-        "chitchat_quiet": round(chat_quiet / max(chat_total, 1), 4),
-    }
-    print(
-        f"{result['set']}: {args.vaults} vaults of {args.size}: answerable hinted {result['answerable_hinted']:.1%} "
-        f"({answered} queries), off-topic quiet {result['offtopic_quiet']:.1%}, "
-        f"chit-chat quiet {result['chitchat_quiet']:.1%}"
-    )
+    sdir = set_dir(args.set)
+    memories, queries, qrels = load_set(sdir)
+    own = base_name(args.set)
+    memories = [{**m, "set": own} for m in memories]
+    language = in_language_offtopic(args.set)
+    chat = chitchat()
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",") if s):
+        rng = random.Random(f"{args.set}-{size}")
+        tally = {h: dict.fromkeys(KEYS, 0) for h in ("all", "train", "test")}
+
+        def count(text: str, key: str, ok: bool, tally: dict = tally) -> None:
+            for half in ("all", split_of(text)):
+                tally[half][key] += 1
+                tally[half][key + "_ok"] += ok
+
+        n_vaults = args.vaults or vaults_for(size)
+        for v in range(n_vaults):
+            fill = other_memories(args.set, rng)
+            chosen = build_vault(rng, size, memories, queries, qrels, fill)
+            work = args.work.resolve() / f"{sdir.name}-{size}-{v}"
+            if work.exists():
+                shutil.rmtree(work)
+            write_vault(list(chosen.values()), work / "vault")
+            store = cached_store(load_config(home=work / "home", root=work / "vault", env={}))
+            try:
+                store.sync()
+                inside = [q for q in queries if q["id"] in qrels and set(qrels[q["id"]]) <= set(chosen)]
+                for q in rng.sample(inside, min(len(inside), args.max_answerable)):
+                    hinted = any(h.id in qrels[q["id"]] for h in store.recall(q["text"]).hints)
+                    count(q["text"], "answerable", hinted)
+                others = offtopic_questions(chosen)
+                offtopic = rng.sample(others, min(args.offtopic, len(others)))
+                offtopic += rng.sample(language, min(args.language, len(language)))
+                for text in offtopic:
+                    count(text, "offtopic", not store.recall(text).hints)
+                for text in chat:
+                    count(text, "chitchat", not store.recall(text).hints)
+            finally:
+                store.close()
+            shutil.rmtree(work, ignore_errors=True)  # a vault of 10,000 files is not worth keeping
+        row = {"size": size, "vaults": n_vaults}
+        for half, t in tally.items():
+            share = lambda key, t=t: round(t[key + "_ok"] / max(t[key], 1), 4)  # noqa: E731
+            quiet = (t["offtopic_ok"] + t["chitchat_ok"]) / max(t["offtopic"] + t["chitchat"], 1)
+            row[half] = {
+                "answerable": t["answerable"],
+                "answerable_hinted": share("answerable"),
+                "offtopic_quiet": round(quiet, 4),
+                "chitchat_quiet": share("chitchat"),
+            }
+        rows.append(row)
+        a, tr, te = row["all"], row["train"], row["test"]
+        print(
+            f"{args.set} size {size:>6} ({n_vaults} vaults): answerable hinted {a['answerable_hinted']:6.1%} "
+            f"({a['answerable']} q; train {tr['answerable_hinted']:.1%} / test {te['answerable_hinted']:.1%}), "
+            f"off-topic quiet {a['offtopic_quiet']:6.1%} ({tr['offtopic_quiet']:.1%} / {te['offtopic_quiet']:.1%}), "
+            f"chit-chat quiet {a['chitchat_quiet']:6.1%} ({tr['chitchat_quiet']:.1%} / {te['chitchat_quiet']:.1%})",
+            flush=True,
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2))
+        args.out.write_text(json.dumps({"set": args.set, "sizes": rows}, indent=2))
     return 0
 
 

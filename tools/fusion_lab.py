@@ -1,13 +1,33 @@
 #!/usr/bin/env python3
-"""Compare fusion rules offline on a benchmark set (how the recall rule was chosen).
+"""How recall's constants are chosen: on one half of the data, reported on the other.
 
-    python tools/fusion_lab.py ../shared/bench/locomo [--work DIR]
+    .venv/bin/python tools/fusion_lab.py [--sets locomo,cmrc2018,cranfield,chats] [--held-out cmrc2018-hant]
 
-Uses the index that ``tools/bench_recall.py`` built in ``--work`` (run that
-first), collects every candidate's raw signals once per query, then scores
-several fusion rules on the same candidates and prints nDCG@10 for each plus
-the hint figures at threshold 0.5. Rules are whole-set comparisons; nothing
-here is tuned per query.
+Uses the indexes ``tools/bench_recall.py`` builds (and builds them if needed).
+For every set it collects, once, each message's candidates with their raw
+signals (metadata cosine, the best body chunks' cosines, the number and
+length of the body's chunks, BM25 score) and the message's own background
+(its cosine to the probe passages' centre, see ``calibrate``), for
+
+* the set's questions (nDCG@10; "answerable hinted" at threshold 0.5);
+* off-topic messages, which must get no hint: other sets' questions,
+  questions in the vault's own language about subjects no set holds,
+  chit-chat (``bench_data.offtopic``).
+
+Every message falls in half ``train`` or ``test`` by a seeded hash of its
+text (``bench_data.split_of``). Starting from a few points, a coordinate
+descent over ``GRID`` picks the constants with the best objective on the
+train halves of every tuning set at once (``objective``: every set's
+off-topic quiet >= ``--quiet``, then the fusion at least as good as its best
+single signal on every set where BM25 finds anything, then mean nDCG@10 +
+mean answerable hinted).
+The constants chosen are then reported on the test halves, untouched, and
+on the ``--held-out`` sets, never used to choose. Nothing is chosen per
+query or per set.
+
+``score_rule`` is ``sql/recall.sql``'s rule in numpy; the line "shipped"
+uses the constants in marchdb now and must reproduce the product's own
+scores (checked on every candidate).
 """
 
 from __future__ import annotations
@@ -16,132 +36,421 @@ import argparse
 import hashlib
 import json
 import math
-import random
 from pathlib import Path
 
 import numpy as np
-from bench_recall import BENCH, load_set, metrics
+from bench_data import QUERY_SETS, offtopic, split_of
+from bench_recall import open_set
 
-from marchdb.config import load_config
+from marchdb import fts
+from marchdb import recall as recall_mod
 from marchdb.embedding import calibrate
-from marchdb.recall import score
-from marchdb.store import Store
+
+HALVES = ("train", "test")
+#: The body signal: the best chunks' cosines weighted 0.65 / 0.25 / 0.10 (seed 000).
+BODY_WEIGHTS = np.array([0.65, 0.25, 0.10])
 
 
-def background(store, emb):
-    """Vectors a query is compared with to see how much its best match stands
-    out: the probe passages plus up to 200 of the vault's metadata vectors."""
-    from marchdb.embedding.probes import PAIRS
+def _code_version() -> str:
+    """Collected signals depend on the candidate rules: key caches on them."""
+    root = Path(recall_mod.__file__).resolve().parent
+    parts = [(root / "recall.py").read_bytes(), (root / "fts.py").read_bytes()]
+    parts += [p.read_bytes() for p in sorted((root.parent / "sql").glob("*.sql"))]
+    parts += [(root / "embedding" / "probes.py").read_bytes(), (root / "embedding" / "calibrate.py").read_bytes()]
+    parts += [p.read_bytes() for p in sorted((Path(__file__).resolve().parent / "data").iterdir())]
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()[:12]
 
-    probes = emb.embed_passages(list(dict.fromkeys(p for _, _, p in PAIRS)))
-    rows = store.con.execute("SELECT embedding FROM vec_meta ORDER BY rowid LIMIT 200").fetchall()
-    vault = np.array([np.frombuffer(r[0], dtype=np.float32) for r in rows]) if rows else np.zeros((0, probes.shape[1]))
-    return probes, vault
+
+def load_vectors(con, kind: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, int]]:
+    """Per active memory id: its metadata vector (``meta``) or chunk vectors
+    (``chunk``), each text's share of CJK characters, and the body's length
+    in characters."""
+    if kind == "meta":
+        sql = (
+            "SELECT m.id, vm.embedding, m.cjk, 0 FROM memory_index m "
+            "JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash JOIN vec_meta vm ON vm.rowid = v.vid "
+            "WHERE m.status = 'active'"
+        )
+    else:
+        sql = (
+            "SELECT m.id, vc.embedding, c.cjk, length(c.text) FROM memory_index m JOIN chunks c ON c.mem_rid = m.rid "
+            "JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash JOIN vec_chunk vc ON vc.rowid = v.vid "
+            "WHERE m.status = 'active' ORDER BY m.id, c.seq"
+        )
+    vecs: dict[str, list] = {}
+    cjk: dict[str, list] = {}
+    chars: dict[str, int] = {}
+    for mid, blob, share, n in con.execute(sql):
+        vecs.setdefault(mid, []).append(np.frombuffer(blob, dtype=np.float32))
+        cjk.setdefault(mid, []).append(share)
+        chars[mid] = chars.get(mid, 0) + n
+    return {k: np.stack(v) for k, v in vecs.items()}, {k: np.array(v) for k, v in cjk.items()}, chars
 
 
-def collect(store, emb, calib, texts):
-    vecs = emb.embed_queries(texts)
-    probes, vault = background(store, emb)
+def collect(name: str, n_other: int) -> dict:
+    """Candidates and raw signals of every query and off-topic message of set ``name``."""
+    store, _sdir, memories, queries, qrels, _report, _secs = open_set(name, Path(".bench/recall"))
+    cache = Path(".bench/lab") / f"{name}-{_code_version()}.json"
+    if cache.exists():
+        store.close()
+        return json.loads(cache.read_text())
+    emb = store.embedder()
+    calib = calibrate.ensure(store.con, emb)
+    con = store.con
+    meta, meta_cjk, _ = load_vectors(con, "meta")
+    chunks, chunk_cjk, body_chars = load_vectors(con, "chunk")
+    offset = calib.get("script_offset", 0.0) * calib.get("script_weight", 1.0)
+    center = np.asarray(calib["probe_center"], dtype=np.float32)
+    texts = [(q["text"], "query", q["id"]) for q in queries]
+    for kind, items in offtopic(name, n_other).items():
+        texts += [(t, kind, None) for t in items]
+    vecs = emb.embed_queries([t for t, _, _ in texts])
     out = []
-    for text, v in zip(texts, vecs):
-        cands = score(store.con, text, v, calib, limit=60)
-        bp = probes @ v
-        bv = vault @ v if len(vault) else bp
-        out.append(
-            [
+    for (text, kind, qid), qv in zip(texts, vecs):
+        cands = recall_mod.score(con, text, qv, calib, limit=100)
+        q_cjk = fts.cjk_share(text)
+        ceiling, _informative = recall_mod.bm25_terms(con, fts.query_terms(text))
+        rows = []
+        for c in cands:
+            # raw cosines, and whether the text is in another script than the
+            # message (sql/recall.sql adds the script offset back to those)
+            cos, across = [], []
+            if c.id in chunks:
+                flags = (chunk_cjk[c.id] >= 0.5) != (q_cjk >= 0.5)
+                adjusted = chunks[c.id] @ qv + offset * flags
+                order = np.argsort(-adjusted)[:3]
+                cos = [round(float((chunks[c.id] @ qv)[i]), 6) for i in order]
+                across = [int(flags[i]) for i in order]
+            rows.append(
                 {
                     "id": c.id,
                     "desc": bool(c.description),
-                    "meta": c.signals.get("meta_cos"),
-                    "body": c.signals.get("body_cos"),
-                    "dense": c.signals.get("dense_cos"),
-                    "ratio": c.signals.get("bm25_ratio"),
-                    "bg_probe": [float(bp.mean()), float(bp.std()), float(np.percentile(bp, 95))],
-                    "bg_vault": [float(bv.mean()), float(bv.std()), float(np.percentile(bv, 95))],
+                    "meta": float(meta[c.id][0] @ qv) if c.id in meta else None,
+                    "meta_across": int((meta_cjk[c.id][0] >= 0.5) != (q_cjk >= 0.5)) if c.id in meta else 0,
+                    "chunks": cos,
+                    "chunks_across": across,
+                    "n_chunks": len(cos),
+                    "body_chars": body_chars.get(c.id, 0),
+                    "bm25_raw": c.signals.get("bm25_raw"),
+                    "shipped": c.score,
                 }
-                for c in cands
-            ]
+            )
+        out.append(
+            {
+                "text": text,
+                "kind": kind,
+                "half": split_of(text),
+                "rel": qrels.get(qid, {}) if qid else {},
+                "bg": float(qv @ center),
+                "ceiling": ceiling,
+                "cands": rows,
+            }
         )
-    return out
+    data = {
+        "set": name,
+        "active": recall_mod.memory_count(con),
+        "texts": recall_mod.text_count(con),
+        "calib": calib,
+        "items": out,
+    }
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(data))
+    store.close()
+    return data
+
+
+class Arrays:
+    """One set's collected candidates as flat numpy arrays (one row per
+    candidate of each message), so a rule scores them all at once."""
+
+    def __init__(self, data: dict):
+        items = data["items"]
+        self.calib = data["calib"]
+        self.active = data["active"]
+        self.texts = data["texts"]
+        self.kind = np.array([i["kind"] for i in items])
+        self.half = np.array([i["half"] for i in items])
+        rows = [(n, c, i["rel"].get(c["id"], 0)) for n, i in enumerate(items) for c in i["cands"]]
+        self.n_items = len(items)
+        self.item = np.array([n for n, _, _ in rows], dtype=np.int64)
+        nan = float("nan")
+        self.bg = np.array([i["bg"] for i in items])[self.item]
+        self.ceiling = np.array([i["ceiling"] for i in items])[self.item]
+        self.meta = np.array([nan if c["meta"] is None else c["meta"] for _, c, _ in rows])
+        self.meta_across = np.array([c["meta_across"] for _, c, _ in rows], dtype=float)
+        self.top = np.array([(c["chunks"] + [nan, nan, nan])[:3] for _, c, _ in rows]).reshape(-1, 3)
+        self.top_across = np.array([(c["chunks_across"] + [0, 0, 0])[:3] for _, c, _ in rows], dtype=float)
+        self.body = self.body_cos(0.0)
+        #: calibrations by script weight (filled by main; the stored one otherwise)
+        self.calibs: dict[float, dict] = {}
+        self.n_chunks = np.array([c["n_chunks"] for _, c, _ in rows], dtype=float)
+        self.body_chars = np.array([c["body_chars"] for _, c, _ in rows], dtype=float)
+        self.raw = np.array([nan if c["bm25_raw"] is None else c["bm25_raw"] for _, c, _ in rows])
+        self.desc = np.array([c["desc"] for _, c, _ in rows], dtype=bool)
+        self.shipped = np.array([c["shipped"] for _, c, _ in rows])
+        self.grade = np.array([g for _, _, g in rows], dtype=float)
+        ideal = []
+        for i in items:
+            g = sorted(i["rel"].values(), reverse=True)[:10]
+            ideal.append(sum((2**x - 1) / math.log2(k + 2) for k, x in enumerate(g)))
+        self.idcg = np.array(ideal)
+        # the product's dense_cos: with the script offset it adds back
+        offset = self.calib.get("script_offset", 0.0) * self.calib.get("script_weight", 1.0)
+        dense = np.fmax(self.meta + offset * self.meta_across, self.body_cos(offset))
+        self.single = {"bm25": (self.raw, ~np.isnan(self.raw)), "dense": (dense, ~np.isnan(dense))}
+
+    def body_cos(self, offset: float) -> np.ndarray:
+        """The body signal with ``offset`` added to chunks in another script."""
+        top = self.top + offset * self.top_across
+        have = ~np.isnan(top)
+        weights = (have * BODY_WEIGHTS).sum(axis=1)
+        return np.where(weights > 0, np.nansum(top * BODY_WEIGHTS, axis=1) / np.maximum(weights, 1e-9), np.nan)
+
+    def ranks(self, score: np.ndarray) -> np.ndarray:
+        """Each candidate's rank within its message (0 = best)."""
+        order = np.lexsort((-score, self.item))
+        first = np.searchsorted(self.item[order], np.arange(self.n_items))
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order)) - first[self.item[order]]
+        return rank
+
+    def ndcg(self, score: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """nDCG@10 of every message under ``score`` (candidates not ``valid`` are left out)."""
+        s = np.where(valid, score, -np.inf) if valid is not None else score
+        rank = self.ranks(s)
+        ok = (rank < 10) & np.isfinite(s)
+        gain = (2 ** self.grade[ok] - 1) / np.log2(rank[ok] + 2)
+        dcg = np.bincount(self.item[ok], weights=gain, minlength=self.n_items)
+        return np.divide(dcg, self.idcg, out=np.zeros_like(dcg), where=self.idcg > 0)
+
+    def hints(self, score: np.ndarray, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+        """Per message: whether anything is hinted, and whether a relevant
+        memory is among the (at most 3) hints."""
+        eligible = self.desc & (score >= threshold)
+        rank = self.ranks(np.where(eligible, score, -np.inf))
+        top = eligible & (rank < 3)
+        any_hint = np.bincount(self.item[eligible], minlength=self.n_items) > 0
+        rel_hint = np.bincount(self.item[top & (self.grade > 0)], minlength=self.n_items) > 0
+        return any_hint, rel_hint
 
 
 def sig(x):
-    return 1.0 / (1.0 + math.exp(-x))
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -60, 60)))
 
 
-def rule(lo, hi, w, tau, slope, bm25_curve="exp"):
-    """A fusion rule: logistic dense (centre between lo and hi, scale gap/slope),
-    BM25 share-of-query through 1 - exp(-r/tau) (or clipped r/(2 tau)), weight w."""
-    mid, scale = (lo + hi) / 2, (hi - lo) / slope
+def score_rule(a: Arrays, p: dict) -> np.ndarray:
+    """``sql/recall.sql`` in numpy, with the constants ``p`` (vaults of at
+    least recall.SMALL_VAULT memories)."""
+    calib = a.calibs.get(p["xoff"], a.calib)
+    offset = calib["script_offset"] * p["xoff"]
+    curve = calibrate.curves(calib, a.texts, p["dense_k"], p["alone_k"])
+    # Tried, not shipped (the search keeps chunk_k at 0): the best of n
+    # chunks is high by chance alone, the expected maximum of n draws
+    # growing like sqrt(2 ln n) standard deviations.
+    penalty = p["chunk_k"] * calib["rel_sigma"]
+    body = a.body_cos(offset) - penalty * np.sqrt(2 * np.log(np.maximum(a.n_chunks, 1)))
+    d = np.fmax(a.meta + offset * a.meta_across, body) - a.bg
+    dense = sig((d - curve["dense_mid"]) / curve["dense_scale"])
+    alone = sig((d - curve["alone_mid"]) / curve["dense_scale"])
+    floor = p["floor"] * (recall_mod.BM25_K1 + 1) * math.log(max(a.active, 2))
+    length = np.minimum(1.0, (p["lref"] / np.maximum(a.body_chars, 1.0)) ** p["lpen"])
+    ratio = a.raw / np.maximum(a.ceiling, floor) * length
+    b = 1.0 - np.exp(-ratio / p["tau"])
+    both = ~np.isnan(d) & ~np.isnan(b)
+    agree = np.minimum(1.0, dense / max(p["agree"], 1e-9))
+    out = np.where(both, (p["w"] * dense + (1 - p["w"]) * b) * agree, np.where(np.isnan(d), b, alone))
+    return np.nan_to_num(out, nan=0.0)
 
-    def f(c, any_bm25=False):
-        d = None if c["dense"] is None else sig((c["dense"] - mid) / scale)
-        r = c["ratio"]
-        b = None if r is None else (1 - math.exp(-r / tau) if bm25_curve == "exp" else min(1.0, r / (2 * tau)))
-        if d is not None and b is not None:
-            return w * d + (1 - w) * b
-        return d if d is not None else (b if b is not None else 0.0)
 
-    return f
+#: The constants in marchdb now.
+SHIPPED = {
+    "w": recall_mod.W_DENSE,
+    "tau": calibrate.BM25_TAU,
+    "dense_k": calibrate.DENSE_K,
+    "alone_k": calibrate.ALONE_K,
+    "floor": recall_mod.BM25_FLOOR,
+    "lpen": recall_mod.BM25_LPEN,
+    "lref": recall_mod.BM25_LREF,
+    "chunk_k": 0.0,
+    "agree": recall_mod.AGREE,
+    "xoff": calibrate.SCRIPT_WEIGHT,
+}
+#: Where the search starts, and what it may try (train halves only).
+START = {
+    "w": 0.5,
+    "tau": 0.3,
+    "dense_k": 1.0,
+    "alone_k": 1.0,
+    "floor": 1.0,
+    "lpen": 0.5,
+    "lref": 3000.0,
+    "chunk_k": 0.0,
+    "agree": 0.25,
+    "xoff": 1.0,
+}
+STARTS = [
+    START,
+    {**START, "xoff": 0.0},
+    {**START, "xoff": 0.5},
+    {**START, "w": 0.6, "tau": 0.3, "dense_k": 0.8, "lpen": 0.25, "lref": 2000.0},
+    {**START, "w": 0.5, "tau": 0.25, "dense_k": 0.6, "alone_k": 0.8, "lpen": 0.0},
+]
+GRID = {
+    "w": (0.4, 0.5, 0.6, 0.7),
+    "tau": (0.2, 0.25, 0.3, 0.4, 0.5),
+    "dense_k": (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2),
+    "alone_k": (0.8, 0.9, 1.0, 1.1, 1.2, 1.3),
+    "floor": (0.0, 0.5, 1.0),
+    "lpen": (0.0, 0.25, 0.5, 0.75, 1.0),
+    "lref": (1000.0, 2000.0, 3000.0, 5000.0),
+    "chunk_k": (0.0, 0.1, 0.2, 0.4, 0.8),
+    # Fixed: the mixed-language vaults of tools/bench_small.py need it (a
+    # rare word of a minority language looked like a strong match) and the
+    # sets here do not see them; here it costs < 0.001 of the objective.
+    "agree": (0.25,),
+    "xoff": (0.0, 0.5, 1.0),
+}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("set_dir", type=Path)
-    ap.add_argument("--work", type=Path, default=Path(".bench/recall"))
-    ap.add_argument("--offtopic", type=int, default=300)
-    args = ap.parse_args()
-    set_dir = args.set_dir.resolve()
-    memories, queries, qrels = load_set(set_dir)
-    queries = [q for q in queries if q["id"] in qrels]
-    set_hash = hashlib.sha256((set_dir / "memories.jsonl").read_bytes()).hexdigest()[:12]
-    work = args.work.resolve() / f"{set_dir.name}-{set_hash}"
-    store = Store(
-        load_config(home=work / "home", root=work / "vault", env={"MARCH_THREADS": "1"})
-    )  # one thread: steady under load
-    emb = store.embedder()
-    calib = calibrate.ensure(store.con, emb)
-    fresh = calibrate.measure(emb)  # every level, whatever the stored rule
-    cache = work / "lab.json"
-    if cache.exists():
-        data = json.loads(cache.read_text())
-    else:
-        rng = random.Random(7)
-        others = []
-        for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name != set_dir.name):
-            others += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
-        off = rng.sample(others, min(args.offtopic, len(others)))
-        data = {"on": collect(store, emb, calib, [q["text"] for q in queries]), "off": collect(store, emb, calib, off)}
-        cache.write_text(json.dumps(data))
-    print(
-        f"{set_dir.name}: probe levels "
-        + ", ".join(f"{k}={fresh[k]}" for k in ("unrelated_p50", "unrelated_p75", "unrelated_p99", "related_p50"))
+def evaluate(a: Arrays, p: dict, threshold: float = 0.5) -> dict:
+    """Figures of rule ``p`` on one set, by half."""
+    score = score_rule(a, p)
+    nd = a.ndcg(score)
+    any_hint, rel_hint = a.hints(score, threshold)
+    if not hasattr(a, "single_ndcg"):
+        a.single_ndcg = {k: a.ndcg(np.nan_to_num(s, nan=-1.0), v) for k, (s, v) in a.single.items()}
+    out = {}
+    for h in HALVES:
+        q = (a.half == h) & (a.kind == "query")
+        quiet = {}
+        for kind in ("other", "language", "chitchat"):
+            m = (a.half == h) & (a.kind == kind)
+            if m.any():
+                quiet[kind] = float((~any_hint[m]).mean())
+        off = (a.half == h) & (a.kind != "query")
+        out[h] = {
+            "queries": int(q.sum()),
+            "ndcg": float(nd[q].mean()) if q.any() else None,
+            "bm25": float(a.single_ndcg["bm25"][q].mean()) if q.any() else None,
+            "dense": float(a.single_ndcg["dense"][q].mean()) if q.any() else None,
+            "hinted": float(rel_hint[q].mean()) if q.any() else None,
+            "quiet": quiet,
+            "quiet_all": float((~any_hint[off]).mean()) if off.any() else None,
+        }
+    return out
+
+
+#: Margins the train halves must clear, so that the held-out halves do not
+#: fall below the targets (97% quiet; fusion >= its best signal): a
+#: constant chosen at the very edge of a constraint on one half lands on
+#: either side of it on the other. (With a 1-point quiet margin the search
+#: chose constants at 98.5% on chats' train half that gave 96.9% on its
+#: held-out half, about 195 messages: one message is 0.5 points. Hence 2.)
+QUIET_MARGIN = 0.02
+FUSION_MARGIN = 0.01
+
+
+def objective(figs: dict[str, dict], quiet_min: float) -> tuple:
+    """Train-half objective over every tuning set, compared as a tuple:
+    first every set's off-topic quiet (all kinds pooled) at least
+    ``quiet_min + QUIET_MARGIN`` (else: the quietest worst set), then the
+    fusion's nDCG@10 at least ``FUSION_MARGIN`` above its best single
+    signal on every set, then mean nDCG@10 + mean answerable hinted."""
+    quiet_min += QUIET_MARGIN
+    quiets = [f["train"]["quiet_all"] for f in figs.values() if f["train"]["quiet_all"] is not None]
+    worst = min(quiets) if quiets else 1.0
+    with_q = [f["train"] for f in figs.values() if f["train"]["ndcg"] is not None]
+    # (not on crosslingual: no question shares a word with its memory, BM25 alone finds nothing)
+    fusion_ok = all(f["ndcg"] >= max(f["bm25"], f["dense"]) + FUSION_MARGIN for f in with_q if f["bm25"] > 0)
+    gain = float(np.mean([f["ndcg"] for f in with_q]) + np.mean([f["hinted"] for f in with_q])) if with_q else 0.0
+    if worst < quiet_min:
+        return (False, worst, fusion_ok, gain)
+    return (True, 1.0, fusion_ok, gain)
+
+
+def descend(data: dict, tune: list[str], start: dict, quiet_min: float, rounds: int = 6) -> tuple[dict, tuple]:
+    """Coordinate descent over ``GRID`` from ``start``: one constant at a
+    time, each to the value with the best train objective, until nothing
+    changes. Deterministic; sees the train halves only."""
+    best = dict(start)
+    best_obj = objective({n: evaluate(data[n], best) for n in tune}, quiet_min)
+    for _ in range(rounds):
+        changed = False
+        for key, values in GRID.items():
+            for value in values:
+                if best.get(key) == value:
+                    continue
+                trial = {**best, key: value}
+                obj = objective({n: evaluate(data[n], trial) for n in tune}, quiet_min)
+                if obj > best_obj:
+                    best, best_obj, changed = trial, obj, True
+        if not changed:
+            break
+    return best, best_obj
+
+
+def fmt(name: str, f: dict) -> str:
+    q = " ".join(f"{k} {v:.1%}" for k, v in f["quiet"].items())
+    if f["ndcg"] is None:
+        return f"  {name:22} off-topic quiet {f['quiet_all']:.1%} ({q})"
+    return (
+        f"  {name:22} nDCG@10 {f['ndcg']:.3f} (bm25 {f['bm25']:.3f}, dense {f['dense']:.3f}) "
+        f"hinted {f['hinted']:.1%}  off-topic quiet {f['quiet_all']:.1%} ({q})"
     )
-    base = {"bm25": lambda c, a: c["ratio"] if c["ratio"] is not None else -1, "dense": lambda c, a: c["dense"] or -1}
-    variants = {}
-    for lo_key in ("unrelated_p50", "unrelated_p75", "unrelated_p99"):
-        for w in (0.7, 0.6, 0.5):
-            for tau in (0.15, 0.25):
-                for slope in (3, 4):
-                    for curve in ("exp", "lin"):
-                        name = f"lo={lo_key[-3:]} w={w} tau={tau} slope={slope} {curve}"
-                        variants[name] = rule(fresh[lo_key], fresh["related_p50"], w, tau, slope, curve)
-    for name, rule_f in {**base, **variants}.items():
-        nd, hinted = [], 0
-        for q, cands in zip(queries, data["on"]):
-            any_b = any(c["ratio"] is not None for c in cands)
-            ranked = sorted(cands, key=lambda c: rule_f(c, any_b), reverse=True)
-            nd.append(metrics([c["id"] for c in ranked], qrels[q["id"]])["ndcg@10"])
-            kept = [c["id"] for c in ranked if c["desc"] and rule_f(c, any_b) >= 0.5][:3]
-            hinted += any(k in qrels[q["id"]] for k in kept)
-        quiet = 0
-        for cands in data["off"]:
-            any_b = any(c["ratio"] is not None for c in cands)
-            quiet += not any(c["desc"] and rule_f(c, any_b) >= 0.5 for c in cands)
-        print(
-            f"{name:44} nDCG@10 {np.mean(nd):.4f}  hinted {hinted / len(queries):6.1%}  off-topic quiet {quiet / len(data['off']):6.1%}"
-        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--sets", default=",".join((*QUERY_SETS, "chats", "crosslingual")), help="sets to tune on (train halves)"
+    )
+    ap.add_argument("--held-out", default="cmrc2018-hant", help="sets only reported, never tuned on")
+    ap.add_argument("--quiet", type=float, default=0.97, help="off-topic quiet every train half must reach")
+    ap.add_argument("--offtopic", type=int, default=300, help="other sets' questions per vault")
+    ap.add_argument("--report-only", action="store_true", help="no search: report the shipped constants")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    tune = [s for s in args.sets.split(",") if s]
+    held = [s for s in args.held_out.split(",") if s]
+    data = {name: Arrays(collect(name, args.offtopic)) for name in tune + held}
+    store, *_ = open_set(tune[0], Path(".bench/recall"))
+    calibs = {x: calibrate.measure(store.embedder(), script_weight=x) for x in GRID["xoff"]}
+    store.close()
+    for a in data.values():
+        a.calibs = calibs
+
+    # The numpy rule must be the product's rule: same score on every candidate.
+    for name, a in data.items():
+        worst = float(np.abs(score_rule(a, SHIPPED) - a.shipped).max()) if len(a.item) else 0.0
+        print(f"{name}: {a.n_items} messages; numpy rule vs marchdb, largest difference {worst:.1e}")
+
+    chosen = {"shipped": SHIPPED}
+    if not args.report_only:
+        best, best_obj = None, None
+        for start in STARTS:
+            found, obj = descend(data, tune, start, args.quiet)
+            print(f"descent from {start}\n  -> {found} {obj}")
+            if best_obj is None or obj > best_obj:
+                best, best_obj = found, obj
+        chosen["chosen on the train halves"] = best
+    report = {}
+    for label, p in chosen.items():
+        print(f"\n{label}: {p}")
+        figs = {name: evaluate(data[name], p) for name in tune + held}
+        report[label] = {"constants": p, "figures": figs}
+        for half in HALVES:
+            print(f" {half} half" + (" (held out)" if half == "test" else " (constants chosen here)"))
+            for name in tune:
+                print(fmt(name, figs[name][half]))
+        print(" held-out sets (never tuned on)")
+        for name in held:
+            for half in HALVES:
+                print(fmt(f"{name} ({half})", figs[name][half]))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -215,6 +215,7 @@ def verify_index(index_path: Path, root: Path, vectors: bool = False) -> dict:
         except Exception as exc:  # noqa: BLE001 - reported
             fts_ok = f"{type(exc).__name__}: {exc}"
         have = {r[0]: (r[1], r[2]) for r in con.execute("SELECT id, path, content_hash FROM memory_index")}
+        active = con.execute("SELECT count(*) FROM memory_index WHERE status = 'active'").fetchone()[0]
         have_files = {r[0]: r[1] for r in con.execute("SELECT path, content_hash FROM files")}
         fts_rows = con.execute("SELECT count(*) FROM fts").fetchone()[0]
         orphan_chunks = con.execute(
@@ -260,8 +261,8 @@ def verify_index(index_path: Path, root: Path, vectors: bool = False) -> dict:
     ):
         if items:
             problems.append(f"{len(items)} {label}: {', '.join(items[:3])}")
-    if fts_rows != len(have):
-        problems.append(f"fts has {fts_rows} rows for {len(have)} memories")
+    if fts_rows != active:  # only active memories are in the fts table
+        problems.append(f"fts has {fts_rows} rows for {active} active memories")
     if orphan_chunks:
         problems.append(f"{orphan_chunks} chunks without a memory")
     if vectors:

@@ -1,8 +1,9 @@
 """Probe pairs used to calibrate a model's cosine scale (see ``calibrate``).
 
-Each pair is (a message an agent might see, a memory's metadata text that
-answers it). Pairs cover English, Chinese and both directions across the two
-languages. Off-diagonal combinations (a message with another pair's memory)
+Each pair is (a message an agent might see, a memory text that answers it):
+mostly metadata (name, description, tags), some long body paragraphs.
+Pairs cover English, Simplified and Traditional Chinese and both directions
+across English and Chinese. Off-diagonal combinations (a message with another pair's memory)
 are the "unrelated" sample; the diagonal is the "related" sample. Topics are
 deliberately far apart so the off-diagonal really is unrelated. (``marchdb
 model check`` has its own pairs: ``selftest``.)
@@ -127,6 +128,90 @@ PAIRS: list[tuple[str, str, str]] = [
         "zh",
         "前端项目用什么打包工具？",
         "前端构建工具\n前端项目统一使用 Vite 打包，旧项目逐步从 webpack 迁移\n前端 构建",
+    ),
+    # Traditional characters (Taiwan / Hong Kong users write them; e5 must
+    # score them like Simplified text, so calibration sees them too).
+    (
+        "zh-hant",
+        "颱風天航班取消了怎麼改簽？",
+        "航班取消改簽\n颱風導致航班取消時可以在航空公司小程式免費改簽或全額退票\n出行 航班",
+    ),
+    (
+        "zh-hant",
+        "公司年會節目準備得怎麼樣了？",
+        "年會節目安排\n市場部表演小品，技術部負責合唱，彩排定在下週三晚上\n公司 活動",
+    ),
+    (
+        "zh-hant",
+        "陽台種的草莓為什麼不結果？",
+        "陽台草莓種植\n草莓開花後需要人工授粉，每天至少六小時日照才會結果\n園藝 陽台",
+    ),
+    (
+        "zh-hant",
+        "下個月的房貸還款日是哪天？",
+        "房貸還款提醒\n房貸每月十五日自動扣款，扣款前一天要確認薪資帳戶餘額\n財務 房貸",
+    ),
+    (
+        "zh-hant",
+        "爺爺的降壓藥每天吃幾次？",
+        "爺爺的用藥\n降壓藥每天早餐後吃一次，每週量三次血壓並記在本子上\n家庭 健康",
+    ),
+    (
+        "zh-hant",
+        "週末的羽毛球場訂好了嗎？",
+        "羽毛球場預訂\n每週六下午三點在體育館二號場，提前三天在官網預訂\n運動 羽毛球",
+    ),
+    # Long passages: a memory's body chunks are paragraphs of hundreds of
+    # characters (a chat log, meeting notes), not one-line summaries.
+    (
+        "long",
+        "Did we ever figure out why the laptop fan is so loud?",
+        "We opened the laptop on Saturday. The fan was clogged with dust and the thermal paste on the CPU had "
+        "dried into a crust, so the fan spun at full speed even when the machine was idle. After blowing out the "
+        "vents with compressed air and replacing the paste, idle temperature dropped from 78 to 52 degrees and the "
+        "fan stays quiet unless a build is running. If it gets loud again, check the vents first; the paste should "
+        "last a few years. The BIOS fan curve was left at its default.",
+    ),
+    (
+        "long",
+        "What did the landlord say about the broken heater?",
+        "Called Mrs. Alvarez about the radiator in the bedroom that has been cold since the storm. She said the "
+        "boiler service company is booked until Thursday, and that we may use an electric heater meanwhile and "
+        "deduct the extra electricity from next month's rent if we keep the bills. She also asked us to bleed the "
+        "radiators once the technician has been, and to report any water on the floor right away, because the "
+        "flat below had a leak last winter.",
+    ),
+    (
+        "long",
+        "How did the kayaking trip go last summer?",
+        "The three of us paddled the lake loop in two days. The first day was calm and we reached the island "
+        "campsite by four. On the second morning the wind turned and the crossing back took twice as long; Jonas "
+        "capsized once near the reeds but the dry bags kept everything dry. Lessons: start crossings early before "
+        "the afternoon wind, bring a spare paddle, and pack the stove where it can be reached without unloading "
+        "the boat. We want to do the river section next year.",
+    ),
+    (
+        "long",
+        "What were the conclusions of the pricing experiment?",
+        "The four-week pricing test compared the current plan with a cheaper monthly tier and an annual discount. "
+        "The cheaper tier raised sign-ups by 11 percent but cut revenue per user by 18 percent, so it lost money "
+        "overall. The annual discount brought almost no new users but moved a fifth of existing monthly users to "
+        "annual billing, which improved retention. Decision: keep the price, offer the annual discount on the "
+        "upgrade page, and repeat the test in spring with a longer window.",
+    ),
+    (
+        "long",
+        "上次装修卫生间防水是怎么做的？",
+        "卫生间装修时，先把地面和墙面清理干净，阴角和管道根部用堵漏王处理，然后刷了两遍柔性防水涂料，"
+        "墙面刷到一米八高，淋浴区一直刷到顶。每遍之间隔了一天，第二遍和第一遍方向垂直。刷完做了四十八小时闭水"
+        "试验，楼下邻居确认天花板没有渗水才开始贴砖。师傅提醒以后如果更换地漏，一定要重新补刷防水层。",
+    ),
+    (
+        "long",
+        "孩子学钢琴的进度怎么样？",
+        "女儿学钢琴一年半了，现在在练车尔尼599的后半本和小奏鸣曲。老师说她的节奏感很好，但是左手力度不够，"
+        "需要每天单独练十分钟左手音阶。每周六上午上课，每天在家练四十分钟，周末多练半小时。今年十二月准备考"
+        "四级，考试曲目已经定了，老师建议十月开始每周加一节课，考前一个月每天录音回听找问题。",
     ),
     (
         "x",
