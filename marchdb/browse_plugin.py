@@ -131,8 +131,8 @@ def register_functions(conn: Any, attached: _Attached) -> None:
             _fail("march_match", exc)
             raise
 
-    def march_recall_json(text=None, trigger="user", run_id=None, *extra):
-        return _json_or_error("march_recall_json", lambda: engine.recall(con, text, trigger, run_id))
+    def march_recall_json(text=None, trigger="user", run_id=None, project=None, *extra):
+        return _json_or_error("march_recall_json", lambda: engine.recall(con, text, trigger, run_id, project))
 
     def march_similar_json(mem_id=None, k=SIMILAR_K, *extra):
         return _json_or_error("march_similar_json", lambda: engine.similar(con, mem_id, k))

@@ -7,6 +7,7 @@ command, only format what the library returns.
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import typer
@@ -97,7 +98,14 @@ def install_(
     if user and project:
         raise InvalidInput("choose --user or --project DIR, not both")
     obj = ctx.find_root().obj or {}
-    result = install.install(install.settings_path(project), install.hook_command(_home(obj)))
+    from .config import load_config
+
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    # What only this shell says (a flag, an environment variable) goes into
+    # the command; config.json is read by the hook itself.
+    root = cfg.memory_root if cfg.root_source in ("--root", "MARCH_MEMORY_ROOT") else None
+    model = obj.get("model") or os.environ.get("MARCH_EMBED_MODEL") or None
+    result = install.install(install.settings_path(project), install.hook_command(cfg.home, root, model))
     _report_install(result, as_json, "added")
 
 

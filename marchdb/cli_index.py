@@ -31,7 +31,7 @@ def sql(
 
         # A read-only connection, not an authorizer alone: dot commands such as
         # .restore write through the backup API, which no authorizer sees.
-        shell = apsw.shell.Shell(db=store.con if write else store.reader())
+        shell = (apsw.shell.Shell if write else _read_only_shell())(db=store.con if write else store.reader())
         shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
         return
     columns, rows = store.query(query, write=write)
@@ -46,6 +46,28 @@ def sql(
     typer.echo("  ".join("-" * w for w in widths))
     for row in cells:
         typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
+
+
+#: Dot commands a read-only ``marchdb sql`` refuses: they run programs or
+#: Python, or swap the connection for one that could write.
+_REFUSED_DOT_COMMANDS = ("shell", "py", "open", "connection", "load", "restore", "import", "autoimport")
+
+
+def _read_only_shell():
+    import apsw.shell
+
+    class ReadOnlyShell(apsw.shell.Shell):
+        """apsw's shell without the dot commands that run programs or write."""
+
+    def refuse(name: str):
+        def command(self, cmd):
+            raise self.Error(f".{name} is not available in a read-only `marchdb sql`; use `marchdb sql --write`")
+
+        return command
+
+    for name in _REFUSED_DOT_COMMANDS:
+        setattr(ReadOnlyShell, f"command_{name}", refuse(name))
+    return ReadOnlyShell
 
 
 @command(app)

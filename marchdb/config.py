@@ -54,6 +54,19 @@ SYSTEM_TREES = (
     "/libx32",
     "/System",
     "/private/etc",
+    # /var holds vaults only in /var/home (Fedora Silverblue's homes) or a
+    # temp folder (/var/tmp, macOS's /private/var/folders); the rest is the system's.
+    "/var/lib",
+    "/var/log",
+    "/var/cache",
+    "/var/spool",
+    "/var/mail",
+    "/var/backups",
+    "/var/run",
+    "/var/lock",
+    "/var/db",
+    "/private/var/db",
+    "/private/var/log",
 )
 #: Folders that are not a vault themselves, though vaults may lie below them
 #: (a USB drive under /run/media, a temp folder under /tmp or macOS's /private/var).

@@ -272,6 +272,9 @@ def _apply_schema(con: apsw.Connection) -> str:
         # The mark that lets marchdb prove later that this file is its own
         # (ownership.py): nothing else is ever rebuilt or deleted.
         con.pragma("application_id", ownership.APPLICATION_ID)
+    # Into the file's header now, where ownership.py reads it first (in WAL
+    # mode it would wait in the -wal file for the next checkpoint).
+    con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
     return logs.describe(copied, skipped) if saved and saved.rows() else ""
 
 

@@ -454,7 +454,10 @@ def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Foun
         except SHAPE_ERRORS as exc:
             found = Bad(rel, f"could not be read as a note: {type(exc).__name__}: {exc}")
         if isinstance(found, Item):
-            found.source = f"{kind}:{base.name}/{rel}"
+            # The file's absolute path: two folders of one name are two
+            # sources, and a subfolder or one file of a folder imported
+            # before is the same source (not a second copy).
+            found.source = f"{kind}:{base / rel}"
         yield found
 
 

@@ -71,14 +71,21 @@ def settings_path(project: str | os.PathLike | None = None) -> Path:
     return Path(base).expanduser().absolute() / "settings.json"
 
 
-def hook_command(home: Path | None = None) -> str:
+def hook_command(home: Path | None = None, root: Path | None = None, model: str | None = None) -> str:
     """The shell command the hooks run: this installation's ``marchdb`` (an
-    absolute path: hooks run with Claude Code's PATH), with ``--home`` when
-    this home is not the default."""
+    absolute path: hooks run with Claude Code's PATH and environment), with
+    ``--home`` when this home is not the default, and ``--root`` / ``--model``
+    when the installing shell chose them by flag or environment variable
+    (Claude Code's hooks would not see those: they would recall from another
+    vault)."""
     exe = Path(sys.executable).with_name("marchdb")
     parts = [str(exe)] if exe.exists() else [sys.executable, "-m", "marchdb"]
     if home is not None and Path(home).absolute() != Path("~/.march").expanduser().absolute():
         parts += ["--home", str(Path(home).absolute())]
+    if root is not None:
+        parts += ["--root", str(Path(root).absolute())]
+    if model:
+        parts += ["--model", str(Path(model).expanduser().absolute()) if os.sep in model else model]
     return " ".join(shlex.quote(p) for p in [*parts, *HOOK_ARGS])
 
 

@@ -5,8 +5,7 @@ What it proposes, each with its reason:
 * **archive** a daily log (tag ``daily-log``) older than ``log_days`` days
   that no recall ever hinted, showed or recorded and nobody opened;
 * **archive** a memory whose status has been ``deprecated`` for
-  ``deprecated_days`` days (since its ``updated_at`` or its file's last change,
-  whichever is later);
+  ``deprecated_days`` days (since its ``updated_at``);
 * **merge** active memories whose metadata vectors (name + description +
   tags) are nearly the same, as clusters listing every id;
 * **describe** a memory without a description (it is never a hint).
@@ -110,8 +109,13 @@ def protected(tags: list[str], path: str, priority: float | None) -> bool:
     return bool(PROTECTED_TAGS & set(tags) or PROTECTED_FOLDERS & folders or (priority or 0) > 0)
 
 
-def _age_days(now: dt.datetime, *stamps: object) -> float | None:
-    times = [t for t in (parse_time(s) for s in stamps) if t is not None]
+def _age_days(now: dt.datetime, mtime: str, *stamps: object) -> float | None:
+    """Days since the latest of the frontmatter times ``stamps``; the file's
+    last change only when it has none (an import, a copy or a git checkout
+    gives every file today's time: old notes would never look old)."""
+    times = [t for t in (parse_time(s) for s in (*stamps,)) if t is not None]
+    if not times:
+        times = [t for t in (parse_time(mtime),) if t is not None]
     return None if not times else (now - max(times)).total_seconds() / 86400.0
 
 
@@ -139,7 +143,7 @@ def propose(
             keep.add(r["id"])
             continue
         if r["status"] == "active" and LOG_TAG in tags:
-            age = _age_days(now, r["created_at"], r["updated_at"], mtime)
+            age = _age_days(now, mtime, r["created_at"], r["updated_at"])
             if age is not None and age > log_days and not r["recalled"] and not r["opened"]:
                 proposals.append(
                     Proposal(
@@ -151,7 +155,7 @@ def propose(
                 )
                 continue
         if r["status"] == "deprecated":
-            age = _age_days(now, r["updated_at"], mtime)
+            age = _age_days(now, mtime, r["updated_at"])
             if age is not None and age > deprecated_days:
                 proposals.append(
                     Proposal(

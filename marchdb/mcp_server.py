@@ -46,7 +46,9 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer(name="marchdb", instructions=tools.INSTRUCTIONS)
+    from . import __version__
+
+    server = MCPServer(name="marchdb", version=__version__, instructions=tools.INSTRUCTIONS)
 
     def call(op: str, /, **args: Any) -> dict:
         try:

@@ -65,15 +65,22 @@ def _read_head(path: Path) -> bytes:
         os.close(fd)
 
 
-def _tables_and_meta(path: Path, wal: bool) -> tuple[set[str], dict[str, str]]:
+def _tables_and_meta(path: Path, wal: bool) -> tuple[set[str], dict[str, str], int]:
     """Table names and (when there is one) the ``meta`` table of an SQLite
     file, read without writing anything: ``immutable=1`` creates no -wal or
     -shm file next to another program's database; a WAL file that has a
-    live ``-wal`` is opened read-only instead, so its newest content counts."""
+    live ``-wal`` is opened read-only instead, so its newest content counts
+    (also its ``application_id``: set in a transaction, the mark stays in the
+    ``-wal`` file until a checkpoint copies it into the header)."""
     immutable = not (wal and os.path.exists(f"{path}-wal"))
     uri = f"file:{urllib.parse.quote(os.fspath(path))}?mode=ro" + ("&immutable=1" if immutable else "")
     con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    # A writer in another process (a sync, the engine) may hold the file for
+    # a moment: wait, as marchdb's own connections do, rather than call a
+    # busy index "not ours".
+    con.set_busy_timeout(10_000)
     try:
+        app_id = int(con.pragma("application_id") or 0)
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         meta: dict[str, str] = {}
         if "meta" in tables:
@@ -81,7 +88,7 @@ def _tables_and_meta(path: Path, wal: bool) -> tuple[set[str], dict[str, str]]:
                 meta = {str(k): str(v) for k, v in con.execute("SELECT key, value FROM meta")}
             except apsw.Error:
                 meta = {}
-        return tables, meta
+        return tables, meta, app_id
     finally:
         con.close()
 
@@ -116,9 +123,15 @@ def index_file_state(path: str | os.PathLike) -> str:
     if app_id != 0:
         raise _refuse(path, f"it is another application's SQLite database, application_id {app_id:#x}")
     try:
-        tables, meta = _tables_and_meta(path, wal=head[18:20] == b"\x02\x02")
+        tables, meta, app_id = _tables_and_meta(path, wal=head[18:20] == b"\x02\x02")
+    except apsw.BusyError:
+        raise IndexUnavailable(
+            f"the index {path} stayed locked by another process for 10 s; try again in a moment"
+        ) from None
     except apsw.Error as exc:
         raise _refuse(path, f"an SQLite file without marchdb's mark that cannot be read: {exc}") from None
+    if app_id == APPLICATION_ID:
+        return OURS  # the mark is still in the -wal file (no checkpoint since the index was made)
     if not tables:
         return EMPTY
     if "schema_hash" in meta and "index_id" in meta:

@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from . import db
-from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, Retry
+from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry
 from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
 from .layout import edit_note
 from .notes import (
@@ -553,11 +553,13 @@ class Saver:
         new = changes.new_note()
         if isinstance(new, list):
             lead = f"no memory has id {mem_id}; to create it" if mem_id else "to create a memory"
-            raise InvalidInput(
+            message = (
                 f"{lead} also pass {', '.join(new)} (tags: at least one; the description is what recall "
                 'shows). In a hurry? `marchdb log "title" "text"` (memory_log) appends a note to today\'s '
                 "daily log instead"
             )
+            # An update of an id nobody holds is "not found" (exit 5), as for open.
+            raise NotFound(message, mem_id) if mem_id else InvalidInput(message)
         if not force:
             twin = find_same_name(con, new.name)
             if twin is None and twin_probe is not None:

@@ -58,10 +58,17 @@ RECALL_COLUMNS = (
     "bm25_raw",
     "bm25_ratio",
     "bm25",
+    "temp_adj",
+    "recency",
+    "use",
+    "priority",
+    "project_bonus",
     "status",
     "description",
     "path",
 )
+#: RECALL_COLUMNS taken from a candidate's signals as they are.
+_SIGNAL_COLUMNS = RECALL_COLUMNS[RECALL_COLUMNS.index("meta_cos") : RECALL_COLUMNS.index("status")]
 SIMILAR_COLUMNS = ("rank", "id", "name", "cos", "dense", "description", "path")
 #: ``march_similar``'s k: default and bound (sqlite-vec KNN needs a cap).
 SIMILAR_K = 10
@@ -152,7 +159,12 @@ class Engine:
         return fts.match_expression(informative)
 
     def recall(
-        self, con: apsw.Connection, text: object, trigger: object = "user", run_id: object = None
+        self,
+        con: apsw.Connection,
+        text: object,
+        trigger: object = "user",
+        run_id: object = None,
+        project: object = None,
     ) -> list[dict[str, Any]]:
         """``march_recall``: every scored candidate for ``text`` with its
         signals, as ``recall --explain`` shows them, best first.
@@ -166,9 +178,12 @@ class Engine:
             raise InvalidInput(f"march_recall: trigger must be 'user' or 'assistant', not {trigger!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
             raise InvalidInput("march_recall: the run id must be a non-empty string (or NULL for a pure query)")
+        if project is not None and not isinstance(project, str):
+            raise InvalidInput("march_recall: the project must be a name (text), or NULL for none")
         value = _text_arg(text, "march_recall")
         if value is None:
             return []
+        tag = recall_mod.project_tag(self.cfg.project_tag_prefix, project)
         if run_id is not None and is_read_only(con):
             raise InvalidInput(
                 "march_recall with a run id records its hints in the recall log, and this connection is "
@@ -176,7 +191,7 @@ class Engine:
             )
         with self._lock:
             mode, qvec, calib = self._query_vector(con, value)
-            scored = recall_mod.score(con, value, qvec, calib, w_dense=self.cfg.dense_weight)
+            scored = recall_mod.score(con, value, qvec, calib, w_dense=self.cfg.dense_weight, project_tag=tag)
             threshold = self.cfg.min_score
             if run_id is None:
                 recall_mod.apply_rules(con, scored, str(trigger), None, threshold)
@@ -194,7 +209,7 @@ class Engine:
                 "reason": cand.reason,
                 "mode": mode,
             }
-            for key in RECALL_COLUMNS[7:15]:
+            for key in _SIGNAL_COLUMNS:
                 row[key] = sig.get(key)
             row.update(status=sig.get("status"), description=cand.description, path=cand.path)
             rows.append(row)
@@ -336,10 +351,10 @@ def register(con: apsw.Connection, engine: Engine) -> None:
             raise InvalidInput("march_embed takes a text and optionally 'query' or 'passage'")
         return engine.embed(text, kind)
 
-    def march_recall_json(text=None, trigger="user", run_id=None, *extra):
+    def march_recall_json(text=None, trigger="user", run_id=None, project=None, *extra):
         if extra:
-            raise InvalidInput("march_recall_json takes a text, optionally a trigger and a run id")
-        return _json(engine.recall(con, text, trigger, run_id))
+            raise InvalidInput("march_recall_json takes a text, optionally a trigger, a run id and a project")
+        return _json(engine.recall(con, text, trigger, run_id, project))
 
     def march_similar_json(mem_id=None, k=SIMILAR_K, *extra):
         if extra:
@@ -359,8 +374,8 @@ def register(con: apsw.Connection, engine: Engine) -> None:
     con.create_scalar_function("march_recall_json", march_recall_json, -1)
     con.create_scalar_function("march_similar_json", march_similar_json, -1)
 
-    def march_recall(text=None, trigger="user", run_id=None):
-        for row in engine.recall(con, text, trigger, run_id):
+    def march_recall(text=None, trigger="user", run_id=None, project=None):
+        for row in engine.recall(con, text, trigger, run_id, project):
             yield tuple(row[c] for c in RECALL_COLUMNS)
 
     def march_similar(memory=None, k=SIMILAR_K):

@@ -299,8 +299,20 @@ class Store:
         "hook_log"}`` (the last lines of ``logs/hooks.log``: why a hook
         injected nothing)."""
         summary = self.status()
+        problems = doctor.problems(self.con)
+        if not self.cfg.memory_root.is_dir():
+            problems.insert(
+                0,
+                {
+                    "path": str(self.cfg.memory_root),
+                    "kind": "missing_root",
+                    "detail": "the memory root is not there (an unmounted drive, a moved folder?); recall and "
+                    f"search answer from the index as of its last scan ({summary.get('last_sync_at')})",
+                    "advice": "mount or create the folder, or point MARCH_MEMORY_ROOT / memoryRoot at your vault",
+                },
+            )
         return {
-            "problems": doctor.problems(self.con),
+            "problems": problems,
             "vector_error": summary.get("vector_error"),
             "hook_log": client.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),

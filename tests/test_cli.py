@@ -48,6 +48,10 @@ def test_sync_status_doctor_json(cli, vault):
     assert all(p["advice"] for p in doctor["problems"])
     text = cli("doctor")
     assert "duplicate_id" in text.stdout and "give all but one" in text.stdout
+    # A memory root that went away is a problem, not a side note.
+    vault.root.rename(vault.root.with_name("moved"))
+    text = cli("doctor")
+    assert "missing_root" in text.stdout and "no problems" not in text.stdout
 
 
 def test_open_ok_not_found_conflict(cli, vault):

@@ -171,10 +171,36 @@ def test_1_a_corrupt_index_of_ours_is_still_rebuilt(tmp_path, vault, bm25_cfg):
         assert any("corrupt" in n for n in store.take_notices())
 
 
+def test_1_our_mark_is_in_the_header_and_a_busy_index_is_never_called_foreign(tmp_path, vault, bm25_cfg):
+    from marchdb import ownership
+
+    vault.memory("a.md", "mem_a")
+    with Store(bm25_cfg) as store:
+        store.sync(embed=False)
+        # The mark reaches the file's header at creation, not at some later checkpoint.
+        head = bm25_cfg.index_path.read_bytes()[:100]
+        assert int.from_bytes(head[68:72], "big") == ownership.APPLICATION_ID
+        # An index whose mark still waits in the -wal file (made by an earlier
+        # version) is ours too, read through the WAL, even while a writer holds it.
+        with store.con:
+            store.con.pragma("application_id", 0)
+        store.con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+        with store.con:
+            store.con.pragma("application_id", ownership.APPLICATION_ID)
+        assert int.from_bytes(bm25_cfg.index_path.read_bytes()[68:72], "big") == 0
+        store.con.execute("BEGIN IMMEDIATE")
+        try:
+            assert ownership.check_owned(bm25_cfg.index_path) == ownership.OURS
+        finally:
+            store.con.execute("ROLLBACK")
+
+
 # ---------------------------------------------------------------- 2. roots that are not a vault
 
 
-@pytest.mark.parametrize("root", ["/", "/usr", "/etc", "/proc", "/usr/share", "/var", "/home", "/tmp"])
+@pytest.mark.parametrize(
+    "root", ["/", "/usr", "/etc", "/proc", "/usr/share", "/var", "/var/lib", "/var/log/apt", "/home", "/tmp"]
+)
 def test_2_system_folders_are_refused_as_memory_roots(tmp_path, root):
     if not os.path.isdir(root):
         pytest.skip(f"{root} does not exist here")
@@ -775,6 +801,11 @@ def test_13_introspection_is_allowed_and_the_shell_cannot_write(tmp_path, vault)
     con.close()
     result = marchdb_cli(home, "sql", root=vault.root, input="PRAGMA table_info(memory_index);\n")
     assert "description" in result.stdout
+    # ... nor run a program or Python.
+    marker = tmp_path / "ran"
+    for command in (f".shell touch {marker}", f".py open({str(marker)!r}, 'w').write('x')"):
+        result = marchdb_cli(home, "sql", root=vault.root, input=command + "\n")
+        assert not marker.exists() and "not available in a read-only" in result.output, command
     # --write still writes, on purpose.
     assert marchdb_cli(home, "sql", "DELETE FROM open_log", "--write", root=vault.root).exit_code == 0
 

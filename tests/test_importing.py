@@ -87,7 +87,7 @@ def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace
     done = store.import_("workspace", workspace, apply=True, embed=False)
     assert done["created"] == 6 and all(Path(r["path"]).is_file() for r in done["items"] if r["action"] == "created")
     mems = memories(store)
-    key = "workspace:agent-ws/"
+    key = f"workspace:{workspace}/"
     log = mems[key + "memory/2026-11-02.md"]
     assert (log["id"], log["name"]) == ("log_2026-11-02", "Daily log 2026-11-02")
     assert log["description"] == "完成代码审查; Deploy fixed"
@@ -104,10 +104,24 @@ def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace
     assert mems[key + "NOW.md"]["name"] == "Now"
     # The file says where it came from; the source is untouched.
     text = (vault.root / decision["path"]).read_text()
-    assert "source: workspace:agent-ws/memory/decisions/db-choice.md" in text
+    assert f"source: workspace:{workspace}/memory/decisions/db-choice.md" in text
     again = store.import_("workspace", workspace, apply=True, embed=False)
     assert (again["created"], again["skipped"]) == (0, 9)
     assert {r["detail"] for r in again["items"] if r["origin"] == "NOW.md"} == {"imported already"}
+
+
+def test_a_source_is_its_file_not_its_folders_name(vault, store, tmp_path):
+    for ws in (tmp_path / "a" / "workspace", tmp_path / "b" / "workspace"):
+        put(ws, "notes/kafka.md", f"# Kafka in {ws.parent.name}\n\nPartitions are the unit of order.\n")
+    first = store.import_("obsidian", tmp_path / "a" / "workspace", apply=True, embed=False)
+    assert first["created"] == 1
+    # Another folder of the same name holds other notes: they are imported.
+    assert store.import_("obsidian", tmp_path / "b" / "workspace", apply=True, embed=False)["created"] == 1
+    # A subfolder or a single file of a folder imported before: nothing twice.
+    for again in (tmp_path / "a" / "workspace" / "notes", tmp_path / "a" / "workspace" / "notes" / "kafka.md"):
+        plan = store.import_("obsidian", again)
+        assert (plan["created"], plan["skipped"]) == (0, 1), again
+    assert len(memories(store)) == 2
 
 
 def test_typed_layout_of_seed_004(vault, store, tmp_path):
@@ -203,13 +217,13 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     assert "UTF-8" in rows["latin1.md"]["detail"] and "limited" in rows["big.md"]["detail"]
     assert "it is a marchdb memory" in rows["already.md"]["detail"] and "symlink" in rows["link.md"]["detail"]
     mems = memories(store)
-    design = mems["obsidian:Vault/Projects/Marchdb/Design.md"]
+    design = mems[f"obsidian:{notes_dir}/Projects/Marchdb/Design.md"]
     assert (design["name"], design["description"]) == ("Design", "Some intro without heading.")
     assert json.loads(design["tags_json"]) == ["projects/marchdb", "idea"]  # not #include (code), not #2026 (a number)
-    assert mems["obsidian:Vault/Daily/2026-02-30.md"]["name"] == "2026 02 30"
-    bad_time = mems["obsidian:Vault/Daily/2026-02-03.md"]
+    assert mems[f"obsidian:{notes_dir}/Daily/2026-02-30.md"]["name"] == "2026 02 30"
+    bad_time = mems[f"obsidian:{notes_dir}/Daily/2026-02-03.md"]
     assert (bad_time["id"], bad_time["path"]) == ("log_2026-02-03", "2026/02/week1/2026-02-03-daily-log.md")
-    books = mems["obsidian:Vault/Reading list.md"]
+    books = mems[f"obsidian:{notes_dir}/Reading list.md"]
     assert (books["name"], books["description"]) == ("Books to read", "Dune, by Herbert.")
     assert json.loads(books["tags_json"]) == ["books", "reading-list"]
     assert books["created_at"] == "2025-05-01T00:00:00.000Z" and books["path"].startswith("2025/05/week1/")

@@ -104,5 +104,17 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     assert out.exit_code == 0 and (project / ".claude" / "settings.local.json").exists()
     assert runner.invoke(app, ["uninstall", "claude-code", "--project", str(project)]).exit_code == 0
     assert json.loads((project / ".claude" / "settings.local.json").read_text()) == {}
+    # A root chosen by this shell (flag or environment) travels with the hook:
+    # Claude Code runs hooks without this shell's environment.
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "c1"))
+    out = runner.invoke(app, ["--home", str(tmp_path / "h"), "--root", str(tmp_path / "v1"), "install", "claude-code"])
+    assert out.exit_code == 0, out.output
+    assert f"--root {tmp_path / 'v1'} hook" in (tmp_path / "c1" / "settings.json").read_text()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "c2"))
+    monkeypatch.setenv("MARCH_MEMORY_ROOT", str(tmp_path / "v2"))
+    assert runner.invoke(app, ["--home", str(tmp_path / "h"), "install", "claude-code"]).exit_code == 0
+    assert f"--root {tmp_path / 'v2'} hook" in (tmp_path / "c2" / "settings.json").read_text()
     bad = runner.invoke(app, ["install", "cursor"])
     assert bad.exit_code == 2 and "claude-code" in bad.stderr

@@ -74,6 +74,23 @@ def test_proposals_and_their_reasons(vault, store):
     assert "mem_dep_recent" in by_id(store.maintain(deprecated_days=5))
 
 
+def test_age_comes_from_the_frontmatter_not_the_file_time(vault, store):
+    """An import, a copy or a git checkout gives old notes today's file time."""
+    import os
+
+    for path in (
+        mem(vault, "logs/imported.md", "log_imported", tags=["daily-log"], created=200),
+        mem(vault, "dep/copied.md", "mem_dep_copied", status="deprecated", created=400, updated=150),
+    ):
+        os.utime(path, None)  # touched now
+    vault.write("dep/no_times.md", "---\nid: mem_no_times\nname: n\ndescription: d\nstatus: deprecated\n---\n\nx\n")
+    store.sync(embed=False)
+    props = by_id(store.maintain())
+    assert props["log_imported"]["reason"].startswith("daily log last written 200 days ago")
+    assert props["mem_dep_copied"]["reason"].startswith("deprecated, unchanged for 150 days")
+    assert "mem_no_times" not in props  # no time in the file: its last change counts (today)
+
+
 def test_apply_archives_reversibly_and_archived_memories_leave_recall_and_search(vault, store):
     path = mem(vault, "2026/10/week1/log.md", "log_old", tags=["daily-log"], created=45, extra="# kept comment\n")
     mem(vault, "nodesc.md", "mem_nodesc", description=None)

@@ -44,9 +44,9 @@ async def _session_calls(params, calls):
 
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            init = await session.initialize()
             tools = await session.list_tools()
-            results = {"tools": {t.name: t for t in tools.tools}}
+            results = {"tools": {t.name: t for t in tools.tools}, "server": init.server_info}
             for key, name, args in calls:
                 result = await session.call_tool(name, args)
                 text = "".join(getattr(c, "text", "") for c in result.content)
@@ -60,7 +60,11 @@ def call(params, calls):
 
 
 def test_tools_are_listed_with_their_descriptions(server):
-    tools = call(server, [])["tools"]
+    from marchdb import __version__
+
+    answer = call(server, [])
+    assert (answer["server"].name, answer["server"].version) == ("marchdb", __version__)
+    tools = answer["tools"]
     assert {"memory_search", "memory_open", "memory_save", "memory_log", "memory_recall", "memory_context"} <= set(
         tools
     )

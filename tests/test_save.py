@@ -19,7 +19,7 @@ from conftest import TinyEmbedder
 
 from marchdb import db, notes
 from marchdb.embedding import vectors
-from marchdb.errors import Conflict, InvalidInput
+from marchdb.errors import Conflict, InvalidInput, NotFound
 from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
 from marchdb.save import MAX_BODY_BYTES, Changes, find_similar, update_file, validate_changes
 from marchdb.tools import SAVE as SAVE_TOOL_DESCRIPTION
@@ -337,8 +337,9 @@ def test_bad_update_input_leaves_the_file_alone(vault, store):
 
 
 def test_unknown_id_without_fields_says_what_to_pass(vault, store):
-    with pytest.raises(InvalidInput, match="no memory has id mem_nope; to create it also pass"):
+    with pytest.raises(NotFound, match="no memory has id mem_nope; to create it also pass") as caught:
         store.save(id="mem_nope", description="d", embed=False)
+    assert caught.value.exit_code == 5  # as open says for an id nobody holds
     assert snapshot(vault.root) == {}
 
 

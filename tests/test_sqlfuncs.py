@@ -51,6 +51,13 @@ def test_fts_and_match_are_what_recall_uses(bm25_store):
     assert rows(bm25_store, "SELECT march_match('') AS m, march_fts(NULL) AS f") == [{"m": None, "f": None}]
 
 
+def test_recall_ranks_the_project_given_as_its_fourth_argument(mixed_vault, bm25_store):
+    mixed_vault.memory("p.md", "mem_p", name="Zebra stripes", description="why zebras have stripes", tags=["project/x"])
+    bm25_store.sync(embed=False)
+    sql = "SELECT id, project_bonus FROM march_recall('zebra stripes', 'user', NULL, 'x') WHERE project_bonus"
+    assert rows(bm25_store, sql) == [{"id": "mem_p", "project_bonus": recall_mod.PROJECT_BONUS}]
+
+
 def test_recall_without_a_model_is_bm25_and_says_so(bm25_store):
     question = "Context cache ordering"
     found = rows(bm25_store, "SELECT * FROM march_recall(?)", (question,))
@@ -61,6 +68,10 @@ def test_recall_without_a_model_is_bm25_and_says_so(bm25_store):
         (c.id, round(c.score, 6), c.reason) for c in explained.candidates
     ]
     assert found[0]["id"] == "mem_cache" and found[0]["hint"] == 1 and found[0]["bm25_raw"] > 0
+    # the ranking adjustments of --explain too: temperature, and the project bonus when one is given
+    assert all(isinstance(r["temp_adj"], float) and r["project_bonus"] is None for r in found)
+    sql = "SELECT id, project_bonus FROM march_recall(?, 'user', NULL, ?) WHERE project_bonus"
+    assert rows(bm25_store, sql, (question, "nobody")) == []
     # the JSON twin holds the same rows
     as_json = json.loads(rows(bm25_store, "SELECT march_recall_json(?) AS j", (question,))[0]["j"])
     assert [(r["id"], r["score"]) for r in as_json] == [(r["id"], r["score"]) for r in found]
