@@ -175,6 +175,8 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
     except FileNotFoundError:
         raise Unavailable("not running") from None
     except ConnectionRefusedError:
+        if os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise Unavailable("cannot start", f"{path} is taken by a file that is not a socket") from None
         raise Unavailable("not running", "stale socket") from None
     except OSError as exc:
         raise Unavailable("cannot connect", exc.strerror or str(exc)) from None

@@ -77,7 +77,7 @@ class Store:
         self.keep_vectors = keep_vectors
         self.use_model = use_model
         if not use_model:
-            self._embedder_error = "the model is not loaded in this process (the warm engine is starting)"
+            self._embedder_error = "the model is not loaded in this process (the warm engine holds it)"
         self._vindex: VectorIndex | None = None
         self._recalls = 0
         self._rebuilt = False

@@ -173,6 +173,8 @@ def test_a_socket_path_that_is_not_a_socket_is_never_removed(home):
     squatter.write_text("someone else's file\n")
     out = hook(prompt_event("s1"))
     assert out.returncode == 0 and "mem_cache" in out.stdout  # answered in-process
+    said = "\n".join(client.read_log(home, "hooks"))
+    assert "is taken by a file that is not a socket" in said and "stale socket" not in said
     refused = marchdb("serve")
     assert refused.returncode == 3 and "is not a socket" in refused.stderr
     cli = marchdb("recall", PROMPT, "--json")
