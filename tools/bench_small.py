@@ -111,6 +111,7 @@ def main() -> int:
     ap.add_argument("--max-answerable", type=int, default=100, help="questions asked per vault at most")
     ap.add_argument("--work", type=Path, default=Path(".bench/small"))
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--show", action="store_true", help="print every off-topic message that got a hint")
     args = ap.parse_args()
 
     sdir = set_dir(args.set)
@@ -147,10 +148,12 @@ def main() -> int:
                 others = offtopic_questions(chosen)
                 offtopic = rng.sample(others, min(args.offtopic, len(others)))
                 offtopic += rng.sample(language, min(args.language, len(language)))
-                for text in offtopic:
-                    count(text, "offtopic", not store.recall(text).hints)
-                for text in chat:
-                    count(text, "chitchat", not store.recall(text).hints)
+                for kind, texts in (("offtopic", offtopic), ("chitchat", chat)):
+                    for text in texts:
+                        hints = store.recall(text).hints
+                        count(text, kind, not hints)
+                        if hints and args.show:
+                            print(f"  {kind} hinted: {text!r} -> {hints[0].id} {hints[0].score:.2f} {hints[0].signals}")
             finally:
                 store.close()
             shutil.rmtree(work, ignore_errors=True)  # a vault of 10,000 files is not worth keeping
