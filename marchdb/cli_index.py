@@ -67,6 +67,15 @@ def _read_only_shell():
 
     for name in _REFUSED_DOT_COMMANDS:
         setattr(ReadOnlyShell, f"command_{name}", refuse(name))
+
+    def command_read(self, cmd):
+        # .read runs a file ending in .py as Python; SQL files go through the
+        # refusals above line by line.
+        if cmd and str(cmd[0]).lower().endswith(".py"):
+            raise self.Error(".read of a Python file is not available in a read-only `marchdb sql`")
+        return apsw.shell.Shell.command_read(self, cmd)
+
+    ReadOnlyShell.command_read = command_read
     return ReadOnlyShell
 
 

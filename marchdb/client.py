@@ -68,7 +68,11 @@ class RemoteError(Exception):
 def identity(cfg) -> dict:
     """What a client and the engine must agree on to share answers (of a
     ``config.Config``): the memory root, the index and the model setting."""
-    return {"root": str(cfg.memory_root), "index": str(cfg.index_path), "model": cfg.embedding_model or ""}
+    model = cfg.embedding_model or ""
+    if model and (os.sep in model or model.endswith(".gguf")):
+        # A file: the same model given as a relative and an absolute path is one model.
+        model = os.path.abspath(os.path.expanduser(model))
+    return {"root": os.path.abspath(cfg.memory_root), "index": os.path.abspath(cfg.index_path), "model": model}
 
 
 def home_dir(home: str | os.PathLike | None = None) -> Path:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, MarchError
 
 DEFAULT_MIN_SCORE = 0.5
 #: The warm engine (``marchdb serve``) exits after this many idle minutes.
@@ -343,6 +343,15 @@ def load_config(
     prefix = data.get("projectTagPrefix", "project/")
     if not isinstance(prefix, str):
         raise ConfigError('projectTagPrefix must be a string like "project/" (a memory tagged project/NAME)')
+    from .notes import normalize_tag
+
+    try:
+        normalize_tag(prefix + "name")
+    except MarchError:
+        raise ConfigError(
+            f"projectTagPrefix {prefix!r} cannot start a tag (letters, digits and _ / - . + # only), "
+            'so no memory could carry it; use a form like "project/"'
+        ) from None
 
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     if models_value is not None and not isinstance(models_value, str):

@@ -114,6 +114,14 @@ class Item:
     want_id: str | None = None  # an id it should get when free (daily logs: log_YYYY-MM-DD)
     slug: str | None = None  # its file name, when not the name's slug (daily logs: daily-log)
     extra: dict = field(default_factory=dict)
+    #: The key an earlier marchdb wrote for this source (folder name + path):
+    #: a memory holding it counts as this source, imported already.
+    legacy_source: str | None = None
+
+    def known_as(self, known: dict[str, str]) -> str | None:
+        """The id of the memory already imported from this source, if any."""
+        return known.get(self.source) or (known.get(self.legacy_source) if self.legacy_source else None)
+
     warnings: list[str] = field(default_factory=list)
 
 
@@ -445,6 +453,8 @@ def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Foun
         base = base.parent
     else:
         items = walk_notes(base, kind, skip)
+    # The real path: the same folder reached through '..' or a link is one source.
+    real = Path(os.path.realpath(base))
     for rel in items:
         if isinstance(rel, (Bad, Skip)):
             yield rel
@@ -457,7 +467,8 @@ def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Foun
             # The file's absolute path: two folders of one name are two
             # sources, and a subfolder or one file of a folder imported
             # before is the same source (not a second copy).
-            found.source = f"{kind}:{base / rel}"
+            found.source = f"{kind}:{real / rel}"
+            found.legacy_source = f"{kind}:{base.name}/{rel}"
         yield found
 
 
@@ -544,9 +555,9 @@ class Importer:
                     if len(batch) >= BATCH:
                         self._write(batch, report)
                         batch = []
-                elif thing.source in known:
+                elif thing.known_as(known):
                     report.rows.append(
-                        Row("skip", thing.origin, thing.source, known[thing.source], detail="imported already")
+                        Row("skip", thing.origin, thing.source, thing.known_as(known), detail="imported already")
                     )
                 else:
                     report.rows.append(Row("create", thing.origin, thing.source, warnings=thing.warnings))
@@ -571,8 +582,8 @@ class Importer:
             written: list[str] = []
             try:
                 for item, row in batch:
-                    if item.source in known:
-                        row.action, row.id, row.detail = "skip", known[item.source], "imported already"
+                    if item.known_as(known):
+                        row.action, row.id, row.detail = "skip", item.known_as(known), "imported already"
                         continue
                     mem_id = item.want_id if item.want_id and item.want_id not in taken else None
                     while mem_id is None or mem_id in taken:

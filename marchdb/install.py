@@ -85,7 +85,11 @@ def hook_command(home: Path | None = None, root: Path | None = None, model: str 
     if root is not None:
         parts += ["--root", str(Path(root).absolute())]
     if model:
-        parts += ["--model", str(Path(model).expanduser().absolute()) if os.sep in model else model]
+        from .embedding.recipes import RECIPES
+
+        # A recipe name stays a name; anything else is a file, made absolute
+        # (hooks run in the session's folder, not this one).
+        parts += ["--model", model if model in RECIPES else str(Path(model).expanduser().absolute())]
     return " ".join(shlex.quote(p) for p in [*parts, *HOOK_ARGS])
 
 

@@ -5,7 +5,9 @@ What it proposes, each with its reason:
 * **archive** a daily log (tag ``daily-log``) older than ``log_days`` days
   that no recall ever hinted, showed or recorded and nobody opened;
 * **archive** a memory whose status has been ``deprecated`` for
-  ``deprecated_days`` days (since its ``updated_at``);
+  ``deprecated_days`` days (since its ``updated_at`` or its file's last
+  change, whichever is later: a note deprecated by hand in an editor keeps
+  its grace period);
 * **merge** active memories whose metadata vectors (name + description +
   tags) are nearly the same, as clusters listing every id;
 * **describe** a memory without a description (it is never a hint).
@@ -110,9 +112,10 @@ def protected(tags: list[str], path: str, priority: float | None) -> bool:
 
 
 def _age_days(now: dt.datetime, mtime: str, *stamps: object) -> float | None:
-    """Days since the latest of the frontmatter times ``stamps``; the file's
-    last change only when it has none (an import, a copy or a git checkout
-    gives every file today's time: old notes would never look old)."""
+    """Days since the latest of ``stamps``; the file's last change ``mtime``
+    only when none is a time (daily logs pass their frontmatter times alone:
+    an import, a copy or a git checkout gives every file today's time, and
+    an old day would never look old)."""
     times = [t for t in (parse_time(s) for s in (*stamps,)) if t is not None]
     if not times:
         times = [t for t in (parse_time(mtime),) if t is not None]
@@ -155,7 +158,7 @@ def propose(
                 )
                 continue
         if r["status"] == "deprecated":
-            age = _age_days(now, mtime, r["updated_at"])
+            age = _age_days(now, mtime, r["updated_at"], mtime)
             if age is not None and age > deprecated_days:
                 proposals.append(
                     Proposal(

@@ -32,7 +32,7 @@ def recall(data: dict, explain: bool) -> tuple[str, str]:
     if explain:
         out.append(
             f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "
-            "query word matches (and the floor when one does), bm25 = share of the query matched):"
+            "query word matches, bm25 = share of the query matched):"
         )
         out.append(
             "(temp = ranking adjustment from recency, use and priority: it reorders candidates, the threshold "

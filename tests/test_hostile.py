@@ -695,6 +695,8 @@ def test_12_an_immutable_index_is_one_line(tmp_path, vault):
         b'{"modelsDir": ["x"]}',
         b'{"allowUnusualRoot": "yes"}',
         b'{"embeddingPrefixes": {"query": 1}}',
+        b'{"projectTagPrefix": "proj:"}',  # no tag can start so: the bonus would never apply
+        b'{"projectTagPrefix": 5}',
         b"[" * 100_000,
     ],
 )
@@ -803,7 +805,16 @@ def test_13_introspection_is_allowed_and_the_shell_cannot_write(tmp_path, vault)
     assert "description" in result.stdout
     # ... nor run a program or Python.
     marker = tmp_path / "ran"
-    for command in (f".shell touch {marker}", f".py open({str(marker)!r}, 'w').write('x')"):
+    script = tmp_path / "evil.py"
+    script.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    sql_file = tmp_path / "evil.sql"
+    sql_file.write_text(f".shell touch {marker}\n")
+    for command in (
+        f".shell touch {marker}",
+        f".py open({str(marker)!r}, 'w').write('x')",
+        f".read {script}",
+        f".read {sql_file}",
+    ):
         result = marchdb_cli(home, "sql", root=vault.root, input=command + "\n")
         assert not marker.exists() and "not available in a read-only" in result.output, command
     # --write still writes, on purpose.

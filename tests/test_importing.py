@@ -118,10 +118,26 @@ def test_a_source_is_its_file_not_its_folders_name(vault, store, tmp_path):
     # Another folder of the same name holds other notes: they are imported.
     assert store.import_("obsidian", tmp_path / "b" / "workspace", apply=True, embed=False)["created"] == 1
     # A subfolder or a single file of a folder imported before: nothing twice.
-    for again in (tmp_path / "a" / "workspace" / "notes", tmp_path / "a" / "workspace" / "notes" / "kafka.md"):
+    # ... nor the same folder reached through '..' or a link.
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    for again in (
+        tmp_path / "a" / "workspace" / "notes",
+        tmp_path / "a" / "workspace" / "notes" / "kafka.md",
+        tmp_path / "b" / ".." / "a" / "workspace",
+        tmp_path / "link" / "workspace",
+    ):
         plan = store.import_("obsidian", again)
         assert (plan["created"], plan["skipped"]) == (0, 1), again
     assert len(memories(store)) == 2
+
+
+def test_a_memory_imported_by_an_earlier_version_is_not_imported_again(vault, store, tmp_path):
+    put(tmp_path / "Vault", "kafka.md", "# Kafka\n\nPartitions are the unit of order.\n")
+    # Earlier versions keyed a note by its folder's name and path.
+    vault.write("old.md", "---\nid: mem_old\nname: Kafka\ndescription: d\nsource: obsidian:Vault/kafka.md\n---\n\nx\n")
+    plan = store.import_("obsidian", tmp_path / "Vault")
+    assert (plan["created"], plan["skipped"]) == (0, 1)
+    assert store.import_("obsidian", tmp_path / "Vault", apply=True, embed=False)["created"] == 0
 
 
 def test_typed_layout_of_seed_004(vault, store, tmp_path):

@@ -118,3 +118,9 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     assert f"--root {tmp_path / 'v2'} hook" in (tmp_path / "c2" / "settings.json").read_text()
     bad = runner.invoke(app, ["install", "cursor"])
     assert bad.exit_code == 2 and "claude-code" in bad.stderr
+
+
+def test_a_model_file_travels_as_an_absolute_path_and_a_recipe_as_its_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert f"--model {tmp_path / 'my-model.gguf'} hook" in install.hook_command(None, None, "my-model.gguf")
+    assert "--model e5 hook" in install.hook_command(None, None, "e5")

@@ -74,21 +74,22 @@ def test_proposals_and_their_reasons(vault, store):
     assert "mem_dep_recent" in by_id(store.maintain(deprecated_days=5))
 
 
-def test_age_comes_from_the_frontmatter_not_the_file_time(vault, store):
-    """An import, a copy or a git checkout gives old notes today's file time."""
+def test_a_daily_logs_age_comes_from_its_frontmatter_a_deprecations_from_its_last_change(vault, store):
+    """An import, a copy or a git checkout gives old daily logs today's file
+    time; a note deprecated by hand in an editor keeps its grace period."""
     import os
 
     for path in (
         mem(vault, "logs/imported.md", "log_imported", tags=["daily-log"], created=200),
-        mem(vault, "dep/copied.md", "mem_dep_copied", status="deprecated", created=400, updated=150),
+        mem(vault, "dep/edited.md", "mem_dep_edited", status="deprecated", created=400, updated=150),
     ):
         os.utime(path, None)  # touched now
-    vault.write("dep/no_times.md", "---\nid: mem_no_times\nname: n\ndescription: d\nstatus: deprecated\n---\n\nx\n")
+    vault.write("logs/no_times.md", "---\nid: log_no_times\nname: n\ndescription: d\ntags: [daily-log]\n---\n\nx\n")
     store.sync(embed=False)
     props = by_id(store.maintain())
     assert props["log_imported"]["reason"].startswith("daily log last written 200 days ago")
-    assert props["mem_dep_copied"]["reason"].startswith("deprecated, unchanged for 150 days")
-    assert "mem_no_times" not in props  # no time in the file: its last change counts (today)
+    assert "mem_dep_edited" not in props  # its file changed today
+    assert "log_no_times" not in props  # no time in the file: its last change counts (today)
 
 
 def test_apply_archives_reversibly_and_archived_memories_leave_recall_and_search(vault, store):

@@ -256,3 +256,5 @@ def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store
 
     data = tools.call(bm25_store, "memory_recall", {"text": "zebra", "project": "x", "explain": True})
     assert any(c["signals"].get("project_bonus") for c in data["candidates"])
+    context = tools.call(bm25_store, "memory_context", {"text": "zebra", "project": "x"})
+    assert context["hints"] and context["hints"][0]["signals"].get("project_bonus")
