@@ -128,12 +128,6 @@ def _check_host(host: str) -> None:
         raise InvalidInput(f"unknown host {host!r}; marchdb installs hooks for: claude-code")
 
 
-def _home(obj: dict):
-    from .config import load_config
-
-    return load_config(home=obj.get("home")).home
-
-
 def _report_install(result, as_json: bool, verb: str) -> None:
     if as_json:
         _emit(result.to_dict())

@@ -59,6 +59,13 @@ def _read_only_shell():
     class ReadOnlyShell(apsw.shell.Shell):
         """apsw's shell without the dot commands that run programs or write."""
 
+        def command_read(self, cmd):
+            # .read runs a file ending in .py as Python; SQL files go through
+            # the refusals below line by line.
+            if cmd and str(cmd[0]).lower().endswith(".py"):
+                raise self.Error(".read of a Python file is not available in a read-only `marchdb sql`")
+            return super().command_read(cmd)
+
     def refuse(name: str):
         def command(self, cmd):
             raise self.Error(f".{name} is not available in a read-only `marchdb sql`; use `marchdb sql --write`")
@@ -67,15 +74,6 @@ def _read_only_shell():
 
     for name in _REFUSED_DOT_COMMANDS:
         setattr(ReadOnlyShell, f"command_{name}", refuse(name))
-
-    def command_read(self, cmd):
-        # .read runs a file ending in .py as Python; SQL files go through the
-        # refusals above line by line.
-        if cmd and str(cmd[0]).lower().endswith(".py"):
-            raise self.Error(".read of a Python file is not available in a read-only `marchdb sql`")
-        return apsw.shell.Shell.command_read(self, cmd)
-
-    ReadOnlyShell.command_read = command_read
     return ReadOnlyShell
 
 

@@ -114,6 +114,7 @@ class Item:
     want_id: str | None = None  # an id it should get when free (daily logs: log_YYYY-MM-DD)
     slug: str | None = None  # its file name, when not the name's slug (daily logs: daily-log)
     extra: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
     #: The key an earlier marchdb wrote for this source (folder name + path):
     #: a memory holding it counts as this source, imported already.
     legacy_source: str | None = None
@@ -121,8 +122,6 @@ class Item:
     def known_as(self, known: dict[str, str]) -> str | None:
         """The id of the memory already imported from this source, if any."""
         return known.get(self.source) or (known.get(self.legacy_source) if self.legacy_source else None)
-
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -555,10 +554,8 @@ class Importer:
                     if len(batch) >= BATCH:
                         self._write(batch, report)
                         batch = []
-                elif thing.known_as(known):
-                    report.rows.append(
-                        Row("skip", thing.origin, thing.source, thing.known_as(known), detail="imported already")
-                    )
+                elif done := thing.known_as(known):
+                    report.rows.append(Row("skip", thing.origin, thing.source, done, detail="imported already"))
                 else:
                     report.rows.append(Row("create", thing.origin, thing.source, warnings=thing.warnings))
         if batch:
@@ -582,8 +579,8 @@ class Importer:
             written: list[str] = []
             try:
                 for item, row in batch:
-                    if item.known_as(known):
-                        row.action, row.id, row.detail = "skip", item.known_as(known), "imported already"
+                    if done := item.known_as(known):
+                        row.action, row.id, row.detail = "skip", done, "imported already"
                         continue
                     mem_id = item.want_id if item.want_id and item.want_id not in taken else None
                     while mem_id is None or mem_id in taken:

@@ -111,14 +111,14 @@ def protected(tags: list[str], path: str, priority: float | None) -> bool:
     return bool(PROTECTED_TAGS & set(tags) or PROTECTED_FOLDERS & folders or (priority or 0) > 0)
 
 
-def _age_days(now: dt.datetime, mtime: str, *stamps: object) -> float | None:
-    """Days since the latest of ``stamps``; the file's last change ``mtime``
-    only when none is a time (daily logs pass their frontmatter times alone:
-    an import, a copy or a git checkout gives every file today's time, and
-    an old day would never look old)."""
-    times = [t for t in (parse_time(s) for s in (*stamps,)) if t is not None]
-    if not times:
-        times = [t for t in (parse_time(mtime),) if t is not None]
+def _age_days(now: dt.datetime, *stamps: object, fallback: object = None) -> float | None:
+    """Days since the latest of ``stamps``; ``fallback`` (the file's last
+    change, for daily logs: an import, a copy or a git checkout gives every
+    file today's time, and an old day would never look old) only when none
+    of them is a time."""
+    times = [t for t in (parse_time(s) for s in stamps) if t is not None]
+    if not times and fallback is not None:
+        times = [t for t in (parse_time(fallback),) if t is not None]
     return None if not times else (now - max(times)).total_seconds() / 86400.0
 
 
@@ -146,7 +146,7 @@ def propose(
             keep.add(r["id"])
             continue
         if r["status"] == "active" and LOG_TAG in tags:
-            age = _age_days(now, mtime, r["created_at"], r["updated_at"])
+            age = _age_days(now, r["created_at"], r["updated_at"], fallback=mtime)
             if age is not None and age > log_days and not r["recalled"] and not r["opened"]:
                 proposals.append(
                     Proposal(
@@ -158,7 +158,7 @@ def propose(
                 )
                 continue
         if r["status"] == "deprecated":
-            age = _age_days(now, mtime, r["updated_at"], mtime)
+            age = _age_days(now, r["updated_at"], mtime)
             if age is not None and age > deprecated_days:
                 proposals.append(
                     Proposal(
