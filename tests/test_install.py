@@ -124,3 +124,14 @@ def test_a_model_file_travels_as_an_absolute_path_and_a_recipe_as_its_name(tmp_p
     monkeypatch.chdir(tmp_path)
     assert f"--model {tmp_path / 'my-model.gguf'} hook" in install.hook_command(None, None, "my-model.gguf")
     assert "--model e5 hook" in install.hook_command(None, None, "e5")
+
+
+def test_the_engine_and_its_clients_name_one_model_file_one_way(tmp_path, monkeypatch):
+    from marchdb import client
+    from marchdb.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    relative = load_config(home=tmp_path / "h", root="vault", model="my-model.gguf", env={})
+    absolute = load_config(home=tmp_path / "h", root=tmp_path / "vault", model=str(tmp_path / "my-model.gguf"), env={})
+    assert client.identity(relative) == client.identity(absolute)
+    assert client.identity(load_config(home=tmp_path / "h", model="e5", env={}))["model"] == "e5"
