@@ -50,6 +50,12 @@ from .importing import (
 )
 from .save import MAX_NAME_CHARS
 
+#: A session or conversation holding fewer characters than this in all its
+#: turns is skipped: a greeting and its answer ("hey" / "How can I help you
+#: today?") is nothing to remember, and a memory that vague looks like every
+#: vague message (tools/bench_small.py found one hinted for "can you help me
+#: with this" in a vault of 10,000).
+MIN_CONVERSATION_CHARS = 60
 #: Longest line read from a session file; a longer one is skipped and reported.
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: Largest export file read (it is decoded one conversation at a time).
@@ -122,6 +128,14 @@ def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin
         parts.append(piece)
         size += len(piece) + 2
     return "\n\n".join(parts) + "\n", warnings
+
+
+def _too_short(turns: list[tuple[str, dt.datetime | None, str]]) -> str | None:
+    """Why a conversation is too short to import (None when it is not)."""
+    chars = sum(len(text.strip()) for _role, _when, text in turns)
+    if chars >= MIN_CONVERSATION_CHARS:
+        return None
+    return f"only {chars} characters said in all (fewer than {MIN_CONVERSATION_CHARS}): nothing to remember"
 
 
 def asked(prompts: list[str]) -> str:
@@ -281,6 +295,8 @@ def read_session(path: Path, origin: str) -> Found:
         if errors and not turns:
             return Bad(origin, f"{bad_lines} lines, none of them a message: " + "; … ".join(errors))
         return Skip(origin, "no message typed by a person in it")
+    if (short := _too_short(turns)) is not None:
+        return Skip(origin, short)
     if first is None:
         first = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
     where = f" in `{cwd}`" + (f" (branch `{branch}`)" if branch else "") if cwd else ""
@@ -416,6 +432,8 @@ def conversation_item(conv: object, origin: str) -> Found:
             prompts.append(text)
     if not prompts:
         return Skip(origin, "no message typed by a person in it")
+    if (short := _too_short(turns)) is not None:
+        return Skip(origin, short)
     created = _when(conv.get("create_time")) or next((t for _r, t, _x in turns if t), None)
     if created is None:
         return Bad(origin, "the conversation has no time (create_time)")

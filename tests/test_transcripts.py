@@ -482,3 +482,33 @@ def test_chatgpt_wrapped_split_cut_short_and_broken_conversations(vault, store, 
     empty = tmp_path / "empty-export"
     empty.mkdir()
     assert "no conversations.json" in store.import_("chatgpt", empty)["items"][0]["detail"]
+
+
+def test_a_greeting_and_its_answer_is_skipped_not_imported(vault, store, tmp_path):
+    # "hey" / "How can I help you today?" holds nothing, and a memory that vague
+    # looks like every vague message: it is skipped and the summary says why.
+    hello = conversation("hi1")
+    hello["mapping"]["u1"]["message"]["content"]["parts"] = ["hey"]
+    hello["mapping"]["a2"]["message"]["content"] = {"content_type": "text", "parts": ["How can I help you today?"]}
+    (tmp_path / "conversations.json").write_text(json.dumps([hello, conversation("real")]))
+    out = store.import_("chatgpt", tmp_path / "conversations.json", apply=True, embed=False)
+    rows = {r["origin"].split(" ")[1]: r for r in out["items"]}
+    assert rows["(hi1)"]["action"] == "skip" and "only 28 characters" in rows["(hi1)"]["detail"]
+    assert rows["(real)"]["action"] == "created"
+    base = {"sessionId": "hey-1", "cwd": "/tmp/x", "isSidechain": False, "timestamp": "2026-03-01T22:38:40.000Z"}
+    session = tmp_path / "sessions" / "hey-1.jsonl"
+    write_jsonl(
+        session,
+        [
+            {**base, "type": "user", "uuid": "u", "message": {"role": "user", "content": "hey"}},
+            {
+                **base,
+                "type": "assistant",
+                "uuid": "a",
+                "message": {"role": "assistant", "id": "m", "content": [{"type": "text", "text": "Hi!"}]},
+            },
+        ],
+    )
+    out = store.import_("claude-code", session.parent, apply=True, embed=False)
+    assert out["items"][0]["action"] == "skip" and "only 6 characters" in out["items"][0]["detail"]
+    assert len(memories(store)) == 1
