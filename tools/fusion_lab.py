@@ -252,6 +252,15 @@ def score_rule(a: Arrays, p: dict) -> np.ndarray:
     d = np.fmax(a.meta + offset * a.meta_across, body) - a.bg
     dense = sig((d - curve["dense_mid"]) / curve["dense_scale"])
     alone = sig((d - curve["alone_mid"]) / curve["dense_scale"])
+    if p["xk"] > 0:
+        # Tried, not shipped (the search keeps xk at 0): a memory in another
+        # script than the message gets one curve centred at xk, since no
+        # word can support it. Cross-lingual questions are hinted more, and
+        # unrelated questions across scripts just as much (README).
+        across = a.meta_across > 0
+        xmid = calibrate.curves(calib, a.texts, p["xk"], p["xk"])["dense_mid"]
+        xdense = sig((d - xmid) / curve["dense_scale"])
+        dense, alone = np.where(across, xdense, dense), np.where(across, xdense, alone)
     floor = p["floor"] * (recall_mod.BM25_K1 + 1) * math.log(max(a.active, 2))
     length = np.minimum(1.0, (p["lref"] / np.maximum(a.body_chars, 1.0)) ** p["lpen"])
     ratio = a.raw / np.maximum(a.ceiling, floor) * length
@@ -274,6 +283,7 @@ SHIPPED = {
     "chunk_k": 0.0,
     "agree": recall_mod.AGREE,
     "xoff": calibrate.SCRIPT_WEIGHT,
+    "xk": 0.0,
 }
 #: Where the search starts, and what it may try (train halves only).
 START = {
@@ -287,6 +297,7 @@ START = {
     "chunk_k": 0.0,
     "agree": 0.25,
     "xoff": 1.0,
+    "xk": 0.0,
 }
 STARTS = [
     START,
@@ -309,6 +320,7 @@ GRID = {
     # and the sets here do not see them.
     "agree": (0.25, 0.3, 0.35),
     "xoff": (0.0, 0.5, 1.0),
+    "xk": (0.0, 0.6, 0.8, 1.0, 1.2),
 }
 
 
