@@ -28,7 +28,7 @@ from .clock import utc_now_iso
 from .errors import IndexUnavailable
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 
 

@@ -35,6 +35,13 @@ class Saved:
         return sum(len(r) for _, r in self.tables.values())
 
 
+def conversation_of(run_id: str) -> str | None:
+    """The conversation a run belongs to (``runs.conversation``): its id up
+    to the last ':' (``cc:SESSION:7`` → ``cc:SESSION``); None when it has none."""
+    conversation, sep, _turn = run_id.rpartition(":")
+    return conversation if sep and conversation else None
+
+
 def _columns(con: apsw.Connection, table: str) -> list[tuple[str, bool]]:
     """(name, required) of each column: required = NOT NULL without a default."""
     return [
@@ -96,6 +103,12 @@ def restore(con: apsw.Connection, saved: Saved | None) -> tuple[int, list[str]]:
             f"INSERT INTO {table}({names}) VALUES ({marks})",
             ([row[i] for i in keep] for row in rows),
         )
+        if table == "runs" and "conversation" not in old_cols:
+            # Runs logged before conversations were kept: derived from the id, as recall does.
+            run_ids = [r[0] for r in con.execute("SELECT run_id FROM runs")]
+            con.executemany(
+                "UPDATE runs SET conversation = ? WHERE run_id = ?", ((conversation_of(r), r) for r in run_ids)
+            )
         copied += len(rows)
     return copied, skipped
 

@@ -6,7 +6,9 @@ Scoring lives in ``sql/recall.sql``; this module supplies its parameters
 calibration) and then applies the rules:
 
 * user trigger — at most 3 hints at or above the threshold; a memory hinted
-  in any of the last 10 agent runs is suppressed (rolling window);
+  in any of the last 10 agent runs of the same conversation is suppressed
+  (rolling window; a run id ``CONVERSATION:N`` names its conversation, see
+  ``conversation_of``; run ids without a ':' share one window);
 * assistant trigger — at most 2 hints injected; up to 3 candidates shown for
   display whatever their score (no description); nothing repeats within a run;
 * within a run, a memory hinted for the user message is not hinted again.
@@ -35,6 +37,7 @@ from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candid
 from .embedding.vectors import has_bits
 from .errors import InvalidInput
 from .hintline import hint_line
+from .logs import conversation_of
 from .notes import normalize_tag
 
 USER_MAX_HINTS = 3
@@ -396,19 +399,20 @@ def score(
 
 def _register_run(con: apsw.Connection, run_id: str) -> None:
     con.execute(
-        "INSERT INTO runs(run_id) VALUES (?) ON CONFLICT DO NOTHING",
-        (run_id,),
+        "INSERT INTO runs(run_id, conversation) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (run_id, conversation_of(run_id)),
     )
 
 
 def suppressed_ids(con: apsw.Connection, run_id: str) -> set[str]:
-    """Memories hinted in the current run or in the 10 runs before it."""
+    """Memories hinted in the current run or in the 10 runs of its
+    conversation before it (other conversations never saw those hints)."""
     return {
         r[0]
         for r in con.execute(
             "SELECT DISTINCT l.mem_id FROM recall_log l WHERE l.trigger IN ('user', 'assistant') AND l.run_id IN "
-            "(SELECT run_id FROM runs WHERE seq <= (SELECT seq FROM runs WHERE run_id = :run) "
-            " ORDER BY seq DESC LIMIT :n)",
+            "(SELECT run_id FROM runs WHERE conversation IS (SELECT conversation FROM runs WHERE run_id = :run) "
+            " AND seq <= (SELECT seq FROM runs WHERE run_id = :run) ORDER BY seq DESC LIMIT :n)",
             {"run": run_id, "n": SUPPRESSION_RUNS + 1},
         )
     }
@@ -446,7 +450,9 @@ def apply_rules(
         _register_run(con, run_id)
         if trigger == "user":
             blocked = suppressed_ids(con, run_id)
-            blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs"
+            blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs" + (
+                " of this conversation" if conversation_of(run_id) else ""
+            )
         else:
             blocked = seen_in_run(con, run_id, ("user", "assistant"))
             blocked_reason = "already hinted in this run"

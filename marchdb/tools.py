@@ -92,7 +92,8 @@ ARGS = {
     "force": "Create even when a near-duplicate memory exists.",
     "text": "The user message or your own output.",
     "context_text": "The user message to recall for (optional).",
-    "run_id": "Id of the current agent run (for de-duplication).",
+    "run_id": "Id of the current agent run (for de-duplication), written CONVERSATION:N (e.g. chat-7:3) "
+    "so that the last-10-runs suppression counts the runs of this conversation only.",
     "trigger": "'user' or 'assistant'.",
     "project": "Name of the current project (e.g. the repository): memories tagged project/NAME rank a "
     "little higher. Never a filter.",

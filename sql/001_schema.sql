@@ -97,11 +97,17 @@ CREATE TABLE recall_log (
 CREATE INDEX recall_log_run ON recall_log(run_id);
 
 -- Agent runs in the order they first asked for recall (rolling suppression).
+-- conversation: the run id up to its last ':' ("cc:SESSION" for the run
+-- "cc:SESSION:7"), NULL for a run id without one. The 10-run window is
+-- counted among the runs of one conversation: a hint shown in one session is
+-- not in another session's context, so it must not be held back there.
 CREATE TABLE runs (
-    seq    INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL UNIQUE,
-    at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    seq          INTEGER PRIMARY KEY,
+    run_id       TEXT NOT NULL UNIQUE,
+    at           TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    conversation TEXT
 );
+CREATE INDEX runs_conversation ON runs(conversation, seq);
 
 CREATE TABLE open_log (
     seq    INTEGER PRIMARY KEY,

@@ -54,12 +54,12 @@ SELECT
 -- marchdb/logs.py). Plain SQL: readable from the stock sqlite3 shell. The
 -- per-memory lookups use the (mem_id, at) indexes of 003_lifecycle.sql.
 
--- One row per logged hint: when, which run (and its place in the order of
--- runs), which trigger ('user' / 'assistant' injected, 'display' shown only,
+-- One row per logged hint: when, which run (its place in the order of runs
+-- and its conversation, see runs), which trigger ('user' / 'assistant' injected, 'display' shown only,
 -- 'record' recorded at the end of a run), which memory and its score. name
 -- and path are NULL for a memory no longer in the index.
 CREATE VIEW hint_history AS
-SELECT l.seq, l.at, l.run_id, r.seq AS run_seq, l.trigger, l.mem_id AS id, m.name, l.score, m.path
+SELECT l.seq, l.at, l.run_id, r.seq AS run_seq, r.conversation, l.trigger, l.mem_id AS id, m.name, l.score, m.path
 FROM recall_log l
 LEFT JOIN runs r ON r.run_id = l.run_id
 LEFT JOIN memory_index m ON m.id = l.mem_id;

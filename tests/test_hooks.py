@@ -49,10 +49,14 @@ def test_prompt_gets_a_recall_block_once_per_ten_runs(bm25_store):
     again = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert again["stdout"] == ""
     assert [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs ORDER BY seq")] == ["cc:s1:1", "cc:s1:2"]
-    # Another session has its own runs, and the rolling window spans sessions (seed 000: last 10 runs).
+    # Another session has its own runs and never saw that hint: it gets it (the 10-run window is
+    # counted per conversation), and the first session still holds it back.
     other = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", session="s2", prompt=prompt))
-    assert other["stdout"] == ""
+    assert context_of(other, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
     assert hooks.current_run_id(bm25_store.con, "s2") == "cc:s2:1"
+    assert hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))["stdout"] == ""
+    conversations = bm25_store.con.execute("SELECT run_id, conversation FROM runs ORDER BY seq").fetchall()
+    assert conversations == [("cc:s1:1", "cc:s1"), ("cc:s1:2", "cc:s1"), ("cc:s2:1", "cc:s2"), ("cc:s1:3", "cc:s1")]
 
 
 def test_stop_records_without_injecting_or_suppressing(bm25_store):

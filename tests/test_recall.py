@@ -102,6 +102,30 @@ def test_user_trigger_caps_and_rolling_suppression(vault, bm25_store):
     assert len(bm25_store.recall(query).hints) == 3
 
 
+def test_suppression_counts_the_runs_of_one_conversation(vault, bm25_store):
+    # Run ids CONVERSATION:N: a hint shown in one conversation is not in another's context.
+    topic_vault(vault)
+    bm25_store.sync()
+    query = "zebra migration serengeti"
+    held_back = "hinted in the last 10 runs of this conversation"
+
+    def suppressed(run_id: str) -> set[str]:
+        result = bm25_store.recall(query, run_id=run_id, explain=True)
+        return {c.id for c in result.candidates if c.reason == held_back}
+
+    first = {h.id for h in bm25_store.recall(query, run_id="chat-a:1").hints}
+    assert len(first) == 3
+    assert suppressed("chat-b:1") == set()  # (the order may differ: temperature saw the first hints)
+    assert suppressed("chat-a:2") == first
+    # Ten runs of another conversation do not age chat-a's window; ten of its own do.
+    for i in range(2, 12):
+        bm25_store.recall("unrelated words entirely", run_id=f"chat-b:{i}")
+    assert len(suppressed("chat-a:3")) == 6  # chat-a:1's hints and chat-a:2's
+    for i in range(4, 14):
+        bm25_store.recall("unrelated words entirely", run_id=f"chat-a:{i}")
+    assert suppressed("chat-a:14") == set()
+
+
 def test_assistant_trigger_caps_display_and_run_dedup(vault, bm25_store):
     topic_vault(vault)
     bm25_store.sync()
