@@ -50,12 +50,15 @@ from .importing import (
 )
 from .save import MAX_NAME_CHARS
 
-#: A session or conversation holding fewer characters than this in all its
-#: turns is skipped: a greeting and its answer ("hey" / "How can I help you
-#: today?") is nothing to remember, and a memory that vague looks like every
-#: vague message (tools/bench_small.py found one hinted for "can you help me
-#: with this" in a vault of 10,000).
-MIN_CONVERSATION_CHARS = 60
+#: A session or conversation in which the person typed fewer than
+#: MIN_USER_CHARS characters and which holds fewer than MIN_CONVERSATION_CHARS
+#: in all is skipped: a greeting and its answer ("hey" / "Hello! How can I help
+#: you today? ...") is nothing to remember, and a memory that vague looks like
+#: every vague message (tools/bench_small.py found one hinted for "can you
+#: help me with this" in a vault of 10,000). A short request with a long
+#: answer or a long session ("fix the bug") is kept.
+MIN_USER_CHARS = 20
+MIN_CONVERSATION_CHARS = 400
 #: Longest line read from a session file; a longer one is skipped and reported.
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: Largest export file read (it is decoded one conversation at a time).
@@ -131,11 +134,12 @@ def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin
 
 
 def _too_short(turns: list[tuple[str, dt.datetime | None, str]]) -> str | None:
-    """Why a conversation is too short to import (None when it is not)."""
+    """Why a conversation holds nothing to remember (None when it holds something)."""
+    typed = sum(len(text.strip()) for role, _when, text in turns if role == "User")
     chars = sum(len(text.strip()) for _role, _when, text in turns)
-    if chars >= MIN_CONVERSATION_CHARS:
+    if typed >= MIN_USER_CHARS or chars >= MIN_CONVERSATION_CHARS:
         return None
-    return f"only {chars} characters said in all (fewer than {MIN_CONVERSATION_CHARS}): nothing to remember"
+    return f"nothing to remember: {typed} characters typed, {chars} in all (a greeting and its answer?)"
 
 
 def asked(prompts: list[str]) -> str:

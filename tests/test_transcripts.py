@@ -487,14 +487,22 @@ def test_chatgpt_wrapped_split_cut_short_and_broken_conversations(vault, store, 
 def test_a_greeting_and_its_answer_is_skipped_not_imported(vault, store, tmp_path):
     # "hey" / "How can I help you today?" holds nothing, and a memory that vague
     # looks like every vague message: it is skipped and the summary says why.
+    greeting = (
+        "Hello! How can I help you today? Let me know if you have any questions or if there's anything "
+        "you'd like to talk about. I'm here to help."
+    )  # a real export's answer to "hey"
     hello = conversation("hi1")
     hello["mapping"]["u1"]["message"]["content"]["parts"] = ["hey"]
-    hello["mapping"]["a2"]["message"]["content"] = {"content_type": "text", "parts": ["How can I help you today?"]}
-    (tmp_path / "conversations.json").write_text(json.dumps([hello, conversation("real")]))
+    hello["mapping"]["a2"]["message"]["content"] = {"content_type": "text", "parts": [greeting]}
+    terse = conversation("terse")  # a short request with a long answer is kept
+    terse["mapping"]["u1"]["message"]["content"]["parts"] = ["explain monads"]
+    terse["mapping"]["a2"]["message"]["content"] = {"content_type": "text", "parts": ["A monad is... " * 40]}
+    (tmp_path / "conversations.json").write_text(json.dumps([hello, conversation("real"), terse]))
     out = store.import_("chatgpt", tmp_path / "conversations.json", apply=True, embed=False)
     rows = {r["origin"].split(" ")[1]: r for r in out["items"]}
-    assert rows["(hi1)"]["action"] == "skip" and "only 28 characters" in rows["(hi1)"]["detail"]
-    assert rows["(real)"]["action"] == "created"
+    assert rows["(hi1)"]["action"] == "skip"
+    assert rows["(hi1)"]["detail"] == "nothing to remember: 3 characters typed, 140 in all (a greeting and its answer?)"
+    assert rows["(real)"]["action"] == "created" and rows["(terse)"]["action"] == "created"
     base = {"sessionId": "hey-1", "cwd": "/tmp/x", "isSidechain": False, "timestamp": "2026-03-01T22:38:40.000Z"}
     session = tmp_path / "sessions" / "hey-1.jsonl"
     write_jsonl(
@@ -510,5 +518,5 @@ def test_a_greeting_and_its_answer_is_skipped_not_imported(vault, store, tmp_pat
         ],
     )
     out = store.import_("claude-code", session.parent, apply=True, embed=False)
-    assert out["items"][0]["action"] == "skip" and "only 6 characters" in out["items"][0]["detail"]
-    assert len(memories(store)) == 1
+    assert out["items"][0]["action"] == "skip" and "3 characters typed, 6 in all" in out["items"][0]["detail"]
+    assert len(memories(store)) == 2
