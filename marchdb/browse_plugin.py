@@ -198,7 +198,7 @@ FROM json_each(march_similar_json(:id)) AS j""",
     "hint_history": {
         "title": "Hint history",
         "description": "The latest hints logged by agent runs (the hint_history view).",
-        "sql": "SELECT at, run_id, trigger, id, name, round(score, 3) AS score FROM hint_history "
+        "sql": "SELECT at, conversation, run_id, trigger, id, name, round(score, 3) AS score FROM hint_history "
         "ORDER BY seq DESC LIMIT 500",
     },
     "memory_use": {

@@ -333,12 +333,14 @@ def recall(
     trigger: str = typer.Option("user", "--trigger", help="user | assistant"),
     explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
     project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
+    conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
     as_json: bool = JsonOpt,
 ):
     """Passive recall hints for a message (id, score, name, short description)."""
-    data = _call(
-        ctx, "memory_recall", {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project}
-    )
+    args = {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project}
+    if conversation is not None:
+        args["conversation"] = conversation
+    data = _call(ctx, "memory_recall", args)
     _print(render.as_json(data) if as_json else render.recall(data, explain))
 
 
@@ -447,10 +449,14 @@ def context(
     text: Optional[str] = typer.Argument(None, help="The user message to recall for."),
     run: Optional[str] = typer.Option(None, "--run", help="Agent run id."),
     project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
+    conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
     as_json: bool = JsonOpt,
 ):
     """The profiles plus recall hints, ready to put into a prompt."""
-    data = _call(ctx, "memory_context", {"text": text, "run_id": run, "project": project})
+    args = {"text": text, "run_id": run, "project": project}
+    if conversation is not None:
+        args["conversation"] = conversation
+    data = _call(ctx, "memory_context", args)
     _print(render.as_json(data) if as_json else render.context(data))
 
 

@@ -68,6 +68,9 @@ def hook(
     record_only: bool = typer.Option(False, "--record-only", help="generic: record, inject nothing (end of a run)."),
     profiles: bool = typer.Option(False, "--profiles", help="generic: put the profile blocks first."),
     project: Optional[str] = typer.Option(None, "--project", help="generic: the current project (a ranking bonus)."),
+    conversation: Optional[str] = typer.Option(
+        None, "--conversation", help="generic: the conversation the run belongs to (the 10-run window's scope)."
+    ),
 ):
     """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
     from .entry import run_hook
@@ -75,6 +78,7 @@ def hook(
     obj = ctx.find_root().obj or {}
     flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
     options = (["--run", run] if run else []) + (["--project", project] if project else [])
+    options += ["--conversation", conversation] if conversation else []
     options += (
         ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
     )

@@ -30,7 +30,8 @@ MEMORIES: list[dict[str, Any]] = [
         "name": "Passive recall dedup",
         "description": "User-message recall suppresses memories hinted in the conversation's last 10 agent runs",
         "tags": ["march/recall", "dedup"],
-        "body": "A memory hinted for a user message is not hinted again for the next 10 agent runs. "
+        "body": "A memory hinted for a user message is not hinted again for the next 10 agent runs of that "
+        "conversation; another conversation, whose context never held it, still gets it. "
         "Within one run, user and assistant recall share a seen set.",
     },
     {

@@ -37,14 +37,21 @@ def main() -> None:
 
 #: ``recall`` / ``context`` options the quick path understands: name -> takes a value.
 _QUICK_OPTIONS = {
-    "recall": {"--run": True, "--trigger": True, "--explain": False, "--project": True, "--json": False},
-    "context": {"--run": True, "--project": True, "--json": False},
+    "recall": {
+        "--run": True,
+        "--trigger": True,
+        "--explain": False,
+        "--project": True,
+        "--conversation": True,
+        "--json": False,
+    },
+    "context": {"--run": True, "--project": True, "--conversation": True, "--json": False},
 }
 
 
 def _quick_args(rest: list[str]) -> tuple[str, dict, bool, bool] | None:
-    """``recall TEXT [--run R] [--trigger T] [--explain] [--project P] [--json]``
-    or ``context [TEXT] [--run R] [--project P] [--json]`` parsed, or None for anything else
+    """``recall TEXT [--run R] [--trigger T] [--explain] [--project P] [--conversation C] [--json]``
+    or ``context [TEXT] [--run R] [--project P] [--conversation C] [--json]`` parsed, or None for anything else
     (help, other options, two texts, ``--``): the full CLI answers that."""
     command, words = rest[0], rest[1:]
     known = _QUICK_OPTIONS[command]
@@ -71,6 +78,8 @@ def _quick_args(rest: list[str]) -> tuple[str, dict, bool, bool] | None:
     args: dict = {"text": texts[0] if texts else None, "run_id": values.get("--run")}
     if "--project" in values:
         args["project"] = values["--project"]
+    if "--conversation" in values:
+        args["conversation"] = values["--conversation"]
     if command == "recall":
         args.update(trigger=values.get("--trigger", "user"), explain=bool(values.get("--explain")))
     op = "memory_recall" if command == "recall" else "memory_context"
@@ -168,6 +177,7 @@ def _event(host: str, options: list[str]) -> str | None:
     parser.add_argument("--record-only", action="store_true")
     parser.add_argument("--profiles", action="store_true")
     parser.add_argument("--project")
+    parser.add_argument("--conversation")
     opts = parser.parse_args(options)
     return json.dumps(
         {
@@ -177,6 +187,7 @@ def _event(host: str, options: list[str]) -> str | None:
             "record_only": opts.record_only,
             "profiles": opts.profiles,
             "project": opts.project,
+            "conversation": opts.conversation,
         },
         ensure_ascii=False,
     )

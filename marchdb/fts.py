@@ -47,6 +47,11 @@ TOKENIZE = "porter unicode61 remove_diacritics 2"
 _LATIN_WORD = re.compile(rf"[^\W\d_{_CJK}]+", re.UNICODE)
 
 
+def cjk_chars(text: str) -> list[str]:
+    """The CJK characters of ``text`` (each one a word or most of one)."""
+    return _CJK_CHARS.findall(text)
+
+
 def cjk_share(text: str) -> float:
     """How much of a text is CJK: its CJK characters against those plus its
     other words (a Latin word counts once, like one character: a Chinese

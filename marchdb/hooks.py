@@ -11,8 +11,10 @@ never injected. A host tells marchdb about those moments through hooks:
   ``UserPromptSubmit`` → ``[recall]`` for the prompt, as a new agent run;
   ``Stop`` → the reply is recalled in record-only mode, nothing printed
   (any output on Stop would make Claude continue). The run id is
-  ``cc:<session id>:<turn>``: every prompt is a new run, so the 10-run
-  suppression works across prompts, and Stop belongs to the prompt's run.
+  ``cc:<session id>:<turn>`` in the conversation ``cc:<session id>``: every
+  prompt is a new run, so the 10-run suppression works across the session's
+  prompts (and not across sessions, whose contexts never held those hints),
+  and Stop belongs to the prompt's run.
 * **Any other host** (``marchdb hook generic``): the message on stdin, the
   context block on stdout (see ``generic``).
 
@@ -96,7 +98,9 @@ def claude_code(store, event: str) -> Answer:
         store.cfg.require_root()  # a missing vault must not hint from a stale index
         run_id = next_run_id(store.con, session)
         project = project_for(data.get("cwd"), store.cfg.projects)
-        result = store.recall(prompt, run_id=run_id, trigger="user", project=project)
+        result = store.recall(
+            prompt, run_id=run_id, trigger="user", project=project, conversation=_conversation(session)
+        )
         if not result.hints:
             return Answer(note=result.warning)
         return Answer(_additional_context("UserPromptSubmit", "[recall]\n" + result.text()), result.warning)
@@ -109,7 +113,14 @@ def claude_code(store, event: str) -> Answer:
         store.cfg.require_root()
         run_id = current_run_id(store.con, session) or next_run_id(store.con, session)
         project = project_for(data.get("cwd"), store.cfg.projects)
-        store.recall(reply, run_id=run_id, trigger="assistant", record_only=True, project=project)
+        store.recall(
+            reply,
+            run_id=run_id,
+            trigger="assistant",
+            record_only=True,
+            project=project,
+            conversation=_conversation(session),
+        )
         return Answer()  # Stop output would make Claude continue: record only
     return Answer()  # other events: nothing to add
 
@@ -135,24 +146,34 @@ def _additional_context(event_name: str, text: str) -> str:
     )
 
 
-def _run_range(session: str) -> tuple[str, str]:
-    prefix = f"{RUN_PREFIX}:{session}:"
-    return prefix, prefix[:-1] + ";"  # ';' sorts right after ':': every run id of the session lies between
+def _conversation(session: str) -> str:
+    return f"{RUN_PREFIX}:{session}"
+
+
+def _turn(run_id: str) -> int:
+    turn = run_id.rpartition(":")[2]
+    return int(turn) if turn.isdigit() else 0
 
 
 def next_run_id(con, session: str) -> str:
-    """A new agent run for ``session``: ``cc:<session>:<turn>``, the turn one
-    more than the session's runs so far (runs are registered by recall)."""
-    low, high = _run_range(session)
-    (count,) = con.execute("SELECT count(*) FROM runs WHERE run_id >= ? AND run_id < ?", (low, high)).fetchone()
-    return f"{low}{int(count) + 1}"
+    """A new agent run for ``session``: ``cc:<session>:<turn>``, one turn
+    after the session's latest (runs are registered by recall). Old runs are
+    pruned (sql/003_lifecycle.sql): a session whose runs are all gone starts
+    after the last turn the recall log still names, so no logged hint of an
+    earlier run is taken for one of the new run."""
+    latest = current_run_id(con, session)
+    if latest is not None:
+        return f"{_conversation(session)}:{_turn(latest) + 1}"
+    low = f"{_conversation(session)}:"
+    high = low[:-1] + ";"  # ';' sorts right after ':': the session's run ids lie between
+    logged = con.execute("SELECT DISTINCT run_id FROM recall_log WHERE run_id >= ? AND run_id < ?", (low, high))
+    return f"{low}{max((_turn(r[0]) for r in logged if r[0].count(':') == low.count(':')), default=0) + 1}"
 
 
 def current_run_id(con, session: str) -> str | None:
     """The session's latest run (the prompt a Stop event belongs to)."""
-    low, high = _run_range(session)
     row = con.execute(
-        "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ? ORDER BY seq DESC LIMIT 1", (low, high)
+        "SELECT run_id FROM runs WHERE conversation = ? ORDER BY seq DESC LIMIT 1", (_conversation(session),)
     ).fetchone()
     return None if row is None else str(row[0])
 
@@ -222,7 +243,7 @@ def last_reply(transcript_path: object) -> str:
 
 def generic(store, event: str) -> Answer:
     """The contract for other hosts and scripts: ``event`` is a JSON object
-    ``{"text", "run_id"?, "trigger"?, "record_only"?, "profiles"?, "project"?}`` (what
+    ``{"text", "run_id"?, "trigger"?, "record_only"?, "profiles"?, "project"?, "conversation"?}`` (what
     ``marchdb hook generic`` builds from stdin and its options); the answer
     is the plain context block — ``[recall]`` lines, with the profile blocks
     first when ``profiles`` is true — or nothing."""
@@ -238,6 +259,7 @@ def generic(store, event: str) -> Answer:
             trigger=data.get("trigger") or "user",
             record_only=bool(data.get("record_only")),
             project=data.get("project") if isinstance(data.get("project"), str) else None,
+            conversation=data.get("conversation") if isinstance(data.get("conversation"), str) else None,
         )
         hints_text = result.text()
     if blocks is not None:

@@ -35,11 +35,11 @@ class Saved:
         return sum(len(r) for _, r in self.tables.values())
 
 
-def conversation_of(run_id: str) -> str | None:
-    """The conversation a run belongs to (``runs.conversation``): its id up
-    to the last ':' (``cc:SESSION:7`` → ``cc:SESSION``); None when it has none."""
-    conversation, sep, _turn = run_id.rpartition(":")
-    return conversation if sep and conversation else None
+def hook_conversation(run_id: str) -> str | None:
+    """The conversation of a run id the Claude Code hook made,
+    ``cc:SESSION:TURN`` → ``cc:SESSION`` (None for any other run id)."""
+    conversation, _sep, turn = run_id.rpartition(":")
+    return conversation if run_id.startswith("cc:") and conversation.count(":") >= 1 and turn.isdigit() else None
 
 
 def _columns(con: apsw.Connection, table: str) -> list[tuple[str, bool]]:
@@ -104,10 +104,11 @@ def restore(con: apsw.Connection, saved: Saved | None) -> tuple[int, list[str]]:
             ([row[i] for i in keep] for row in rows),
         )
         if table == "runs" and "conversation" not in old_cols:
-            # Runs logged before conversations were kept: derived from the id, as recall does.
-            run_ids = [r[0] for r in con.execute("SELECT run_id FROM runs")]
+            # Runs logged before conversations were kept: the Claude Code
+            # hook's run ids name their session; other runs share one window, as before.
+            run_ids = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE run_id LIKE 'cc:%'")]
             con.executemany(
-                "UPDATE runs SET conversation = ? WHERE run_id = ?", ((conversation_of(r), r) for r in run_ids)
+                "UPDATE runs SET conversation = ? WHERE run_id = ?", ((hook_conversation(r), r) for r in run_ids)
             )
         copied += len(rows)
     return copied, skipped

@@ -104,16 +104,20 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
         run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
         trigger: Annotated[str, Field(description=tools.ARGS["trigger"])] = "user",
         project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
+        conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
     ) -> dict:
-        return call("memory_recall", text=text, run_id=run_id, trigger=trigger, project=project)
+        return call(
+            "memory_recall", text=text, run_id=run_id, trigger=trigger, project=project, conversation=conversation
+        )
 
     @server.tool(name="memory_context", description=tools.CONTEXT)
     def memory_context(
         text: Annotated[str | None, Field(description=tools.ARGS["context_text"])] = None,
         run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
         project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
+        conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
     ) -> dict:
-        return call("memory_context", text=text, run_id=run_id, project=project)
+        return call("memory_context", text=text, run_id=run_id, project=project, conversation=conversation)
 
     return server
 

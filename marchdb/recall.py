@@ -7,8 +7,8 @@ calibration) and then applies the rules:
 
 * user trigger — at most 3 hints at or above the threshold; a memory hinted
   in any of the last 10 agent runs of the same conversation is suppressed
-  (rolling window; a run id ``CONVERSATION:N`` names its conversation, see
-  ``conversation_of``; run ids without a ':' share one window);
+  (rolling window; a run's conversation is given with its first recall, a
+  Claude Code session for the hook; runs without one share one window);
 * assistant trigger — at most 2 hints injected; up to 3 candidates shown for
   display whatever their score (no description); nothing repeats within a run;
 * within a run, a memory hinted for the user message is not hinted again.
@@ -37,7 +37,6 @@ from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candid
 from .embedding.vectors import has_bits
 from .errors import InvalidInput
 from .hintline import hint_line
-from .logs import conversation_of
 from .notes import normalize_tag
 
 USER_MAX_HINTS = 3
@@ -397,10 +396,11 @@ def score(
 # ---------------------------------------------------------------- hint rules
 
 
-def _register_run(con: apsw.Connection, run_id: str) -> None:
+def _register_run(con: apsw.Connection, run_id: str, conversation: str | None) -> None:
+    # A run keeps the conversation it was first registered with.
     con.execute(
         "INSERT INTO runs(run_id, conversation) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        (run_id, conversation_of(run_id)),
+        (run_id, conversation),
     )
 
 
@@ -436,6 +436,7 @@ def apply_rules(
     run_id: str | None,
     threshold: float,
     record_only: bool = False,
+    conversation: str | None = None,
 ) -> tuple[list[Hint], list[Hint], list[Hint]]:
     """Split scored candidates into (hints, display, all-with-reasons) and log
     what is injected or shown. Runs inside the caller's transaction.
@@ -443,15 +444,18 @@ def apply_rules(
     ``record_only`` (seed 000: the result at the end of an agent run is only
     recorded): what would be hinted is logged as ``record`` and returned as
     the hints (the caller keeps them apart), but is not injected — so it
-    suppresses nothing later."""
+    suppresses nothing later. ``conversation``: what the run belongs to (a
+    chat, a host's session); the 10-run window counts that conversation's
+    runs only, and runs without one share a window."""
     if trigger not in ("user", "assistant"):
         raise ValueError(f"trigger must be 'user' or 'assistant', not {trigger!r}")
     if run_id is not None:
-        _register_run(con, run_id)
+        _register_run(con, run_id, conversation)
         if trigger == "user":
             blocked = suppressed_ids(con, run_id)
+            known = scalar(con, "SELECT conversation FROM runs WHERE run_id = ?", (run_id,))
             blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs" + (
-                " of this conversation" if conversation_of(run_id) else ""
+                " of this conversation" if known is not None else ""
             )
         else:
             blocked = seen_in_run(con, run_id, ("user", "assistant"))
@@ -507,12 +511,14 @@ def recall(
     vindex: VectorIndex | None = None,
     record_only: bool = False,
     project_tag: str | None = None,
+    conversation: str | None = None,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
     vectors to search instead of the vec0 tables; ``record_only``: log what
     passes as recorded, inject nothing (``RecallResult.recorded``);
-    ``project_tag``: the current project's tag, a ranking bonus (``score``)."""
+    ``project_tag``: the current project's tag, a ranking bonus (``score``);
+    ``conversation``: see ``apply_rules``."""
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
@@ -524,7 +530,7 @@ def recall(
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
     scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag)
     with transaction(con):
-        hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only)
+        hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only, conversation)
     return RecallResult(
         trigger=trigger,
         run_id=run_id,

@@ -382,6 +382,7 @@ class Store:
         threshold: float | None = None,
         record_only: bool = False,
         project: str | None = None,
+        conversation: str | None = None,
     ) -> RecallResult:
         """Passive recall hints for a user message or an assistant output.
 
@@ -394,7 +395,10 @@ class Store:
         for later runs. ``project`` (the current project's name, e.g. the
         host's repository) ranks memories tagged ``project/NAME`` (the
         ``projectTagPrefix`` form) a little higher; it never filters, and
-        never lifts a memory over the threshold by itself. Falls back to BM25
+        never lifts a memory over the threshold by itself. ``conversation``
+        (a chat's or a host session's id, given with the run's first recall)
+        scopes the 10-run suppression to that conversation's runs: a hint
+        shown in one conversation is not in another's context. Falls back to BM25
         (announced in ``result.warning``) when no model can be loaded.
         """
         if not isinstance(text, str) or not text.strip():
@@ -403,6 +407,8 @@ class Store:
             raise InvalidInput("trigger must be 'user' or 'assistant'")
         if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS):
             raise InvalidInput(f"run_id must be text of at most {MAX_RUN_ID_CHARS} characters")
+        if conversation is not None and (not isinstance(conversation, str) or len(conversation) > MAX_RUN_ID_CHARS):
+            raise InvalidInput(f"conversation must be text of at most {MAX_RUN_ID_CHARS} characters")
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1
@@ -418,6 +424,7 @@ class Store:
             vindex=self.vector_index(),
             record_only=record_only,
             project_tag=project_tag(self.cfg.project_tag_prefix, project),
+            conversation=conversation or None,
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
@@ -560,15 +567,23 @@ class Store:
         except OSError as exc:
             self.notices.append(f"could not record this in {path}: {exc}")
 
-    def context(self, text: str | None = None, run_id: str | None = None, project: str | None = None) -> dict:
+    def context(
+        self,
+        text: str | None = None,
+        run_id: str | None = None,
+        project: str | None = None,
+        conversation: str | None = None,
+    ) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
-        the recall hints for ``text`` (``project``: see ``recall``):
+        the recall hints for ``text`` (``project``, ``conversation``: see ``recall``):
         ``{"text", "agent_profile", "user_profile", "hints"}``, ready to put
         into a prompt."""
         blocks = profiles.read_profiles(self.cfg)
         hints = []
         if text and text.strip():
-            hints = [h.to_dict() for h in self.recall(text, run_id=run_id, project=project).hints]
+            hints = [
+                h.to_dict() for h in self.recall(text, run_id=run_id, project=project, conversation=conversation).hints
+            ]
         return {
             "text": profiles.format_context(blocks, hints),
             "agent_profile": blocks["agent_profile"],

@@ -92,8 +92,9 @@ ARGS = {
     "force": "Create even when a near-duplicate memory exists.",
     "text": "The user message or your own output.",
     "context_text": "The user message to recall for (optional).",
-    "run_id": "Id of the current agent run (for de-duplication), written CONVERSATION:N (e.g. chat-7:3) "
-    "so that the last-10-runs suppression counts the runs of this conversation only.",
+    "run_id": "Id of the current agent run (for de-duplication).",
+    "conversation": "Id of the conversation or session the run belongs to: a memory hinted in its last 10 "
+    "runs is not hinted again, while other conversations still get it.",
     "trigger": "'user' or 'assistant'.",
     "project": "Name of the current project (e.g. the repository): memories tagged project/NAME rank a "
     "little higher. Never a filter.",
@@ -131,11 +132,17 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
             trigger=args.get("trigger", "user"),
             explain=args.get("explain", False),
             project=args.get("project"),
+            conversation=args.get("conversation"),
         ).to_dict()
     elif name == "memory_log":
         data = store.log(args["title"], args.get("text"), embed=args.get("embed", True))
     elif name == "memory_context":
-        data = store.context(args.get("text"), run_id=args.get("run_id"), project=args.get("project"))
+        data = store.context(
+            args.get("text"),
+            run_id=args.get("run_id"),
+            project=args.get("project"),
+            conversation=args.get("conversation"),
+        )
     else:
         raise ValueError(f"unknown operation {name!r}")
     notices = store.take_notices()

@@ -37,6 +37,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import fts
 from .importing import (
     DESCRIPTION_CHARS,
     MAX_BODY_CHARS,
@@ -52,7 +53,8 @@ from .save import MAX_NAME_CHARS
 
 #: A session or conversation in which the person typed fewer than
 #: MIN_USER_CHARS characters and which holds fewer than MIN_CONVERSATION_CHARS
-#: in all is skipped: a greeting and its answer ("hey" / "Hello! How can I help
+#: in all is skipped (a Chinese or Japanese character counts as 3: a word,
+#: not a letter): a greeting and its answer ("hey" / "Hello! How can I help
 #: you today? ...") is nothing to remember, and a memory that vague looks like
 #: every vague message (tools/bench_small.py found one hinted for "can you
 #: help me with this" in a vault of 10,000). A short request with a long
@@ -133,13 +135,21 @@ def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin
     return "\n\n".join(parts) + "\n", warnings
 
 
+def _size(text: str) -> int:
+    text = text.strip()
+    return len(text) + 2 * len(fts.cjk_chars(text))
+
+
 def _too_short(turns: list[tuple[str, dt.datetime | None, str]]) -> str | None:
     """Why a conversation holds nothing to remember (None when it holds something)."""
-    typed = sum(len(text.strip()) for role, _when, text in turns if role == "User")
-    chars = sum(len(text.strip()) for _role, _when, text in turns)
+    typed = sum(_size(text) for role, _when, text in turns if role == "User")
+    chars = sum(_size(text) for _role, _when, text in turns)
     if typed >= MIN_USER_CHARS or chars >= MIN_CONVERSATION_CHARS:
         return None
-    return f"nothing to remember: {typed} characters typed, {chars} in all (a greeting and its answer?)"
+    return (
+        f"too short to keep: {typed} characters typed (under {MIN_USER_CHARS}), "
+        f"{chars} in all (under {MIN_CONVERSATION_CHARS})"
+    )
 
 
 def asked(prompts: list[str]) -> str:

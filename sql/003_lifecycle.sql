@@ -21,7 +21,9 @@ CREATE INDEX open_log_mem_at ON open_log(mem_id, at);
 -- delete on the primary key, ~1000 rows at a time, so a log never grows past
 -- keep_rows + 1000 and no process has to remember to prune.
 -- recall_log: ~3 rows per message, so ~30,000 messages; open_log: 50,000
--- opens; runs: 20,000 agent runs (suppression needs only the last 11).
+-- opens; runs: 20,000 agent runs, all conversations together (suppression
+-- needs only each conversation's last 11: one idle for 20,000 runs of the
+-- others starts with an empty window).
 CREATE TABLE log_bounds (
     log       TEXT PRIMARY KEY,
     keep_rows INTEGER NOT NULL

@@ -215,3 +215,18 @@ def test_projects_in_config_are_checked(tmp_path):
         (home / "config.json").write_text(bad)
         with pytest.raises(ConfigError, match="projects"):
             load_config(home=home, env={})
+
+
+def test_a_session_whose_old_runs_were_pruned_never_reuses_a_run_id(bm25_store):
+    prompt = "Dog's medication carprofen tablet"
+    for _ in range(3):
+        hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert hooks.current_run_id(bm25_store.con, "s1") == "cc:s1:3"
+    with bm25_store.con:  # as the log bound does to the oldest runs (sql/003_lifecycle.sql)
+        bm25_store.con.execute("DELETE FROM runs")
+    # The next run starts after the last turn the recall log remembers: no stale hint belongs to it.
+    fresh = hooks.next_run_id(bm25_store.con, "s1")
+    assert fresh == "cc:s1:2"  # turn 1 hinted (logged); turns 2 and 3 hinted nothing
+    assert bm25_store.con.execute("SELECT count(*) FROM recall_log WHERE run_id = ?", (fresh,)).fetchone() == (0,)
+    # A session whose id extends another's is its own.
+    assert hooks.next_run_id(bm25_store.con, "s1:x") == "cc:s1:x:1"

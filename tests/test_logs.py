@@ -91,6 +91,7 @@ def test_restore_copies_by_column_name_and_skips_what_it_cannot(tmp_path):
         "CREATE TABLE runs(seq INTEGER PRIMARY KEY, run_id TEXT, at TEXT, extra TEXT);"
         "INSERT INTO runs VALUES (1, 'r1', '2026-01-01T00:00:00.000Z', 'gone');"
         "INSERT INTO runs VALUES (2, 'cc:s1:4', '2026-01-01T00:00:01.000Z', NULL);"
+        "INSERT INTO runs VALUES (3, '2026-12-01T10:15:30', '2026-01-01T00:00:02.000Z', NULL);"
         "CREATE TABLE recall_log(seq INTEGER PRIMARY KEY, run_id TEXT, mem_id TEXT);"  # no score, no trigger
         "INSERT INTO recall_log VALUES (1, 'r1', 'mem_a');"
     )
@@ -98,10 +99,12 @@ def test_restore_copies_by_column_name_and_skips_what_it_cannot(tmp_path):
     new, _ = db.open_index(tmp_path / "new.sqlite")
     with new:
         copied, skipped = logs.restore(new, saved)
-    assert (copied, skipped) == (2, ["recall_log"])
-    # Runs logged before conversations were kept get theirs from the run id.
+    assert (copied, skipped) == (3, ["recall_log"])
+    # Runs the Claude Code hook logged before conversations were kept get their session back;
+    # any other run id (even one with ':' in it) keeps sharing one window, as before.
     assert new.execute("SELECT seq, run_id, at, conversation FROM runs").fetchall() == [
         (1, "r1", "2026-01-01T00:00:00.000Z", None),
         (2, "cc:s1:4", "2026-01-01T00:00:01.000Z", "cc:s1"),
+        (3, "2026-12-01T10:15:30", "2026-01-01T00:00:02.000Z", None),
     ]
     assert "recall_log could not be kept" in logs.describe(copied, skipped)

@@ -103,27 +103,41 @@ def test_user_trigger_caps_and_rolling_suppression(vault, bm25_store):
 
 
 def test_suppression_counts_the_runs_of_one_conversation(vault, bm25_store):
-    # Run ids CONVERSATION:N: a hint shown in one conversation is not in another's context.
-    topic_vault(vault)
+    # A hint shown in one conversation is not in another's context: the window is per conversation.
+    topic_vault(vault, n=12)
     bm25_store.sync()
     query = "zebra migration serengeti"
-    held_back = "hinted in the last 10 runs of this conversation"
 
-    def suppressed(run_id: str) -> set[str]:
-        result = bm25_store.recall(query, run_id=run_id, explain=True)
-        return {c.id for c in result.candidates if c.reason == held_back}
+    def run(run_id: str, conversation: str | None, text: str = query) -> tuple[set[str], set[str]]:
+        """(hinted, held back by the window) for one run."""
+        result = bm25_store.recall(text, run_id=run_id, conversation=conversation, explain=True)
+        held = {c.id for c in result.candidates if c.reason and c.reason.startswith("hinted in the last 10 runs")}
+        return {h.id for h in result.hints}, held
 
-    first = {h.id for h in bm25_store.recall(query, run_id="chat-a:1").hints}
+    first, _ = run("a1", "chat-a")
     assert len(first) == 3
-    assert suppressed("chat-b:1") == set()  # (the order may differ: temperature saw the first hints)
-    assert suppressed("chat-a:2") == first
-    # Ten runs of another conversation do not age chat-a's window; ten of its own do.
+    assert run("b1", "chat-b")[1] == set()  # (its hints may differ: temperature saw the first ones)
+    second, held = run("a2", "chat-a")
+    assert held == first and len(second) == 3
+    # Runs of other conversations, and runs without one, do not age chat-a's window.
     for i in range(2, 12):
-        bm25_store.recall("unrelated words entirely", run_id=f"chat-b:{i}")
-    assert len(suppressed("chat-a:3")) == 6  # chat-a:1's hints and chat-a:2's
-    for i in range(4, 14):
-        bm25_store.recall("unrelated words entirely", run_id=f"chat-a:{i}")
-    assert suppressed("chat-a:14") == set()
+        run(f"b{i}", "chat-b", "unrelated words entirely")
+        run(f"loose{i}", None, "unrelated words entirely")
+    third, held = run("a3", "chat-a")
+    assert held == first | second and len(third) == 3
+    # Its own runs do: a run is held back by the 10 runs before it (a12: a2..a11), not by older ones.
+    for i in range(4, 12):
+        run(f"a{i}", "chat-a", "unrelated words entirely")
+    twelfth, held = run("a12", "chat-a")
+    assert held == second | third
+    assert run("a13", "chat-a")[1] == third | twelfth
+    explained = bm25_store.recall(query, run_id="a14", conversation="chat-a", explain=True)
+    assert any(c.reason == "hinted in the last 10 runs of this conversation" for c in explained.candidates)
+    # A run keeps the conversation it started with; runs without one share one window.
+    assert bm25_store.con.execute("SELECT conversation FROM runs WHERE run_id = 'a1'").fetchone() == ("chat-a",)
+    loose, _ = run("loose-x", None)
+    assert len(loose) == 3
+    assert run("loose-y", None)[1] == loose
 
 
 def test_assistant_trigger_caps_display_and_run_dedup(vault, bm25_store):

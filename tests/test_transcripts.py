@@ -501,8 +501,14 @@ def test_a_greeting_and_its_answer_is_skipped_not_imported(vault, store, tmp_pat
     out = store.import_("chatgpt", tmp_path / "conversations.json", apply=True, embed=False)
     rows = {r["origin"].split(" ")[1]: r for r in out["items"]}
     assert rows["(hi1)"]["action"] == "skip"
-    assert rows["(hi1)"]["detail"] == "nothing to remember: 3 characters typed, 140 in all (a greeting and its answer?)"
+    assert rows["(hi1)"]["detail"] == "too short to keep: 3 characters typed (under 20), 140 in all (under 400)"
     assert rows["(real)"]["action"] == "created" and rows["(terse)"]["action"] == "created"
+    # A short Chinese request is a request: a character counts as a word, not a letter.
+    plate = conversation("plate")
+    plate["mapping"]["u1"]["message"]["content"]["parts"] = ["我的车牌号是京A12345，帮我记一下"]
+    plate["mapping"]["a2"]["message"]["content"] = {"content_type": "text", "parts": ["好的，记下了。"]}
+    (tmp_path / "plate.json").write_text(json.dumps([plate]))
+    assert store.import_("chatgpt", tmp_path / "plate.json", apply=True, embed=False)["created"] == 1
     base = {"sessionId": "hey-1", "cwd": "/tmp/x", "isSidechain": False, "timestamp": "2026-03-01T22:38:40.000Z"}
     session = tmp_path / "sessions" / "hey-1.jsonl"
     write_jsonl(
@@ -518,5 +524,7 @@ def test_a_greeting_and_its_answer_is_skipped_not_imported(vault, store, tmp_pat
         ],
     )
     out = store.import_("claude-code", session.parent, apply=True, embed=False)
-    assert out["items"][0]["action"] == "skip" and "3 characters typed, 6 in all" in out["items"][0]["detail"]
-    assert len(memories(store)) == 2
+    assert (
+        out["items"][0]["action"] == "skip" and "3 characters typed (under 20), 6 in all" in out["items"][0]["detail"]
+    )
+    assert len(memories(store)) == 3
