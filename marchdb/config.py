@@ -343,7 +343,7 @@ def load_config(
     prefix = data.get("projectTagPrefix", "project/")
     if not isinstance(prefix, str):
         raise ConfigError('projectTagPrefix must be a string like "project/" (a memory tagged project/NAME)')
-    from .notes import normalize_tag
+    from .tags import normalize_tag
 
     try:
         normalize_tag(prefix + "name")

@@ -23,6 +23,7 @@ import yaml
 
 from .clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
 from .errors import InvalidInput
+from .tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -37,7 +38,6 @@ MAX_YAML_VALUES = 5_000
 MAX_YAML_DEPTH = 10
 #: Most tags a memory keeps, and the longest tag, in characters.
 MAX_TAGS = 50
-MAX_TAG_CHARS = 100
 
 FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "updated_at")
 
@@ -141,73 +141,6 @@ def text_hash(text: str) -> str:
     return content_hash(text.encode("utf-8"))
 
 
-# ---------------------------------------------------------------- tags
-
-#: Letters, digits, ``_ / -`` and the ``. + #`` of names such as node.js,
-#: C++ and c# (inside or at the end of a tag: a leading ``#`` is Obsidian's
-#: inline-tag mark and is dropped).
-_TAG_OK = re.compile(r"^[\w/\-.+#]+$")
-_TAG_PUNCT = "/-_.+#"
-_ASCII_UPPER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def normalize_tag(raw: object) -> str:
-    """Normalise one tag by seed 000's rules or raise ``InvalidInput``.
-
-    Trim; ASCII letters lowercased (other scripts, Chinese included, kept as
-    written); runs of whitespace become ``-``; a leading ``#`` (Obsidian's
-    inline form) is dropped; only letters, digits and ``_ / - . + #`` may
-    remain (``node.js``, ``c++``, ``c#``), and at least one letter or digit.
-    Empty, or longer than ``MAX_TAG_CHARS``, is invalid.
-    """
-    if not isinstance(raw, str):
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            raw = str(raw)
-        else:
-            raise InvalidInput(f"tag {raw!r} is not text; write tags as a list of words")
-    tag = unicodedata.normalize("NFKC", raw).strip().lstrip("#").strip()
-    tag = re.sub(r"\s+", "-", tag).translate(_ASCII_UPPER)
-    if not tag:
-        raise InvalidInput("empty tag; a tag needs at least one letter or digit")
-    if len(tag) > MAX_TAG_CHARS:
-        raise InvalidInput(f"tag {tag[:30]!r}... is {len(tag)} characters; the limit is {MAX_TAG_CHARS}")
-    if not _TAG_OK.match(tag) or tag.strip(_TAG_PUNCT) == "":
-        raise InvalidInput(
-            f"tag {str(raw)[:60]!r} has characters a tag cannot hold; use letters, digits, '/', '-', '_', '.', '+' or '#'"
-        )
-    return tag
-
-
-def normalize_tags(raw: object) -> tuple[list[str], list[str]]:
-    """Normalise a tag list. Returns ``(tags, rejected)``: valid tags deduplicated
-    in first-seen order, and the raw values that were not valid tags.
-
-    A single string is accepted as a comma-separated list (a common hand-edit).
-    """
-    if raw is None:
-        return [], []
-    if isinstance(raw, str):
-        items: list[object] = [p for p in raw.split(",")]
-    elif isinstance(raw, (list, tuple)):
-        items = list(raw)
-    else:
-        return [], [repr(raw)]
-    tags: list[str] = []
-    seen: set[str] = set()  # a list would make 20,000 tags cost minutes
-    rejected: list[str] = []
-    for item in items:
-        try:
-            tag = normalize_tag(item)
-        except InvalidInput:
-            if not (isinstance(item, str) and not item.strip()) or not isinstance(raw, str):
-                rejected.append(repr(item)[:60])
-            continue
-        if tag not in seen:
-            seen.add(tag)
-            tags.append(tag)
-    return tags, rejected
-
-
 # ---------------------------------------------------------------- names and paths
 
 
@@ -221,7 +154,7 @@ def week_of_month(day: int) -> int:
 def slugify(name: str, max_len: int = 60) -> str:
     """A file-name-safe slug: ASCII lowercased, CJK and other letters kept,
     everything else folded to single ``-``. Never empty (``memory``)."""
-    text = unicodedata.normalize("NFKC", name).translate(_ASCII_UPPER)
+    text = unicodedata.normalize("NFKC", name).translate(ASCII_LOWERCASE)
     text = re.sub(r"[^\w]+", "-", text).replace("_", "-")
     text = re.sub(r"-{2,}", "-", text).strip("-")
     if len(text) > max_len:
@@ -262,7 +195,7 @@ def new_id(name: str, now: dt.datetime | None = None) -> str:
     now = now or dt.datetime.now(dt.UTC)
     ms = int(now.timestamp() * 1000)
     stamp = _base32(ms, 10) + _base32(secrets.randbits(10), 2)
-    words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKC", name).translate(_ASCII_UPPER))
+    words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKC", name).translate(ASCII_LOWERCASE))
     slug = "_".join(words[:3])[:24].strip("_")
     return f"mem_{stamp}_{slug}" if slug else f"mem_{stamp}"
 

@@ -37,7 +37,7 @@ from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candid
 from .embedding.vectors import has_bits
 from .errors import InvalidInput
 from .hintline import hint_line
-from .notes import normalize_tag
+from .tags import normalize_tag
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2

@@ -9,6 +9,8 @@ real processes with the default model.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -230,3 +232,17 @@ def test_a_session_whose_old_runs_were_pruned_never_reuses_a_run_id(bm25_store):
     assert bm25_store.con.execute("SELECT count(*) FROM recall_log WHERE run_id = ?", (fresh,)).fetchone() == (0,)
     # A session whose id extends another's is its own.
     assert hooks.next_run_id(bm25_store.con, "s1:x") == "cc:s1:x:1"
+
+
+def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
+    # A hook runs on every prompt: what its process imports is its start-up time (a config
+    # check once pulled in the YAML parser through notes: ~45 ms a prompt).
+    code = (
+        "import sys, marchdb.entry, marchdb.client as c, marchdb.config as cfg;"
+        f"conf = cfg.load_config(home={str(tmp_path / 'home')!r}, root={str(tmp_path)!r}, env={{}});"
+        "c.identity(conf);"
+        "print(sorted(m for m in ('yaml', 'frontmatter', 'numpy', 'apsw', 'typer', 'llama_cpp') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
