@@ -77,8 +77,12 @@ def hook(
 
     obj = ctx.find_root().obj or {}
     flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
-    options = (["--run", run] if run else []) + (["--project", project] if project else [])
-    options += ["--conversation", conversation] if conversation else []
+    # "--name=value": a value that starts with '-' stays a value
+    options = [
+        f"--{name}={value}"
+        for name, value in (("run", run), ("project", project), ("conversation", conversation))
+        if value
+    ]
     options += (
         ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
     )

@@ -150,24 +150,30 @@ def _conversation(session: str) -> str:
     return f"{RUN_PREFIX}:{session}"
 
 
-def _turn(run_id: str) -> int:
-    turn = run_id.rpartition(":")[2]
-    return int(turn) if turn.isdigit() else 0
+def _turn(run_id: str, prefix: str) -> int:
+    """The turn of a run id ``<prefix><turn>`` (0 for any other id)."""
+    turn = run_id[len(prefix) :] if run_id.startswith(prefix) else ""
+    return int(turn) if turn.isascii() and turn.isdigit() else 0
 
 
 def next_run_id(con, session: str) -> str:
     """A new agent run for ``session``: ``cc:<session>:<turn>``, one turn
-    after the session's latest (runs are registered by recall). Old runs are
-    pruned (sql/003_lifecycle.sql): a session whose runs are all gone starts
-    after the last turn the recall log still names, so no logged hint of an
+    after the highest the session has used (runs are registered by recall;
+    other run ids in the conversation are passed over). Old runs are pruned
+    (sql/003_lifecycle.sql): a session whose runs are all gone starts after
+    the last turn the recall log still names, so no logged hint of an
     earlier run is taken for one of the new run."""
-    latest = current_run_id(con, session)
-    if latest is not None:
-        return f"{_conversation(session)}:{_turn(latest) + 1}"
-    low = f"{_conversation(session)}:"
-    high = low[:-1] + ";"  # ';' sorts right after ':': the session's run ids lie between
-    logged = con.execute("SELECT DISTINCT run_id FROM recall_log WHERE run_id >= ? AND run_id < ?", (low, high))
-    return f"{low}{max((_turn(r[0]) for r in logged if r[0].count(':') == low.count(':')), default=0) + 1}"
+    prefix = f"{_conversation(session)}:"
+    ids = [r[0] for r in con.execute("SELECT run_id FROM runs WHERE conversation = ?", (_conversation(session),))]
+    if not ids:
+        high = prefix[:-1] + ";"  # ';' sorts right after ':': the session's run ids lie between
+        ids = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT run_id FROM recall_log WHERE run_id >= ? AND run_id < ?", (prefix, high)
+            )
+        ]
+    return f"{prefix}{max((_turn(i, prefix) for i in ids), default=0) + 1}"
 
 
 def current_run_id(con, session: str) -> str | None:

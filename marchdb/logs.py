@@ -39,7 +39,8 @@ def hook_conversation(run_id: str) -> str | None:
     """The conversation of a run id the Claude Code hook made,
     ``cc:SESSION:TURN`` → ``cc:SESSION`` (None for any other run id)."""
     conversation, _sep, turn = run_id.rpartition(":")
-    return conversation if run_id.startswith("cc:") and conversation.count(":") >= 1 and turn.isdigit() else None
+    hook_made = run_id.startswith("cc:") and conversation.count(":") >= 1 and turn.isascii() and turn.isdigit()
+    return conversation if hook_made else None
 
 
 def _columns(con: apsw.Connection, table: str) -> list[tuple[str, bool]]:

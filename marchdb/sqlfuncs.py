@@ -165,6 +165,7 @@ class Engine:
         trigger: object = "user",
         run_id: object = None,
         project: object = None,
+        conversation: object = None,
     ) -> list[dict[str, Any]]:
         """``march_recall``: every scored candidate for ``text`` with its
         signals, as ``recall --explain`` shows them, best first.
@@ -172,12 +173,15 @@ class Engine:
         Without ``run_id`` nothing is recorded and nothing is suppressed (a
         pure query). With one the hint rules apply as in ``marchdb recall
         --run``: memories hinted in recent runs are cut, and the hints are
-        logged — so a read-only connection refuses it.
+        logged — so a read-only connection refuses it. ``conversation``: as
+        ``marchdb recall --conversation`` (the run's 10-run window).
         """
         if trigger not in ("user", "assistant"):
             raise InvalidInput(f"march_recall: trigger must be 'user' or 'assistant', not {trigger!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
             raise InvalidInput("march_recall: the run id must be a non-empty string (or NULL for a pure query)")
+        if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
+            raise InvalidInput("march_recall: the conversation must be a non-empty string (or NULL for none)")
         if project is not None and not isinstance(project, str):
             raise InvalidInput("march_recall: the project must be a name (text), or NULL for none")
         value = _text_arg(text, "march_recall")
@@ -196,7 +200,7 @@ class Engine:
             if run_id is None:
                 recall_mod.apply_rules(con, scored, str(trigger), None, threshold)
             else:
-                self._apply_logged(con, scored, str(trigger), str(run_id), threshold)
+                self._apply_logged(con, scored, str(trigger), str(run_id), threshold, conversation)
         rows = []
         for rank, cand in enumerate(scored, 1):
             sig = cand.signals
@@ -308,7 +312,9 @@ class Engine:
             calib = self._calibrations[emb.fingerprint] = calibrate.measure(emb)
         return "hybrid", emb.embed_queries([text])[0], calib
 
-    def _apply_logged(self, con: apsw.Connection, scored, trigger: str, run_id: str, threshold: float) -> None:
+    def _apply_logged(
+        self, con: apsw.Connection, scored, trigger: str, run_id: str, threshold: float, conversation=None
+    ) -> None:
         """Apply the hint rules with a run id and log the hints.
 
         The statement calling us holds a read snapshot of ``con``. If its
@@ -319,12 +325,12 @@ class Engine:
         still de-duplicate.
         """
         if con.txn_state("main") == apsw.SQLITE_TXN_WRITE:
-            recall_mod.apply_rules(con, scored, trigger, run_id, threshold)
+            recall_mod.apply_rules(con, scored, trigger, run_id, threshold, conversation=conversation)
             return
         if self._writer is None:
             self._writer = db.connect(con.filename)
         with db.transaction(self._writer):
-            recall_mod.apply_rules(self._writer, scored, trigger, run_id, threshold)
+            recall_mod.apply_rules(self._writer, scored, trigger, run_id, threshold, conversation=conversation)
 
 
 def _by_index(fn: Callable, columns: tuple[str, ...]) -> Callable:
@@ -351,10 +357,12 @@ def register(con: apsw.Connection, engine: Engine) -> None:
             raise InvalidInput("march_embed takes a text and optionally 'query' or 'passage'")
         return engine.embed(text, kind)
 
-    def march_recall_json(text=None, trigger="user", run_id=None, project=None, *extra):
+    def march_recall_json(text=None, trigger="user", run_id=None, project=None, conversation=None, *extra):
         if extra:
-            raise InvalidInput("march_recall_json takes a text, optionally a trigger, a run id and a project")
-        return _json(engine.recall(con, text, trigger, run_id, project))
+            raise InvalidInput(
+                "march_recall_json takes a text, optionally a trigger, a run id, a project and a conversation"
+            )
+        return _json(engine.recall(con, text, trigger, run_id, project, conversation))
 
     def march_similar_json(mem_id=None, k=SIMILAR_K, *extra):
         if extra:
@@ -374,8 +382,8 @@ def register(con: apsw.Connection, engine: Engine) -> None:
     con.create_scalar_function("march_recall_json", march_recall_json, -1)
     con.create_scalar_function("march_similar_json", march_similar_json, -1)
 
-    def march_recall(text=None, trigger="user", run_id=None, project=None):
-        for row in engine.recall(con, text, trigger, run_id, project):
+    def march_recall(text=None, trigger="user", run_id=None, project=None, conversation=None):
+        for row in engine.recall(con, text, trigger, run_id, project, conversation):
             yield tuple(row[c] for c in RECALL_COLUMNS)
 
     def march_similar(memory=None, k=SIMILAR_K):

@@ -97,10 +97,11 @@ CREATE TABLE recall_log (
 CREATE INDEX recall_log_run ON recall_log(run_id);
 
 -- Agent runs in the order they first asked for recall (rolling suppression).
--- conversation: the run id up to its last ':' ("cc:SESSION" for the run
--- "cc:SESSION:7"), NULL for a run id without one. The 10-run window is
--- counted among the runs of one conversation: a hint shown in one session is
--- not in another session's context, so it must not be held back there.
+-- conversation: what the run belongs to, given with its first recall (a chat,
+-- a host's session: "cc:SESSION" for the Claude Code hook's run "cc:SESSION:7"),
+-- NULL when none was given. The 10-run window is counted among the runs of
+-- one conversation (runs without one share a window): a hint shown in one
+-- session is not in another session's context, so it is not held back there.
 CREATE TABLE runs (
     seq          INTEGER PRIMARY KEY,
     run_id       TEXT NOT NULL UNIQUE,

@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from marchdb.cli import app
+from marchdb.config import load_config
+from marchdb.store import Store
 
 
 @pytest.fixture
@@ -251,6 +253,8 @@ def test_the_quick_path_takes_only_the_plain_forms():
     )
     assert _quick_args(["recall", "--trigger=assistant", "x", "--explain"])[1]["trigger"] == "assistant"
     assert _quick_args(["context", "--run", "r2"])[1] == {"text": None, "run_id": "r2"}
+    assert _quick_args(["recall", "x", "--run", "r3", "--conversation", "chat-1"])[1]["conversation"] == "chat-1"
+    assert _quick_args(["context", "x", "--conversation=chat-2"])[1]["conversation"] == "chat-2"
     for other in (
         ["recall"],  # the CLI says what is missing
         ["recall", "a", "b"],
@@ -274,3 +278,20 @@ def test_recall_and_context_take_a_project(cli, vault):
     assert "project tag" in cli("recall", "zebra stripes", "--project", "zoo", "--explain").stdout
     hint = js(cli("context", "zebra stripes", "--project", "zoo", "--json"))["hints"][0]
     assert hint["id"] == "mem_z" and hint["signals"]["project_bonus"] > 0  # the project reached recall
+
+
+def test_recall_context_and_the_generic_hook_take_a_conversation(cli, vault, tmp_path):
+    for i in range(60):
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden {i}", description="tomatoes", tags=["garden"])
+    vault.memory("z.md", "mem_z", name="Zebra stripes", description="zebra stripes", tags=["zoo"])
+    cli("sync", "--no-embed")
+    hinted = lambda out: "mem_z" in out.stdout  # noqa: E731
+    assert hinted(cli("recall", "zebra stripes", "--run", "a1", "--conversation", "chat-a"))
+    assert not hinted(cli("recall", "zebra stripes", "--run", "a2", "--conversation", "chat-a"))  # held back
+    assert hinted(cli("context", "zebra stripes", "--run", "b1", "--conversation", "chat-b"))  # another chat
+    hook = cli("hook", "generic", "--run", "c1", "--conversation", "-chat-c", input="zebra stripes")
+    assert hook.exit_code == 0 and hinted(hook)  # a value starting with '-' is still a value
+    assert not hinted(cli("hook", "generic", "--run", "c2", "--conversation", "-chat-c", input="zebra stripes"))
+    with Store(load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})) as s:
+        runs = s.con.execute("SELECT run_id, conversation FROM runs ORDER BY seq").fetchall()
+    assert runs == [("a1", "chat-a"), ("a2", "chat-a"), ("b1", "chat-b"), ("c1", "-chat-c"), ("c2", "-chat-c")]

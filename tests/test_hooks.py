@@ -246,3 +246,16 @@ def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_next_turn_follows_the_highest_and_odd_run_ids_do_not_break_it(bm25_store):
+    prompt = "Dog's medication carprofen tablet"
+    hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))  # cc:s1:1
+    # Runs of the session's conversation that the hook did not name, one of them last.
+    bm25_store.recall(prompt, run_id="cc:s1:7", conversation="cc:s1")
+    bm25_store.recall(prompt, run_id="cc:s1:²", conversation="cc:s1")  # not a number int() reads
+    bm25_store.recall(prompt, run_id="manual", conversation="cc:s1")
+    assert hooks.next_run_id(bm25_store.con, "s1") == "cc:s1:8"
+    answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert answer["note"] is None or "Traceback" not in answer["note"]
+    assert hooks.current_run_id(bm25_store.con, "s1") == "cc:s1:8"

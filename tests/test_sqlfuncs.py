@@ -130,6 +130,10 @@ def test_a_run_id_is_refused_read_only_and_logged_with_write(bm25_store):
     # without a run id nothing is suppressed, nothing logged
     assert rows(bm25_store, "SELECT hint FROM march_recall('Context cache ordering') LIMIT 1") == [{"hint": 1}]
     assert rows(bm25_store, "SELECT count(*) AS n FROM recall_log") == [{"n": 1}]
+    # a run of another conversation was never shown it: hinted there
+    other = "SELECT id, hint FROM march_recall('Context cache ordering', 'user', 'run-3', NULL, 'chat-x') LIMIT 1"
+    assert rows(bm25_store, other, write=True) == [{"id": "mem_cache", "hint": 1}]
+    assert rows(bm25_store, "SELECT conversation FROM runs WHERE run_id = 'run-3'") == [{"conversation": "chat-x"}]
 
 
 def test_a_run_id_inside_a_write_transaction_joins_it(bm25_store):
