@@ -19,8 +19,10 @@ Lifecycle:
 * The socket is created with mode 0600 (umask, then chmod): only the owner
   of the home can connect. Nothing listens on the network.
 * It exits after ``daemonIdleMinutes`` without a request (default 30), on
-  SIGTERM / SIGINT, on ``marchdb serve --stop``, and when config.json
-  changes (the next client starts one that reads it).
+  SIGTERM / SIGINT, on ``marchdb serve --stop``, when config.json changes
+  (the next client starts one that reads it), and when marchdb's own code
+  changes (an upgrade: the next client starts one that runs the new code,
+  instead of the old engine answering new options the old way).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import socket
 import stat
 import threading
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,8 @@ class Engine:
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
         self._config_mtime = _mtime(cfg.home / "config.json")
+        self.code_dirs = code_folders()
+        self._code = code_fingerprint(self.code_dirs)
 
     def log(self, message: str) -> None:
         """One line in ``logs/daemon.log``."""
@@ -208,6 +213,9 @@ class Engine:
                 if _mtime(self.home / "config.json") != self._config_mtime:
                     self.log("config.json changed; stopping (the next client starts an engine that reads it)")
                     return
+                if self.code_changed():
+                    self.log("marchdb's code changed (an upgrade?); stopping (the next client starts the new one)")
+                    return
                 continue
             except OSError as exc:
                 self.log(f"accept failed: {exc}")
@@ -245,6 +253,10 @@ class Engine:
         finally:
             self.last_request = time.monotonic()
         return {"ok": True, "data": data, "ms": round((time.perf_counter() - started) * 1000, 3)}
+
+    def code_changed(self) -> bool:
+        """Whether the files of the marchdb package differ from those this engine started with."""
+        return code_fingerprint(self.code_dirs) != self._code
 
     def dispatch(self, op: str, args: dict, ident: dict | None) -> dict:
         """Run one operation (see ``client`` for the protocol)."""
@@ -293,6 +305,30 @@ class _BadOp(MarchError):
 
 def _refusal(kind: str, message: str, exit_code: int) -> dict:
     return {"ok": False, "error": {"kind": kind, "message": message, "exit_code": exit_code}}
+
+
+def code_folders() -> list[Path]:
+    """The folders of marchdb's code: the package, its ``embedding`` package
+    and its SQL (``sql/`` beside the package in a checkout, inside it once installed)."""
+    package = Path(__file__).resolve().parent
+    return [package, package / "embedding", Path(str(resources.files("marchdb.sql")))]
+
+
+def code_fingerprint(folders: list[Path]) -> tuple:
+    """Name, size and modification time of every ``.py`` and ``.sql`` file
+    in ``folders`` (about 70 stat calls: one tick's check)."""
+    found = []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith((".py", ".sql")):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append((folder.name, entry.name, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(found))
 
 
 def _mtime(path: Path) -> float | None:

@@ -19,6 +19,7 @@ import apsw
 import pytest
 
 from marchdb import client, daemon
+from marchdb.config import load_config
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
 PROMPT = "why does every request miss the prompt cache?"
@@ -244,3 +245,20 @@ def test_a_running_engine_answers_recall_without_the_cli_framework(home):
     assert marchdb("context", PROMPT).stdout == marchdb("context", "--", PROMPT).stdout
     missing = marchdb("recall", PROMPT, "--trigger", "nobody")
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")  # the engine's refusal, one line
+
+
+def test_an_engine_notices_when_marchdb_code_changes_under_it(tmp_path, mixed_vault):
+    # An upgrade replaces marchdb's files: the engine stops at its next tick, so the
+    # next client starts one running the new code (an old one would answer new options the old way).
+    assert any(f.name == "sql" and (f / "recall.sql").exists() for f in daemon.code_folders())
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "recall.py").write_text("OLD = 1\n")
+    engine = daemon.Engine(load_config(home=tmp_path / "home", root=mixed_vault.root, env={}))
+    assert not engine.code_changed()  # its own code, as it started
+    engine.code_dirs = [code]
+    engine._code = daemon.code_fingerprint([code])
+    (code / "notes.txt").write_text("not code\n")
+    assert not engine.code_changed()
+    (code / "recall.py").write_text("NEW = 22\n")
+    assert engine.code_changed()
