@@ -338,9 +338,7 @@ def recall(
 ):
     """Passive recall hints for a message (id, score, name, short description)."""
     args = {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project}
-    if conversation is not None:
-        args["conversation"] = conversation
-    data = _call(ctx, "memory_recall", args)
+    data = _call(ctx, "memory_recall", args | {"conversation": conversation})
     _print(render.as_json(data) if as_json else render.recall(data, explain))
 
 
@@ -453,10 +451,7 @@ def context(
     as_json: bool = JsonOpt,
 ):
     """The profiles plus recall hints, ready to put into a prompt."""
-    args = {"text": text, "run_id": run, "project": project}
-    if conversation is not None:
-        args["conversation"] = conversation
-    data = _call(ctx, "memory_context", args)
+    data = _call(ctx, "memory_context", {"text": text, "run_id": run, "project": project, "conversation": conversation})
     _print(render.as_json(data) if as_json else render.context(data))
 
 

@@ -404,16 +404,17 @@ def _register_run(con: apsw.Connection, run_id: str, conversation: str | None) -
     )
 
 
-def suppressed_ids(con: apsw.Connection, run_id: str) -> set[str]:
+def suppressed_ids(con: apsw.Connection, run_id: str, conversation: str | None) -> set[str]:
     """Memories hinted in the current run or in the 10 runs of its
-    conversation before it (other conversations never saw those hints)."""
+    conversation (the one stored with the run) before it: other
+    conversations never saw those hints."""
     return {
         r[0]
         for r in con.execute(
             "SELECT DISTINCT l.mem_id FROM recall_log l WHERE l.trigger IN ('user', 'assistant') AND l.run_id IN "
-            "(SELECT run_id FROM runs WHERE conversation IS (SELECT conversation FROM runs WHERE run_id = :run) "
+            "(SELECT run_id FROM runs WHERE conversation IS :conversation "
             " AND seq <= (SELECT seq FROM runs WHERE run_id = :run) ORDER BY seq DESC LIMIT :n)",
-            {"run": run_id, "n": SUPPRESSION_RUNS + 1},
+            {"run": run_id, "conversation": conversation, "n": SUPPRESSION_RUNS + 1},
         )
     }
 
@@ -452,8 +453,9 @@ def apply_rules(
     if run_id is not None:
         _register_run(con, run_id, conversation)
         if trigger == "user":
-            blocked = suppressed_ids(con, run_id)
+            # the conversation the run was first registered with, which may not be the one given now
             known = scalar(con, "SELECT conversation FROM runs WHERE run_id = ?", (run_id,))
+            blocked = suppressed_ids(con, run_id, known)
             blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs" + (
                 " of this conversation" if known is not None else ""
             )
