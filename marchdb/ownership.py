@@ -55,14 +55,24 @@ def _refuse(path: Path, why: str) -> IndexUnavailable:
 
 
 def _read_head(path: Path) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    """The first 100 bytes of the file (fewer when it is shorter).
+
+    Read through SQLite's own file layer, never with ``os.open``/``os.close``:
+    closing *any* descriptor of a file drops every POSIX lock this process
+    holds on it, so a check run while another connection of this process has
+    the index open (the engine's watcher opens a second Store) silently
+    released that connection's shared lock. Another process's connection
+    then believed it was the last one, checkpointed and deleted the ``-wal``
+    file still in use, and writes were lost. SQLite's unix layer keeps a
+    descriptor open until its inode's locks are gone, so this read is safe.
+    The caller has already checked with ``lstat`` that this is a regular
+    file and not a link (SQLite opens with ``O_NOFOLLOW`` too).
+    """
+    f = apsw.VFSFile("", os.fspath(path), [apsw.SQLITE_OPEN_MAIN_DB | apsw.SQLITE_OPEN_READONLY, 0])
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise IsADirectoryError(path)
-        return os.read(fd, 100)
+        return bytes(f.xRead(100, 0))
     finally:
-        os.close(fd)
+        f.xClose()
 
 
 def _tables_and_meta(path: Path, wal: bool) -> tuple[set[str], dict[str, str], int]:
@@ -111,8 +121,8 @@ def index_file_state(path: str | os.PathLike) -> str:
         raise _refuse(path, "it is a folder or a device, not a file")
     try:
         head = _read_head(path)
-    except OSError as exc:
-        raise IndexUnavailable(f"cannot read the index file {path}: {exc.strerror}; check its permissions") from None
+    except apsw.Error as exc:
+        raise IndexUnavailable(f"cannot read the index file {path}: {exc}; check its permissions") from None
     if not head:
         return EMPTY
     if len(head) < 100 or not head.startswith(SQLITE_MAGIC):

@@ -195,6 +195,27 @@ def test_1_our_mark_is_in_the_header_and_a_busy_index_is_never_called_foreign(tm
             store.con.execute("ROLLBACK")
 
 
+def test_1_the_ownership_check_keeps_this_processs_locks_on_the_index(tmp_path, vault, bm25_cfg):
+    # Closing any descriptor of a file drops every POSIX lock the process holds
+    # on it: a check that read the header with os.open/os.close while the
+    # engine's first connection was open released that connection's shared
+    # lock, and another process, believing itself the last reader, deleted the
+    # -wal file still in use (writes were lost).
+    vault.memory("a.md", "mem_a")
+    with Store(bm25_cfg) as first:
+        first.sync(embed=False)
+        with Store(bm25_cfg) as second:  # what the engine's watcher does
+            second.status()
+        wal = Path(f"{bm25_cfg.index_path}-wal")
+        assert wal.exists()
+        # The stdlib's sqlite3, as a person's shell would be (apsw's own
+        # connections keep the -wal file and would not show the loss).
+        code = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM memory_index').fetchall(); c.close()"
+        subprocess.run([sys.executable, "-c", code, str(bm25_cfg.index_path)], check=True, timeout=60)
+        assert wal.exists(), "another process checkpointed and deleted the -wal file of an open connection"
+        assert ids(first) == {"mem_a"}
+
+
 # ---------------------------------------------------------------- 2. roots that are not a vault
 
 
