@@ -23,7 +23,9 @@ from .errors import (
     InvalidInput,
     MarchError,
     NotFound,
+    Unanswered,
     remote_error,
+    unanswered_message,
 )
 
 app = typer.Typer(
@@ -54,6 +56,8 @@ def command(group: typer.Typer, *args, **kwargs):
                 raise typer.Exit(exc.exit_code) from None
             except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
                 raise
+            except BrokenPipeError:
+                raise  # the reader went away (`| head`): click ends quietly, as a pipe expects
             except Exception as exc:
                 apsw = sys.modules.get("apsw")  # loaded by then if SQLite raised it
                 if apsw is not None and isinstance(exc, apsw.Error):
@@ -109,6 +113,8 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
         except client.RemoteError as exc:
             raise remote_error(exc.kind, str(exc), exc.exit_code) from None
         except client.Unavailable as exc:
+            if not exc.may_redo(op):
+                raise Unanswered(unanswered_message(op, exc)) from None
             if exc.reason not in ("not running", "other_config"):
                 typer.echo(f"note: answered without the warm engine ({exc})", err=True)
     return tools.call(_store(ctx), op, args)

@@ -50,11 +50,26 @@ _MAX_SUN_PATH = 100
 class Unavailable(Exception):
     """The engine cannot answer this request (not running, starting, another
     configuration, died mid-request); ``reason`` says which. Callers answer
-    in-process instead."""
+    in-process instead — except a write the engine may have done already
+    (``may_redo``)."""
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+
+    def may_redo(self, op: str) -> bool:
+        """Whether ``op`` may be run in-process after this failure: always,
+        unless it writes and the engine had the request (it may be done)."""
+        return op not in WRITE_OPERATIONS or self.reason not in SENT_REASONS
+
+
+#: Operations that change the vault: never run twice.
+WRITE_OPERATIONS = frozenset({"memory_save", "memory_log"})
+#: ``Unavailable`` reasons after which the engine may have run the request.
+SENT_REASONS = frozenset({"timeout", "connection lost", "bad answer"})
+#: Seconds before the client's timeout at which the engine stops recording:
+#: room for the answer to travel back.
+DEADLINE_MARGIN = 0.5
 
 
 class RemoteError(Exception):
@@ -170,7 +185,12 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
     the operation itself) and ``RemoteError`` when it refused the request.
     """
     path = socket_path(home)
-    message = json.dumps({"v": PROTOCOL, "op": op, "args": args, "identity": identity}, ensure_ascii=False)
+    # The engine drops the request, or records nothing, once the client has
+    # stopped waiting: a hint the client never printed must not count as shown.
+    deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
+    message = json.dumps(
+        {"v": PROTOCOL, "op": op, "args": args, "identity": identity, "deadline": deadline}, ensure_ascii=False
+    )
     data = message.encode("utf-8", "surrogatepass") + b"\n"
     if len(data) > MAX_MESSAGE_BYTES:
         raise Unavailable("too large", f"the request is {len(data):,} bytes")
@@ -292,9 +312,24 @@ def log(home: Path, name: str, message: str) -> None:
         path = folder / f"{name}.log"
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
         line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            for _ in range(8):
+                # A writer that waited for the lock may hold a file another has
+                # just rotated away: it would rotate a second time (losing a
+                # whole log's worth) and write into the old one. Take the lock
+                # on the file now at the path instead.
+                try:
+                    current = os.stat(path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if current == os.fstat(fd).st_ino:
+                    break
+                os.close(fd)
+                fd = os.open(path, flags, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_size + len(line) > LOG_BYTES:
                 for i in range(LOG_KEEP, 0, -1):
                     older = folder / f"{name}.log.{i}"

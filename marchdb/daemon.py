@@ -40,9 +40,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from . import __version__, client, tools
 from .config import Config
-from .errors import ConfigError, MarchError
+from .errors import ConfigError, Expired, MarchError
 
 #: Seconds between idle checks of the accept loop.
 TICK = 0.5
@@ -242,11 +244,22 @@ class Engine:
             req = json.loads(line)
             if not isinstance(req, dict) or req.get("v") != client.PROTOCOL:
                 return _refusal("protocol", f"expected a protocol {client.PROTOCOL} request", 2)
-            data = self.dispatch(str(req.get("op")), req.get("args") or {}, req.get("identity"))
+            deadline = req.get("deadline")
+            deadline = (
+                float(deadline) if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None
+            )
+            data = self.dispatch(str(req.get("op")), req.get("args") or {}, req.get("identity"), deadline)
         except ValueError:
             return _refusal("protocol", "the request is not JSON", 2)
         except MarchError as exc:
             return _refusal(exc.kind, str(exc), exc.exit_code)
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            # Whatever made the index unreadable, this process's connections
+            # will not recover: stop, and the next client starts an engine
+            # that opens (or rebuilds) the index afresh.
+            self.log(f"the index cannot be read ({exc}); stopping")
+            self.stopping.set()
+            return _refusal("index_unavailable", f"the engine's index cannot be read: {exc}; try again", 7)
         except Exception as exc:  # noqa: BLE001 - one bad request must not take the engine down
             self.log(f"request failed: {type(exc).__name__}: {exc}")
             return _refusal("error", f"the engine failed: {type(exc).__name__}: {exc}", 1)
@@ -258,8 +271,11 @@ class Engine:
         """Whether the files of the marchdb package differ from those this engine started with."""
         return code_fingerprint(self.code_dirs) != self._code
 
-    def dispatch(self, op: str, args: dict, ident: dict | None) -> dict:
-        """Run one operation (see ``client`` for the protocol)."""
+    def dispatch(self, op: str, args: dict, ident: dict | None, deadline: float | None = None) -> dict:
+        """Run one operation (see ``client`` for the protocol). ``deadline``
+        (a ``time.time()``) is when the client stops waiting: a request still
+        queued then is dropped, and a recall that passes it records nothing
+        (``Store.deadline``), since the client has answered on its own."""
         if op == "ping":
             return {
                 "pid": os.getpid(),
@@ -280,13 +296,19 @@ class Engine:
             raise _Stopping("the engine is stopping")
         assert self.store is not None
         with self.busy:
+            if deadline is not None and time.time() > deadline:
+                raise Expired(f"the client stopped waiting while the engine was busy; {op} was not run")
             self.requests += 1
-            if op == "hook":
-                from . import hooks
+            self.store.deadline = deadline
+            try:
+                if op == "hook":
+                    from . import hooks
 
-                return hooks.handle(self.store, str(args.get("host", "")), str(args.get("event", "")))
-            if op in tools.OPERATIONS:
-                return tools.call(self.store, op, args)
+                    return hooks.handle(self.store, str(args.get("host", "")), str(args.get("event", "")))
+                if op in tools.OPERATIONS:
+                    return tools.call(self.store, op, args)
+            finally:
+                self.store.deadline = None
         raise _BadOp(f"unknown operation {op!r}")
 
 

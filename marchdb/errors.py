@@ -95,11 +95,36 @@ class Retry(MarchError):
     kind = "retry"
 
 
+class Expired(Retry):
+    """The caller stopped waiting (the warm engine was busy or slow): the
+    request was dropped before it recorded anything, so the caller's own
+    answer is the only one."""
+
+    kind = "expired"
+
+
+class Unanswered(MarchError):
+    """The warm engine took a write (save, log) and did not answer in time:
+    it may or may not have been done, and doing it again here could do it
+    twice."""
+
+    exit_code = 12
+    kind = "unanswered"
+
+
 class SearchFailed(MarchError):
     """ripgrep is missing or failed, so ``memory_search`` cannot answer."""
 
     exit_code = 11
     kind = "search_failed"
+
+
+def unanswered_message(op: str, why: object) -> str:
+    """What to tell a caller whose save or log the warm engine took and did not answer."""
+    return (
+        f"the warm engine did not answer {op} ({why}); it may have been done: look "
+        "(`marchdb search`, today's log) before trying again, and see logs/daemon.log in MARCH_HOME"
+    )
 
 
 def remote_error(kind: str, message: str, exit_code: int) -> MarchError:
@@ -126,4 +151,5 @@ EXIT_CODES: list[tuple[int, str]] = [
     (EXIT_DUPLICATE, "save wrote nothing: a near-duplicate memory exists"),
     (Retry.exit_code, "something changed meanwhile; nothing was written, try again"),
     (SearchFailed.exit_code, "ripgrep is missing or failed"),
+    (Unanswered.exit_code, "the warm engine took a save or log and did not answer in time: look before retrying"),
 ]

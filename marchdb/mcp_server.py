@@ -29,7 +29,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from . import tools
-from .errors import MarchError, remote_error
+from .errors import MarchError, Unanswered, remote_error, unanswered_message
 
 #: The SDK runs each call of a (sync) tool on a worker thread, so calls may
 #: overlap; a store has one connection (its transactions and the per-query
@@ -166,6 +166,8 @@ def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bo
                 except client.RemoteError as exc:
                     raise remote_error(exc.kind, str(exc), exc.exit_code) from None
                 except client.Unavailable as exc:
+                    if not exc.may_redo(op):
+                        raise Unanswered(unanswered_message(op, exc)) from None
                     print(f"marchdb: the warm engine cannot answer ({exc}); serving from this process", file=sys.stderr)
             return local(op, args)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from .db import get_meta, has_table, scalar, sql_file, transaction
 from .embedding import calibrate
 from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 from .embedding.vectors import has_bits
-from .errors import InvalidInput
+from .errors import Expired, InvalidInput
 from .hintline import hint_line
 from .tags import normalize_tag
 
@@ -514,13 +515,17 @@ def recall(
     record_only: bool = False,
     project_tag: str | None = None,
     conversation: str | None = None,
+    deadline: float | None = None,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
     vectors to search instead of the vec0 tables; ``record_only``: log what
     passes as recorded, inject nothing (``RecallResult.recorded``);
     ``project_tag``: the current project's tag, a ranking bonus (``score``);
-    ``conversation``: see ``apply_rules``."""
+    ``conversation``: see ``apply_rules``; ``deadline`` (a ``time.time()``):
+    past it, a recall with a run id records nothing and raises ``Expired`` —
+    its caller stopped waiting and answered on its own, so these hints were
+    never shown and must not suppress anything."""
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
@@ -533,6 +538,8 @@ def recall(
     scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag)
     with transaction(con):
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only, conversation)
+        if deadline is not None and run_id is not None and time.time() > deadline:
+            raise Expired("the caller stopped waiting for this recall; nothing was recorded")  # rolls back
     return RecallResult(
         trigger=trigger,
         run_id=run_id,

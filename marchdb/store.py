@@ -87,6 +87,9 @@ class Store:
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
+        #: Set by the engine around one request: the ``time.time()`` after
+        #: which its client has stopped waiting (``recall``'s ``deadline``).
+        self.deadline: float | None = None
 
     # ------------------------------------------------------------ plumbing
 
@@ -425,6 +428,7 @@ class Store:
             record_only=record_only,
             project_tag=project_tag(self.cfg.project_tag_prefix, project),
             conversation=conversation or None,
+            deadline=self.deadline,
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"

@@ -262,3 +262,78 @@ def test_an_engine_notices_when_marchdb_code_changes_under_it(tmp_path, mixed_va
     assert not engine.code_changed()
     (code / "recall.py").write_text("NEW = 22\n")
     assert engine.code_changed()
+
+
+@pytest.fixture
+def bm25_engine(tmp_path, mixed_vault):
+    """An engine object serving a keyword-only store, in this process (no socket)."""
+    from marchdb.store import Store
+
+    engine = daemon.Engine(load_config(home=tmp_path / "home", root=mixed_vault.root, env={}))
+    engine.store = Store(engine.cfg, use_model=False)
+    engine.store.sync(embed=False)
+    yield engine
+    engine.store.close()
+
+
+def ask(engine, op: str, args: dict, deadline: float | None) -> dict:
+    line = {"v": client.PROTOCOL, "op": op, "args": args, "identity": engine.identity, "deadline": deadline}
+    return engine.answer(json.dumps(line).encode())
+
+
+def test_the_engine_drops_what_its_client_stopped_waiting_for(bm25_engine):
+    args = {"text": "Dog's medication carprofen tablet", "run_id": "r1"}
+    late = ask(bm25_engine, "memory_recall", args, time.time() - 0.1)
+    assert not late["ok"] and late["error"]["kind"] == "expired"
+    late = ask(
+        bm25_engine, "memory_save", {"name": "n", "description": "d", "body": "b", "tags": ["t"]}, time.time() - 1
+    )
+    assert not late["ok"] and late["error"]["kind"] == "expired"
+    assert bm25_engine.store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert not list(bm25_engine.cfg.memory_root.glob("20*/**/n*.md"))
+    on_time = ask(bm25_engine, "memory_recall", args, time.time() + 30)
+    assert on_time["ok"] and [h["id"] for h in on_time["data"]["hints"]] == ["mem_dog"]
+
+
+def test_the_engine_stops_when_its_index_is_corrupt(bm25_engine):
+    index = bm25_engine.cfg.index_path
+    bm25_engine.store.con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+    size = index.stat().st_size
+    with open(index, "r+b") as fh:  # every page but the first: garbage
+        fh.seek(4096)
+        fh.write(os.urandom(size - 4096))
+    bm25_engine.store.con.execute("PRAGMA shrink_memory")  # drop cached pages: the next read meets the garbage
+    answer = ask(bm25_engine, "memory_recall", {"text": "Dog's medication carprofen tablet"}, None)
+    assert not answer["ok"] and answer["error"]["kind"] == "index_unavailable", answer
+    assert bm25_engine.stopping.is_set()  # the next client starts an engine that opens it afresh
+
+
+def test_a_write_the_engine_took_is_never_done_twice(tmp_path):
+    import socket
+
+    home = tmp_path / "home"
+    home.mkdir()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(client.socket_path(home)))
+    listener.listen(1)
+    got: list[bytes] = []
+
+    def silent_engine():  # reads the request and never answers
+        conn, _ = listener.accept()
+        got.append(conn.recv(65536))
+        time.sleep(2)
+        conn.close()
+
+    thread = threading.Thread(target=silent_engine)
+    thread.start()
+    sent = time.time()
+    with pytest.raises(client.Unavailable) as caught:
+        client.request(home, "memory_save", {"name": "n"}, timeout=0.6)
+    thread.join()
+    listener.close()
+    assert caught.value.reason == "timeout"
+    assert not caught.value.may_redo("memory_save") and not caught.value.may_redo("memory_log")
+    assert caught.value.may_redo("memory_recall")  # a read (its run is dropped by the deadline) may
+    assert client.Unavailable("not running").may_redo("memory_save")
+    deadline = json.loads(got[0])["deadline"]
+    assert sent < deadline < sent + 0.6  # the engine records nothing after this
