@@ -23,6 +23,7 @@ Why it is put together this way:
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -75,9 +76,14 @@ def open_read_only(path: str | Path) -> apsw.Connection:
 def hidden_tables(con: apsw.Connection) -> list[str]:
     """Tables a person has no use for: shadow tables of FTS5 and vec0, and
     the sign-bit tables of the coarse KNN."""
+    tables = [(name, kind) for _schema, name, kind, *_rest in con.execute("PRAGMA main.table_list")]
+    virtual = [name for name, kind in tables if kind == "virtual"]
     names = []
-    for _schema, name, kind, *_rest in con.execute("PRAGMA main.table_list"):
-        if kind == "shadow" or name.endswith("_bits") or name == "sqlite_sequence":
+    for name, kind in tables:
+        # vec0 keeps its vectors in <table>_vector_chunksNN, which SQLite
+        # lists as plain tables, not as shadow tables.
+        vector_chunks = any(re.fullmatch(re.escape(v) + r"_vector_chunks\d+", name) for v in virtual)
+        if kind == "shadow" or vector_chunks or name.endswith("_bits") or name == "sqlite_sequence":
             names.append(name)
     return sorted(names)
 

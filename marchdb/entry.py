@@ -27,7 +27,13 @@ def main() -> None:
     if rest[:1] == ["hook"] and rest[1:2] != ["--help"] and len(rest) > 1:
         sys.exit(run_hook(flags, rest[1:]))
     if rest[:1] in (["recall"], ["context"]) and not flags.keys() - {"home"}:
-        code = quick(flags, rest)
+        try:
+            code = quick(flags, rest)
+        except BrokenPipeError:  # the reader went away (`| head`): end quietly, as the CLI does
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
         if code is not None:
             sys.exit(code)
     from .cli import main as cli_main
@@ -142,7 +148,7 @@ def run_hook(flags: dict, args: list[str]) -> int:
     home = client.home_dir(flags.get("home"))
     host = args[0]
     try:
-        event = _event(host, args[1:])
+        event = _event(home, host, args[1:])
         if event is None:
             return 0
         sys.stdout.buffer.write(_answer(flags, host, event).encode("utf-8", "replace"))
@@ -152,13 +158,12 @@ def run_hook(flags: dict, args: list[str]) -> int:
     return 0
 
 
-def _event(host: str, options: list[str]) -> str | None:
+def _event(home_log, host: str, options: list[str]) -> str | None:
     import json
 
     from .client import HOOK_HOSTS as HOSTS
     from .client import MAX_EVENT_BYTES
 
-    home_log = client.home_dir()
     raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
     if len(raw) > MAX_EVENT_BYTES:
         client.log(home_log, "hooks", f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")

@@ -13,7 +13,11 @@ changes nothing; a backup of the previous file is written next to it
 first; a file that is not valid JSON (or not an object, or a symlink) is
 refused, never rewritten; the new file replaces the old one atomically.
 ``marchdb uninstall claude-code`` removes exactly the handlers whose
-command is marchdb's hook, and nothing else.
+command is marchdb's hook, and nothing else: an event list or ``hooks``
+object is deleted only when ``install`` created it, which it notes in a
+small file beside the settings (``settings.json.marchdb-install``; removed
+by ``uninstall``) — a ``"Stop": []`` the user had stays. Backups keep the
+settings file's permissions (it may hold keys).
 """
 
 from __future__ import annotations
@@ -107,11 +111,14 @@ def is_ours(handler: object) -> bool:
 def install(path: Path, command: str) -> InstallResult:
     """Add marchdb's hooks to the settings file ``path`` (see the module docstring)."""
     settings = _read(path)
+    created = [] if "hooks" in settings else ["hooks"]
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
     added = []
     for event in EVENTS:
+        if event not in hooks:
+            created.append(event)
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
@@ -123,6 +130,9 @@ def install(path: Path, command: str) -> InstallResult:
         added.append(event)
     if not added:
         return InstallResult(path, False, command)
+    if created:
+        noted = _read_record(path) or []
+        _write_record(path, sorted(set(noted) | set(created)))
     backup = _write(path, settings)
     return InstallResult(path, True, command, backup, tuple(added))
 
@@ -132,6 +142,9 @@ def uninstall(path: Path) -> InstallResult:
     if not path.exists():
         return InstallResult(path, False, "")
     settings = _read(path)
+    # What install created; an install by a marchdb that kept no note created
+    # whatever is left empty (it only ever added to what was there).
+    created = _read_record(path)
     hooks = settings.get("hooks")
     removed = []
     if isinstance(hooks, dict):
@@ -139,14 +152,44 @@ def uninstall(path: Path) -> InstallResult:
             groups = hooks[event]
             if isinstance(groups, list) and _drop_ours(groups):
                 removed.append(event)
-                if not groups:
+                if not groups and (created is None or event in created):
                     del hooks[event]
-        if not hooks:
+        if not hooks and (created is None or "hooks" in created):
             del settings["hooks"]
     if not removed:
         return InstallResult(path, False, "")
     backup = _write(path, settings)
+    record = _record_path(path)
+    if os.path.lexists(record) and stat.S_ISREG(os.lstat(record).st_mode):
+        record.unlink()
     return InstallResult(path, True, "", backup, tuple(removed))
+
+
+def _record_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.marchdb-install")
+
+
+def _read_record(path: Path) -> list[str] | None:
+    """The keys ``install`` created in ``path`` (None: no note)."""
+    record = _record_path(path)
+    try:
+        if not stat.S_ISREG(os.lstat(record).st_mode) or os.lstat(record).st_size > 64 * 1024:
+            return None
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    created = data.get("created") if isinstance(data, dict) else None
+    return [str(k) for k in created] if isinstance(created, list) else None
+
+
+def _write_record(path: Path, created: list[str]) -> None:
+    record = _record_path(path)
+    if os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
+        raise FileError(f"{record} is not a regular file; marchdb does not write through it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    note = {"created": created, "note": "written by `marchdb install`, removed by `marchdb uninstall`"}
+    tmp = write_temp(path.parent, (json.dumps(note, indent=2) + "\n").encode("utf-8"), 0o600)
+    os.replace(tmp, record)
 
 
 def _drop_ours(groups: list) -> bool:
@@ -201,7 +244,9 @@ def _write(path: Path, settings: dict) -> Path | None:
         mode = stat.S_IMODE(os.stat(path).st_mode)
         stamp = utc_now_iso().replace(":", "").replace("-", "")
         backup = path.with_name(f"{path.name}.marchdb-backup-{stamp}")
-        backup.write_bytes(path.read_bytes())
+        # The settings' own permissions: a 0600 file holding an API key must
+        # not get a world-readable copy.
+        os.replace(write_temp(path.parent, path.read_bytes(), mode), backup)
     data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     tmp = write_temp(path.parent, data, mode)
     try:

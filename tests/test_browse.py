@@ -179,6 +179,8 @@ def test_recall_and_neighbours_through_datasette(demo_store):
         assert len(near) == 4 and cache_id not in [r["id"] for r in near] and near[0]["cosine"] >= near[-1]["cosine"]
         tables = {t["name"]: t["hidden"] for t in _get(ds, "/marchdb.json").json()["tables"]}
         assert tables["vec_meta"] is False and tables["vec_meta_chunks"] is True and tables["vec_meta_bits"] is True
+        assert tables["vec_meta_vector_chunks00"] is True and tables["vec_chunk_vector_chunks00"] is True
+        assert tables["vectors"] is False
     finally:
         _close(ds)
 

@@ -295,3 +295,20 @@ def test_recall_context_and_the_generic_hook_take_a_conversation(cli, vault, tmp
     with Store(load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})) as s:
         runs = s.con.execute("SELECT run_id, conversation FROM runs ORDER BY seq").fetchall()
     assert runs == [("a1", "chat-a"), ("a2", "chat-a"), ("b1", "chat-b"), ("c1", "-chat-c"), ("c2", "-chat-c")]
+
+
+def test_a_reader_that_goes_away_is_not_reported_as_a_bug(tmp_path, mixed_vault):
+    # `marchdb open ID | head`: the pipe closes before marchdb has written.
+    import os
+    import subprocess
+    import sys
+
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(mixed_vault.root)}
+    env.update(MARCH_DAEMON="0", MARCH_EMBED_MODEL=str(tmp_path / "none.gguf"))
+    for args in (["open", "mem_dog"], ["recall", "carprofen"]):
+        read, write = os.pipe()
+        os.close(read)
+        done = subprocess.run([marchdb, *args], stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+        os.close(write)
+        assert "bug" not in done.stderr and "Traceback" not in done.stderr, done.stderr

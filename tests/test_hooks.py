@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from marchdb import client, hooks
+from marchdb.errors import Expired
 from marchdb.store import Store
 
 
@@ -259,3 +262,48 @@ def test_the_next_turn_follows_the_highest_and_odd_run_ids_do_not_break_it(bm25_
     answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert answer["note"] is None or "Traceback" not in answer["note"]
     assert hooks.current_run_id(bm25_store.con, "s1") == "cc:s1:8"
+
+
+def test_writers_waiting_on_a_rotation_keep_the_whole_log_budget(tmp_path):
+    # A writer that waited for the lock on a file another had just rotated
+    # away rotated a second time: six writers kept ~150 KB of a 768 KB budget.
+    code = (
+        "import sys; from pathlib import Path; from marchdb import client\n"
+        "for i in range(1500): client.log(Path(sys.argv[1]), 'hooks', f'{sys.argv[2]} {i} ' + 'x' * 150)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), f"w{n}"]) for n in range(4)]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    sizes = [(tmp_path / "logs" / name).stat().st_size for name in ("hooks.log.1", "hooks.log.2")]
+    assert all(client.LOG_BYTES * 0.9 < size <= client.LOG_BYTES for size in sizes), sizes
+
+
+def test_hook_errors_go_to_the_log_of_the_home_given_with_home(tmp_path):
+    home, elsewhere = tmp_path / "given", tmp_path / "user"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(elsewhere), "MARCH_DAEMON": "0"}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    done = subprocess.run(
+        [marchdb, "--home", str(home), "hook", "nosuchhost"], input="{}", capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0 and done.stdout == ""
+    assert any("unknown host" in line for line in client.read_log(home, "hooks"))
+    assert not (elsewhere / ".march").exists()
+
+
+def test_a_recall_whose_caller_stopped_waiting_records_nothing(bm25_store):
+    # The engine answers a hook after the hook gave up and answered on its own:
+    # those hints were never shown, so they must not be logged (they would
+    # suppress the memory for ten runs) and the prompt must not count twice.
+    prompt = "Dog's medication carprofen tablet"
+    bm25_store.deadline = time.time() - 1
+    try:
+        late = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+        with pytest.raises(Expired):
+            bm25_store.recall(prompt, run_id="late")
+    finally:
+        bm25_store.deadline = None
+    assert late["stdout"] == "" and "Expired" in late["note"]
+    assert bm25_store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert bm25_store.con.execute("SELECT count(*) FROM recall_log").fetchone()[0] == 0
+    again = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert context_of(again, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
+    assert [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs")] == ["cc:s1:1"]

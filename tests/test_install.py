@@ -135,3 +135,23 @@ def test_the_engine_and_its_clients_name_one_model_file_one_way(tmp_path, monkey
     absolute = load_config(home=tmp_path / "h", root=tmp_path / "vault", model=str(tmp_path / "my-model.gguf"), env={})
     assert client.identity(relative) == client.identity(absolute)
     assert client.identity(load_config(home=tmp_path / "h", model="e5", env={}))["model"] == "e5"
+
+
+@pytest.mark.parametrize("before", [{"hooks": {"Stop": []}}, {"hooks": {}}, {}, {"env": {"X": "1"}}])
+def test_uninstall_removes_only_what_install_created(settings, before):
+    settings.write_text(json.dumps(before), encoding="utf-8")
+    install.install(settings, install.hook_command())
+    assert settings.with_name("settings.json.marchdb-install").exists()
+    install.uninstall(settings)
+    assert json.loads(settings.read_text()) == before  # a "Stop": [] or "hooks": {} of theirs stays
+    assert not settings.with_name("settings.json.marchdb-install").exists()
+
+
+def test_backups_keep_the_settings_permissions(settings):
+    data = {**THEIRS, "env": {"ANTHROPIC_API_KEY": "sk-secret"}}
+    settings.write_text(json.dumps(data), encoding="utf-8")
+    os.chmod(settings, 0o600)
+    first = install.install(settings, install.hook_command())
+    second = install.uninstall(settings)
+    for path in (settings, first.backup, second.backup):
+        assert oct(os.stat(path).st_mode & 0o777) == "0o600", path
