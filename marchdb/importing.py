@@ -61,6 +61,8 @@ from .save import MAX_NAME_CHARS, STATUSES, create_file
 from .sync import sync_files
 
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
+#: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
+NOTE_KINDS = KINDS[:3]
 #: Most items one import looks at; the rest are reported as not looked at.
 MAX_ITEMS = 100_000
 #: Longest body imported, in characters (a longer conversation is cut, and the report says so):
@@ -118,10 +120,16 @@ class Item:
     #: The key an earlier marchdb wrote for this source (folder name + path):
     #: a memory holding it counts as this source, imported already.
     legacy_source: str | None = None
+    #: Other keys of the same source: a note file imported as another kind of
+    #: folder (``workspace`` then ``obsidian``) is the same file.
+    aliases: tuple[str, ...] = ()
 
     def known_as(self, known: dict[str, str]) -> str | None:
         """The id of the memory already imported from this source, if any."""
-        return known.get(self.source) or (known.get(self.legacy_source) if self.legacy_source else None)
+        for key in (self.source, self.legacy_source, *self.aliases):
+            if key and key in known:
+                return known[key]
+        return None
 
 
 @dataclass
@@ -320,11 +328,12 @@ def _day_of(text: str) -> dt.date | None:
         return None
 
 
-def _first_entry_time(day: dt.date, body: str) -> dt.datetime:
-    """The local time of a daily log's first ``### HH:MM`` entry (noon without one)."""
-    first = re.search(r"^### (\d{1,2}):(\d\d)", body, re.M)
+def _entry_time(day: dt.date, body: str, last: bool = False) -> dt.datetime:
+    """The local time of a daily log's first (or ``last``) ``### HH:MM``
+    entry (noon without one)."""
+    entries = re.findall(r"^### (\d{1,2}):(\d\d)", body, re.M)
     try:
-        hour, minute = map(int, first.groups()) if first else (12, 0)
+        hour, minute = map(int, entries[-1 if last else 0]) if entries else (12, 0)
         return dt.datetime(day.year, day.month, day.day, hour, minute).astimezone()
     except ValueError:  # ### 25:99
         return dt.datetime(day.year, day.month, day.day, 12, 0).astimezone()
@@ -377,7 +386,11 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     if day is not None:
         # A daily log (seed 003: YYYY-MM-DD.md with ### HH:MM - title entries).
         titles = entry_titles(body)
-        created = created or _first_entry_time(day, body)
+        created = created or _entry_time(day, body)
+        # Its day says when it was written; the file's time says when it was
+        # copied (a cloned workspace is all "today", and `maintain` would
+        # never see an old log as old).
+        updated = updated or max(created, _entry_time(day, body, last=True))
         name, want_id, slug = log_name(day), log_id(day), LOG_TAG
         description = describe(day, titles) if titles else (first_sentence(body) or describe(day, []))
         tags_raw.append(LOG_TAG)
@@ -468,6 +481,7 @@ def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Foun
             # before is the same source (not a second copy).
             found.source = f"{kind}:{real / rel}"
             found.legacy_source = f"{kind}:{base.name}/{rel}"
+            found.aliases = tuple(f"{other}:{real / rel}" for other in NOTE_KINDS if other != kind)
         yield found
 
 
@@ -477,7 +491,7 @@ def read_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[Foun
 def readers(kind: str, path: Path, root: Path | None = None) -> Iterator[Found]:
     """The items of ``path`` for an import of ``kind`` (the memory ``root``,
     when it lies inside ``path``, is left out)."""
-    if kind in ("workspace", "typed", "obsidian"):
+    if kind in NOTE_KINDS:
         return read_notes(path, kind, root)
     from . import transcripts
 
@@ -555,12 +569,28 @@ class Importer:
                         self._write(batch, report)
                         batch = []
                 elif done := thing.known_as(known):
-                    report.rows.append(Row("skip", thing.origin, thing.source, done, detail="imported already"))
+                    report.rows.append(Row("skip", thing.origin, thing.source, done, detail=self._skipped(thing, done)))
                 else:
                     report.rows.append(Row("create", thing.origin, thing.source, warnings=thing.warnings))
         if batch:
             self._write(batch, report)
         return report
+
+    def _skipped(self, item: Item, mem_id: str) -> str:
+        """Why an item is skipped as imported already — and, for a chat that
+        went on after its import (a session imported while still open), that
+        the memory lacks its newer messages (an import never rewrites it)."""
+        if item.source.split(":", 1)[0] in NOTE_KINDS:
+            return "imported already"
+        newest = item.updated or item.created
+        row = self.con.execute("SELECT updated_at FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
+        was = parse_time(row[0]) if row else None
+        if was is None or newest <= was:
+            return "imported already"
+        return (
+            f"imported already, but it has grown since (last message {format_time(newest)}, the memory ends "
+            f"at {format_time(was)}); to bring in the rest, move {mem_id} out of the vault and import again"
+        )
 
     def _known(self) -> dict[str, str]:
         return dict(
@@ -580,7 +610,7 @@ class Importer:
             try:
                 for item, row in batch:
                     if done := item.known_as(known):
-                        row.action, row.id, row.detail = "skip", done, "imported already"
+                        row.action, row.id, row.detail = "skip", done, self._skipped(item, done)
                         continue
                     mem_id = item.want_id if item.want_id and item.want_id not in taken else None
                     while mem_id is None or mem_id in taken:

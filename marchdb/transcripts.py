@@ -237,7 +237,9 @@ def _lines(path: Path) -> Iterator[tuple[int, object]]:
 def read_session(path: Path, origin: str) -> Found:
     """One Claude Code session file as an ``Item`` (or ``Skip`` / ``Bad``)."""
     session_id = path.stem
-    title = summary = cwd = branch = None
+    title = ai_title = cwd = branch = None
+    summaries: list[tuple[str, object]] = []  # (summary, leafUuid)
+    uuids: set[str] = set()  # of every record: a summary names its conversation by one
     turns: list[tuple[str, dt.datetime | None, str]] = []
     prompts: list[str] = []
     seen: set[str] = set()
@@ -257,10 +259,14 @@ def read_session(path: Path, origin: str) -> Found:
             if not isinstance(obj, dict):
                 continue
             kind = obj.get("type")
+            if isinstance(obj.get("uuid"), str):
+                uuids.add(obj["uuid"])
             if kind == "custom-title" and isinstance(obj.get("customTitle"), str):
                 title = obj["customTitle"]
+            elif kind == "ai-title" and isinstance(obj.get("aiTitle"), str) and obj["aiTitle"].strip():
+                ai_title = obj["aiTitle"]  # written again as the session goes on: the last is the latest
             elif kind == "summary" and isinstance(obj.get("summary"), str):
-                summary = summary or obj["summary"]
+                summaries.append((obj["summary"], obj.get("leafUuid")))
             if (
                 kind not in ("user", "assistant")
                 or obj.get("isSidechain")
@@ -320,10 +326,13 @@ def read_session(path: Path, origin: str) -> Found:
     header = f"Claude Code session{where}, {span} UTC, session `{session_id}`."
     body, cut = render(turns, header, origin)
     tags = ["claude-code"] + ([f"project/{_project(cwd)}"] if cwd else [])
+    # Claude Code writes summaries of *other* sessions into a file too: only a
+    # summary whose leafUuid is a message of this file describes it.
+    summary = next((text for text, leaf in summaries if leaf is None or leaf in uuids), None)
     return Item(
         source=f"claude-code:{session_id}",
         origin=origin,
-        name=one_line(title or summary or prompts[0], min(MAX_NAME_CHARS, 100)),
+        name=one_line(title or ai_title or summary or prompts[0], min(MAX_NAME_CHARS, 100)),
         description=asked(prompts),
         body=body,
         tags=clean_tags(tags, "claude-code"),

@@ -3,9 +3,11 @@ Obsidian notes) into a real vault and index; the CLI's dry run and --apply."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -298,3 +300,29 @@ def test_a_vault_holding_the_memory_root_is_imported_without_it(tmp_path, cfg):
         ]
         with pytest.raises(InvalidInput, match="inside the memory root"):
             store.import_("obsidian", root / "2026")
+
+
+def test_a_copied_daily_log_keeps_its_days_time_and_maintain_sees_it(vault, store, workspace):
+    # A copied or cloned workspace gives every file today's time: the log's day
+    # (and its last entry) say when it was written.
+    now = time.time()
+    os.utime(workspace / "memory" / "2026-11-02.md", (now, now))
+    store.import_("workspace", workspace, apply=True, embed=False)
+    log = memories(store)[f"workspace:{workspace}/memory/2026-11-02.md"]
+    assert log["updated_at"].startswith("2026-11-02T") and log["created_at"].startswith("2026-11-02T")
+    assert log["updated_at"] > log["created_at"]  # the 15:40 entry
+    proposals = store.maintain(now=dt.datetime(2027, 3, 1, tzinfo=dt.UTC))
+    assert ["log_2026-11-02"] in [p["ids"] for p in proposals["proposals"] if p["action"] == "archive"]
+
+
+def test_a_note_file_is_one_source_whatever_kind_imports_it(vault, store, workspace):
+    first = store.import_("workspace", workspace, apply=True, embed=False)
+    again = store.import_("obsidian", workspace, apply=True, embed=False)
+    # Only what workspace skipped on purpose (AGENTS.md, HEARTBEAT.md, INDEX.md) is new to obsidian.
+    assert again["created"] == 3 and first["created"] + again["created"] == len(memories(store))
+    assert {r["origin"] for r in again["items"] if r["action"] == "created"} == {
+        "AGENTS.md",
+        "HEARTBEAT.md",
+        "memory/INDEX.md",
+    }
+    assert store.import_("typed", workspace, apply=True, embed=False)["created"] == 0

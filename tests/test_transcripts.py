@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import db, notes
+from marchdb import db, notes, transcripts
 from marchdb.importing import MAX_BODY_CHARS
 from marchdb.transcripts import MAX_LINE_BYTES
 
@@ -528,3 +528,38 @@ def test_a_greeting_and_its_answer_is_skipped_not_imported(vault, store, tmp_pat
         out["items"][0]["action"] == "skip" and "3 characters typed (under 20), 6 in all" in out["items"][0]["detail"]
     )
     assert len(memories(store)) == 3
+
+
+def test_claude_code_titles_come_from_this_sessions_own_records(tmp_path):
+    # Claude Code writes summaries of other sessions into a file (their
+    # leafUuid is not a message here), and titles a session with ai-title
+    # records, written again as it goes on.
+    foreign = {"type": "summary", "summary": "Unrelated older work on CSS", "leafUuid": "zz-other"}
+    own = [x for x in cc_lines() if x.get("type") != "summary"]
+    path = write_jsonl(tmp_path / "a" / f"{SESSION}.jsonl", [foreign, *own])
+    assert transcripts.read_session(path, "a").name == "make a python script that exports the tenant ledger to CSV"
+    titled = [foreign, {"type": "ai-title", "aiTitle": "Ledger export", "sessionId": SESSION}, *own]
+    titled.append({"type": "ai-title", "aiTitle": "Ledger CSV export with --since", "sessionId": SESSION})
+    path = write_jsonl(tmp_path / "b" / f"{SESSION}.jsonl", titled)
+    assert transcripts.read_session(path, "b").name == "Ledger CSV export with --since"
+    renamed = [*titled, {"type": "custom-title", "customTitle": "ledger", "sessionId": SESSION}]
+    path = write_jsonl(tmp_path / "c" / f"{SESSION}.jsonl", renamed)
+    assert transcripts.read_session(path, "c").name == "ledger"
+
+
+def test_a_session_that_went_on_after_its_import_says_so(vault, store, projects):
+    store.import_("claude-code", projects, apply=True, embed=False)
+    path = next(projects.rglob(f"{SESSION}.jsonl"))
+    more = {
+        "type": "user",
+        "uuid": "u9",
+        "sessionId": SESSION,
+        "timestamp": "2026-03-02T09:00:00.000Z",
+        "message": {"role": "user", "content": "and what about jitter in the retries?"},
+    }
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(more) + "\n")
+    again = store.import_("claude-code", projects, apply=True, embed=False)
+    (row,) = [r for r in again["items"] if r["action"] == "skip"]
+    assert "grown since" in row["detail"] and "2026-03-02T09:00:00" in row["detail"] and row["id"] in row["detail"]
+    assert again["created"] == 0  # an import never rewrites a memory
