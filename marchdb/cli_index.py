@@ -48,9 +48,19 @@ def sql(
         typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
 
 
-#: Dot commands a read-only ``marchdb sql`` refuses: they run programs or
-#: Python, or swap the connection for one that could write.
-_REFUSED_DOT_COMMANDS = ("shell", "py", "open", "connection", "load", "restore", "import", "autoimport")
+#: The dot commands a read-only ``marchdb sql`` allows: they read the index
+#: or shape the output on the terminal. Every other one — and any a later
+#: apsw adds — is refused: they write files (.backup, .output, .once, .log,
+#: .pages_svg: a typo could overwrite the index or another program's file),
+#: run programs or Python (.shell, .py), or swap or reconfigure the
+#: connection (.open, .connection, .restore, .dbconfig, .load, .import).
+_READ_ONLY_DOT_COMMANDS = frozenset(
+    (
+        "bail changes color colour databases dbinfo dump echo encoding exceptions exit find ftsq header "
+        "headers help indices limit mode nullvalue pages parameter print prompt quit read schema separator "
+        "show tables timeout timer version vfsinfo vfslist vfsname width"
+    ).split()
+)
 
 
 def _read_only_shell():
@@ -72,8 +82,9 @@ def _read_only_shell():
 
         return command
 
-    for name in _REFUSED_DOT_COMMANDS:
-        setattr(ReadOnlyShell, f"command_{name}", refuse(name))
+    for attr in dir(apsw.shell.Shell):
+        if attr.startswith("command_") and attr[8:] not in _READ_ONLY_DOT_COMMANDS:
+            setattr(ReadOnlyShell, attr, refuse(attr[8:]))
     return ReadOnlyShell
 
 

@@ -135,13 +135,18 @@ class _Local:
             self.store = self.make_store()
             # A session recalls many times: search the vectors in memory (vecindex).
             self.store.keep_vectors = True
-            if self.watch:
-                from .watch import start_watcher
+        if self.watch and self.watcher is None:
+            from .errors import ConfigError
+            from .watch import start_watcher
 
-                self.store.embedder()  # loaded once, shared with the watcher's thread
+            self.store.embedder()  # loaded once, shared with the watcher's thread
+            try:
                 # No sync before serving: the watcher thread does the start-up
                 # scan, so a large first embedding run never delays the client.
                 self.watcher = start_watcher(self.store, log=lambda msg: print(f"marchdb: {msg}", file=sys.stderr))
+            except ConfigError:
+                pass  # a root that is missing or not a vault: the call below says so (tried again next call)
+            else:
                 self.store.scan_in_background = self.watcher.request_scan
         return tools.call(self.store, op, args)
 

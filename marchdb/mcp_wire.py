@@ -62,12 +62,6 @@ def check_line(raw: bytes) -> tuple[str | None, str | None]:
         text, bad_byte = raw.decode("utf-8", "replace"), exc.start
     if not text.strip():
         return None, None
-    if bad_byte is None:
-        try:
-            types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-            return text, None
-        except Exception:  # noqa: BLE001 - the SDK's parser refuses it: find out why, below
-            pass
     try:
         message = json.loads(text)
     except (ValueError, RecursionError):
@@ -76,7 +70,21 @@ def check_line(raw: bytes) -> tuple[str | None, str | None]:
         return None, _error(None, INVALID_REQUEST, "Invalid Request: send one JSON-RPC object per line, not a batch")
     mid = message.get("id")
     if isinstance(mid, bool) or not isinstance(mid, (str, int)):
-        return None, None  # a notification or a response: JSON-RPC never answers those
+        if "id" in message and "method" in message:
+            # A request whose id cannot be used (null, true, 1.5, an object):
+            # JSON-RPC 2.0 answers it with an error whose id is null. (The
+            # SDK would take it for a notification and never answer.)
+            return None, _error(None, INVALID_REQUEST, "Invalid Request: the id must be a string or an integer")
+        if bad_byte is not None or "method" not in message:
+            return None, None  # a response, or a broken notification: JSON-RPC never answers those
+    if bad_byte is None:
+        try:
+            types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            return text, None
+        except Exception:  # noqa: BLE001 - the SDK's parser refuses it: find out why, below
+            pass
+    if isinstance(mid, bool) or not isinstance(mid, (str, int)):
+        return None, None  # a notification the SDK cannot read: nothing may be answered
     if bad_byte is not None:
         return None, _error(mid, PARSE_ERROR, f"Parse error: the message is not valid UTF-8 (byte {bad_byte})")
     if _has_lone_surrogate(message):

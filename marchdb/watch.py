@@ -221,5 +221,8 @@ class Watcher:
 
 
 def start_watcher(store, log: Callable[[str], None] = lambda m: None) -> Watcher:
-    """Start a Watcher for ``store``'s memory root (it does the start-up scan)."""
+    """Start a Watcher for ``store``'s memory root (it does the start-up scan).
+    Raises ``ConfigError`` for a root that is missing or not a vault (``/``,
+    ``/usr``, the home folder): never a watch over a whole system tree."""
+    store.cfg.require_root()
     return Watcher(store, log=log).start()

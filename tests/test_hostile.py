@@ -230,6 +230,20 @@ def test_2_system_folders_are_refused_as_memory_roots(tmp_path, root):
         assert "not a vault" in err and "allowUnusualRoot" in err, err
 
 
+def test_2_no_watcher_ever_watches_a_system_folder(tmp_path):
+    # `marchdb --root / watch` put inotify watches on /proc and /sys and never exited.
+    from marchdb.watch import start_watcher
+
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_DAEMON": "0", "MARCH_EMBED_MODEL": NO_MODEL}
+    for root in ("/", "/usr"):
+        done = subprocess.run([marchdb, "--root", root, "watch"], capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == ConfigError.exit_code and "not a vault" in done.stderr, done.stderr[-500:]
+        with Store(load_config(home=tmp_path / "home", root=Path(root), model=NO_MODEL, env={})) as store:
+            with pytest.raises(ConfigError, match="not a vault"):
+                start_watcher(store)  # the MCP server's in-process watcher starts through here
+
+
 def test_2_the_home_folder_and_marchs_home_are_refused_unless_forced(tmp_path):
     user_home = tmp_path / "alice"
     (user_home / "Documents").mkdir(parents=True)
@@ -838,6 +852,21 @@ def test_13_introspection_is_allowed_and_the_shell_cannot_write(tmp_path, vault)
     ):
         result = marchdb_cli(home, "sql", root=vault.root, input=command + "\n")
         assert not marker.exists() and "not available in a read-only" in result.output, command
+    # ... nor write a file: a typo must not overwrite the index or another program's file.
+    precious = tmp_path / "precious.txt"
+    precious.write_text("mine\n")
+    index_bytes = (home / "index.sqlite").read_bytes()
+    for command in (
+        f".output {precious}\nSELECT 1;",
+        f".log {precious}",
+        f".backup temp {home / 'index.sqlite'}",
+        f".backup main {precious}",
+        ".dbconfig defensive off",
+    ):
+        result = marchdb_cli(home, "sql", root=vault.root, input=command + "\n")
+        assert "not available in a read-only" in result.output, command
+        assert precious.read_text() == "mine\n" and (home / "index.sqlite").read_bytes() == index_bytes, command
+    assert "memory_index" in marchdb_cli(home, "sql", root=vault.root, input=".tables\n").stdout
     # --write still writes, on purpose.
     assert marchdb_cli(home, "sql", "DELETE FROM open_log", "--write", root=vault.root).exit_code == 0
 
@@ -930,6 +959,15 @@ def test_14_every_mcp_request_gets_an_answer(tmp_path, vault):
         mcp.send_line('{"jsonrpc": "2.0", "id": 3, "params": {}}')
         assert mcp.wait(3)["error"]["code"] == -32600
         assert [m["error"]["code"] for m in mcp.lines if m.get("id") is None] == [-32700, -32600]
+        # A request whose id cannot be used is answered with id null (JSON-RPC 2.0 §5), and a
+        # notification (no id) or a response is not answered.
+        for bad_id in ("true", '{"a": 1}', "[1]", "1.5", "null"):
+            mcp.send_line('{"jsonrpc": "2.0", "id": ' + bad_id + ', "method": "ping"}')
+        mcp.send_line('{"jsonrpc": "2.0", "method": "no/such/notification", "params": 7}')
+        mcp.send_line('{"jsonrpc": "2.0", "id": 99, "result": {}}')
+        mcp.call("memory_open", {"id": "mem_a"}, 6)
+        nulls = [m["error"]["code"] for m in mcp.lines if m.get("id") is None]
+        assert nulls == [-32700, -32600] + [-32600] * 5
         # ...and the session goes on.
         assert tool_data(mcp.call("memory_open", {"id": "mem_a"}, 4))["status"] == "ok"
         assert tool_data(mcp.call("memory_search", {"query": "hello"}, 5))["results"][0]["id"] == "mem_a"
