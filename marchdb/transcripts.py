@@ -30,6 +30,7 @@ every conversation before the cut.
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import json
 import os
@@ -65,6 +66,9 @@ MIN_CONVERSATION_CHARS = 400
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: Largest export file read (it is decoded one conversation at a time).
 MAX_JSON_BYTES = 1024 * 1024 * 1024
+#: Pieces of an export file read at a time, and the largest one conversation may be (in characters).
+READ_BYTES = 1024 * 1024
+MAX_CONVERSATION_CHARS = 128 * 1024 * 1024
 #: Messages in one ChatGPT thread followed back from its current node.
 MAX_THREAD = 100_000
 #: User text that is not something a person typed (commands, reminders, hook output, resumes).
@@ -479,7 +483,9 @@ def conversation_item(conv: object, origin: str) -> Found:
 
 def conversations(path: Path) -> Iterator[tuple[int, object]]:
     """``(number, conversation or an error text)`` of one export file,
-    decoded one conversation at a time."""
+    decoded one conversation at a time: the file is read in pieces, so a
+    large export holds one conversation in memory, not the whole file
+    (decoded, a 243 MB export with emoji took 1 GB)."""
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
         yield (
@@ -487,58 +493,102 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
             f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)",
         )
         return
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        yield 0, f"not UTF-8 at byte {exc.start}"
-        return
-    decoder = json.JSONDecoder()
-    pos = re.match(r"\s*", text).end()  # type: ignore[union-attr]  # (no copy of a large text)
-    if text.startswith("{", pos):
+    with open(path, "rb") as fh:
+        stream = _TextStream(fh)
         try:
-            wrapped = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            yield 0, f"not valid JSON: {exc}"
-            return
-        items = wrapped.get("conversations") if isinstance(wrapped, dict) else None
-        if not isinstance(items, list):
-            yield 0, 'a JSON object without a "conversations" list: not a ChatGPT export'
-            return
-        yield from enumerate(items, start=1)
+            first = stream.peek_non_space()
+            if first == "{":
+                yield from _wrapped_export(stream)
+                return
+            if first != "[":
+                yield 0, "not a JSON array of conversations: not a ChatGPT export"
+                return
+            stream.pos += 1
+            yield from _array_items(stream)
+        except UnicodeDecodeError as exc:
+            yield 0, f"not UTF-8 at byte {stream.bytes_before + exc.start}"
+
+
+class _TextStream:
+    """A UTF-8 file as text, read in growing pieces; ``buf[pos:]`` is what is left to parse."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.buf, self.pos, self.eof = "", 0, False
+        self.bytes_before = 0  # bytes of the file before the piece being decoded
+
+    def fill(self) -> bool:
+        """Read more (at least as much as is left, so re-parsing stays linear); False at the end."""
+        if self.eof:
+            return False
+        chunk = self.fh.read(max(READ_BYTES, 2 * (len(self.buf) - self.pos)))
+        text = self.decoder.decode(chunk, final=not chunk)
+        self.bytes_before += len(chunk)
+        self.buf, self.pos = self.buf[self.pos :] + text, 0
+        self.eof = not chunk
+        return True
+
+    def peek_non_space(self) -> str:
+        """The next character that is not white space ('' at the end), not consumed."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
+                self.pos += 1
+            if self.pos < len(self.buf) or not self.fill():
+                return self.buf[self.pos : self.pos + 1]
+
+
+def _wrapped_export(stream: _TextStream) -> Iterator[tuple[int, object]]:
+    """``{"conversations": [...]}``: a rare form, read whole."""
+    while stream.fill():
+        pass
+    try:
+        wrapped = json.loads(stream.buf[stream.pos :])
+    except (ValueError, RecursionError) as exc:
+        yield 0, f"not valid JSON: {exc}"
         return
-    if not text.startswith("[", pos):
-        yield 0, "not a JSON array of conversations: not a ChatGPT export"
+    items = wrapped.get("conversations") if isinstance(wrapped, dict) else None
+    if not isinstance(items, list):
+        yield 0, 'a JSON object without a "conversations" list: not a ChatGPT export'
         return
-    pos += 1
+    yield from enumerate(items, start=1)
+
+
+def _array_items(stream: _TextStream) -> Iterator[tuple[int, object]]:
+    decoder = json.JSONDecoder()
     number = 0
     while True:
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos >= len(text):
+        nxt = stream.peek_non_space()
+        if not nxt:
             yield (
                 number + 1,
                 f"the file ends after conversation {number} without closing the list (cut short: half-written?)",
             )
             return
-        if text[pos] == "]":
+        if nxt == "]":
             return
         number += 1
-        try:
-            obj, pos = decoder.raw_decode(text, pos)
-        except RecursionError:
-            yield number, f"conversation {number} is nested too deeply to read; the rest of the file was not read"
-            return
-        except json.JSONDecodeError as exc:
-            yield (
-                number,
-                f"conversation {number} is not valid JSON ({exc.msg} at character {exc.pos}); the file may be cut short; the conversations before it were read",
-            )
-            return
+        while True:
+            try:
+                obj, end = decoder.raw_decode(stream.buf, stream.pos)
+                break
+            except RecursionError:
+                yield number, f"conversation {number} is nested too deeply to read; the rest of the file was not read"
+                return
+            except json.JSONDecodeError as exc:
+                # Most often the piece read so far ends inside the conversation: read on.
+                if len(stream.buf) - stream.pos <= MAX_CONVERSATION_CHARS and stream.fill():
+                    continue
+                if stream.eof:
+                    why = f"is not valid JSON ({exc.msg}); the file may be cut short"
+                else:
+                    why = f"is over {MAX_CONVERSATION_CHARS:,} characters or not valid JSON ({exc.msg})"
+                yield number, f"conversation {number} {why}; the conversations before it were read"
+                return
+        stream.pos = end
         yield number, obj
-        while pos < len(text) and text[pos] in " \t\r\n":
-            pos += 1
-        if pos < len(text) and text[pos] == ",":
-            pos += 1
+        if stream.peek_non_space() == ",":
+            stream.pos += 1
 
 
 def export_files(path: Path) -> list[Path]:

@@ -563,3 +563,23 @@ def test_a_session_that_went_on_after_its_import_says_so(vault, store, projects)
     (row,) = [r for r in again["items"] if r["action"] == "skip"]
     assert "grown since" in row["detail"] and "2026-03-02T09:00:00" in row["detail"] and row["id"] in row["detail"]
     assert again["created"] == 0  # an import never rewrites a memory
+
+
+def test_a_chatgpt_export_is_read_in_pieces(tmp_path, monkeypatch):
+    # One conversation in memory at a time, not the whole file: pieces far
+    # smaller than a conversation must give the same result, errors included.
+    monkeypatch.setattr(transcripts, "READ_BYTES", 500)
+    convs = [conversation(f"c{i}", title=f"会话 {i} 🚀 " + "x" * 900) for i in range(30)]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(convs, ensure_ascii=False, indent=1), encoding="utf-8")
+    read = list(transcripts.conversations(path))
+    assert [n for n, _ in read] == list(range(1, 31)) and [c["id"] for _, c in read] == [c["id"] for c in convs]
+    raw = path.read_bytes()
+    cut = raw.index(b'"c17"')
+    path.write_bytes(raw[:cut])  # cut short inside conversation 18
+    read = list(transcripts.conversations(path))
+    assert len(read) == 18 and "cut short" in read[-1][1] and read[-2][1]["id"] == "c16"
+    bad = raw.index("会话 20".encode())
+    path.write_bytes(raw[:bad] + b"\xff" + raw[bad + 1 :])
+    read = list(transcripts.conversations(path))
+    assert read[-1] == (0, f"not UTF-8 at byte {bad}") and len(read) >= 19
