@@ -399,6 +399,7 @@ def save(
         None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."
     ),
     status: Optional[str] = typer.Option(None, "--status", help="active | deprecated | archived"),
+    priority: Optional[str] = typer.Option(None, "--priority", help="high | normal | low: a small ranking nudge."),
     force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
     as_json: bool = JsonOpt,
 ):
@@ -413,6 +414,7 @@ def save(
         "body": body,
         "tags": tag or None,
         "status": status,
+        "priority": priority,
         "force": force,
     }
     result = _call(ctx, "memory_save", args)

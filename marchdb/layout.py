@@ -14,7 +14,7 @@ import re
 
 import yaml
 
-from .notes import MAX_TAGS, BadNote, Note, normalize_tags, parse_note, render_field
+from .notes import FIELD_ORDER, MAX_TAGS, BadNote, Note, normalize_tags, parse_note, render_field
 
 
 def _field_spans(head: list[str], why: list[str]) -> dict[str, tuple[int, int]] | None:
@@ -83,9 +83,9 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
     # Bottom-up, so the spans above stay valid; fields not there go last.
     for key in sorted((k for k in keys if k in spans), key=lambda k: -spans[k][0]):
         start, stop = spans[key]
-        head[start:stop] = [line + eol for line in render_field(key, getattr(new, key))]
+        head[start:stop] = [line + eol for line in render_field(key, _value(new, key))]
     for key in (k for k in keys if k not in spans):
-        head.extend(line + eol for line in render_field(key, getattr(new, key)))
+        head.extend(line + eol for line in render_field(key, _value(new, key)))
     if "body" in fields:
         body = new.body if new.body.endswith("\n") else new.body + "\n"
         body = body.lstrip("\n")
@@ -113,6 +113,11 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
         return out
     why.append("the edited file would not read back with exactly the new values")
     return None
+
+
+def _value(note: Note, key: str) -> object:
+    """A field's value: one of the seed's fields, or an extra one (``priority``)."""
+    return note.extra[key] if key in note.extra and key not in FIELD_ORDER else getattr(note, key)
 
 
 def _same_body(a: str, b: str) -> bool:

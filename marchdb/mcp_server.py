@@ -85,10 +85,19 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
         tags: Annotated[list[str] | None, Field(description=tools.ARGS["tags"])] = None,
         id: Annotated[str | None, Field(description=tools.ARGS["save_id"])] = None,
         status: Annotated[str | None, Field(description=tools.ARGS["status"])] = None,
+        priority: Annotated[str | None, Field(description=tools.ARGS["priority"])] = None,
         force: Annotated[bool, Field(description=tools.ARGS["force"])] = False,
     ) -> dict:
         return call(
-            "memory_save", id=id, name=name, description=description, body=body, tags=tags, status=status, force=force
+            "memory_save",
+            id=id,
+            name=name,
+            description=description,
+            body=body,
+            tags=tags,
+            status=status,
+            priority=priority,
+            force=force,
         )
 
     @server.tool(name="memory_log", description=tools.LOG)

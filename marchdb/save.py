@@ -77,6 +77,7 @@ from .notes import (
     new_id,
     normalize_tags,
     parse_note,
+    priority_value,
     render_note,
     slugify,
     utc_now_iso,
@@ -117,6 +118,7 @@ class Changes:
     body: str | None = None
     tags: list[str] | None = None
     status: str | None = None
+    priority: str | None = None  # the ``priority:`` field (an extra field of the file)
 
     def complete(self) -> bool:
         """Whether every field a new memory needs was passed."""
@@ -136,6 +138,7 @@ class Changes:
             created_at=None,
             updated_at=None,
             body=self.body,
+            extra={} if self.priority is None else {"priority": self.priority},
         )
 
     def differences(self, note: Note) -> list[str]:
@@ -151,6 +154,8 @@ class Changes:
             out.append("tags")
         if self.status is not None and self.status != note.status:
             out.append("status")
+        if self.priority is not None and self.priority != note.extra.get("priority"):
+            out.append("priority")
         return out
 
     def apply(self, note: Note, raw_tags: object, now: str) -> Note:
@@ -173,6 +178,7 @@ class Changes:
             tags=tags,
             status=self.status if self.status is not None else note.status,
             updated_at=now,
+            extra=note.extra if self.priority is None else {**note.extra, "priority": self.priority},
             problems=[],
         )
 
@@ -208,6 +214,7 @@ def validate_changes(
     body: object = None,
     tags: object = None,
     status: object = None,
+    priority: object = None,
 ) -> Changes:
     """Check and normalise caller input; raise ``InvalidInput`` on anything bad.
 
@@ -246,6 +253,10 @@ def validate_changes(
         if not isinstance(status, str) or status.strip().lower() not in STATUSES:
             raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, got {str(status)[:40]!r}")
         changes.status = status.strip().lower()
+    if priority is not None:
+        if not isinstance(priority, str) or priority_value(priority) is None:
+            raise InvalidInput(f"priority must be high, normal or low, got {str(priority)[:40]!r}")
+        changes.priority = priority.strip().lower()
     return changes
 
 

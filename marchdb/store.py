@@ -479,6 +479,7 @@ class Store:
         body: str | None = None,
         tags: list[str] | str | None = None,
         status: str | None = None,
+        priority: str | None = None,
         force: bool = False,
         embed: bool = True,
     ) -> dict:
@@ -493,7 +494,7 @@ class Store:
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
-        changes = save_mod.validate_changes(name, description, body, tags, status)
+        changes = save_mod.validate_changes(name, description, body, tags, status, priority)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
         root = self.cfg.require_root()
         twin_probe = None

@@ -86,6 +86,7 @@ ARGS = {
     "tags": "Tags; at least one for a new memory. Replaces all tags on update.",
     "status": "'active', 'deprecated' or 'archived' (both leave search and recall; archived ones "
     "stay searchable with include_archived).",
+    "priority": "'high', 'normal' or 'low': a small ranking nudge in recall (never a filter); omit to keep it.",
     "include_archived": "Search archived memories too.",
     "title": "One line saying what happened (the entry's heading).",
     "log_text": "Details of the entry (optional).",

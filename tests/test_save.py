@@ -473,3 +473,24 @@ def test_tags_of_programming_names_are_kept(vault, store):
     assert json.loads(row[0]) == ["node.js", "c++", "c#"]
     problems = store.con.execute("SELECT kind, detail FROM problems WHERE path = 'hand.md'").fetchall()
     assert problems == [("invalid_tags", "ignored tags: 'a&b'")]  # what is dropped is said
+
+
+def test_priority_is_set_by_save_and_changed_in_place(vault, store):
+    res = create(store, priority="High")
+    assert res["status"] == "created"
+    text = Path(res["path"]).read_text(encoding="utf-8")
+    assert "\npriority: high\n" in text
+    path = vault.write("obs.md", OBSIDIAN_NOTE)
+    store.sync(embed=False)
+    assert store.save(id="mem_obs", priority="low", embed=False)["status"] == "updated"
+    text = path.read_text(encoding="utf-8")
+    assert "\npriority: low\n" in text and "# my own comment: keep me" in text and 'aliases: [obs, "Obs Note"]' in text
+    assert store.save(id="mem_obs", priority="low", embed=False)["status"] == "unchanged"
+    store.save(id="mem_obs", priority="normal", embed=False)
+    assert path.read_text(encoding="utf-8").count("priority:") == 1
+    store.sync(embed=False)
+    rid = store.con.execute("SELECT rid FROM memory_index WHERE id = 'mem_obs'").fetchone()[0]
+    assert store.con.execute("SELECT priority FROM memory_attrs WHERE rid = ?", (rid,)).fetchone()[0] == 0.0
+    for bad in ("urgent", 3, ""):
+        with pytest.raises(InvalidInput, match="priority must be high, normal or low"):
+            store.save(id="mem_obs", priority=bad, embed=False)
