@@ -10,7 +10,9 @@ What it proposes, each with its reason:
   its grace period);
 * **merge** active memories whose metadata vectors (name + description +
   tags) are nearly the same, as clusters listing every id;
-* **describe** a memory without a description (it is never a hint).
+* **describe** a memory without a description (it is never a hint);
+* **archive** an imported chat that holds nothing (``transcripts.hollow``:
+  the rule an import applies now, so only older imports have such memories).
 
 "Never used" means as far as the kept logs remember (they are bounded,
 ``sql/003_lifecycle.sql``). Never proposed (seed 003: decisions and user
@@ -45,6 +47,7 @@ from .files import read_file
 from .notes import MAX_FILE_BYTES
 from .save import Changes, update_file
 from .sync import sync_files
+from .transcripts import hollow
 
 #: Daily logs older than this many days, never used, are proposed for the archive (seed 003: ~30 days).
 LOG_DAYS = 30
@@ -55,6 +58,9 @@ DEPRECATED_DAYS = 90
 MERGE_COSINE = 0.95
 #: The near-duplicate scan compares every pair; above this many memories it is skipped (and said so).
 MAX_MERGE_SCAN = 20_000
+#: ``source:`` prefixes of imported chats, and the longest body looked at for a hollow one.
+CHAT_SOURCES = ("chatgpt:", "claude-code:")
+HOLLOW_SCAN_CHARS = 2_000
 #: Tags and folders of memories never proposed (seed 003: decisions and profiles stay).
 PROTECTED_TAGS = frozenset({"decision", "decisions", "profile", "profiles"})
 PROTECTED_FOLDERS = frozenset({"decisions", "profiles"})
@@ -134,8 +140,8 @@ def propose(
     proposals: list[Proposal] = []
     rows = db.rows(
         con,
-        "SELECT m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
-        "m.mtime_ms, u.recalled, u.opened, u.priority FROM memory_index m JOIN diag_usage u ON u.id = m.id "
+        "SELECT m.rid, m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
+        "m.mtime_ms, u.recalled, u.opened, u.priority, u.source FROM memory_index m JOIN diag_usage u ON u.id = m.id "
         "ORDER BY m.path",
     )
     keep: set[str] = set()
@@ -169,6 +175,11 @@ def propose(
                     )
                 )
                 continue
+        if r["status"] == "active" and str(r["source"] or "").startswith(CHAT_SOURCES) and not r["opened"]:
+            why = _hollow_chat(con, r["rid"])
+            if why:
+                proposals.append(Proposal("archive", [r["id"]], [r["path"]], f"an imported chat that is {why}"))
+                continue
         if r["status"] == "active" and not r["description"]:
             proposals.append(
                 Proposal(
@@ -182,6 +193,18 @@ def propose(
     skip = keep | {r["id"] for r in rows if LOG_TAG in json.loads(r["tags_json"])}
     merges, notes = _merge_proposals(con, skip, merge_cosine)
     return proposals + merges, notes
+
+
+def _hollow_chat(con: apsw.Connection, rid: int) -> str | None:
+    """``transcripts.hollow`` of a short imported chat, from its chunks (long ones are not read)."""
+    row = con.execute(
+        "SELECT sum(length(text)), group_concat(text, char(10) || char(10)) FROM "
+        "(SELECT text FROM chunks WHERE mem_rid = ? ORDER BY seq)",
+        (rid,),
+    ).fetchone()
+    if not row or row[0] is None or row[0] > HOLLOW_SCAN_CHARS:
+        return None
+    return hollow(row[1])
 
 
 def _merge_proposals(con: apsw.Connection, skip: set[str], threshold: float) -> tuple[list[Proposal], list[str]]:

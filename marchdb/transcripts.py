@@ -156,6 +156,25 @@ def _too_short(turns: list[tuple[str, dt.datetime | None, str]]) -> str | None:
     )
 
 
+_TURN_LABEL = re.compile(r"^\*\*(User|Assistant)\*\*(?: · \d{1,2}:\d\d)?$")
+
+
+def hollow(body: str) -> str | None:
+    """Why an imported conversation's body (as ``render`` wrote it) holds
+    nothing to remember, by the rule an import applies now (None when it
+    holds something): imports made before that rule kept "hey" / "How can I
+    help you today?" sessions, which look like every vague message."""
+    turns: list[tuple[str, dt.datetime | None, str]] = []
+    for line in body.splitlines():
+        label = _TURN_LABEL.match(line.strip())
+        if label:
+            turns.append((label.group(1), None, ""))
+        elif turns:
+            role, when, text = turns[-1]
+            turns[-1] = (role, when, text + line + "\n")
+    return _too_short(turns) if turns else None
+
+
 def asked(prompts: list[str]) -> str:
     """What the user asked for: their messages, joined, on one hint line."""
     return one_line(" / ".join(one_line(p, DESCRIPTION_CHARS) for p in prompts[:8]), DESCRIPTION_CHARS)

@@ -181,3 +181,31 @@ def test_cli_defaults_are_the_library_defaults():
     params = inspect.signature(cli_lifecycle.maintain_).parameters
     assert params["log_days"].default.default == maintain.LOG_DAYS
     assert params["deprecated_days"].default.default == maintain.DEPRECATED_DAYS
+
+
+def test_an_imported_chat_that_holds_nothing_is_proposed(vault, store):
+    # Imports made before the importer skipped them kept sessions such as
+    # "hey" / "How can I help you today?": a memory that looks like every vague message.
+    def chat(rel, mem_id, turns, source):
+        body = "ChatGPT conversation “hey”, 2026-03-01 10:00 UTC, id `c1`.\n\n" + "\n\n".join(
+            f"**{role}** · 10:0{n}\n\n{text}" for n, (role, text) in enumerate(turns)
+        )
+        vault.write(
+            rel,
+            f"---\nid: {mem_id}\nname: hey\ndescription: hey\ntags: [chatgpt]\nsource: {source}\n---\n\n{body}\n",
+        )
+
+    chat(
+        "c/hollow.md", "mem_hollow", [("User", "hey"), ("Assistant", "Hello! How can I help you today?")], "chatgpt:c1"
+    )
+    chat(
+        "c/real.md",
+        "mem_real",
+        [("User", "why does the deploy time out after 30 s?"), ("Assistant", "…")],
+        "chatgpt:c2",
+    )
+    chat("c/mine.md", "mem_mine", [("User", "hey"), ("Assistant", "Hi!")], "workspace:/x/notes.md")
+    store.sync(embed=False)
+    props = by_id(store.maintain())
+    assert set(props) == {"mem_hollow"} and props["mem_hollow"]["action"] == "archive"
+    assert props["mem_hollow"]["reason"].startswith("an imported chat that is too short to keep: 3 characters typed")
