@@ -224,7 +224,9 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
     if answer.get("ok"):
         return answer.get("data") or {}, float(answer.get("ms") or 0.0)
     error = answer.get("error") or {}
-    if error.get("kind") in ("other_config", "stopping", "protocol"):
+    # "expired": the engine dropped the request, or rolled its recall back,
+    # because this client had stopped waiting: nothing was done, answer here.
+    if error.get("kind") in ("other_config", "stopping", "protocol", "expired"):
         raise Unavailable(error["kind"], str(error.get("message", "")))
     raise RemoteError(str(error.get("kind", "error")), str(error.get("message", "")), int(error.get("exit_code", 1)))
 
@@ -328,6 +330,7 @@ def log(home: Path, name: str, message: str) -> None:
                 if current == os.fstat(fd).st_ino:
                     break
                 os.close(fd)
+                fd = -1  # not closed twice below if the open fails
                 fd = os.open(path, flags, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX)
             if os.fstat(fd).st_size + len(line) > LOG_BYTES:
@@ -337,10 +340,12 @@ def log(home: Path, name: str, message: str) -> None:
                     with contextlib.suppress(FileNotFoundError):
                         os.replace(newer, older)
                 os.close(fd)
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+                fd = -1
+                fd = os.open(path, flags, 0o600)
             os.write(fd, line)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
 
 
 def read_log(home: Path, name: str, lines: int = 20) -> list[str]:

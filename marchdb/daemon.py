@@ -44,6 +44,7 @@ import apsw
 
 from . import __version__, client, tools
 from .config import Config
+from .db import index_error
 from .errors import ConfigError, Expired, MarchError
 
 #: Seconds between idle checks of the accept loop.
@@ -184,11 +185,12 @@ class Engine:
 
     def _shutdown(self) -> None:
         if self._listener is not None:
-            self._listener.close()
             path = client.socket_path(self.home)
             with contextlib.suppress(OSError):
                 if os.lstat(path).st_ino == self._socket_ino:  # never another engine's socket
-                    os.unlink(path)
+                    os.unlink(path)  # first: no new client reaches this engine
+            self._refuse_waiting()
+            self._listener.close()
         with self.busy:  # let a request in flight finish
             if self.watcher is not None:
                 if self.store is not None:
@@ -200,6 +202,24 @@ class Engine:
             os.close(self._lock_fd)
             self._lock_fd = None
         self.log("stopped")
+
+    def _refuse_waiting(self) -> None:
+        """Answer the connections still queued on the listener "stopping":
+        closed unanswered, their clients could not tell a request never run
+        from one lost mid-way (a save would not be done in-process again)."""
+        assert self._listener is not None
+        self._listener.setblocking(False)
+        refusal = json.dumps(_refusal("stopping", "the engine is stopping", 1)).encode() + b"\n"
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:  # BlockingIOError: none left
+                return
+            with conn, contextlib.suppress(OSError, client.Unavailable):
+                conn.setblocking(True)
+                conn.settimeout(1.0)
+                client._read_line(conn)  # read first: a socket closed unread may reset the answer
+                conn.sendall(refusal)
 
     # ------------------------------------------------------------ serving
 
@@ -254,12 +274,14 @@ class Engine:
         except MarchError as exc:
             return _refusal(exc.kind, str(exc), exc.exit_code)
         except (apsw.CorruptError, apsw.NotADBError) as exc:
-            # Whatever made the index unreadable, this process's connections
-            # will not recover: stop, and the next client starts an engine
-            # that opens (or rebuilds) the index afresh.
-            self.log(f"the index cannot be read ({exc}); stopping")
+            # This process's connections will not recover (a -wal file another
+            # process deleted under them heals in a new one): stop, and the
+            # next client starts an engine that opens the index afresh. A file
+            # damaged for good says so there too: `marchdb rebuild`.
+            error = index_error(exc, self.cfg.index_path)
+            self.log(f"{error}; stopping")
             self.stopping.set()
-            return _refusal("index_unavailable", f"the engine's index cannot be read: {exc}; try again", 7)
+            return _refusal(error.kind, str(error), error.exit_code)
         except Exception as exc:  # noqa: BLE001 - one bad request must not take the engine down
             self.log(f"request failed: {type(exc).__name__}: {exc}")
             return _refusal("error", f"the engine failed: {type(exc).__name__}: {exc}", 1)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import client, profiles
-from .errors import MarchError
+from .errors import Expired, MarchError
 
 #: Claude Code keeps at most 10,000 characters of injected context whole.
 MAX_CONTEXT_CHARS = 9000
@@ -66,6 +66,8 @@ def handle(store, host: str, event: str) -> dict:
             answer = generic(store, event)
         else:
             answer = Answer(note=f"unknown host {host!r}; known: {', '.join(HOSTS)}")
+    except Expired:
+        raise  # the engine's client has stopped waiting: it answers this event itself
     except MarchError as exc:
         answer = Answer(note=f"{type(exc).__name__}: {exc}")
     if answer.note:

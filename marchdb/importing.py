@@ -585,7 +585,8 @@ class Importer:
         newest = item.updated or item.created
         row = self.con.execute("SELECT updated_at FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
         was = parse_time(row[0]) if row else None
-        if was is None or newest <= was:
+        # At the index's millisecond precision: an export's times carry microseconds.
+        if was is None or format_time(newest) <= format_time(was):
             return "imported already"
         return (
             f"imported already, but it has grown since (last message {format_time(newest)}, the memory ends "

@@ -130,9 +130,9 @@ def install(path: Path, command: str) -> InstallResult:
         added.append(event)
     if not added:
         return InstallResult(path, False, command)
-    if created:
-        noted = _read_record(path) or []
-        _write_record(path, sorted(set(noted) | set(created)))
+    # Always, even when nothing was created: without a note, uninstall takes
+    # every emptied list for one an older marchdb made.
+    _write_record(path, sorted(set(_read_record(path) or []) | set(created)))
     backup = _write(path, settings)
     return InstallResult(path, True, command, backup, tuple(added))
 

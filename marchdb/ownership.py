@@ -66,11 +66,16 @@ def _read_head(path: Path) -> bytes:
     file still in use, and writes were lost. SQLite's unix layer keeps a
     descriptor open until its inode's locks are gone, so this read is safe.
     The caller has already checked with ``lstat`` that this is a regular
-    file and not a link (SQLite opens with ``O_NOFOLLOW`` too).
+    file and not a link (SQLite opens with ``O_NOFOLLOW`` too; a FIFO swapped
+    in between the two would block the open — only someone who can already
+    write into MARCH_HOME could do that).
     """
     f = apsw.VFSFile("", os.fspath(path), [apsw.SQLITE_OPEN_MAIN_DB | apsw.SQLITE_OPEN_READONLY, 0])
     try:
-        return bytes(f.xRead(100, 0))
+        # Exactly the bytes there are: a short read would drop trailing zeros
+        # (a file of a few zero bytes is not "empty").
+        size = min(100, int(f.xFileSize()))
+        return bytes(f.xRead(size, 0)) if size else b""
     finally:
         f.xClose()
 

@@ -524,8 +524,14 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
                 return
             stream.pos += 1
             yield from _array_items(stream)
-        except UnicodeDecodeError as exc:
-            yield 0, f"not UTF-8 at byte {stream.bytes_before + exc.start}"
+        except _NotUtf8 as exc:
+            yield 0, f"not UTF-8 at byte {exc.offset}"
+
+
+class _NotUtf8(Exception):
+    def __init__(self, offset: int):
+        super().__init__(offset)
+        self.offset = offset  # in the file
 
 
 class _TextStream:
@@ -533,17 +539,23 @@ class _TextStream:
 
     def __init__(self, fh):
         self.fh = fh
-        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.buf, self.pos, self.eof = "", 0, False
-        self.bytes_before = 0  # bytes of the file before the piece being decoded
+        self.read_bytes = 0  # of the file so far
 
     def fill(self) -> bool:
         """Read more (at least as much as is left, so re-parsing stays linear); False at the end."""
         if self.eof:
             return False
         chunk = self.fh.read(max(READ_BYTES, 2 * (len(self.buf) - self.pos)))
-        text = self.decoder.decode(chunk, final=not chunk)
-        self.bytes_before += len(chunk)
+        held = len(self.decoder.getstate()[0])  # bytes of a character cut by the last piece
+        try:
+            text = self.decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as exc:  # exc.start counts from the held bytes
+            raise _NotUtf8(self.read_bytes - held + exc.start) from None
+        if self.read_bytes == 0 and text.startswith("\ufeff"):
+            text = text[1:]  # a byte-order mark
+        self.read_bytes += len(chunk)
         self.buf, self.pos = self.buf[self.pos :] + text, 0
         self.eof = not chunk
         return True

@@ -285,6 +285,9 @@ def test_the_engine_drops_what_its_client_stopped_waiting_for(bm25_engine):
     args = {"text": "Dog's medication carprofen tablet", "run_id": "r1"}
     late = ask(bm25_engine, "memory_recall", args, time.time() - 0.1)
     assert not late["ok"] and late["error"]["kind"] == "expired"
+    hook = {"host": "claude-code", "event": json.dumps(prompt_event("late", "Dog's medication carprofen"))}
+    late = ask(bm25_engine, "hook", hook, time.time() - 0.1)
+    assert not late["ok"] and late["error"]["kind"] == "expired"  # the hook then answers on its own
     late = ask(
         bm25_engine, "memory_save", {"name": "n", "description": "d", "body": "b", "tags": ["t"]}, time.time() - 1
     )
@@ -337,3 +340,43 @@ def test_a_write_the_engine_took_is_never_done_twice(tmp_path):
     assert client.Unavailable("not running").may_redo("memory_save")
     deadline = json.loads(got[0])["deadline"]
     assert sent < deadline < sent + 0.6  # the engine records nothing after this
+    # An engine that refuses because the client stopped waiting did nothing: the client answers itself.
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.socket_path(home).unlink()
+    listener.bind(str(client.socket_path(home)))
+    listener.listen(1)
+
+    def refusing_engine():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b'{"ok": false, "error": {"kind": "expired", "message": "late", "exit_code": 10}}\n')
+        conn.close()
+
+    thread = threading.Thread(target=refusing_engine)
+    thread.start()
+    with pytest.raises(client.Unavailable) as caught:
+        client.request(home, "memory_save", {"name": "n"}, timeout=5)
+    thread.join()
+    listener.close()
+    assert caught.value.reason == "expired" and caught.value.may_redo("memory_save")
+
+
+def test_a_stopping_engine_answers_the_connections_still_queued(tmp_path, mixed_vault):
+    # Closed unanswered, a queued save looked lost mid-way (exit 12) though it never ran.
+    import socket
+
+    engine = daemon.Engine(load_config(home=tmp_path / "home", root=mixed_vault.root, env={}))
+    engine.home.mkdir(parents=True)
+    engine._bind()
+    queued = []
+    for _ in range(2):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(client.socket_path(engine.home)))
+        sock.sendall(b'{"v": 1, "op": "memory_save", "args": {}}\n')
+        queued.append(sock)
+    engine._shutdown()
+    for sock in queued:
+        answer = json.loads(client._read_line(sock))
+        assert answer["error"]["kind"] == "stopping"  # the client runs it in-process
+        sock.close()
+    assert not client.socket_path(engine.home).exists()

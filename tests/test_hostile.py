@@ -154,6 +154,9 @@ def test_1_an_empty_file_is_taken_over_only_when_marchdb_left_it(tmp_path, vault
     assert "empty file" in err and target.read_bytes() == b""
     # marchdb makes its lock file before the index: a killed first start leaves both.
     Path(f"{target}.lock").write_bytes(b"")
+    target.write_bytes(b"\0" * 5)  # ... but a few zero bytes are not "empty"
+    assert "not an SQLite database" in one_line_error(marchdb_cli(home, "status"), IndexUnavailable.exit_code)
+    target.write_bytes(b"")
     result = marchdb_cli(home, "status", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["memories"] == 1

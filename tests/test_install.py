@@ -137,7 +137,16 @@ def test_the_engine_and_its_clients_name_one_model_file_one_way(tmp_path, monkey
     assert client.identity(load_config(home=tmp_path / "h", model="e5", env={}))["model"] == "e5"
 
 
-@pytest.mark.parametrize("before", [{"hooks": {"Stop": []}}, {"hooks": {}}, {}, {"env": {"X": "1"}}])
+@pytest.mark.parametrize(
+    "before",
+    [
+        {"hooks": {"Stop": []}},
+        {"hooks": {}},
+        {},
+        {"env": {"X": "1"}},
+        {"hooks": {"SessionStart": [], "UserPromptSubmit": [], "Stop": []}},  # install creates nothing
+    ],
+)
 def test_uninstall_removes_only_what_install_created(settings, before):
     settings.write_text(json.dumps(before), encoding="utf-8")
     install.install(settings, install.hook_command())

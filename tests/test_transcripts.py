@@ -422,9 +422,9 @@ def conversation(conv_id: str = "c1", title: str | None = "Deploy timeout", curr
 def test_chatgpt_export_follows_the_displayed_branch(vault, store, tmp_path):
     export = tmp_path / "export"
     export.mkdir()
-    (export / "conversations.json").write_text(
-        json.dumps([conversation(), conversation("c2", title=None, current=None)])
-    )
+    first = conversation()
+    first["update_time"] = 1712345760.123456  # real exports carry microseconds; the index keeps milliseconds
+    (export / "conversations.json").write_text(json.dumps([first, conversation("c2", title=None, current=None)]))
     out = store.import_("chatgpt", export, apply=True, embed=False)
     assert (out["created"], out["problems"]) == (2, 0)
     mems = {m["source"]: m for m in memories(store).values()}
@@ -440,7 +440,8 @@ def test_chatgpt_export_follows_the_displayed_branch(vault, store, tmp_path):
     c2 = mems["chatgpt:c2"]
     assert c2["name"] == "the deploy failed with a connection timeout"
     assert "Retry with exponential backoff." in (vault.root / c2["path"]).read_text()
-    assert store.import_("chatgpt", export / "conversations.json", apply=True, embed=False)["created"] == 0
+    again = store.import_("chatgpt", export / "conversations.json", apply=True, embed=False)
+    assert again["created"] == 0 and {r["detail"] for r in again["items"]} == {"imported already"}
 
 
 def test_chatgpt_wrapped_split_cut_short_and_broken_conversations(vault, store, tmp_path):
@@ -583,3 +584,11 @@ def test_a_chatgpt_export_is_read_in_pieces(tmp_path, monkeypatch):
     path.write_bytes(raw[:bad] + b"\xff" + raw[bad + 1 :])
     read = list(transcripts.conversations(path))
     assert read[-1] == (0, f"not UTF-8 at byte {bad}") and len(read) >= 19
+    # ... also with a byte-order mark, and for a character cut between two pieces or by the end.
+    for data, at in (
+        (b"\xef\xbb\xbf" + raw[:bad] + b"\xff" + raw[bad + 1 :], bad + 3),
+        (b"[" + b" " * 498 + "会".encode()[:2], 499),
+        (b"[" + b" " * 497 + "会".encode() + b"\xff", 501),
+    ):
+        path.write_bytes(data)
+        assert list(transcripts.conversations(path))[-1] == (0, f"not UTF-8 at byte {at}"), at
