@@ -30,7 +30,6 @@ every conversation before the cut.
 
 from __future__ import annotations
 
-import codecs
 import datetime as dt
 import json
 import os
@@ -38,7 +37,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import fts
+from . import fts, jsonstream
 from .importing import (
     DESCRIPTION_CHARS,
     MAX_BODY_CHARS,
@@ -66,9 +65,6 @@ MIN_CONVERSATION_CHARS = 400
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: Largest export file read (it is decoded one conversation at a time).
 MAX_JSON_BYTES = 1024 * 1024 * 1024
-#: Pieces of an export file read at a time, and the largest one conversation may be (in characters).
-READ_BYTES = 1024 * 1024
-MAX_CONVERSATION_CHARS = 128 * 1024 * 1024
 #: Messages in one ChatGPT thread followed back from its current node.
 MAX_THREAD = 100_000
 #: User text that is not something a person typed (commands, reminders, hook output, resumes).
@@ -513,7 +509,7 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
         )
         return
     with open(path, "rb") as fh:
-        stream = _TextStream(fh)
+        stream = jsonstream.TextStream(fh)
         try:
             first = stream.peek_non_space()
             if first == "{":
@@ -523,58 +519,15 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
                 yield 0, "not a JSON array of conversations: not a ChatGPT export"
                 return
             stream.pos += 1
-            yield from _array_items(stream)
-        except _NotUtf8 as exc:
+            yield from jsonstream.array_items(stream, "conversation")
+        except jsonstream.NotUtf8 as exc:
             yield 0, f"not UTF-8 at byte {exc.offset}"
 
 
-class _NotUtf8(Exception):
-    def __init__(self, offset: int):
-        super().__init__(offset)
-        self.offset = offset  # in the file
-
-
-class _TextStream:
-    """A UTF-8 file as text, read in growing pieces; ``buf[pos:]`` is what is left to parse."""
-
-    def __init__(self, fh):
-        self.fh = fh
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.buf, self.pos, self.eof = "", 0, False
-        self.read_bytes = 0  # of the file so far
-
-    def fill(self) -> bool:
-        """Read more (at least as much as is left, so re-parsing stays linear); False at the end."""
-        if self.eof:
-            return False
-        chunk = self.fh.read(max(READ_BYTES, 2 * (len(self.buf) - self.pos)))
-        held = len(self.decoder.getstate()[0])  # bytes of a character cut by the last piece
-        try:
-            text = self.decoder.decode(chunk, final=not chunk)
-        except UnicodeDecodeError as exc:  # exc.start counts from the held bytes
-            raise _NotUtf8(self.read_bytes - held + exc.start) from None
-        if self.read_bytes == 0 and text.startswith("\ufeff"):
-            text = text[1:]  # a byte-order mark
-        self.read_bytes += len(chunk)
-        self.buf, self.pos = self.buf[self.pos :] + text, 0
-        self.eof = not chunk
-        return True
-
-    def peek_non_space(self) -> str:
-        """The next character that is not white space ('' at the end), not consumed."""
-        while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\r\n":
-                self.pos += 1
-            if self.pos < len(self.buf) or not self.fill():
-                return self.buf[self.pos : self.pos + 1]
-
-
-def _wrapped_export(stream: _TextStream) -> Iterator[tuple[int, object]]:
+def _wrapped_export(stream: jsonstream.TextStream) -> Iterator[tuple[int, object]]:
     """``{"conversations": [...]}``: a rare form, read whole."""
-    while stream.fill():
-        pass
     try:
-        wrapped = json.loads(stream.buf[stream.pos :])
+        wrapped = json.loads(stream.rest())
     except (ValueError, RecursionError) as exc:
         yield 0, f"not valid JSON: {exc}"
         return
@@ -583,43 +536,6 @@ def _wrapped_export(stream: _TextStream) -> Iterator[tuple[int, object]]:
         yield 0, 'a JSON object without a "conversations" list: not a ChatGPT export'
         return
     yield from enumerate(items, start=1)
-
-
-def _array_items(stream: _TextStream) -> Iterator[tuple[int, object]]:
-    decoder = json.JSONDecoder()
-    number = 0
-    while True:
-        nxt = stream.peek_non_space()
-        if not nxt:
-            yield (
-                number + 1,
-                f"the file ends after conversation {number} without closing the list (cut short: half-written?)",
-            )
-            return
-        if nxt == "]":
-            return
-        number += 1
-        while True:
-            try:
-                obj, end = decoder.raw_decode(stream.buf, stream.pos)
-                break
-            except RecursionError:
-                yield number, f"conversation {number} is nested too deeply to read; the rest of the file was not read"
-                return
-            except json.JSONDecodeError as exc:
-                # Most often the piece read so far ends inside the conversation: read on.
-                if len(stream.buf) - stream.pos <= MAX_CONVERSATION_CHARS and stream.fill():
-                    continue
-                if stream.eof:
-                    why = f"is not valid JSON ({exc.msg}); the file may be cut short"
-                else:
-                    why = f"is over {MAX_CONVERSATION_CHARS:,} characters or not valid JSON ({exc.msg})"
-                yield number, f"conversation {number} {why}; the conversations before it were read"
-                return
-        stream.pos = end
-        yield number, obj
-        if stream.peek_non_space() == ",":
-            stream.pos += 1
 
 
 def export_files(path: Path) -> list[Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import db, notes, transcripts
+from marchdb import db, jsonstream, notes, transcripts
 from marchdb.importing import MAX_BODY_CHARS
 from marchdb.transcripts import MAX_LINE_BYTES
 
@@ -569,7 +569,7 @@ def test_a_session_that_went_on_after_its_import_says_so(vault, store, projects)
 def test_a_chatgpt_export_is_read_in_pieces(tmp_path, monkeypatch):
     # One conversation in memory at a time, not the whole file: pieces far
     # smaller than a conversation must give the same result, errors included.
-    monkeypatch.setattr(transcripts, "READ_BYTES", 500)
+    monkeypatch.setattr(jsonstream, "READ_BYTES", 500)
     convs = [conversation(f"c{i}", title=f"会话 {i} 🚀 " + "x" * 900) for i in range(30)]
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps(convs, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -1,0 +1,50 @@
+"""``jsonstream``: a JSON array read one item at a time from a real file, in small pieces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marchdb import jsonstream
+
+
+def items(path, noun="item"):
+    with open(path, "rb") as fh:
+        stream = jsonstream.TextStream(fh)
+        assert stream.peek_non_space() == "["
+        stream.pos += 1
+        try:
+            yield from jsonstream.array_items(stream, noun)
+        except jsonstream.NotUtf8 as exc:
+            yield 0, f"not UTF-8 at byte {exc.offset}"
+
+
+@pytest.mark.parametrize("piece", [1, 7, 64, 4096])
+def test_every_item_whatever_the_piece_size(tmp_path, monkeypatch, piece):
+    monkeypatch.setattr(jsonstream, "READ_BYTES", piece)
+    data = [{"n": i, "text": f"条目 {i} 🚀 " * (i % 5 + 1), "nested": [[i], {"k": None}]} for i in range(40)]
+    path = tmp_path / "a.json"
+    path.write_bytes(b"\xef\xbb\xbf \n" + json.dumps(data, ensure_ascii=False, indent=2).encode())
+    assert [obj for _, obj in items(path)] == data
+
+
+def test_a_cut_short_or_broken_array_gives_the_items_before(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonstream, "READ_BYTES", 16)
+    path = tmp_path / "a.json"
+    path.write_text('[{"a": 1}, {"a": 2}, {"a": ', encoding="utf-8")
+    got = list(items(path, "row"))
+    assert got[:2] == [(1, {"a": 1}), (2, {"a": 2})]
+    assert got[2][0] == 3 and "row 3 is not valid JSON" in got[2][1] and "cut short" in got[2][1]
+    path.write_text('[{"a": 1}, {"a": 2}', encoding="utf-8")
+    assert "ends after row 2 without closing the list" in list(items(path, "row"))[-1][1]
+    path.write_text('[{"a": 1}, {"a": nope}, {"a": 3}]', encoding="utf-8")
+    assert [n for n, _ in items(path)] == [1, 2] and "item 2 is not valid JSON" in list(items(path))[-1][1]
+
+
+def test_the_offset_of_a_byte_that_is_not_utf8(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonstream, "READ_BYTES", 5)
+    path = tmp_path / "a.json"
+    head = '[{"a": "好"}, {"a": "'.encode()
+    path.write_bytes(head + b"\xff" + b'"}]')
+    assert list(items(path)) == [(1, {"a": "好"}), (0, f"not UTF-8 at byte {len(head)}")]
