@@ -404,7 +404,7 @@ def save(
     as_json: bool = JsonOpt,
 ):
     """memory_save: create or update a memory (new ones need name, description, body, a tag)."""
-    if body == "-" or (body is None and not sys.stdin.isatty()):
+    if body == "-" or (body is None and not sys.stdin.isatty() and stdin_has_input()):
         piped = _read_stdin_body()
         body = piped if (body == "-" or piped.strip()) else None
     args = {
@@ -429,6 +429,30 @@ def save(
             typer.echo(f"warning: {warning}", err=True)
     if result["status"] == "duplicate":
         raise typer.Exit(EXIT_DUPLICATE)
+
+
+#: Seconds a stdin nobody asked for ('-') may stay silent before it counts as empty.
+STDIN_WAIT_SECONDS = 2.0
+
+
+def stdin_has_input(wait: float = STDIN_WAIT_SECONDS) -> bool:
+    """Whether a stdin that is not a terminal brings text (or its end) within
+    ``wait`` seconds. An agent's shell may hand a command a pipe that never
+    closes: `marchdb log "title"` waited on it forever. Silent that long, it
+    is taken for "no text" (and said on stderr); '-' waits as long as it takes."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor: read it
+        return True
+    import select
+
+    try:
+        ready, _, _ = select.select([fd], [], [], wait)
+    except (OSError, ValueError):
+        return True
+    if not ready:
+        typer.echo(f"note: nothing came on stdin within {wait:.0f} s; going on without it (pass '-' to wait)", err=True)
+    return bool(ready)
 
 
 def _read_stdin_body() -> str:

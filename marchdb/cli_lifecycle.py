@@ -11,7 +11,19 @@ from typing import Optional
 
 import typer
 
-from .cli import JsonOpt, _call, _emit, _notices, _Progress, _read_stdin_body, _say_notices, _store, app, command
+from .cli import (
+    JsonOpt,
+    _call,
+    _emit,
+    _notices,
+    _Progress,
+    _read_stdin_body,
+    _say_notices,
+    _store,
+    app,
+    command,
+    stdin_has_input,
+)
 from .errors import InvalidInput
 
 
@@ -26,7 +38,7 @@ def log_(
     as_json: bool = JsonOpt,
 ):
     """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
-    if text == "-" or (text is None and not sys.stdin.isatty()):
+    if text == "-" or (text is None and not sys.stdin.isatty() and stdin_has_input()):
         piped = _read_stdin_body()  # bounded: never more than a body may hold
         text = piped if piped.strip() else None
     result = _call(ctx, "memory_log", {"title": title, "text": text, "embed": embed})

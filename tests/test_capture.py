@@ -197,3 +197,33 @@ def test_logged_entries_are_recalled_through_the_day(vault, model_store):
     )
     hints = model_store.recall("what did we change about the gateway timeout?").hints
     assert hints and hints[0].id == "log_2026-11-03"
+
+
+def test_cli_log_never_waits_on_a_stdin_that_stays_open(tmp_path, vault):
+    # An agent's shell may hand the command a pipe nobody writes to or closes.
+    import os
+    import time
+    from pathlib import Path
+
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(vault.root)}
+    env.update(MARCH_DAEMON="0", MARCH_EMBED_MODEL=str(tmp_path / "none.gguf"))
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [marchdb, "log", "Only a title"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        code = proc.wait(timeout=30)  # stdin left open on purpose
+        out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert code == 0 and "nothing came on stdin" in err and time.monotonic() - started < 25
+    assert "### " in out and "Only a title" in out
+    # '-' says "wait for it": piped text arrives whole.
+    done = subprocess.run(
+        [marchdb, "log", "With text", "-"], input="details here\n", capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0
+    (day,) = vault.root.rglob("*daily-log.md")
+    assert "details here" in day.read_text(encoding="utf-8")
