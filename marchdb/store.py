@@ -486,7 +486,9 @@ class Store:
         """``memory_save``: create or update a memory file, then re-index it.
 
         A new memory needs name, description, body and a tag; an update (an
-        existing ``id``) changes only the fields passed. Returns ``{"status":
+        existing ``id``) changes only the fields passed. ``priority``
+        (high | normal | low) writes the optional ``priority:`` field, a
+        small ranking nudge (``temperature``). Returns ``{"status":
         created|updated|unchanged|duplicate, "id", "path", "message",
         "warnings"}`` (``duplicate``: nothing written, a near-twin exists;
         update it by id, or pass ``force=True``). Raises ``InvalidInput`` for
