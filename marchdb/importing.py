@@ -221,6 +221,7 @@ _CODE = re.compile(r"`[^`\n]*`")
 _WIKI = re.compile(r"\[\[([^\]|]+)(?:\|([^\]]+))?\]\]")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _SENTENCE = re.compile(r"(.+?(?:[.!?](?=\s|$)|[。！？]))", re.S)
+_TIME_KEYS = ("created_at", "created", "date", "updated_at", "updated", "modified")
 _CONSUMED = {
     "id",
     "name",
@@ -409,6 +410,10 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
             description = one_line(name, DESCRIPTION_CHARS)
     status = "archived" if any(f.lower() in ARCHIVE_FOLDERS for f in folders) else "active"
     extra = {k: v for k, v in meta.items() if k not in _CONSUMED}
+    for key in _TIME_KEYS:
+        # A date marchdb cannot read ("Jan 5, 2024") is kept as written, not dropped.
+        if meta.get(key) is not None and parse_time(meta[key]) is None:
+            extra[key if key not in ("created_at", "updated_at") else f"original_{key}"] = meta[key]
     for key in ("status", "source"):
         value = meta.get(key)
         if value is not None and not (key == "status" and isinstance(value, str) and value.strip().lower() in STATUSES):

@@ -206,6 +206,7 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     )
     put(notes_dir, "already.md", "---\nid: mem_x\nname: x\ndescription: y\n---\nbody\n")
     put(notes_dir, "Daily/2026-02-30.md", "An impossible day is an ordinary note.\n")
+    put(notes_dir, "dated.md", '---\ndate: "Jan 5, 2024"\nupdated_at: someday\n---\nA note with dates in words.\n')
     put(notes_dir, "Daily/2026-02-03.md", "### 25:99 - a bad time\n\nstill a log\n")
     put(notes_dir, "empty.md", "\n\n")
     put(notes_dir, "broken.md", "---\ntitle: [unclosed\n---\nbody\n")
@@ -230,6 +231,7 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
         "Projects/Marchdb/Design.md": "created",
         "Daily/2026-02-30.md": "created",
         "Daily/2026-02-03.md": "created",
+        "dated.md": "created",
     }
     assert "not valid YAML" in rows["broken.md"]["detail"] and "closing" in rows["half.md"]["detail"]
     assert "UTF-8" in rows["latin1.md"]["detail"] and "limited" in rows["big.md"]["detail"]
@@ -247,6 +249,9 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     assert books["created_at"] == "2025-05-01T00:00:00.000Z" and books["path"].startswith("2025/05/week1/")
     text = (vault.root / books["path"]).read_text()
     assert "original_source: a friend" in text and "original_status: draft" in text and "aliases:" in text
+    # Dates marchdb cannot read are kept as written, never dropped.
+    dated = (vault.root / mems[f"obsidian:{notes_dir}/dated.md"]["path"]).read_text()
+    assert "date: Jan 5, 2024" in dated and "original_updated_at: someday" in dated
     assert {k: v for k, v in snapshot(vault.root).items() if k in before} == before
     with pytest.raises(InvalidInput, match="inside the memory root"):
         store.import_("obsidian", vault.root)
