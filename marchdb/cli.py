@@ -404,7 +404,7 @@ def save(
     as_json: bool = JsonOpt,
 ):
     """memory_save: create or update a memory (new ones need name, description, body, a tag)."""
-    if body == "-" or (body is None and not sys.stdin.isatty() and stdin_has_input()):
+    if body == "-" or (body is None and stdin_has_input()):
         piped = _read_stdin_body()
         body = piped if (body == "-" or piped.strip()) else None
     args = {
@@ -432,14 +432,17 @@ def save(
 
 
 #: Seconds a stdin nobody asked for ('-') may stay silent before it counts as empty.
-STDIN_WAIT_SECONDS = 2.0
+STDIN_WAIT_SECONDS = 10.0
 
 
 def stdin_has_input(wait: float = STDIN_WAIT_SECONDS) -> bool:
-    """Whether a stdin that is not a terminal brings text (or its end) within
-    ``wait`` seconds. An agent's shell may hand a command a pipe that never
-    closes: `marchdb log "title"` waited on it forever. Silent that long, it
-    is taken for "no text" (and said on stderr); '-' waits as long as it takes."""
+    """Whether stdin is piped (not a terminal, not closed) and brings text (or
+    its end) within ``wait`` seconds. An agent's shell may hand a command a
+    pipe that never closes: `marchdb log "title"` waited on it forever.
+    Silent that long, it is taken for "no text" and said on stderr (a
+    producer slower than that: pass '-', which waits as long as it takes)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return False
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):  # a stream without a descriptor: read it
@@ -451,7 +454,9 @@ def stdin_has_input(wait: float = STDIN_WAIT_SECONDS) -> bool:
     except (OSError, ValueError):
         return True
     if not ready:
-        typer.echo(f"note: nothing came on stdin within {wait:.0f} s; going on without it (pass '-' to wait)", err=True)
+        typer.echo(
+            f"note: nothing came on stdin within {wait:.0f} s; going on without it (pass '-' to wait for it)", err=True
+        )
     return bool(ready)
 
 
@@ -461,6 +466,8 @@ def _read_stdin_body() -> str:
     fill the memory before it gets the chance."""
     from .save import MAX_BODY_BYTES
 
+    if sys.stdin is None:
+        raise InvalidInput("stdin is closed: pass the text as an argument instead of '-'")
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text-only stdin (an embedding program's)
         return sys.stdin.read(MAX_BODY_BYTES + 1)

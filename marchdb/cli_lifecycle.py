@@ -6,7 +6,6 @@ command, only format what the library returns.
 
 from __future__ import annotations
 
-import sys
 from typing import Optional
 
 import typer
@@ -38,7 +37,7 @@ def log_(
     as_json: bool = JsonOpt,
 ):
     """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
-    if text == "-" or (text is None and not sys.stdin.isatty() and stdin_has_input()):
+    if text == "-" or (text is None and stdin_has_input()):
         piped = _read_stdin_body()  # bounded: never more than a body may hold
         text = piped if piped.strip() else None
     result = _call(ctx, "memory_log", {"title": title, "text": text, "embed": embed})

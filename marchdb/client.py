@@ -256,6 +256,17 @@ def start(home: Path, args: list[str] | None = None) -> bool:
     return True
 
 
+def wait_gone(home: Path, seconds: float) -> bool:
+    """Wait until no engine of ``home`` is alive (one stopping has let go of
+    its lock); False on timeout."""
+    started = time.monotonic()
+    while engine_alive(home):
+        if time.monotonic() - started > seconds:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def wait_ready(home: Path, seconds: float) -> bool:
     """Wait until the engine of ``home`` accepts connections (False on timeout,
     or when no engine process holds the lock a few seconds after the start)."""

@@ -396,7 +396,5 @@ def stop(home: Path, timeout: float = 15.0) -> bool:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while client.engine_alive(home) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    client.wait_gone(home, timeout)
     return True

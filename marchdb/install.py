@@ -111,6 +111,18 @@ def is_ours(handler: object) -> bool:
 def install(path: Path, command: str) -> InstallResult:
     """Add marchdb's hooks to the settings file ``path`` (see the module docstring)."""
     settings = _read(path)
+    noted = _read_record(path)
+    # Hooks of a marchdb that kept no note: what it created cannot be told
+    # apart, so no note now either (uninstall then removes emptied lists, as before).
+    legacy = (
+        noted is None
+        and isinstance(settings.get("hooks"), dict)
+        and any(
+            isinstance(groups, list)
+            and any(is_ours(h) for g in groups if isinstance(g, dict) for h in g.get("hooks", []))
+            for groups in settings["hooks"].values()
+        )
+    )
     created = [] if "hooks" in settings else ["hooks"]
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
@@ -130,9 +142,10 @@ def install(path: Path, command: str) -> InstallResult:
         added.append(event)
     if not added:
         return InstallResult(path, False, command)
-    # Always, even when nothing was created: without a note, uninstall takes
-    # every emptied list for one an older marchdb made.
-    _write_record(path, sorted(set(_read_record(path) or []) | set(created)))
+    # Always (unless legacy), even when nothing was created: without a note,
+    # uninstall takes every emptied list for one an older marchdb made.
+    if not legacy:
+        _write_record(path, sorted(set(noted or []) | set(created)))
     backup = _write(path, settings)
     return InstallResult(path, True, command, backup, tuple(added))
 

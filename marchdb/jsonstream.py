@@ -29,6 +29,20 @@ class NotUtf8(Exception):
         self.offset = offset  # in the file
 
 
+class Problem:
+    """Why reading stopped (an item of the array is never one: a JSON string
+    item stays a ``str``)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Problem({self.text!r})"
+
+
 class TextStream:
     """A UTF-8 file as text, read in growing pieces; ``buf[pos:]`` is what is left to parse."""
 
@@ -38,24 +52,30 @@ class TextStream:
         self.buf, self.pos, self.eof = "", 0, False
         self.read_bytes = 0  # of the file so far
         self.started = False  # any text decoded yet (a byte-order mark is dropped from the first)
+        self._bad: NotUtf8 | None = None  # raised once the text before it is used up
 
     def fill(self) -> bool:
-        """Read more (at least as much as is left, so re-parsing stays linear); False at the end."""
+        """Read more (at least as much as is left, so re-parsing stays linear); False at the end.
+        Raises ``NotUtf8`` only when the text before a bad byte has been used up,
+        so every item before it is still given."""
+        if self._bad is not None:
+            raise self._bad
         if self.eof:
             return False
         chunk = self.fh.read(max(READ_BYTES, 2 * (len(self.buf) - self.pos)))
-        held = len(self.decoder.getstate()[0])  # bytes of a character cut by the last piece
+        held = self.decoder.getstate()[0]  # bytes of a character cut by the last piece
         try:
             text = self.decoder.decode(chunk, final=not chunk)
         except UnicodeDecodeError as exc:  # exc.start counts from the held bytes
-            raise NotUtf8(self.read_bytes - held + exc.start) from None
+            self._bad = NotUtf8(self.read_bytes - len(held) + exc.start)
+            text = (held + chunk)[: exc.start].decode("utf-8")
         if not self.started and text:
             self.started = True
             text = text.removeprefix("\ufeff")  # a byte-order mark
         self.read_bytes += len(chunk)
         self.buf, self.pos = self.buf[self.pos :] + text, 0
         self.eof = not chunk
-        return True
+        return bool(text) or self._bad is None or self.fill()
 
     def rest(self) -> str:
         """Everything left, read whole (for a small file, or a form that cannot be streamed)."""
@@ -72,19 +92,25 @@ class TextStream:
                 return self.buf[self.pos : self.pos + 1]
 
 
+def _incomplete(exc: json.JSONDecodeError, stream: TextStream) -> bool:
+    """Whether a decoding error may only mean that the item goes on past
+    what was read so far (else it is a real error, reported at once: reading
+    on would hold the rest of the file in memory for nothing)."""
+    # Near the end: a literal or number cut by the piece ("nu" of null) fails there.
+    return exc.pos >= len(stream.buf) - 16 or exc.msg.startswith("Unterminated string")
+
+
 def array_items(stream: TextStream, noun: str) -> Iterator[tuple[int, object]]:
     """``(number, item)`` of a JSON array whose ``[`` was just read, one item
-    decoded at a time; a problem ends it as ``(number, text saying what)``
-    (the items before it were given)."""
+    decoded at a time; a problem ends it as ``(number, Problem)`` (the items
+    before it were given). Raises ``NotUtf8``."""
     decoder = json.JSONDecoder()
     number = 0
     while True:
         nxt = stream.peek_non_space()
         if not nxt:
-            yield (
-                number + 1,
-                f"the file ends after {noun} {number} without closing the list (cut short: half-written?)",
-            )
+            why = f"the file ends after {noun} {number} without closing the list (cut short: half-written?)"
+            yield number + 1, Problem(why)
             return
         if nxt == "]":
             return
@@ -92,21 +118,31 @@ def array_items(stream: TextStream, noun: str) -> Iterator[tuple[int, object]]:
         while True:
             try:
                 obj, end = decoder.raw_decode(stream.buf, stream.pos)
-                break
+                if end < len(stream.buf) or not stream.fill():
+                    break  # an item ending where the text read ends may go on (a number cut in two)
+                continue
             except RecursionError:
-                yield number, f"{noun} {number} is nested too deeply to read; the rest of the file was not read"
+                yield (
+                    number,
+                    Problem(f"{noun} {number} is nested too deeply to read; the rest of the file was not read"),
+                )
                 return
             except json.JSONDecodeError as exc:
-                # Most often the piece read so far ends inside the item: read on.
-                if len(stream.buf) - stream.pos <= MAX_ITEM_CHARS and stream.fill():
+                if _incomplete(exc, stream) and len(stream.buf) - stream.pos <= MAX_ITEM_CHARS and stream.fill():
                     continue
-                if stream.eof:
+                if stream.eof and _incomplete(exc, stream):
                     why = f"is not valid JSON ({exc.msg}); the file may be cut short"
-                else:
+                elif _incomplete(exc, stream):
                     why = f"is over {MAX_ITEM_CHARS:,} characters or not valid JSON ({exc.msg})"
-                yield number, f"{noun} {number} {why}; the ones before it were read"
+                else:
+                    why = f"is not valid JSON ({exc.msg} at character {exc.pos - stream.pos} of it)"
+                yield number, Problem(f"{noun} {number} {why}; the ones before it were read")
                 return
         stream.pos = end
         yield number, obj
-        if stream.peek_non_space() == ",":
+        after = stream.peek_non_space()
+        if after == ",":
             stream.pos += 1
+        elif after not in ("]", ""):
+            yield number + 1, Problem(f"expected ',' or ']' after {noun} {number}; the ones before it were read")
+            return

@@ -174,7 +174,12 @@ def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bo
     if use_engine and (cfg.daemon_autostart or client.engine_alive(cfg.home)):
 
         def run(op: str, args: dict) -> dict:
-            if local.store is None:
+            # An engine stopping (idle, an upgrade) is asked once more: the
+            # call starts the next one. Otherwise this process serves from a
+            # Store of its own from then on.
+            for attempt in (1, 2):
+                if local.store is not None:
+                    break
                 try:
                     return client.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
                 except client.RemoteError as exc:
@@ -182,7 +187,11 @@ def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bo
                 except client.Unavailable as exc:
                     if not exc.may_redo(op):
                         raise Unanswered(unanswered_message(op, exc)) from None
+                    if exc.reason == "stopping" and attempt == 1:
+                        client.wait_gone(cfg.home, 15.0)  # then the call below starts the next one
+                        continue
                     print(f"marchdb: the warm engine cannot answer ({exc}); serving from this process", file=sys.stderr)
+                    break
             return local(op, args)
 
     else:

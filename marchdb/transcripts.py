@@ -49,6 +49,7 @@ from .importing import (
     clean_tags,
     one_line,
 )
+from .jsonstream import Problem
 from .save import MAX_NAME_CHARS
 
 #: A session or conversation in which the person typed fewer than
@@ -497,16 +498,14 @@ def conversation_item(conv: object, origin: str) -> Found:
 
 
 def conversations(path: Path) -> Iterator[tuple[int, object]]:
-    """``(number, conversation or an error text)`` of one export file,
+    """``(number, conversation or a jsonstream.Problem)`` of one export file,
     decoded one conversation at a time: the file is read in pieces, so a
     large export holds one conversation in memory, not the whole file
     (decoded, a 243 MB export with emoji took 1 GB)."""
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
-        yield (
-            0,
-            f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)",
-        )
+        why = f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)"
+        yield 0, Problem(why)
         return
     with open(path, "rb") as fh:
         stream = jsonstream.TextStream(fh)
@@ -516,12 +515,12 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
                 yield from _wrapped_export(stream)
                 return
             if first != "[":
-                yield 0, "not a JSON array of conversations: not a ChatGPT export"
+                yield 0, Problem("not a JSON array of conversations: not a ChatGPT export")
                 return
             stream.pos += 1
             yield from jsonstream.array_items(stream, "conversation")
         except jsonstream.NotUtf8 as exc:
-            yield 0, f"not UTF-8 at byte {exc.offset}"
+            yield 0, Problem(f"not UTF-8 at byte {exc.offset}")
 
 
 def _wrapped_export(stream: jsonstream.TextStream) -> Iterator[tuple[int, object]]:
@@ -529,11 +528,11 @@ def _wrapped_export(stream: jsonstream.TextStream) -> Iterator[tuple[int, object
     try:
         wrapped = json.loads(stream.rest())
     except (ValueError, RecursionError) as exc:
-        yield 0, f"not valid JSON: {exc}"
+        yield 0, Problem(f"not valid JSON: {exc}")
         return
     items = wrapped.get("conversations") if isinstance(wrapped, dict) else None
     if not isinstance(items, list):
-        yield 0, 'a JSON object without a "conversations" list: not a ChatGPT export'
+        yield 0, Problem('a JSON object without a "conversations" list: not a ChatGPT export')
         return
     yield from enumerate(items, start=1)
 
@@ -558,8 +557,8 @@ def read_chatgpt(path: Path) -> Iterator[Found]:
         try:
             for number, conv in conversations(file):
                 origin = f"{file.name}#{number}"
-                if isinstance(conv, str):
-                    yield Bad(origin if number else file.name, conv)
+                if isinstance(conv, Problem):
+                    yield Bad(origin if number else file.name, str(conv))
                 else:
                     yield _guarded(conversation_item, conv, origin)
         except OSError as exc:

@@ -164,3 +164,18 @@ def test_backups_keep_the_settings_permissions(settings):
     second = install.uninstall(settings)
     for path in (settings, first.backup, second.backup):
         assert oct(os.stat(path).st_mode & 0o777) == "0o600", path
+
+
+def test_an_install_over_one_that_kept_no_note_uninstalls_as_before(settings):
+    # An older marchdb created the event lists and kept no note: uninstall removes them emptied.
+    before = {
+        "hooks": {
+            e: [{"hooks": [{"type": "command", "command": "/old/bin/marchdb hook claude-code"}]}]
+            for e in install.EVENTS
+        }
+    }
+    settings.write_text(json.dumps(before), encoding="utf-8")
+    install.install(settings, install.hook_command())
+    assert not settings.with_name("settings.json.marchdb-install").exists()
+    install.uninstall(settings)
+    assert json.loads(settings.read_text()) == {}

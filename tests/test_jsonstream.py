@@ -10,20 +10,23 @@ from marchdb import jsonstream
 
 
 def items(path, noun="item"):
+    """``(number, item or the problem's text)``, as the ChatGPT reader consumes them."""
     with open(path, "rb") as fh:
         stream = jsonstream.TextStream(fh)
         assert stream.peek_non_space() == "["
         stream.pos += 1
         try:
-            yield from jsonstream.array_items(stream, noun)
+            for n, obj in jsonstream.array_items(stream, noun):
+                yield n, (str(obj) if isinstance(obj, jsonstream.Problem) else obj)
         except jsonstream.NotUtf8 as exc:
             yield 0, f"not UTF-8 at byte {exc.offset}"
 
 
-@pytest.mark.parametrize("piece", [1, 7, 64, 4096])
+@pytest.mark.parametrize("piece", [1, 3, 7, 64, 4096])
 def test_every_item_whatever_the_piece_size(tmp_path, monkeypatch, piece):
     monkeypatch.setattr(jsonstream, "READ_BYTES", piece)
     data = [{"n": i, "text": f"条目 {i} 🚀 " * (i % 5 + 1), "nested": [[i], {"k": None}]} for i in range(40)]
+    data += [12345, "a string item", 6.25e10, True, None]  # a number cut by a piece is read whole
     path = tmp_path / "a.json"
     path.write_bytes(b"\xef\xbb\xbf \n" + json.dumps(data, ensure_ascii=False, indent=2).encode())
     assert [obj for _, obj in items(path)] == data
@@ -40,11 +43,26 @@ def test_a_cut_short_or_broken_array_gives_the_items_before(tmp_path, monkeypatc
     assert "ends after row 2 without closing the list" in list(items(path, "row"))[-1][1]
     path.write_text('[{"a": 1}, {"a": nope}, {"a": 3}]', encoding="utf-8")
     assert [n for n, _ in items(path)] == [1, 2] and "item 2 is not valid JSON" in list(items(path))[-1][1]
+    path.write_text('[{"a": 1} {"a": 2}]', encoding="utf-8")
+    assert list(items(path))[-1] == (2, "expected ',' or ']' after item 1; the ones before it were read")
 
 
-def test_the_offset_of_a_byte_that_is_not_utf8(tmp_path, monkeypatch):
-    monkeypatch.setattr(jsonstream, "READ_BYTES", 5)
+def test_a_broken_item_is_reported_without_reading_the_rest_of_the_file(tmp_path):
     path = tmp_path / "a.json"
-    head = '[{"a": "好"}, {"a": "'.encode()
+    path.write_text('[{"a": nope}, ' + ", ".join(['{"pad": "' + "x" * 1000 + '"}'] * 20_000) + "]")
+    with open(path, "rb") as fh:
+        stream = jsonstream.TextStream(fh)
+        stream.peek_non_space()
+        stream.pos += 1
+        (got,) = list(jsonstream.array_items(stream, "item"))
+        assert "item 1 is not valid JSON" in str(got[1])
+        assert stream.read_bytes <= jsonstream.READ_BYTES  # not the 20 MB after it
+
+
+def test_the_offset_of_a_byte_that_is_not_utf8_and_the_items_before_it(tmp_path, monkeypatch):
+    path = tmp_path / "a.json"
+    head = '[{"a": "好"}, {"b": 2}, {"a": "'.encode()
     path.write_bytes(head + b"\xff" + b'"}]')
-    assert list(items(path)) == [(1, {"a": "好"}), (0, f"not UTF-8 at byte {len(head)}")]
+    for piece in (5, 4096):  # the bad byte in a later piece, or in the same one as the good items
+        monkeypatch.setattr(jsonstream, "READ_BYTES", piece)
+        assert list(items(path)) == [(1, {"a": "好"}), (2, {"b": 2}), (0, f"not UTF-8 at byte {len(head)}")]
