@@ -19,6 +19,9 @@ from collections.abc import Iterator
 READ_BYTES = 1024 * 1024
 #: The largest one item may be, in characters.
 MAX_ITEM_CHARS = 128 * 1024 * 1024
+#: Characters from the end of the text read so far where an item or an error
+#: may only mean the piece cut it ("nu" of null, "1" of 1e-07): read on first.
+NEAR_END = 32
 
 
 class NotUtf8(Exception):
@@ -77,6 +80,13 @@ class TextStream:
         self.eof = not chunk
         return bool(text) or self._bad is None or self.fill()
 
+    def fill_or_stop(self) -> bool:
+        """``fill``, but False instead of ``NotUtf8`` (raised again by the next ``fill``)."""
+        try:
+            return self.fill()
+        except NotUtf8:
+            return False
+
     def rest(self) -> str:
         """Everything left, read whole (for a small file, or a form that cannot be streamed)."""
         while self.fill():
@@ -96,8 +106,7 @@ def _incomplete(exc: json.JSONDecodeError, stream: TextStream) -> bool:
     """Whether a decoding error may only mean that the item goes on past
     what was read so far (else it is a real error, reported at once: reading
     on would hold the rest of the file in memory for nothing)."""
-    # Near the end: a literal or number cut by the piece ("nu" of null) fails there.
-    return exc.pos >= len(stream.buf) - 16 or exc.msg.startswith("Unterminated string")
+    return exc.pos >= len(stream.buf) - NEAR_END or exc.msg.startswith("Unterminated string")
 
 
 def array_items(stream: TextStream, noun: str) -> Iterator[tuple[int, object]]:
@@ -118,8 +127,10 @@ def array_items(stream: TextStream, noun: str) -> Iterator[tuple[int, object]]:
         while True:
             try:
                 obj, end = decoder.raw_decode(stream.buf, stream.pos)
-                if end < len(stream.buf) or not stream.fill():
-                    break  # an item ending where the text read ends may go on (a number cut in two)
+                # An item ending near the end of the text read so far may go on
+                # ("1" of "1e-07" cut by a piece): read on, and decode it again.
+                if end <= len(stream.buf) - NEAR_END or not stream.fill_or_stop():
+                    break
                 continue
             except RecursionError:
                 yield (
@@ -139,10 +150,15 @@ def array_items(stream: TextStream, noun: str) -> Iterator[tuple[int, object]]:
                 yield number, Problem(f"{noun} {number} {why}; the ones before it were read")
                 return
         stream.pos = end
-        yield number, obj
         after = stream.peek_non_space()
+        if after not in (",", "]", ""):
+            # Junk after it, or a number cut short ("459292." of 459292.238): not given.
+            yield number, Problem(f"{noun} {number} is not followed by ',' or ']'; the ones before it were read")
+            return
+        if not after and isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            # The file ends inside or right after a number: it may be cut short.
+            yield number, Problem(f"the file ends in {noun} {number} (cut short: half-written?)")
+            return
+        yield number, obj
         if after == ",":
             stream.pos += 1
-        elif after not in ("]", ""):
-            yield number + 1, Problem(f"expected ',' or ']' after {noun} {number}; the ones before it were read")
-            return
