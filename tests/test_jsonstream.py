@@ -18,8 +18,9 @@ def items(path, noun="item", problems_as_text=True):
         try:
             for n, obj in jsonstream.array_items(stream, noun):
                 yield n, (str(obj) if problems_as_text and isinstance(obj, jsonstream.Problem) else obj)
-        except jsonstream.NotUtf8 as exc:
-            yield 0, f"not UTF-8 at byte {exc.offset}"
+        except jsonstream.NotUtf8 as exc:  # a cut inside a character too
+            text = f"not UTF-8 at byte {exc.offset}"
+            yield 0, text if problems_as_text else jsonstream.Problem(text)
 
 
 @pytest.mark.parametrize("piece", [1, 3, 7, 64, 4096])
