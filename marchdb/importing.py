@@ -229,12 +229,7 @@ _CONSUMED = {
     "description",
     "tags",
     "tag",
-    "created_at",
-    "created",
-    "date",
-    "updated_at",
-    "updated",
-    "modified",
+    *_TIME_KEYS,
     "status",
     "source",
 }

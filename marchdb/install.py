@@ -117,11 +117,7 @@ def install(path: Path, command: str) -> InstallResult:
     legacy = (
         noted is None
         and isinstance(settings.get("hooks"), dict)
-        and any(
-            isinstance(groups, list)
-            and any(is_ours(h) for g in groups if isinstance(g, dict) for h in g.get("hooks", []))
-            for groups in settings["hooks"].values()
-        )
+        and any(isinstance(groups, list) and _ours_in(groups) for groups in settings["hooks"].values())
     )
     created = [] if "hooks" in settings else ["hooks"]
     hooks = settings.setdefault("hooks", {})
@@ -134,7 +130,7 @@ def install(path: Path, command: str) -> InstallResult:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
-        mine = [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_ours(h)]
+        mine = _ours_in(groups)
         if any(h.get("command") == command and h.get("timeout") == TIMEOUT_SECONDS for h in mine):
             continue
         _drop_ours(groups)  # an older marchdb's hook (another path): replaced, not doubled
@@ -176,6 +172,11 @@ def uninstall(path: Path) -> InstallResult:
     if os.path.lexists(record) and stat.S_ISREG(os.lstat(record).st_mode):
         record.unlink()
     return InstallResult(path, True, "", backup, tuple(removed))
+
+
+def _ours_in(groups: list) -> list[dict]:
+    """marchdb's handlers in an event's list of hook groups."""
+    return [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_ours(h)]
 
 
 def _record_path(path: Path) -> Path:

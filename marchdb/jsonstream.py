@@ -139,11 +139,12 @@ def array_items(stream: TextStream, noun: str) -> Iterator[tuple[int, object]]:
                 )
                 return
             except json.JSONDecodeError as exc:
-                if _incomplete(exc, stream) and len(stream.buf) - stream.pos <= MAX_ITEM_CHARS and stream.fill():
+                cut = _incomplete(exc, stream)
+                if cut and len(stream.buf) - stream.pos <= MAX_ITEM_CHARS and stream.fill():
                     continue
-                if stream.eof and _incomplete(exc, stream):
+                if cut and stream.eof:
                     why = f"is not valid JSON ({exc.msg}); the file may be cut short"
-                elif _incomplete(exc, stream):
+                elif cut:
                     why = f"is over {MAX_ITEM_CHARS:,} characters or not valid JSON ({exc.msg})"
                 else:
                     why = f"is not valid JSON ({exc.msg} at character {exc.pos - stream.pos} of it)"
