@@ -172,31 +172,39 @@ def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bo
 
     local = _Local(make_store, watch)
     if use_engine and (cfg.daemon_autostart or client.engine_alive(cfg.home)):
-
-        def run(op: str, args: dict) -> dict:
-            # An engine stopping (idle, an upgrade) is asked once more: the
-            # call starts the next one. Otherwise this process serves from a
-            # Store of its own from then on.
-            for attempt in (1, 2):
-                if local.store is not None:
-                    break
-                try:
-                    return client.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
-                except client.RemoteError as exc:
-                    raise remote_error(exc.kind, str(exc), exc.exit_code) from None
-                except client.Unavailable as exc:
-                    if not exc.may_redo(op):
-                        raise Unanswered(unanswered_message(op, exc)) from None
-                    if exc.reason == "stopping" and attempt == 1:
-                        client.wait_gone(cfg.home, 15.0)  # then the call below starts the next one
-                        continue
-                    print(f"marchdb: the warm engine cannot answer ({exc}); serving from this process", file=sys.stderr)
-                    break
-            return local(op, args)
-
+        run: Callable[[str, dict], dict] = through_engine(cfg, local)
     else:
         run = local
     anyio.run(mcp_wire.serve, build_server(run, cfg.index_path))
+
+
+def through_engine(cfg, local: _Local) -> Callable[[str, dict], dict]:
+    """The MCP server's way to run a tool: on the warm engine of ``cfg.home``,
+    else (from the first time it cannot answer) on ``local``, a Store of this
+    process. An engine stopping (idle, an upgrade) is asked once more, once
+    it is gone: the call starts the next one. A write the engine may have
+    taken is never done again here (``Unanswered``)."""
+    from . import client
+
+    def run(op: str, args: dict) -> dict:
+        for attempt in (1, 2):
+            if local.store is not None:
+                break
+            try:
+                return client.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
+            except client.RemoteError as exc:
+                raise remote_error(exc.kind, str(exc), exc.exit_code) from None
+            except client.Unavailable as exc:
+                if not exc.may_redo(op):
+                    raise Unanswered(unanswered_message(op, exc)) from None
+                if exc.reason == "stopping" and attempt == 1:
+                    client.wait_gone(cfg.home, 15.0)  # then the call below starts the next one
+                    continue
+                print(f"marchdb: the warm engine cannot answer ({exc}); serving from this process", file=sys.stderr)
+                break
+        return local(op, args)
+
+    return run
 
 
 def _leave(code: int) -> None:

@@ -106,9 +106,9 @@ body_sig AS MATERIALIZED (
 bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
     SELECT b.rid, b.raw FROM cand JOIN bm25_hits b ON b.rid = cand.rid
 ),
-body_len AS MATERIALIZED (
+body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
-    FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid GROUP BY c.mem_rid
+    FROM bm25_sig b CROSS JOIN chunks c ON c.mem_rid = b.rid GROUP BY c.mem_rid
 ),
 signals AS (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,

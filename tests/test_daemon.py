@@ -308,6 +308,8 @@ def test_the_engine_stops_when_its_index_is_corrupt(bm25_engine):
     bm25_engine.store.con.execute("PRAGMA shrink_memory")  # drop cached pages: the next read meets the garbage
     answer = ask(bm25_engine, "memory_recall", {"text": "Dog's medication carprofen tablet"}, None)
     assert not answer["ok"] and answer["error"]["kind"] == "index_unavailable", answer
+    message = answer["error"]["message"]  # what the client shows: the file, and what to do
+    assert str(index) in message and "damaged; run `marchdb rebuild`" in message, message
     assert bm25_engine.stopping.is_set()  # the next client starts an engine that opens it afresh
 
 

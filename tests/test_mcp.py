@@ -211,3 +211,62 @@ def test_memory_log_appends_to_the_day_through_the_server(server, mixed_vault):
     assert out["two"][1]["status"] == "appended" and out["two"][1]["id"] == out["one"][1]["id"]
     text = Path(out["two"][1]["path"]).read_text()
     assert "- Gateway timeout raised" in text and "- Second\n\nmore" in text
+
+
+def _engine_that_answers(home: Path, answers: list[bytes]):
+    """A stand-in engine on the home's socket: one connection per answer, in
+    turn; returns the thread and the requests it read."""
+    import socket
+    import threading
+
+    from marchdb import client
+
+    path = client.socket_path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+    got: list[dict] = []
+
+    def serve():
+        with listener:
+            for answer in answers:
+                conn, _ = listener.accept()
+                with conn:
+                    got.append(json.loads(conn.makefile("rb").readline()))
+                    conn.sendall(answer + b"\n")
+        path.unlink()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread, got
+
+
+STOPPING = b'{"ok": false, "error": {"kind": "stopping", "message": "the engine is stopping", "exit_code": 1}}'
+
+
+@pytest.mark.parametrize("second", ["answers", "stops too"])
+def test_an_engine_that_is_stopping_is_asked_once_more(tmp_path, mixed_vault, second, capsys):
+    # An engine going idle between two tool calls answers "stopping": the
+    # server asks the next engine, and serves from its own store only if that
+    # one cannot answer either.
+    from marchdb.config import load_config
+    from marchdb.mcp_server import _Local, through_engine
+    from marchdb.store import Store
+
+    cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, env={})
+    fine = json.dumps({"ok": True, "data": {"hints": [], "by": "the next engine"}, "ms": 1}).encode()
+    thread, got = _engine_that_answers(cfg.home, [STOPPING, fine if second == "answers" else STOPPING])
+    local = _Local(lambda: Store(cfg, use_model=False), watch=False)
+    try:
+        out = through_engine(cfg, local)("memory_recall", {"text": "Dog's medication carprofen tablet"})
+        thread.join(10)
+        assert [r["op"] for r in got] == ["memory_recall", "memory_recall"]
+        if second == "answers":
+            assert out == {"hints": [], "by": "the next engine"} and local.store is None
+        else:
+            assert [h["id"] for h in out["hints"]] == ["mem_dog"] and local.store is not None
+            assert "serving from this process" in capsys.readouterr().err
+    finally:
+        if local.store is not None:
+            local.store.close()
