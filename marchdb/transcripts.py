@@ -38,7 +38,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import fts, jsonstream
-from .importing import (
+from .jsonstream import Problem
+from .save import MAX_NAME_CHARS
+from .sources import (
     DESCRIPTION_CHARS,
     MAX_BODY_CHARS,
     SHAPE_ERRORS,
@@ -49,8 +51,6 @@ from .importing import (
     clean_tags,
     one_line,
 )
-from .jsonstream import Problem
-from .save import MAX_NAME_CHARS
 
 #: A session or conversation in which the person typed fewer than
 #: MIN_USER_CHARS characters and which holds fewer than MIN_CONVERSATION_CHARS

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from marchdb import db, notes
 from marchdb.cli import app
 from marchdb.errors import InvalidInput
-from marchdb.importing import first_sentence
+from marchdb.notefolders import first_sentence
 
 
 def put(base: Path, rel: str, text: str | bytes) -> Path:

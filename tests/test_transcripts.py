@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from marchdb import db, jsonstream, notes, transcripts
-from marchdb.importing import MAX_BODY_CHARS
+from marchdb.sources import MAX_BODY_CHARS
 from marchdb.transcripts import MAX_LINE_BYTES
 
 SESSION = "2ff46cd5-f4e7-4724-bb20-579dae7956ea"

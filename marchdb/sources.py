@@ -1,0 +1,100 @@
+"""What an import reads, item by item — shared by the readers of Markdown
+folders (``notefolders``) and of chats (``transcripts``), and by ``importing``,
+which writes the items:
+
+* ``Item`` — one memory an import would create;
+* ``Skip`` — a source item left out on purpose (with the reason);
+* ``Bad`` — one that could not be read (malformed, half-written, too large).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from .errors import InvalidInput
+from .notes import normalize_tag
+
+KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
+#: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
+NOTE_KINDS = KINDS[:3]
+#: Longest body imported, in characters (a longer conversation is cut, and the report says so):
+#: ~75 chunks, ~4 s of embedding on 2 cores. The memory points at the day and
+#: the session; the whole transcript stays where it was.
+MAX_BODY_CHARS = 60_000
+#: Longest description made from a source (it is one hint line).
+DESCRIPTION_CHARS = 300
+#: What an undocumented format may throw at a reader (a field of an
+#: unexpected type, JSON nested too deep): reported for that item, and the
+#: import goes on.
+SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+
+
+@dataclass
+class Item:
+    """One memory an import would create."""
+
+    source: str  # the idempotency key, written as `source:`
+    origin: str  # where it came from, for people (a path, path#conversation)
+    name: str
+    description: str
+    body: str
+    tags: list[str]
+    created: dt.datetime
+    updated: dt.datetime | None = None
+    status: str = "active"
+    want_id: str | None = None  # an id it should get when free (daily logs: log_YYYY-MM-DD)
+    slug: str | None = None  # its file name, when not the name's slug (daily logs: daily-log)
+    extra: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    #: The key an earlier marchdb wrote for this source (folder name + path):
+    #: a memory holding it counts as this source, imported already.
+    legacy_source: str | None = None
+    #: Other keys of the same source: a note file imported as another kind of
+    #: folder (``workspace`` then ``obsidian``) is the same file.
+    aliases: tuple[str, ...] = ()
+
+    def known_as(self, known: dict[str, str]) -> str | None:
+        """The id of the memory already imported from this source, if any."""
+        for key in (self.source, self.legacy_source, *self.aliases):
+            if key and key in known:
+                return known[key]
+        return None
+
+
+@dataclass
+class Skip:
+    """A source item that is not imported, on purpose."""
+
+    origin: str
+    reason: str
+
+
+@dataclass
+class Bad:
+    """A source item that could not be read (malformed, half-written, too large)."""
+
+    origin: str
+    detail: str
+
+
+Found = Item | Skip | Bad
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters (with an ellipsis)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def clean_tags(raw: list, fallback: str) -> list[str]:
+    """Valid tags of ``raw`` (invalid ones dropped), or ``[fallback]``."""
+    tags: list[str] = []
+    for value in raw:
+        try:
+            tag = normalize_tag(value)
+        except InvalidInput:
+            continue
+        if tag not in tags:
+            tags.append(tag)
+    return tags or [fallback]
