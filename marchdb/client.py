@@ -311,52 +311,17 @@ def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_ar
 
 # ---------------------------------------------------------------- a log of what went wrong
 
-#: Log files are rotated at this size, keeping this many old ones.
-LOG_BYTES = 256 * 1024
-LOG_KEEP = 2
-
 
 def log(home: Path, name: str, message: str) -> None:
-    """Append one line to ``$MARCH_HOME/logs/<name>.log``, rotating by size.
-    Never raises: a log that cannot be written must not break a hook."""
+    """Append one line to ``$MARCH_HOME/logs/<name>.log`` (rotated by size,
+    ``logfile.append_line``). Never raises: a log that cannot be written
+    must not break a hook."""
+    from . import logfile  # only when something is logged: most hooks log nothing
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
     with contextlib.suppress(OSError):
-        folder = home / LOG_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{name}.log"
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-        line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(path, flags, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            for _ in range(8):
-                # A writer that waited for the lock may hold a file another has
-                # just rotated away: it would rotate a second time (losing a
-                # whole log's worth) and write into the old one. Take the lock
-                # on the file now at the path instead.
-                try:
-                    current = os.stat(path).st_ino
-                except FileNotFoundError:
-                    current = None
-                if current == os.fstat(fd).st_ino:
-                    break
-                os.close(fd)
-                fd = -1  # not closed twice below if the open fails
-                fd = os.open(path, flags, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.fstat(fd).st_size + len(line) > LOG_BYTES:
-                for i in range(LOG_KEEP, 0, -1):
-                    older = folder / f"{name}.log.{i}"
-                    newer = folder / (f"{name}.log.{i - 1}" if i > 1 else f"{name}.log")
-                    with contextlib.suppress(FileNotFoundError):
-                        os.replace(newer, older)
-                os.close(fd)
-                fd = -1
-                fd = os.open(path, flags, 0o600)
-            os.write(fd, line)
-        finally:
-            if fd >= 0:
-                os.close(fd)
+        logfile.append_line(home / LOG_DIR / f"{name}.log", line)
 
 
 def read_log(home: Path, name: str, lines: int = 20) -> list[str]:

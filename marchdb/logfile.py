@@ -6,10 +6,14 @@ One JSON object a line (``at`` plus the record). A file that would pass
 log never takes more than ``(BACKUPS + 1) · MAX_BYTES``. Only files marchdb
 named are rotated, and never through a symlink.
 
-Today ``lifecycle.log`` records what ``import --apply`` created and what
-``maintain --apply`` archived (so a person can see, and undo, what changed).
-The recall and open logs live in the index and have their own bounds
+``lifecycle.log`` records what ``import --apply`` created and what
+``maintain --apply`` archived (so a person can see, and undo, what changed);
+``hooks.log`` and ``daemon.log`` are plain text lines (``client.log``: why a
+hook injected nothing, what the engine did), written here too. The recall and
+open logs live in the index and have their own bounds
 (``sql/003_lifecycle.sql``); ``doctor`` reports both.
+
+Only the standard library (a hook imports this when it logs).
 """
 
 from __future__ import annotations
@@ -45,13 +49,23 @@ def _regular(path: Path) -> bool:
 
 
 def append(path: Path, record: dict, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
-    """Append ``record`` (plus ``at``) as one JSON line, rotating first when
-    the file would pass ``max_bytes``. Safe across processes (an ``flock`` on
-    a lock file next to the log); one ``write`` of the whole line."""
+    """Append ``record`` (plus ``at``) as one JSON line (``append_line``)."""
+    line = (json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    append_line(path, line, max_bytes, backups)
+
+
+def append_line(path: Path, line: bytes, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
+    """Append ``line`` (bytes ending in a newline) to the log at ``path``,
+    rotating first when the file would pass ``max_bytes``. Safe across
+    processes: one ``flock`` on a lock file next to the log decides both the
+    rotation and the write, so a writer that waited never rotates a file
+    another has just rotated (which would lose a whole log's worth), and
+    the line goes out in one ``write``. Never through a symlink; a log path
+    that is not a regular file raises ``OSError``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-    lock = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    flags = os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    lock = os.open(f"{path}.lock", os.O_RDWR | flags, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.lexists(path) and not _regular(path):
@@ -59,7 +73,7 @@ def append(path: Path, record: dict, max_bytes: int = MAX_BYTES, backups: int = 
         size = os.lstat(path).st_size if os.path.lexists(path) else 0
         if size and size + len(line) > max_bytes:
             _rotate(path, backups)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | flags, 0o600)
         try:
             os.write(fd, line)
         finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import client, hooks
+from marchdb import client, hooks, logfile
 from marchdb.errors import Expired
 from marchdb.store import Store
 
@@ -131,8 +131,8 @@ def test_the_hook_log_is_rotated_by_size(tmp_path):
     for i in range(4000):
         client.log(tmp_path, "hooks", f"event {i} " + "x" * 100)
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
-    assert logs == ["hooks.log", "hooks.log.1", "hooks.log.2"]
-    assert all((tmp_path / "logs" / name).stat().st_size <= client.LOG_BYTES for name in logs)
+    assert logs == ["hooks.log", "hooks.log.1", "hooks.log.2", "hooks.log.lock"]
+    assert all((tmp_path / "logs" / name).stat().st_size <= logfile.MAX_BYTES for name in logs)
     assert client.read_log(tmp_path, "hooks", 1)[0].endswith("event 3999 " + "x" * 100)
 
 
@@ -274,7 +274,7 @@ def test_writers_waiting_on_a_rotation_keep_the_whole_log_budget(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), f"w{n}"]) for n in range(4)]
     assert all(p.wait(timeout=120) == 0 for p in procs)
     sizes = [(tmp_path / "logs" / name).stat().st_size for name in ("hooks.log.1", "hooks.log.2")]
-    assert all(client.LOG_BYTES * 0.9 < size <= client.LOG_BYTES for size in sizes), sizes
+    assert all(logfile.MAX_BYTES * 0.9 < size <= logfile.MAX_BYTES for size in sizes), sizes
 
 
 def test_hook_errors_go_to_the_log_of_the_home_given_with_home(tmp_path):

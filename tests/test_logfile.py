@@ -37,6 +37,20 @@ def test_a_log_path_that_is_a_symlink_is_refused(tmp_path):
     assert target.read_text() == "not ours\n"
 
 
+def test_a_lock_file_that_is_a_symlink_is_never_followed(tmp_path):
+    # O_CREAT through a link would create (or open) a file anywhere the link points.
+    (tmp_path / "logs").mkdir()
+    os.symlink(tmp_path / "created-elsewhere", tmp_path / "logs" / "hooks.log.lock")
+    with pytest.raises(OSError):
+        logfile.append_line(tmp_path / "logs" / "hooks.log", b"line\n")
+    assert not (tmp_path / "created-elsewhere").exists() and not (tmp_path / "logs" / "hooks.log").exists()
+
+
+def test_log_files_are_private_to_their_user(tmp_path):
+    logfile.append(tmp_path / "logs" / "lifecycle.log", {"op": "x"})
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in (tmp_path / "logs").iterdir())
+
+
 def test_doctor_reports_the_size_of_every_log(tmp_path, vault):
     from typer.testing import CliRunner
 
