@@ -128,6 +128,13 @@ def _print(text: str | tuple[str, str]) -> None:
     typer.echo(out, nl=False)
 
 
+def _shown(text: object) -> str:
+    """``text`` for one terminal line: control characters (a newline in a
+    file name, an escape sequence that would drive the terminal) and bytes
+    that are not UTF-8 are shown escaped (``\\n``, ``\\x1b``, ``\\udce9``)."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+
+
 def _emit(data: dict) -> None:
     typer.echo(json.dumps(data, ensure_ascii=False, default=str))
 

@@ -18,6 +18,7 @@ from .cli import (
     _Progress,
     _read_stdin_body,
     _say_notices,
+    _shown,
     _store,
     app,
     command,
@@ -81,9 +82,9 @@ def import_(
         for row in rows[: shown[action]]:
             where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
             detail = f": {row['detail']}" if row.get("detail") else ""
-            typer.echo(f"{action:8} {row['origin']}{where}{detail}")
+            typer.echo(_shown(f"{action:8} {row['origin']}{where}{detail}"))
             for warning in row.get("warnings") or []:
-                typer.echo(f"         warning: {warning}")
+                typer.echo(_shown(f"         warning: {warning}"))
         if len(rows) > shown[action]:
             typer.echo(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
     if data["applied"]:

@@ -22,21 +22,37 @@ def format_time(when: dt.datetime) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     when = when.astimezone(dt.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    # The year by hand: strftime writes year 1 as "1", which is not ISO 8601.
+    return f"{when.year:04d}-" + when.strftime("%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def in_calendar(when: dt.datetime | None) -> dt.datetime | None:
+    """``when`` (aware) if marchdb can keep it, else None: a time must convert
+    to UTC and to any local zone without leaving the years ``datetime``
+    knows (1 to 9999) — a source's ``9999-12-31T23:59:59-05:00`` is year
+    10000 in UTC, and ``0001-01-01T00:00Z`` is year 0 in New York."""
+    if when is None:
+        return None
+    try:
+        year = when.astimezone(dt.UTC).year
+    except (OverflowError, ValueError):
+        return None
+    return when if 1 < year < 9999 else None
 
 
 def parse_time(value: object) -> dt.datetime | None:
     """Best-effort read of a timestamp (YAML may already give a datetime or a
-    date); None when it is not one. Naive times are taken as UTC."""
+    date); None when it is not one, or not one marchdb can keep
+    (``in_calendar``). Naive times are taken as UTC."""
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return in_calendar(value if value.tzinfo else value.replace(tzinfo=dt.UTC))
     if isinstance(value, dt.date):
-        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC)
+        return in_calendar(dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC))
     if isinstance(value, str) and value.strip():
         text = value.strip().replace("Z", "+00:00")
         try:
             parsed = dt.datetime.fromisoformat(text)
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        return in_calendar(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC))
     return None

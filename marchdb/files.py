@@ -36,6 +36,7 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 #: Hidden temp files of atomic writes (sync, the watcher and search skip them).
 TEMP_PREFIX = ".marchdb-tmp-"
@@ -232,6 +233,23 @@ def read_file(path: Path, limit: int, root: Path | None = None) -> tuple[bytes, 
         return b"".join(chunks), st
     finally:
         os.close(fd)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading as a binary file object, when it is a
+    regular file: never through a symlink (``ELOOP``), never blocking on a
+    FIFO or a device (``EINVAL``: "not a regular file"). For sources read
+    in a stream (an import's chat files); ``read_file`` reads a whole file."""
+    flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def safe_folder(root: Path, rel_dir: str | os.PathLike, create: bool = False) -> Path:

@@ -49,7 +49,7 @@ from .clock import format_time, parse_time
 from .errors import FileError, InvalidInput
 from .files import is_inside
 from .notefolders import read_notes
-from .notes import Note, new_id
+from .notes import BadNote, Note, new_id, parse_note, render_note
 from .save import create_file
 from .sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip
 from .sync import sync_files
@@ -129,6 +129,10 @@ def check_source(kind: object, path: object, root: Path) -> Path:
     source = Path(os.path.expanduser(str(path))).absolute()
     if not source.exists():
         raise InvalidInput(f"{source} does not exist; give the file or folder to import")
+    if not source.is_dir() and not source.is_file():
+        raise InvalidInput(
+            f"{source} is not a file or a folder (a FIFO, a socket, a device?); give the file or folder to import"
+        )
     if is_inside(str(root), str(source)):
         raise InvalidInput(
             f"{source} is inside the memory root {root}; its files are indexed already (import from outside the root)"
@@ -175,6 +179,8 @@ class Importer:
                 report.rows.append(Row("skip", thing.origin, detail=thing.reason))
             elif isinstance(thing, Bad):
                 report.rows.append(Row("problem", thing.origin, detail=thing.detail))
+            elif (problem := self._check(thing)) is not None:
+                report.rows.append(Row("problem", thing.origin, thing.source, detail=problem))
             elif thing.source in seen:
                 report.rows.append(
                     Row("skip", thing.origin, thing.source, detail="the same source appears twice in this import")
@@ -239,7 +245,7 @@ class Importer:
                     taken.add(mem_id)
                     try:
                         rel = self._create(item, mem_id)
-                    except InvalidInput as exc:  # too large once rendered
+                    except (InvalidInput, ValueError, OverflowError) as exc:  # too large once rendered
                         row.action, row.detail = "problem", str(exc)
                         continue
                     written.append(rel)
@@ -249,9 +255,9 @@ class Importer:
                     sync_files(self.con, self.root, self.index_path, written)
                     report.created_rels.extend(written)
 
-    def _create(self, item: Item, mem_id: str) -> str:
+    def _note(self, item: Item, mem_id: str) -> Note:
         created = format_time(item.created)
-        note = Note(
+        return Note(
             id=mem_id,
             name=item.name,
             description=item.description,
@@ -262,4 +268,67 @@ class Importer:
             body=item.body if item.body.endswith("\n") else item.body + "\n",
             extra={"source": item.source, **item.extra},
         )
-        return create_file(self.root, note, item.created.astimezone(), slug=item.slug)
+
+    def _check(self, item: Item) -> str | None:
+        """Why ``item`` cannot become a memory file (None: it can). Its text is
+        made storable first (``_storable``); then the file it would become is
+        read back as sync reads it: anything sync would refuse or flag (YAML
+        aliases, a frontmatter too large or too deep, a time out of range,
+        fields that do not read back as written) is this item's problem —
+        written, it would be a broken memory, and each import would write it
+        again, its source never found."""
+        _storable(item)
+        try:
+            note = self._note(item, new_id(item.name, item.created))
+            data = render_note(note).encode("utf-8")
+            back = parse_note(data)
+        except (BadNote, ValueError, OverflowError, RecursionError) as exc:
+            why = exc.problem.detail if isinstance(exc, BadNote) else f"{type(exc).__name__}: {exc}"
+            return f"cannot be written as a memory: {why}"
+        if back.problems:
+            return "cannot be written as a memory: " + "; ".join(p.detail for p in back.problems)
+        for key in ("id", "name", "description", "tags", "status", "created_at", "updated_at"):
+            if getattr(back, key) != getattr(note, key):
+                return f"cannot be written as a memory: its {key} would not read back as written"
+        if back.extra.get("source") != item.source:
+            return "cannot be written as a memory: its source key would not read back as written"
+        return None
+
+    def _create(self, item: Item, mem_id: str) -> str:
+        return create_file(self.root, self._note(item, mem_id), item.created.astimezone(), slug=item.slug)
+
+
+def _storable(item: Item) -> None:
+    """Make ``item``'s text storable, saying so in its warnings: a lone
+    surrogate (``"\\ud800"`` in JSON, half an emoji) and NUL characters
+    become U+FFFD; control characters in its source key are escaped
+    (``%0A``), so the key reads back from YAML exactly as written."""
+    changed = False
+
+    def fix(value):
+        nonlocal changed
+        if isinstance(value, str):
+            clean = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\x00", "\ufffd")
+            changed = changed or clean != value
+            return clean
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        if isinstance(value, dict):
+            return {fix(k): fix(v) for k, v in value.items()}
+        return value
+
+    item.name, item.description, item.body = fix(item.name), fix(item.description), fix(item.body)
+    item.tags, item.extra = fix(item.tags), fix(item.extra)
+    if changed:
+        item.warnings.append("text that is not Unicode (a lone surrogate) or NUL characters were replaced by U+FFFD")
+    raw = (item.source, *item.aliases)
+    item.source = _key(item.source)
+    # The raw keys stay known: an earlier import may have stored one that read back.
+    item.aliases = tuple(dict.fromkeys(k for k in (*(_key(a) for a in item.aliases), *raw) if k != item.source))
+
+
+def _key(source: str) -> str:
+    return "".join(
+        c if c.isprintable() or c == " " else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+        for c in source
+    )

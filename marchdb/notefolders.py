@@ -21,10 +21,22 @@ from pathlib import Path
 import yaml
 
 from .capture import LOG_TAG, describe, entry_titles, log_id, log_name
-from .clock import parse_time
-from .notes import MAX_FILE_BYTES, normalize_tags, slugify
+from .clock import in_calendar, parse_time
+from .files import read_file
+from .notes import MAX_FILE_BYTES, YAML_LOADER, normalize_tags, priority_value, slugify
 from .save import MAX_NAME_CHARS, STATUSES
-from .sources import DESCRIPTION_CHARS, NOTE_KINDS, SHAPE_ERRORS, Bad, Found, Item, Skip, clean_tags, one_line
+from .sources import (
+    DESCRIPTION_CHARS,
+    NOTE_KINDS,
+    SHAPE_ERRORS,
+    Bad,
+    Found,
+    Item,
+    Skip,
+    clean_tags,
+    one_line,
+    unreadable,
+)
 
 WORKSPACE_FOLDERS = {
     "decisions": ["decision"],
@@ -99,7 +111,11 @@ def _split_frontmatter(text: str) -> tuple[dict, str]:
     if end is None:
         raise ValueError("the frontmatter has no closing '---' line (a half-written file?)")
     try:
-        meta = yaml.safe_load("\n".join(lines[1:end])) or {}
+        # marchdb's own loader: no aliases (a few bytes can expand to billions of values)
+        meta = yaml.load("\n".join(lines[1:end]), Loader=YAML_LOADER) or {}
+    except yaml.MarkedYAMLError as exc:
+        where = f" (line {exc.problem_mark.line + 2})" if exc.problem_mark else ""
+        raise ValueError(f"the frontmatter is not valid YAML: {exc.problem or exc.context}{where}") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"the frontmatter is not valid YAML: {' '.join(str(exc).split())[:200]}") from None
     except ValueError as exc:  # e.g. an impossible date
@@ -149,9 +165,11 @@ def _time_of(meta: dict, *keys: str) -> dt.datetime | None:
 
 def _day_of(text: str) -> dt.date | None:
     try:
-        return dt.date.fromisoformat(text)
+        day = dt.date.fromisoformat(text)
     except ValueError:  # 2026-02-30.md: an ordinary note
         return None
+    # 9999-12-31.md: its times would leave the calendar in some time zones
+    return day if in_calendar(dt.datetime(day.year, day.month, day.day, 12, tzinfo=dt.UTC)) else None
 
 
 def _entry_time(day: dt.date, body: str, last: bool = False) -> dt.datetime:
@@ -171,14 +189,13 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     reason = _special(kind, rel)
     if reason:
         return Skip(origin, reason)
-    path = base / rel
     try:
-        st = os.lstat(path)
-        if st.st_size > MAX_FILE_BYTES:
-            return Bad(origin, f"{st.st_size:,} bytes; a memory is limited to {MAX_FILE_BYTES:,}: split it first")
-        data = path.read_bytes()
+        # Regular files only, never through a link, never blocking on a FIFO.
+        data, st = read_file(base / rel, MAX_FILE_BYTES, root=base)
     except OSError as exc:
-        return Bad(origin, f"cannot read: {exc.strerror or exc}")
+        return Bad(origin, unreadable(exc))
+    if len(data) > MAX_FILE_BYTES:
+        return Bad(origin, f"{st.st_size:,} bytes; a memory is limited to {MAX_FILE_BYTES:,}: split it first")
     if b"\x00" in data[:8192]:
         return Bad(origin, "a binary file named .md")
     try:
@@ -243,6 +260,8 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         value = meta.get(key)
         if value is not None and not (key == "status" and isinstance(value, str) and value.strip().lower() in STATUSES):
             extra[f"original_{key}"] = value
+    if "priority" in extra and priority_value(extra["priority"]) is None:  # another tool's words for it
+        extra["original_priority"] = extra.pop("priority")
     if isinstance(meta.get("status"), str) and meta["status"].strip().lower() in STATUSES and status == "active":
         status = meta["status"].strip().lower()
     return Item(

@@ -10,6 +10,7 @@ which writes the items:
 from __future__ import annotations
 
 import datetime as dt
+import errno
 from dataclasses import dataclass, field
 
 from .errors import InvalidInput
@@ -27,7 +28,7 @@ DESCRIPTION_CHARS = 300
 #: What an undocumented format may throw at a reader (a field of an
 #: unexpected type, JSON nested too deep): reported for that item, and the
 #: import goes on.
-SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
+SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError)
 
 
 @dataclass
@@ -98,3 +99,12 @@ def clean_tags(raw: list, fallback: str) -> list[str]:
         if tag not in tags:
             tags.append(tag)
     return tags or [fallback]
+
+
+def unreadable(exc: OSError) -> str:
+    """Why a source file could not be read, for its problem line."""
+    if exc.errno == errno.ELOOP:
+        return "a symlink; links are not followed"
+    if exc.errno == errno.EINVAL:
+        return "not a regular file (a FIFO, a socket, a device?); only files are read"
+    return f"cannot read: {exc.strerror or exc}"

@@ -38,6 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import fts, jsonstream
+from .clock import in_calendar, parse_time
+from .files import open_regular
 from .jsonstream import Problem
 from .save import MAX_NAME_CHARS
 from .sources import (
@@ -50,6 +52,7 @@ from .sources import (
     Skip,
     clean_tags,
     one_line,
+    unreadable,
 )
 
 #: A session or conversation in which the person typed fewer than
@@ -107,13 +110,10 @@ def _when(value: object) -> dt.datetime | None:
     """An ISO-8601 timestamp or epoch seconds as an aware datetime (None if neither)."""
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return dt.datetime.fromtimestamp(float(value), dt.UTC)
-        if isinstance(value, str) and value.strip():
-            parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+            return in_calendar(dt.datetime.fromtimestamp(float(value), dt.UTC))
     except (ValueError, OverflowError, OSError):
         return None
-    return None
+    return parse_time(value) if isinstance(value, str) else None
 
 
 def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin: str) -> tuple[str, list[str]]:
@@ -231,7 +231,7 @@ def _assistant_text(content: object) -> str:
 
 def _lines(path: Path) -> Iterator[tuple[int, object]]:
     """``(line number, parsed object or an error text)`` of a JSONL file, streamed."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         number = 0
         while True:
             line = fh.readline(MAX_LINE_BYTES + 1)
@@ -304,8 +304,8 @@ def read_session(path: Path, origin: str) -> Found:
             cwd = cwd or (obj.get("cwd") if isinstance(obj.get("cwd"), str) else None)
             branch = branch or (obj.get("gitBranch") if obj.get("gitBranch") not in (None, "", "HEAD") else None)
             when = _when(obj.get("timestamp"))
-            if when is not None:
-                first, last = first or when, when
+            if when is not None:  # lines are not always in time order
+                first, last = min(first or when, when), max(last or when, when)
             message = _dict(obj.get("message"))
             if kind == "user":
                 text = _user_text(message.get("content"))
@@ -325,7 +325,7 @@ def read_session(path: Path, origin: str) -> Found:
                     turns.append(("Assistant", when, text))
                 last_msg_id = msg_id
     except OSError as exc:
-        return Bad(origin, f"cannot read: {exc.strerror or exc}")
+        return Bad(origin, unreadable(exc))
     warnings = (
         [f"{bad_lines} lines left out: {errors[0]}" + (f"; … {errors[-1]}" if len(errors) > 1 else "")]
         if errors
@@ -502,12 +502,12 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
     decoded one conversation at a time: the file is read in pieces, so a
     large export holds one conversation in memory, not the whole file
     (decoded, a 243 MB export with emoji took 1 GB)."""
-    size = path.stat().st_size
-    if size > MAX_JSON_BYTES:
-        why = f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)"
-        yield 0, Problem(why)
-        return
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_JSON_BYTES:
+            why = f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)"
+            yield 0, Problem(why)
+            return
         stream = jsonstream.TextStream(fh)
         try:
             first = stream.peek_non_space()
@@ -540,11 +540,12 @@ def _wrapped_export(stream: jsonstream.TextStream) -> Iterator[tuple[int, object
 def export_files(path: Path) -> list[Path]:
     """The export files of ``path``: the file itself, or a folder's
     ``conversations.json`` and split ``conversations-NNN.json`` files."""
-    if path.is_file():
+    if not path.is_dir():
         return [path]
-    files = sorted(p for p in path.iterdir() if _SPLIT_EXPORT.match(p.name) and p.is_file() and not p.is_symlink())
+    # Links and other non-files are listed too: reading them says why they are left out.
+    files = sorted(p for p in path.iterdir() if _SPLIT_EXPORT.match(p.name))
     single = path / "conversations.json"
-    return ([single] if single.is_file() and not single.is_symlink() else []) + files
+    return ([single] if os.path.lexists(single) else []) + files
 
 
 def read_chatgpt(path: Path) -> Iterator[Found]:
@@ -562,4 +563,4 @@ def read_chatgpt(path: Path) -> Iterator[Found]:
                 else:
                     yield _guarded(conversation_item, conv, origin)
         except OSError as exc:
-            yield Bad(file.name, f"cannot read: {exc.strerror or exc}")
+            yield Bad(file.name, unreadable(exc))

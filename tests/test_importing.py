@@ -331,3 +331,34 @@ def test_a_note_file_is_one_source_whatever_kind_imports_it(vault, store, worksp
         "memory/INDEX.md",
     }
     assert store.import_("typed", workspace, apply=True, embed=False)["created"] == 0
+
+
+def test_notes_marchdb_would_refuse_are_problems_and_a_second_import_writes_nothing(vault, store, tmp_path):
+    # Each of these was written into the vault, refused or flagged by sync, and
+    # written again by every later import (its source never found).
+    src = tmp_path / "notes"
+    put(src, "alias.md", "---\na: &x [1, 2]\nb: *x\n---\n# Alias note\nSome text.\n")
+    put(src, "bigfm.md", f'---\nbig: "{"y" * 70_000}"\n---\n# Big FM\nx\n')
+    put(src, "deep.md", "---\nd: " + "[" * 12 + "]" * 12 + "\n---\n# Deep\nx\n")
+    put(
+        src,
+        "prio.md",
+        "---\npriority: urgent\nupdated: 9999-12-31T23:59:59-05:00\ncreated: 0001-01-01T00:00:00Z\n---\n# P\nx\n",
+    )
+    put(src, "two\nlines/n.md", "# NL\nA note in a folder whose name holds a newline.\n")
+    (src / "caf\udce9.md").write_bytes(b"# Cafe\nA note whose name is not UTF-8.\n")
+    put(src, "memory/9999-12-31.md", "### 23:59 - x\nhello\n")
+    os.mkfifo(src / "pipe.md")
+    first = store.import_("obsidian", src, apply=True, embed=False)
+    actions = {r["origin"]: (r["action"], r["detail"] or "") for r in first["items"]}
+    assert actions["alias.md"][0] == "problem" and "alias" in actions["alias.md"][1]
+    assert actions["bigfm.md"][0] == "problem" and "65,536" in actions["bigfm.md"][1]
+    assert actions["deep.md"][0] == "problem" and "nested" in actions["deep.md"][1]
+    assert actions["pipe.md"] == ("problem", "not a regular file (a FIFO, a socket, a device?); only files are read")
+    assert first["created"] == 4  # prio, the newline folder, the undecodable name, the far-future day file
+    problems = db.rows(store.con, "SELECT * FROM diag_problems WHERE kind != 'missing_vector'")
+    assert problems == []
+    prio = next(p for p in vault.root.rglob("*.md") if "\npriority" not in p.read_text() and "urgent" in p.read_text())
+    assert "original_priority: urgent" in prio.read_text()  # another tool's word, kept under another name
+    again = store.import_("obsidian", src, apply=True, embed=False)
+    assert again["created"] == 0 and again["skipped"] == 4

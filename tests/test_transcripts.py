@@ -12,11 +12,13 @@ node, a regenerated branch, ``multimodal_text``).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from marchdb import db, jsonstream, notes, transcripts
+from marchdb.errors import InvalidInput
 from marchdb.sources import MAX_BODY_CHARS
 from marchdb.transcripts import MAX_LINE_BYTES
 
@@ -592,3 +594,44 @@ def test_a_chatgpt_export_is_read_in_pieces(tmp_path, monkeypatch):
     ):
         path.write_bytes(data)
         assert str(list(transcripts.conversations(path))[-1][1]) == f"not UTF-8 at byte {at}", at
+
+
+def test_one_unstorable_item_is_a_problem_of_its_own_and_the_rest_is_imported(vault, store, tmp_path):
+    # An update time in year 10000 (UTC), a lone surrogate and a NUL in titles
+    # ended the whole import with a traceback; each is now that item's matter.
+    far = conversation("far")
+    far["update_time"] = "9999-12-31T23:59:59-05:00"
+    surrogate, nul = conversation("sur", title="x \ud800 y"), conversation("nul", title="nul\u0000title")
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([conversation("ok"), far, surrogate, nul]))
+    out = store.import_("chatgpt", path, apply=True, embed=False)
+    assert [r["action"] for r in out["items"]] == ["created"] * 4, out["items"]
+    assert "replaced by U+FFFD" in " ".join(out["items"][2]["warnings"] + out["items"][3]["warnings"])
+    found = memories(store)
+    problems = db.rows(store.con, "SELECT * FROM diag_problems WHERE kind != 'missing_vector'")
+    assert len(found) == 4 and not problems, problems
+    assert store.import_("chatgpt", path, apply=True, embed=False)["created"] == 0  # every source found again
+    cc = tmp_path / "cc"
+    lines = cc_lines("far-session")
+    lines[-1]["timestamp"] = "9999-12-31T23:59:59-05:00"
+    write_jsonl(cc / "far-session.jsonl", lines)
+    assert store.import_("claude-code", cc, apply=True, embed=False)["created"] == 1
+
+
+def test_fifos_and_links_in_a_chat_source_are_reported_never_waited_on(vault, store, tmp_path):
+    cc = tmp_path / "cc"
+    write_jsonl(cc / "real.jsonl", cc_lines("real-session"))
+    os.mkfifo(cc / "pipe.jsonl")
+    export = tmp_path / "export"
+    export.mkdir()
+    os.mkfifo(export / "conversations-000.json")
+    (tmp_path / "elsewhere.json").write_text(json.dumps([conversation("x")]))
+    os.symlink(tmp_path / "elsewhere.json", export / "conversations.json")
+    out = store.import_("claude-code", cc)  # returns: a FIFO is never opened for reading
+    assert {(r["origin"], r["action"]) for r in out["items"]} == {("pipe.jsonl", "problem"), ("real.jsonl", "create")}
+    assert "not a regular file" in next(r["detail"] for r in out["items"] if r["action"] == "problem")
+    details = sorted(r["detail"] for r in store.import_("chatgpt", export)["items"])
+    assert details[0] == "a symlink; links are not followed" and "not a regular file" in details[1]
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(InvalidInput, match="not a file or a folder"):
+        store.import_("chatgpt", tmp_path / "fifo.json")
