@@ -43,7 +43,6 @@ from .notes import (
     bucket_path,
     format_time,
     parse_note,
-    render_note,
 )
 from .save import RACE_RETRIES, create_file
 from .sync import sync_files
@@ -106,7 +105,10 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidInput(f"the {label} holds characters that are not valid Unicode") from None
-    one_line = " ".join(title.split())
+    # Control characters (an escape sequence, a bell) are no part of a title.
+    one_line = " ".join("".join(c if c.isprintable() else " " for c in title).split())
+    if not one_line:
+        raise InvalidInput("the title holds only control characters; give the entry a title in words")
     if len(one_line) > MAX_TITLE_CHARS:
         raise InvalidInput(
             f"the title is {len(one_line)} characters; the limit is {MAX_TITLE_CHARS}, put details in the text"
@@ -211,7 +213,9 @@ class Logger:
         wherever a full scan finds its id (the user may have moved it)."""
         sync_files(self.con, self.root, self.index_path, [usual])
         holders = db.file_holders(self.con, mem_id)
-        if not holders:
+        if len(holders) != 1:
+            # None here, or several: the index may be behind (a copy deleted
+            # since, as the conflict message asked); a full scan decides.
             sync_files(self.con, self.root, self.index_path)
             holders = db.file_holders(self.con, mem_id)
         if len(holders) > 1:
@@ -244,8 +248,15 @@ class Logger:
             body = note.body.rstrip() + "\n\n" + entry if note.body.strip() else entry
             new = replace(note, body=body, description=describe(day, entry_titles(body)), updated_at=stamp, problems=[])
             fields = ["body"] + (["description"] if new.description != note.description else [])
-            edited = edit_note(text, new, fields)
-            data = (edited if edited is not None else render_note(new)).encode("utf-8")
+            why: list[str] = []
+            edited = edit_note(text, new, fields, why)
+            if edited is None:  # as save does: rewritten whole, a hand-edited log would lose its comments and layout
+                raise FileError(
+                    f"cannot append to {path} in place: {why[0] if why else 'its layout is unusual'}; nothing was "
+                    "written: write its frontmatter as one `key: value` field per line between two '---' lines, "
+                    "then log again"
+                )
+            data = edited.encode("utf-8")
             if len(data) > MAX_FILE_BYTES:
                 raise InvalidInput(
                     f"{mem_id} would grow past {MAX_FILE_BYTES:,} bytes; save this as a memory of its own (marchdb save)"

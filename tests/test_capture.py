@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from marchdb import db, notes
 from marchdb.capture import DESCRIPTION_CHARS, MAX_TITLE_CHARS, describe
 from marchdb.cli import app
-from marchdb.errors import Conflict, InvalidInput
+from marchdb.errors import Conflict, FileError, InvalidInput
 from marchdb.store import Store
 
 DAY = dt.datetime(2026, 11, 3, 9, 15, tzinfo=dt.UTC).astimezone()  # local, like the log itself
@@ -152,6 +152,7 @@ def test_bad_input_and_conflicts_write_nothing(vault, store):
         ("x" * (MAX_TITLE_CHARS + 1), None, "the limit is 200"),
         ("ok", "y" * (64 * 1024 + 1), "save long material"),
         ("ok", 5, "text must be text"),
+        ("\x1b\x07\x08", None, "only control characters"),
     ]:
         with pytest.raises(InvalidInput, match=words):
             store.log(title, text, embed=False, now=at(9))
@@ -160,6 +161,21 @@ def test_bad_input_and_conflicts_write_nothing(vault, store):
     vault.memory("b.md", "log_2026-11-03")
     with pytest.raises(Conflict, match="2 files hold id log_2026-11-03"):
         store.log("x", embed=False, now=at(9))
+    (vault.root / "b.md").unlink()  # as the message asks: the next entry goes in, no sync needed
+    assert store.log("x", embed=False, now=at(9))["status"] == "appended"
+
+
+def test_a_log_whose_frontmatter_cannot_be_edited_in_place_is_never_rewritten(vault, store):
+    store.log("first", embed=False, now=at(9))
+    path = vault.root / "2026/11/week1/2026-11-03-daily-log.md"
+    text = path.read_text()
+    stamp = re.search(r"^updated_at: .*$", text, re.M).group(0)
+    edited = text.replace("status: active\n", "status: active  # my note\nmood: good  # keep\n")
+    edited = edited.replace(stamp + "\n", f"{stamp}\n{stamp}\n")  # a field twice: no safe place to edit
+    path.write_text(edited)
+    with pytest.raises(FileError, match="cannot append to .* in place: .*nothing was written"):
+        store.log("second", embed=False, now=at(10))
+    assert path.read_text() == edited  # comments, order and the duplicate as the person left them
 
 
 def test_an_archived_log_still_takes_entries_and_says_so(vault, store):
