@@ -296,6 +296,15 @@ def remove_index_files(path: str | os.PathLike) -> None:
             ) from None
 
 
+def _adopt(con: apsw.Connection) -> None:
+    """Mark an exported copy (``marchdb export``) that a home now uses as its
+    index: from then on it holds that home's logs, and another export with
+    ``--force`` must not replace it (``export.check_target``)."""
+    if get_meta(con, "exported_at") and not get_meta(con, "adopted_at"):
+        with contextlib.suppress(apsw.ReadOnlyError, apsw.BusyError), transaction(con):
+            set_meta(con, "adopted_at", utc_now_iso())
+
+
 def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
     """Open (creating or rebuilding as needed) the index at ``path``.
 
@@ -341,6 +350,7 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
             f"cannot open the index {path}: {exc}; check the file's and folder's permissions"
         ) from None
     if state == "current":
+        _adopt(con)
         return con, None
     with writer_lock(path):
         state = _schema_state(con)  # another process may have done it meanwhile

@@ -9,9 +9,9 @@ uses the copy as its index without embedding anything again.
 
 Safety: the copy is written to a temporary name beside the target and then
 renamed over it, so a crash never leaves a half file under the name; an
-existing file is replaced only with ``force`` and only when it is a marchdb
-index (an earlier export); nothing is written inside the memory root; a
-symlink is never followed.
+existing file is replaced only with ``force`` and only when it is an earlier
+export that no home has taken as its index (nor has open); nothing is
+written inside the memory root; a symlink is never followed.
 """
 
 from __future__ import annotations
@@ -29,19 +29,26 @@ from .errors import FileError, InvalidInput
 from .files import fsync_dir, is_inside, place_new
 
 
-def _is_marchdb_index(path: Path) -> bool:
-    """Whether ``path`` is an SQLite file with marchdb's ``meta`` table."""
+def _is_earlier_export(path: Path) -> bool:
+    """Whether ``path`` is a copy ``marchdb export`` wrote that no home has
+    taken as its index since (``db._adopt``): the one file ``--force`` may
+    replace. A home's own index — in use or not — is never one."""
     try:
         con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     except apsw.Error:
         return False
     try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_hash'").fetchone()
-        return row is not None
+        found = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('exported_at', 'adopted_at')").fetchall())
+        return "exported_at" in found and "adopted_at" not in found
     except apsw.Error:
         return False
     finally:
         con.close()
+
+
+#: Names SQLite gives a database's companion files: a file of that name
+#: beside a database is taken for its journal (and deleted, or rolled back).
+_COMPANIONS = ("-journal", "-wal", "-shm")
 
 
 def check_target(cfg: Config, dest: str | os.PathLike, force: bool) -> Path:
@@ -57,8 +64,13 @@ def check_target(cfg: Config, dest: str | os.PathLike, force: bool) -> Path:
             f"{target} is inside the memory root {cfg.memory_root}; marchdb writes nothing there, choose another folder"
         )
     index = os.path.realpath(cfg.index_path)
-    if os.path.realpath(target) in (index, index + "-wal", index + "-shm", index + ".lock"):
+    if os.path.realpath(target) in (index, index + ".lock", *(index + c for c in _COMPANIONS)):
         raise InvalidInput(f"{target} is the index itself; export to another file")
+    if target.name.endswith(_COMPANIONS):
+        raise InvalidInput(
+            f"{target.name} ends like a name SQLite gives a database's journal, which it would take for one "
+            "(and delete); choose a name ending in .sqlite"
+        )
     if target.is_dir():
         raise InvalidInput(f"{target} is a folder; give the name of the file to write in it")
     if target.is_symlink():
@@ -66,10 +78,16 @@ def check_target(cfg: Config, dest: str | os.PathLike, force: bool) -> Path:
     if target.exists():
         if not force:
             raise InvalidInput(f"{target} exists; pass --force to replace it (only an earlier export is replaced)")
-        if not target.is_file() or not _is_marchdb_index(target):
+        if not target.is_file() or not _is_earlier_export(target):
             raise InvalidInput(
-                f"{target} exists and is not a marchdb index; marchdb never overwrites a file it did not "
-                "create, choose another name"
+                f"{target} exists and is not an earlier export (another file, or an index a marchdb home "
+                "uses: replacing it would lose that home's logs); marchdb never overwrites such a file, "
+                "choose another name"
+            )
+        if any(os.path.lexists(f"{target}{c}") for c in _COMPANIONS):
+            raise InvalidInput(
+                f"{target} is open in another program (it has a journal or -wal file beside it); "
+                "close that program or choose another name"
             )
     return target
 

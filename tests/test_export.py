@@ -84,7 +84,7 @@ def test_export_refuses_what_it_must_not_write(tmp_path, mixed_vault):
     refused = cli("export", str(stranger))
     assert refused.exit_code == 2 and "exists; pass --force" in refused.stderr
     refused = cli("export", str(stranger), "--force")
-    assert refused.exit_code == 2 and "is not a marchdb index" in refused.stderr
+    assert refused.exit_code == 2 and "is not an earlier export" in refused.stderr
     assert stranger.read_text() == "mine"
     inside = cli("export", str(mixed_vault.root / "index.sqlite"))
     assert inside.exit_code == 2 and "inside the memory root" in inside.stderr
@@ -105,3 +105,19 @@ def test_export_refuses_what_it_must_not_write(tmp_path, mixed_vault):
     assert cli("export", str(out)).exit_code == 2
     assert _js(cli("export", str(out), "--force", "--json"))["memories"] == 5
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file left
+    # Another home's index (live, or taken from an export) is never an earlier export: its logs would go.
+    other = _cli(tmp_path / "other", mixed_vault.root)
+    other("sync")
+    refused = cli("export", str(tmp_path / "other" / "index.sqlite"), "--force")
+    assert refused.exit_code == 2 and "is not an earlier export" in refused.stderr
+    adopted = tmp_path / "adopted"
+    adopted.mkdir()
+    (adopted / "config.json").write_text(json.dumps({"indexPath": str(out)}))
+    assert _cli(adopted, mixed_vault.root)("status").exit_code == 0  # a home takes the export as its index
+    refused = cli("export", str(out), "--force")
+    assert refused.exit_code == 2 and "is not an earlier export" in refused.stderr
+    # SQLite takes <db>-journal for a journal and deletes it: such names are refused.
+    refused = cli("export", str(tmp_path / "home" / "index.sqlite-journal"))
+    assert refused.exit_code == 2 and "index itself" in refused.stderr
+    refused = cli("export", str(tmp_path / "x.db-journal"))
+    assert refused.exit_code == 2 and "journal" in refused.stderr and not (tmp_path / "x.db-journal").exists()
