@@ -70,6 +70,7 @@ def _read_only_shell():
         """apsw's shell without the dot commands that run programs or write."""
 
         def command_read(self, cmd):
+            """read FILENAME: Processes the SQL and commands in FILENAME (a Python file is not run here)"""
             # .read runs a file ending in .py as Python; SQL files go through
             # the refusals below line by line.
             if cmd and str(cmd[0]).lower().endswith(".py"):
@@ -80,6 +81,8 @@ def _read_only_shell():
         def command(self, cmd):
             raise self.Error(f".{name} is not available in a read-only `marchdb sql`; use `marchdb sql --write`")
 
+        # .help lists every command from its doc, "usage: description"
+        command.__doc__ = f"{name}: not available in a read-only `marchdb sql` (use `marchdb sql --write`)"
         return command
 
     for attr in dir(apsw.shell.Shell):

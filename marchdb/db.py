@@ -114,11 +114,15 @@ _LOOKING_PRAGMAS = {
 
 
 def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
-    # Reads, pragmas that only ask (no value given) or describe; nothing else.
-    if op in _READ_OPS:
+    # Reads, pragmas that only ask (no value given) or describe, and
+    # transactions (a shell's .dump reads inside one; the connection is
+    # read-only, so none can write); nothing else.
+    if op in _READ_OPS or op in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
         return apsw.SQLITE_OK
     if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
         return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and str(arg1).lower() == "journal_mode" and arg2 in ("main", "temp"):
+        return apsw.SQLITE_OK  # apsw's Connection.pragma("journal_mode") asks it so (the shell's .dbinfo)
     return apsw.SQLITE_DENY
 
 

@@ -870,6 +870,13 @@ def test_13_introspection_is_allowed_and_the_shell_cannot_write(tmp_path, vault)
         assert "not available in a read-only" in result.output, command
         assert precious.read_text() == "mine\n" and (home / "index.sqlite").read_bytes() == index_bytes, command
     assert "memory_index" in marchdb_cli(home, "sql", root=vault.root, input=".tables\n").stdout
+    # The commands that only look work, .help lists them all (they failed: "not authorized", a traceback).
+    dump = marchdb_cli(home, "sql", root=vault.root, input=".dump memory_index\n").stdout
+    assert "CREATE TABLE memory_index" in dump and "INSERT INTO" in dump
+    assert "number of tables" in marchdb_cli(home, "sql", root=vault.root, input=".dbinfo\n").stdout
+    shown = marchdb_cli(home, "sql", root=vault.root, input=".help\n").stdout
+    assert ".dump ?TABLE?" in shown and ".backup" in shown and "not available in a read-only" in shown
+    assert (home / "index.sqlite").read_bytes() == index_bytes
     # --write still writes, on purpose.
     assert marchdb_cli(home, "sql", "DELETE FROM open_log", "--write", root=vault.root).exit_code == 0
 
