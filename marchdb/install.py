@@ -23,6 +23,7 @@ settings file's permissions (it may hold keys).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import stat
@@ -67,6 +68,8 @@ class InstallResult:
 def settings_path(project: str | os.PathLike | None = None) -> Path:
     """The settings file ``install`` edits: the user's, or a project's local one."""
     if project is not None:
+        if not str(project).strip():  # an unset shell variable: never "the current folder" by accident
+            raise ConfigError("give the project folder, e.g. --project ~/code/app (an empty name was given)")
         folder = Path(project).expanduser().absolute()
         if not folder.is_dir():
             raise ConfigError(f"project folder {folder} does not exist; pass the folder Claude Code runs in")
@@ -176,7 +179,9 @@ def uninstall(path: Path) -> InstallResult:
 
 def _ours_in(groups: list) -> list[dict]:
     """marchdb's handlers in an event's list of hook groups."""
-    return [h for g in groups if isinstance(g, dict) for h in g.get("hooks", []) if is_ours(h)]
+    return [
+        h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list) for h in g["hooks"] if is_ours(h)
+    ]
 
 
 def _record_path(path: Path) -> Path:
@@ -200,10 +205,13 @@ def _write_record(path: Path, created: list[str]) -> None:
     record = _record_path(path)
     if os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
         raise FileError(f"{record} is not a regular file; marchdb does not write through it")
-    path.parent.mkdir(parents=True, exist_ok=True)
     note = {"created": created, "note": "written by `marchdb install`, removed by `marchdb uninstall`"}
-    tmp = write_temp(path.parent, (json.dumps(note, indent=2) + "\n").encode("utf-8"), 0o600)
-    os.replace(tmp, record)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = write_temp(path.parent, (json.dumps(note, indent=2) + "\n").encode("utf-8"), 0o600)
+        os.replace(tmp, record)
+    except OSError as exc:
+        raise FileError(f"cannot write {exc.filename or record}: {exc.strerror or exc}; {path} was not changed") from None
 
 
 def _drop_ours(groups: list) -> bool:
@@ -226,6 +234,8 @@ def _read(path: Path) -> dict:
         st = os.lstat(path)
     except FileNotFoundError:
         return {}
+    except OSError as exc:  # a file where a folder should be (.claude)
+        raise FileError(f"cannot read {path}: {exc.strerror or exc}; nothing was changed") from None
     if stat.S_ISLNK(st.st_mode):
         raise FileError(
             f"{path} is a symlink; marchdb does not write through links: edit {os.path.realpath(path)} or run this on it"
@@ -239,7 +249,8 @@ def _read(path: Path) -> dict:
     if not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_json)
+        _check_numbers(data)
     except ValueError as exc:
         raise FileError(
             f"{path} is not valid JSON ({exc}); nothing was changed — fix it, then run this again"
@@ -249,8 +260,34 @@ def _read(path: Path) -> dict:
     return data
 
 
+def _not_json(word: str) -> object:
+    raise ValueError(f"{word} is not JSON")
+
+
+def _check_numbers(value: object) -> None:
+    """A number written back must say what it said: ``1e400`` reads as
+    infinity, which would be written back as ``Infinity`` (not JSON)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("a number too large for a double (such as 1e400) would not be written back as it is")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def _write(path: Path, settings: dict) -> Path | None:
     """Back the old file up, then replace it atomically; returns the backup."""
+    try:
+        return _replace(path, settings)
+    except OSError as exc:
+        where = exc.filename or path
+        raise FileError(f"cannot write {where}: {exc.strerror or exc}; {path} was not changed") from None
+
+
+def _replace(path: Path, settings: dict) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     mode = None

@@ -31,7 +31,13 @@ def settings(tmp_path):
 
 
 def ours(data: dict, event: str) -> list[dict]:
-    return [h for g in data["hooks"].get(event, []) for h in g["hooks"] if install.is_ours(h)]
+    return [
+        h
+        for g in data["hooks"].get(event, [])
+        if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+        for h in g["hooks"]
+        if install.is_ours(h)
+    ]
 
 
 def test_install_adds_our_hooks_and_keeps_everything_else(settings):
@@ -71,7 +77,17 @@ def test_a_moved_installation_replaces_its_old_hook(settings):
     assert ours(data, "Stop")[0]["command"] == install.hook_command()
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hooks": []}', '{"hooks": {"Stop": {}}}'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"hooks": []}',
+        '{"hooks": {"Stop": {}}}',
+        '{"a": 1e400}',  # read as infinity, it would be written back as Infinity: not JSON
+        '{"a": NaN}',
+    ],
+)
 def test_a_file_it_cannot_read_is_refused_untouched(settings, content):
     settings.write_text(content, encoding="utf-8")
     before = settings.stat().st_mtime_ns
@@ -80,6 +96,27 @@ def test_a_file_it_cannot_read_is_refused_untouched(settings, content):
     assert "nothing was changed" in str(err.value) or "fix it by hand" in str(err.value)
     assert settings.read_text() == content and settings.stat().st_mtime_ns == before
     assert [p.name for p in settings.parent.iterdir()] == ["settings.json"]  # no backup, no temp file
+
+
+@pytest.mark.parametrize("groups", [[{"hooks": None}], [{"hooks": 5}], [5, "x", None]])
+def test_odd_hook_groups_of_others_are_kept_as_they_are(settings, groups):
+    settings.write_text(json.dumps({"hooks": {"Stop": groups}}), encoding="utf-8")
+    assert install.install(settings, install.hook_command()).changed
+    data = json.loads(settings.read_text())
+    assert data["hooks"]["Stop"][: len(groups)] == groups and len(ours(data, "Stop")) == 1
+    assert install.uninstall(settings).changed
+    assert json.loads(settings.read_text()) == {"hooks": {"Stop": groups}}
+
+
+def test_a_project_given_as_an_empty_name_or_a_claude_that_is_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    out = runner.invoke(app, ["install", "claude-code", "--project", ""])  # "$PROJECT" unset in a script
+    assert out.exit_code == 3 and "give the project folder" in out.stderr and not (tmp_path / ".claude").exists()
+    (tmp_path / ".claude").write_text("not a folder")
+    out = runner.invoke(app, ["install", "claude-code", "--project", str(tmp_path)])
+    assert out.exit_code == 8 and "nothing was changed" in out.stderr and out.stderr.count("\n") == 1
+    assert (tmp_path / ".claude").read_text() == "not a folder"
 
 
 def test_a_symlinked_settings_file_is_refused(settings, tmp_path):
