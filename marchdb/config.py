@@ -129,6 +129,9 @@ class Config:
     #: ``projects``: folder -> project name, for hosts that report their
     #: working directory (a folder not listed is named by its git root).
     projects: dict[str, str] = field(default_factory=dict)
+    #: Keys of config.json that are no setting (told once per command; a
+    #: near miss of a setting's name is an error instead: ``_check_keys``).
+    ignored_keys: tuple[str, ...] = ()
 
     def require_root(self) -> Path:
         """The memory root, or a ``ConfigError`` when a configured root is
@@ -281,6 +284,7 @@ def load_config(
     home_path = Path(home) if home else Path(env.get("MARCH_HOME") or "~/.march").expanduser()
     home_path = home_path.absolute()
     data = read_config_file(home_path)
+    ignored = _check_keys(data)
 
     if root:
         root_path, root_source = Path(root).expanduser(), "--root"
@@ -390,7 +394,49 @@ def load_config(
         daemon_idle_minutes=float(idle),
         allow_unusual_root=allow_unusual,
         projects=_projects(data.get("projects"), home_path),
+        ignored_keys=ignored,
     )
+
+
+#: Every key config.json may hold (README, "Where things live").
+CONFIG_KEYS = (
+    "memoryRoot",
+    "indexPath",
+    "embeddingModel",
+    "embeddingPrefixes",
+    "modelsDir",
+    "recallMinScore",
+    "recallDenseWeight",
+    "threads",
+    "daemonAutoStart",
+    "daemonIdleMinutes",
+    "projectTagPrefix",
+    "projects",
+    "allowUnusualRoot",
+)
+
+
+def _check_keys(data: dict) -> tuple[str, ...]:
+    """The keys of ``data`` that are no setting. One that looks like a
+    setting's name misspelt (``memoryroot``) is a ``ConfigError``: ignored,
+    its value would silently not apply — memories saved into the default
+    vault instead of the one meant. Keys starting with ``_`` or ``$`` (a
+    comment, a schema) are left alone."""
+    unknown = [k for k in data if k not in CONFIG_KEYS and not k.startswith(("_", "$"))]
+    if not unknown:
+        return ()
+    import difflib  # only for a config with odd keys: most commands never need it
+
+    for key in unknown:
+        near = [k for k in CONFIG_KEYS if k.lower() == key.lower()] or difflib.get_close_matches(
+            key, CONFIG_KEYS, n=1, cutoff=0.8
+        )
+        if near:
+            raise ConfigError(
+                f"config.json has {key!r}, which is no setting: did you mean {near[0]!r}? "
+                "(names are case-sensitive); fix the name, then run this again"
+            )
+    return tuple(unknown)
 
 
 def ensure_layout(cfg: Config) -> list[Path]:

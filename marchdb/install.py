@@ -211,7 +211,9 @@ def _write_record(path: Path, created: list[str]) -> None:
         tmp = write_temp(path.parent, (json.dumps(note, indent=2) + "\n").encode("utf-8"), 0o600)
         os.replace(tmp, record)
     except OSError as exc:
-        raise FileError(f"cannot write {exc.filename or record}: {exc.strerror or exc}; {path} was not changed") from None
+        raise FileError(
+            f"cannot write {exc.filename or record}: {exc.strerror or exc}; {path} was not changed"
+        ) from None
 
 
 def _drop_ours(groups: list) -> bool:

@@ -70,6 +70,12 @@ class Store:
     ):
         self.cfg = cfg or load_config(**overrides)
         self.notices: list[str] = []  # things the user should be told once
+        if self.cfg.ignored_keys:
+            keys = ", ".join(repr(k) for k in self.cfg.ignored_keys)
+            self.notices.append(
+                f"config.json: {keys} {'is' if len(self.cfg.ignored_keys) == 1 else 'are'} not a marchdb setting, "
+                "ignored (the settings are listed in the README, 'Where things live')"
+            )
         self._con: apsw.Connection | None = None
         self._embedder = embedder  # an already loaded one to share (a watcher with its engine)
         self._embedder_error: str | None = None

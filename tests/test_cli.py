@@ -151,6 +151,21 @@ def test_config_errors_are_one_line(cli, tmp_path):
     assert result.exit_code == 3 and "config.json is not valid JSON" in result.stderr
 
 
+def test_a_misspelt_setting_is_an_error_and_an_unknown_key_a_notice(cli, tmp_path):
+    # "memoryroot" was ignored without a word: memories went to the default vault.
+    (tmp_path / "home").mkdir()
+    config = tmp_path / "home" / "config.json"
+    config.write_text(json.dumps({"memoryroot": str(tmp_path / "elsewhere")}))
+    result = cli("status")
+    assert result.exit_code == 3 and "did you mean 'memoryRoot'?" in result.stderr
+    config.write_text(json.dumps({"recalMinScore": 0.6}))
+    assert "did you mean 'recallMinScore'?" in cli("status").stderr
+    config.write_text(json.dumps({"colour": "blue", "_comment": "mine", "$schema": "x"}))
+    result = cli("status")
+    assert result.exit_code == 0 and "'colour' is not a marchdb setting, ignored" in result.stderr
+    assert "_comment" not in result.stderr and "$schema" not in result.stderr
+
+
 def test_model_commands_with_default_model(cli, vault, default_model_path):
     info = js(cli("model", "info", "--json", model=str(default_model_path)))
     assert info["dim"] == 384 and info["pooling"] == "mean" and info["fingerprint"]
