@@ -83,7 +83,11 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
     # Bottom-up, so the spans above stay valid; fields not there go last.
     for key in sorted((k for k in keys if k in spans), key=lambda k: -spans[k][0]):
         start, stop = spans[key]
-        head[start:stop] = [line + eol for line in render_field(key, _value(new, key))]
+        lines = render_field(key, _value(new, key))
+        comment = _inline_comment(bare[1 + start]) if stop - start == 1 else None
+        if comment and len(lines) == 1:  # `status: deprecated  # retired` keeps its note
+            lines = [f"{lines[0]}  {comment}"]
+        head[start:stop] = [line + eol for line in lines]
     for key in (k for k in keys if k not in spans):
         head.extend(line + eol for line in render_field(key, _value(new, key)))
     if "body" in fields:
@@ -112,6 +116,25 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
     if same and back.extra == new.extra:
         return out
     why.append("the edited file would not read back with exactly the new values")
+    return None
+
+
+def _inline_comment(line: str) -> str | None:
+    """The ``# comment`` ending a one-line ``key: value`` (None without one):
+    the first ``#`` after a space where the line before it reads as the
+    whole line does (so a ``#`` inside a quoted value is no comment)."""
+    if "#" not in line:
+        return None
+    try:
+        whole = yaml.safe_load(line)
+    except yaml.YAMLError:
+        return None
+    for match in re.finditer(r"[ \t]#", line):
+        try:
+            if yaml.safe_load(line[: match.start()]) == whole:
+                return line[match.start() + 1 :]
+        except yaml.YAMLError:
+            continue
     return None
 
 

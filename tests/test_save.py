@@ -433,6 +433,19 @@ Body as I wrote it.
 """
 
 
+def test_a_changed_field_keeps_its_own_comment(vault, store):
+    text = OBSIDIAN_NOTE.replace("status: active", "status: active   # until the launch").replace(
+        "description: old words", 'description: "old # words"  # a note'
+    )
+    path = vault.write("obs.md", text)
+    store.sync(embed=False)
+    store.save(id="mem_obs", status="deprecated", name="Renamed", description="new words", embed=False)
+    text = path.read_text(encoding="utf-8")
+    assert "status: deprecated  # until the launch\n" in text and "name: Renamed  # trailing comment" in text
+    assert "description: new words  # a note\n" in text  # the '#' inside the quotes was no comment
+    assert notes.parse_note(text.encode()).description == "new words"
+
+
 def test_update_rewrites_only_the_changed_lines(vault, store):
     path = vault.write("obs.md", OBSIDIAN_NOTE)
     store.sync(embed=False)
