@@ -467,8 +467,8 @@ def stdin_has_input(wait: float = STDIN_WAIT_SECONDS) -> bool:
     return bool(ready)
 
 
-def _read_stdin_body() -> str:
-    """The body piped on stdin, read up to one byte past the save limit: the
+def _read_stdin_body(what: str = "body") -> str:
+    """The body (or ``what``) piped on stdin, read up to one byte past the save limit: the
     library refuses anything larger, and ``--body - < /dev/zero`` must not
     fill the memory before it gets the chance."""
     from .save import MAX_BODY_BYTES
@@ -484,7 +484,7 @@ def _read_stdin_body() -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"the body on stdin is not UTF-8 text (byte {exc.start}); pipe text") from None
+        raise InvalidInput(f"the {what} on stdin is not UTF-8 text (byte {exc.start}); pipe text") from None
 
 
 @command(app)

@@ -39,7 +39,7 @@ def log_(
 ):
     """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
     if text == "-" or (text is None and stdin_has_input()):
-        piped = _read_stdin_body()  # bounded: never more than a body may hold
+        piped = _read_stdin_body("text")  # bounded: never more than a body may hold
         text = piped if piped.strip() else None
     result = _call(ctx, "memory_log", {"title": title, "text": text, "embed": embed})
     if as_json:

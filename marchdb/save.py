@@ -202,7 +202,9 @@ def _text(value: object, field: str, limit: int | None, one_line: bool) -> str |
         raise InvalidInput(f"{field} holds characters that are not valid Unicode (lone surrogates)") from None
     text = " ".join(value.split()) if one_line else value
     if not text.strip():
-        raise InvalidInput(f"{field} is empty; give some text (or leave it out to keep the current value)")
+        raise InvalidInput(
+            f"{field} is empty; give some text (an update keeps the current {field} when it is left out)"
+        )
     if limit is not None and len(text) > limit:
         raise InvalidInput(f"{field} is {len(text)} characters; the limit is {limit}, put details in the body")
     return text
