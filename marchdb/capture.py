@@ -28,6 +28,7 @@ import contextlib
 import datetime as dt
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -106,7 +107,7 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
         except UnicodeEncodeError:
             raise InvalidInput(f"the {label} holds characters that are not valid Unicode") from None
     # Control characters (an escape sequence, a bell) are no part of a title.
-    one_line = " ".join("".join(c if c.isprintable() else " " for c in title).split())
+    one_line = " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in title).split())
     if not one_line:
         raise InvalidInput("the title holds only control characters; give the entry a title in words")
     if len(one_line) > MAX_TITLE_CHARS:

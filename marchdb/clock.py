@@ -26,18 +26,24 @@ def format_time(when: dt.datetime) -> str:
     return f"{when.year:04d}-" + when.strftime("%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
+#: The times marchdb keeps: years 1 to 9999 in UTC, less a day at each end,
+#: where converting to some local zone would leave the calendar.
+_FIRST = dt.datetime(1, 1, 2, tzinfo=dt.UTC)
+_LAST = dt.datetime(9999, 12, 30, tzinfo=dt.UTC)
+
+
 def in_calendar(when: dt.datetime | None) -> dt.datetime | None:
-    """``when`` (aware) if marchdb can keep it, else None: a time must convert
-    to UTC and to any local zone without leaving the years ``datetime``
-    knows (1 to 9999) — a source's ``9999-12-31T23:59:59-05:00`` is year
+    """``when`` (aware) if marchdb can keep it, else None: a time must
+    convert to UTC and to any local zone without leaving the years
+    ``datetime`` knows — a source's ``9999-12-31T23:59:59-05:00`` is year
     10000 in UTC, and ``0001-01-01T00:00Z`` is year 0 in New York."""
     if when is None:
         return None
     try:
-        year = when.astimezone(dt.UTC).year
+        utc = when.astimezone(dt.UTC)
     except (OverflowError, ValueError):
         return None
-    return when if 1 < year < 9999 else None
+    return when if _FIRST <= utc <= _LAST else None
 
 
 def parse_time(value: object) -> dt.datetime | None:

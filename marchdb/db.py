@@ -305,7 +305,9 @@ def _adopt(con: apsw.Connection) -> None:
     index: from then on it holds that home's logs, and another export with
     ``--force`` must not replace it (``export.check_target``)."""
     if get_meta(con, "exported_at") and not get_meta(con, "adopted_at"):
-        with contextlib.suppress(apsw.ReadOnlyError, apsw.BusyError), transaction(con):
+        # Best effort: a read-only, busy or full index still opens (the next
+        # open tries again).
+        with contextlib.suppress(apsw.Error), transaction(con):
             set_meta(con, "adopted_at", utc_now_iso())
 
 

@@ -38,8 +38,8 @@ def _is_earlier_export(path: Path) -> bool:
     except apsw.Error:
         return False
     try:
-        found = dict(con.execute("SELECT key, value FROM meta WHERE key IN ('exported_at', 'adopted_at')").fetchall())
-        return "exported_at" in found and "adopted_at" not in found
+        keys = {row[0] for row in con.execute("SELECT key FROM meta WHERE key IN ('exported_at', 'adopted_at')")}
+        return keys == {"exported_at"}
     except apsw.Error:
         return False
     finally:
@@ -116,6 +116,8 @@ def export_index(con: apsw.Connection, cfg: Config, dest: str | os.PathLike, for
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (secrets.token_hex(8), exported_at),
                 )
+                # An export of a copy a home had adopted is a fresh export again.
+                copy.execute("DELETE FROM meta WHERE key = 'adopted_at'")
             counts = copy.execute(
                 "SELECT (SELECT count(*) FROM memory_index), (SELECT count(*) FROM vectors), "
                 "(SELECT value FROM meta WHERE key = 'model_fingerprint'), "

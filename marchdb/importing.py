@@ -51,7 +51,7 @@ from .files import is_inside
 from .notefolders import read_notes
 from .notes import BadNote, Note, new_id, parse_note, render_note
 from .save import create_file
-from .sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip
+from .sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip, source_key
 from .sync import sync_files
 
 #: Most items one import looks at; the rest are reported as not looked at.
@@ -127,6 +127,10 @@ def check_source(kind: object, path: object, root: Path) -> Path:
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise InvalidInput("give the file or folder to import")
     source = Path(os.path.expanduser(str(path))).absolute()
+    if source.is_symlink():
+        # The path the user names may be a link (to an export in Downloads);
+        # links found inside a source are never followed.
+        source = Path(os.path.realpath(source))
     if not source.exists():
         raise InvalidInput(f"{source} does not exist; give the file or folder to import")
     if not source.is_dir() and not source.is_file():
@@ -166,9 +170,11 @@ class Importer:
         found = readers(kind, source, self.root)
         batch: list[tuple[Item, Row]] = []
         seen: set[str] = set()
-        if not apply:
-            sync_files(self.con, self.root, self.index_path)
-            known = self._known()
+        # What is in the vault already (a snapshot: --apply checks again under
+        # the writer lock), so that an item imported before costs no more than
+        # a look-up — the check below renders and parses a whole file.
+        sync_files(self.con, self.root, self.index_path)
+        known = self._known()
         for n, thing in enumerate(found):
             if n >= MAX_ITEMS:
                 report.rows.append(
@@ -177,27 +183,29 @@ class Importer:
                 break
             if isinstance(thing, Skip):
                 report.rows.append(Row("skip", thing.origin, detail=thing.reason))
-            elif isinstance(thing, Bad):
+                continue
+            if isinstance(thing, Bad):
                 report.rows.append(Row("problem", thing.origin, detail=thing.detail))
-            elif (problem := self._check(thing)) is not None:
-                report.rows.append(Row("problem", thing.origin, thing.source, detail=problem))
-            elif thing.source in seen:
+                continue
+            _storable(thing)
+            if thing.source in seen:
                 report.rows.append(
                     Row("skip", thing.origin, thing.source, detail="the same source appears twice in this import")
                 )
+            elif done := thing.known_as(known):
+                seen.add(thing.source)
+                report.rows.append(Row("skip", thing.origin, thing.source, done, detail=self._skipped(thing, done)))
+            elif (problem := self._check(thing)) is not None:
+                report.rows.append(Row("problem", thing.origin, thing.source, detail=problem))
             else:
                 seen.add(thing.source)
+                row = Row("create", thing.origin, thing.source, warnings=thing.warnings)
+                report.rows.append(row)  # in the source's order; with --apply, _write says what happened
                 if apply:
-                    row = Row("create", thing.origin, thing.source, warnings=thing.warnings)
-                    report.rows.append(row)  # in the source's order; _write says what happened
                     batch.append((thing, row))
                     if len(batch) >= BATCH:
                         self._write(batch, report)
                         batch = []
-                elif done := thing.known_as(known):
-                    report.rows.append(Row("skip", thing.origin, thing.source, done, detail=self._skipped(thing, done)))
-                else:
-                    report.rows.append(Row("create", thing.origin, thing.source, warnings=thing.warnings))
         if batch:
             self._write(batch, report)
         return report
@@ -270,18 +278,15 @@ class Importer:
         )
 
     def _check(self, item: Item) -> str | None:
-        """Why ``item`` cannot become a memory file (None: it can). Its text is
-        made storable first (``_storable``); then the file it would become is
-        read back as sync reads it: anything sync would refuse or flag (YAML
-        aliases, a frontmatter too large or too deep, a time out of range,
-        fields that do not read back as written) is this item's problem —
-        written, it would be a broken memory, and each import would write it
-        again, its source never found."""
-        _storable(item)
+        """Why ``item`` (made storable: ``_storable``) cannot become a memory
+        file (None: it can). The file it would become is read back as sync
+        reads it: what sync would refuse or flag (YAML aliases, a frontmatter
+        too large or too deep, a time out of range, fields that do not read
+        back as written) is this item's problem — written, it would be a
+        broken memory, and each import would write it again."""
         try:
             note = self._note(item, new_id(item.name, item.created))
-            data = render_note(note).encode("utf-8")
-            back = parse_note(data)
+            back = parse_note(render_note(note).encode("utf-8"))
         except (BadNote, ValueError, OverflowError, RecursionError) as exc:
             why = exc.problem.detail if isinstance(exc, BadNote) else f"{type(exc).__name__}: {exc}"
             return f"cannot be written as a memory: {why}"
@@ -299,10 +304,11 @@ class Importer:
 
 
 def _storable(item: Item) -> None:
-    """Make ``item``'s text storable, saying so in its warnings: a lone
-    surrogate (``"\\ud800"`` in JSON, half an emoji) and NUL characters
-    become U+FFFD; control characters in its source key are escaped
-    (``%0A``), so the key reads back from YAML exactly as written."""
+    """Make ``item`` storable, saying so in its warnings: a lone surrogate
+    (``"\\ud800"`` in JSON, half an emoji) and NUL characters become
+    U+FFFD; its source key becomes one the index keeps as written
+    (``sources.source_key``), its raw keys staying known as aliases (an
+    earlier import may have stored one)."""
     changed = False
 
     def fix(value):
@@ -322,13 +328,5 @@ def _storable(item: Item) -> None:
     if changed:
         item.warnings.append("text that is not Unicode (a lone surrogate) or NUL characters were replaced by U+FFFD")
     raw = (item.source, *item.aliases)
-    item.source = _key(item.source)
-    # The raw keys stay known: an earlier import may have stored one that read back.
-    item.aliases = tuple(dict.fromkeys(k for k in (*(_key(a) for a in item.aliases), *raw) if k != item.source))
-
-
-def _key(source: str) -> str:
-    return "".join(
-        c if c.isprintable() or c == " " else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
-        for c in source
-    )
+    item.source = source_key(item.source)
+    item.aliases = tuple(dict.fromkeys(k for k in (*(source_key(a) for a in item.aliases), *raw) if k != item.source))

@@ -121,21 +121,22 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
 
 def _inline_comment(line: str) -> str | None:
     """The ``# comment`` ending a one-line ``key: value`` (None without one):
-    the first ``#`` after a space where the line before it reads as the
-    whole line does (so a ``#`` inside a quoted value is no comment)."""
+    what follows the value's last token, as YAML's scanner reads the line
+    (so a ``#`` inside a quoted value is no comment). One pass: a line of
+    many ``#`` costs no more than a short one."""
     if "#" not in line:
         return None
     try:
-        whole = yaml.safe_load(line)
+        tokens = [
+            t
+            for t in yaml.scan(line, Loader=yaml.SafeLoader)
+            if not isinstance(t, (yaml.StreamEndToken, yaml.BlockEndToken))
+        ]
     except yaml.YAMLError:
         return None
-    for match in re.finditer(r"[ \t]#", line):
-        try:
-            if yaml.safe_load(line[: match.start()]) == whole:
-                return line[match.start() + 1 :]
-        except yaml.YAMLError:
-            continue
-    return None
+    end = max((t.end_mark.index for t in tokens), default=0)
+    rest = line[end:]
+    return rest.strip() if rest[:1] in (" ", "\t") and rest.strip().startswith("#") else None
 
 
 def _value(note: Note, key: str) -> object:

@@ -50,7 +50,9 @@ def _regular(path: Path) -> bool:
 
 def append(path: Path, record: dict, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
     """Append ``record`` (plus ``at``) as one JSON line (``append_line``)."""
-    line = (json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    text = json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n"
+    # A path that is not UTF-8 (a lone surrogate) stays readable JSON: \\udce9.
+    line = text.encode("utf-8", "backslashreplace")
     append_line(path, line, max_bytes, backups)
 
 

@@ -250,6 +250,7 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         description = described if isinstance(described, str) and described.strip() else first_sentence(body)
         if not description:
             description = one_line(name, DESCRIPTION_CHARS)
+    warnings: list[str] = []
     status = "archived" if any(f.lower() in ARCHIVE_FOLDERS for f in folders) else "active"
     extra = {k: v for k, v in meta.items() if k not in _CONSUMED}
     for key in _TIME_KEYS:
@@ -270,13 +271,14 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         name=one_line(name, MAX_NAME_CHARS),
         description=one_line(description, DESCRIPTION_CHARS),
         body=body if body.strip() else description,
-        tags=clean_tags(tags_raw, kind if kind != "obsidian" else "imported"),
+        tags=clean_tags(tags_raw, kind if kind != "obsidian" else "imported", warnings),
         created=created or mtime,
         updated=updated or (mtime if created and mtime > created else None),
         status=status,
         want_id=want_id,
         slug=slug,
         extra=extra,
+        warnings=warnings,
     )
 
 

@@ -231,7 +231,9 @@ def _time_field(meta: dict, key: str, problems: list[Problem]) -> str | None:
     except (OverflowError, ValueError):  # a time at the very edge of the calendar
         parsed = shown = None
     if parsed is None:
-        problems.append(Problem("invalid_field", f"{key} {str(value)[:60]!r} is not an ISO 8601 time"))
+        problems.append(
+            Problem("invalid_field", f"{key} {str(value)[:60]!r} is not an ISO 8601 time (between years 1 and 9999)")
+        )
         return str(value)[:200]
     return shown if shown is not None else str(value).strip()
 

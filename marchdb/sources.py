@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import hashlib
+import unicodedata
 from dataclasses import dataclass, field
 
 from .errors import InvalidInput
-from .notes import normalize_tag
+from .notes import MAX_TAGS, normalize_tag
 
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
 #: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
@@ -58,8 +60,8 @@ class Item:
     def known_as(self, known: dict[str, str]) -> str | None:
         """The id of the memory already imported from this source, if any."""
         for key in (self.source, self.legacy_source, *self.aliases):
-            if key and key in known:
-                return known[key]
+            if key and index_key(key) in known:  # ``known`` holds keys as the index keeps them
+                return known[index_key(key)]
         return None
 
 
@@ -88,8 +90,9 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def clean_tags(raw: list, fallback: str) -> list[str]:
-    """Valid tags of ``raw`` (invalid ones dropped), or ``[fallback]``."""
+def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> list[str]:
+    """Valid tags of ``raw`` (invalid ones dropped), at most ``MAX_TAGS``
+    (the rest dropped, said in ``warnings``), or ``[fallback]``."""
     tags: list[str] = []
     for value in raw:
         try:
@@ -98,7 +101,43 @@ def clean_tags(raw: list, fallback: str) -> list[str]:
             continue
         if tag not in tags:
             tags.append(tag)
-    return tags or [fallback]
+    if len(tags) > MAX_TAGS and warnings is not None:
+        warnings.append(f"{len(tags)} tags; the first {MAX_TAGS} are kept (a memory holds at most {MAX_TAGS})")
+    return tags[:MAX_TAGS] or [fallback]
+
+
+#: Longest source key the index keeps (``memory_attrs.source``).
+MAX_SOURCE_CHARS = 500
+
+
+def index_key(source: str) -> str:
+    """A ``source:`` value as the index keeps it (``sync``): runs of
+    whitespace as one space, at most ``MAX_SOURCE_CHARS`` characters."""
+    return " ".join(source.split())[:MAX_SOURCE_CHARS]
+
+
+def source_key(raw: str) -> str:
+    """The ``source:`` an import writes for ``raw`` (a path, an id): a key
+    that reads back from YAML as written and that the index keeps
+    unchanged (``index_key(k) == k``), so the next import finds it. ``%``,
+    control characters, unpaired surrogates (a file name that is not UTF-8)
+    and any whitespace but one space between words are %-escaped (UTF-8
+    bytes); a key longer than the index keeps ends in a hash of the whole."""
+
+    def escaped(c: str) -> str:
+        return "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+
+    out = []
+    for i, c in enumerate(raw):
+        plain_space = c == " " and 0 < i < len(raw) - 1 and raw[i - 1] != " " and not raw[i + 1].isspace()
+        if c == "%" or unicodedata.category(c) in ("Cc", "Cs") or (c.isspace() and not plain_space):
+            out.append(escaped(c))
+        else:
+            out.append(c)
+    key = "".join(out)
+    if len(key) > MAX_SOURCE_CHARS:
+        key = key[: MAX_SOURCE_CHARS - 17].rstrip() + "#" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return key
 
 
 def unreadable(exc: OSError) -> str:

@@ -577,7 +577,7 @@ class Store:
         path = logfile.logs_dir(self.cfg.home) / logfile.LIFECYCLE
         try:
             logfile.append(path, record)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self.notices.append(f"could not record this in {path}: {exc}")
 
     def context(

@@ -37,6 +37,7 @@ from .notes import (
     priority_value,
     text_hash,
 )
+from .sources import index_key
 
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
 BATCH_FILES = 500
@@ -421,7 +422,7 @@ def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
     ranking, source for import's idempotency); no row when it has neither."""
     priority = priority_value(note.extra.get("priority"))
     source = note.extra.get("source")
-    source = " ".join(source.split())[:500] if isinstance(source, str) and source.strip() else None
+    source = index_key(source) if isinstance(source, str) and source.strip() else None
     con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
     if priority is not None or source is not None:
         con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))

@@ -116,6 +116,10 @@ def test_export_refuses_what_it_must_not_write(tmp_path, mixed_vault):
     assert _cli(adopted, mixed_vault.root)("status").exit_code == 0  # a home takes the export as its index
     refused = cli("export", str(out), "--force")
     assert refused.exit_code == 2 and "is not an earlier export" in refused.stderr
+    # ... and an export made from an adopted copy is a fresh export, replaceable (a nightly backup).
+    nightly = tmp_path / "nightly.sqlite"
+    assert _cli(adopted, mixed_vault.root)("export", str(nightly)).exit_code == 0
+    assert _cli(adopted, mixed_vault.root)("export", str(nightly), "--force").exit_code == 0
     # SQLite takes <db>-journal for a journal and deletes it: such names are refused.
     refused = cli("export", str(tmp_path / "home" / "index.sqlite-journal"))
     assert refused.exit_code == 2 and "index itself" in refused.stderr

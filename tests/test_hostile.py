@@ -874,7 +874,7 @@ def test_13_introspection_is_allowed_and_the_shell_cannot_write(tmp_path, vault)
     dump = marchdb_cli(home, "sql", root=vault.root, input=".dump memory_index\n").stdout
     assert "CREATE TABLE memory_index" in dump and "INSERT INTO" in dump
     assert "number of tables" in marchdb_cli(home, "sql", root=vault.root, input=".dbinfo\n").stdout
-    shown = marchdb_cli(home, "sql", root=vault.root, input=".help\n").stdout
+    shown = marchdb_cli(home, "sql", root=vault.root, input=".help\n").output  # apsw writes help to stderr
     assert ".dump ?TABLE?" in shown and ".backup" in shown and "not available in a read-only" in shown
     assert (home / "index.sqlite").read_bytes() == index_bytes
     # --write still writes, on purpose.

@@ -362,3 +362,36 @@ def test_notes_marchdb_would_refuse_are_problems_and_a_second_import_writes_noth
     assert "original_priority: urgent" in prio.read_text()  # another tool's word, kept under another name
     again = store.import_("obsidian", src, apply=True, embed=False)
     assert again["created"] == 0 and again["skipped"] == 4
+
+
+def test_source_keys_the_index_keeps_as_written(vault, store, tmp_path):
+    # Two spaces (the index keeps one), a path past 500 characters (the index
+    # keeps 500), a '%' next to what an escape would give: each was imported
+    # again on every run, or taken for another file.
+    src = tmp_path / "notes"
+    put(src, "a  b.md", "# Two spaces\nA note.\n")
+    deep = "d" * 200 + "/" + "e" * 200 + "/" + "f" * 200
+    put(src, f"{deep}/long.md", "# Long path\nA note far down.\n")
+    put(src, "x%0Ay.md", "# Percent\nA note with a percent sign.\n")
+    put(src, "x\ny.md", "# Newline\nA note with a newline in its name.\n")
+    put(src, "tags.md", "# Many tags\n" + " ".join(f"#topic{i}" for i in range(60)) + "\n")
+    first = store.import_("obsidian", src, apply=True, embed=False)
+    assert first["created"] == 5, first["items"]
+    many = next(r for r in first["items"] if r["origin"] == "tags.md")
+    assert "the first 50 are kept" in many["warnings"][0]  # imported, not refused (a note of hashtags is common)
+    assert db.rows(store.con, "SELECT * FROM diag_problems WHERE kind != 'missing_vector'") == []
+    again = store.import_("obsidian", src, apply=True, embed=False)
+    assert again["created"] == 0 and again["skipped"] == 5
+
+
+def test_the_path_named_may_be_a_link_but_links_inside_are_not_followed(vault, store, tmp_path):
+    src = tmp_path / "real"
+    put(src, "a.md", "# A\nA note.\n")
+    put(tmp_path / "elsewhere", "b.md", "# B\nAnother note.\n")
+    os.symlink(tmp_path / "elsewhere" / "b.md", src / "b.md")
+    os.symlink(src, tmp_path / "link")
+    out = store.import_("obsidian", tmp_path / "link")
+    assert {(r["origin"], r["action"]) for r in out["items"]} == {("a.md", "create"), ("b.md", "problem")}
+    os.symlink(vault.root, tmp_path / "into-root")
+    with pytest.raises(InvalidInput, match="inside the memory root"):
+        store.import_("obsidian", tmp_path / "into-root")

@@ -65,3 +65,9 @@ def test_doctor_reports_the_size_of_every_log(tmp_path, vault):
     assert re.search(r"lifecycle.log \d+ bytes \(rotated at 256 KB\)", out.stdout)
     data = json.loads(runner.invoke(app, [*base, "doctor", "--json"], env={"MARCH_EMBED_MODEL": "x"}).stdout)
     assert {r.get("log") or r.get("file") for r in data["logs"]} == {"recall_log", "open_log", "runs", "lifecycle.log"}
+
+
+def test_a_record_with_a_path_that_is_not_utf8_is_still_one_json_line(tmp_path):
+    path = tmp_path / "logs" / "lifecycle.log"
+    logfile.append(path, {"op": "import", "path": "/tmp/caf\udce9"})
+    assert json.loads(path.read_text())["path"] == "/tmp/caf\udce9"

@@ -284,3 +284,12 @@ def test_priority_field_values_and_a_bad_one_is_reported():
     assert good.extra["priority"] == "high" and not good.problems
     bad = notes.parse_note(b"---\nid: a\nname: n\ndescription: d\npriority: 7\n---\nbody\n")
     assert [p.kind for p in bad.problems] == ["invalid_field"] and "priority 7" in bad.problems[0].detail
+
+
+def test_times_at_the_ends_of_the_calendar():
+    from marchdb.clock import format_time, parse_time
+
+    assert format_time(parse_time("0002-03-04T05:06:07Z")) == "0002-03-04T05:06:07.000Z"  # four digits
+    assert parse_time("0001-01-01T00:00:00Z") is None  # year 0 in any zone west of UTC
+    assert parse_time("9999-12-31T23:59:59-05:00") is None  # year 10000 in UTC
+    assert parse_time("9999-06-01T00:00:00Z") is not None and parse_time("0001-06-01") is not None
