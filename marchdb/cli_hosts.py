@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from .cli import JsonOpt, _emit, _store, app, command
-from .errors import InvalidInput
+from .errors import InvalidInput, Retry
 
 
 @command(app)
@@ -38,6 +38,11 @@ def serve(
         }
         if stop:
             info["stopped"] = daemon.stop(cfg.home)
+            if client.engine_alive(cfg.home):  # still busy with a request (a hook reading a slow file?)
+                raise Retry(
+                    f"the engine (pid {info['pid']}) did not stop within 15 s: a request is still running; "
+                    f"try again, or end it with `kill {info['pid']}`"
+                )
         elif info["pid"] is not None:
             try:
                 info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from . import client, profiles
 from .errors import Expired, MarchError
+from .files import open_regular
 
 #: Claude Code keeps at most 10,000 characters of injected context whole.
 MAX_CONTEXT_CHARS = 9000
@@ -220,9 +221,9 @@ def last_reply(transcript_path: object) -> str:
         return ""
     path = Path(transcript_path).expanduser()
     try:
-        with open(path, "rb") as fh:
-            if not os.path.isfile(path):
-                return ""
+        # A regular file only: a FIFO named as the transcript would block
+        # the engine's one request thread, and every prompt after it.
+        with open_regular(path) as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - TRANSCRIPT_TAIL_BYTES))
             tail = fh.read().decode("utf-8", "replace").splitlines()

@@ -9,8 +9,10 @@ real processes with the default model.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -100,6 +102,19 @@ def test_stop_reads_the_reply_from_the_transcript_when_not_sent(bm25_store, tmp_
     hooks.handle(bm25_store, "claude-code", event("Stop", transcript_path=str(transcript)))
     assert bm25_store.con.execute("SELECT mem_id FROM recall_log WHERE trigger = 'record'").fetchall() == [("mem_dog",)]
     assert hooks.last_reply(str(tmp_path / "missing.jsonl")) == "" and hooks.last_reply(None) == ""
+
+
+def test_a_transcript_path_that_is_a_fifo_is_never_opened_for_reading(bm25_store, tmp_path):
+    # Opened, it blocked the engine's request thread, and every prompt after it waited.
+    fifo = tmp_path / "session.jsonl"
+    os.mkfifo(fifo)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(hooks.last_reply(str(fifo))), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done == [""]
+    answer = hooks.handle(bm25_store, "claude-code", event("Stop", transcript_path=str(fifo)))
+    assert answer["stdout"] == "" and "nothing recorded" in answer["note"]
 
 
 @pytest.mark.parametrize(
