@@ -182,6 +182,8 @@ class Store:
         ``warnings`` and ``status()`` say why vectors are missing.
         """
         started = time.perf_counter()
+        if self.follow_index():
+            paths = None  # the new file may lack what this Store wrote into the old one
         report = sync_files(self.con, self.cfg.require_root(), self.cfg.index_path, paths)
         if embed and self.use_model:
             emb = self.embedder()
@@ -217,15 +219,23 @@ class Store:
         report.seconds = time.perf_counter() - started
         return report
 
+    def follow_index(self) -> bool:
+        """Reopen the index when another process replaced its file
+        (`marchdb rebuild`): a connection to the old one would read and
+        write a deleted file — a watcher embedding thousands of texts into
+        it. True when it did (what this Store wrote since may be missing
+        from the new file: a full scan repairs that). The new file cannot
+        reuse the inode: ours still holds the old one open."""
+        if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
+            self.close()
+            return True
+        return False
+
     def ensure_fresh(self, max_age: float = DIRTY_CHECK_SECONDS, embed: bool = True) -> SyncReport | None:
         """Seed 000's throttled dirty check: re-scan when the last scan (by
         any process) is older than ``max_age`` seconds (``embed=False``:
         index only, never loading a model)."""
-        if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
-            # `marchdb rebuild` in another process replaced the file: a
-            # connection to the old one would read and write a deleted file.
-            # (The new file cannot reuse the inode: ours still holds the old one open.)
-            self.close()
+        self.follow_index()
         if not self.cfg.memory_root.is_dir():
             # An unmounted drive: answer from the index as it was, and say so
             # every time (a watcher's scans fail on their own thread unheard).

@@ -34,6 +34,16 @@ DEBOUNCE_SECONDS = 0.25
 FALLBACK_SCAN_SECONDS = 5.0
 #: A batch larger than this becomes a full scan (e.g. a git checkout).
 MAX_INCREMENTAL = 2000
+#: How often an idle watcher checks that its root is the folder it watches
+#: (a root renamed away and another put in its place sends no event).
+ROOT_CHECK_SECONDS = 5.0
+
+
+def _ino(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 class Watcher:
@@ -60,6 +70,8 @@ class Watcher:
         self.mode = "starting"
         self._busy = False
         self._retry_full = False
+        self._root_ino = _ino(self.root)
+        self._last_failure: str | None = None
         self._thread = threading.Thread(target=self._loop, name="marchdb-watch", daemon=True)
 
     # ------------------------------------------------------------ events
@@ -103,6 +115,11 @@ class Watcher:
 
     def start(self) -> Watcher:
         """Start watching (falls back to periodic scans if watching fails)."""
+        self._start_observer()
+        self._thread.start()
+        return self
+
+    def _start_observer(self) -> None:
         try:
             from watchdog.events import FileSystemEventHandler
             from watchdog.observers import Observer
@@ -126,8 +143,26 @@ class Watcher:
             self.log(
                 f"file watcher unavailable ({exc}); falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s"
             )
-        self._thread.start()
-        return self
+
+    def _check_root(self) -> None:
+        """Follow the memory root when the folder at its path changed: gone
+        (scans fail and say so; the next one when it is back is full), or
+        another folder in its place (the platform watcher still watches
+        the old one: watch the new one, and scan it whole)."""
+        ino = _ino(self.root)
+        if ino == self._root_ino:
+            return
+        self._root_ino = ino
+        if ino is None:
+            self.log(f"the memory root {self.root} is gone; waiting for it to come back")
+            return
+        self.log(f"the memory root {self.root} is another folder now; watching it, and scanning it whole")
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer = None
+        if not self._stop:
+            self._start_observer()
+        self._full_scan = True
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop watching and wait for the current batch to finish."""
@@ -164,9 +199,11 @@ class Watcher:
         while True:
             with self._cond:
                 while not self._stop and not self._pending and not self._full_scan:
-                    timeout = FALLBACK_SCAN_SECONDS if self.mode != "watching" else None
-                    if not self._cond.wait(timeout) and self.mode != "watching":
-                        self._full_scan = True
+                    timeout = FALLBACK_SCAN_SECONDS if self.mode != "watching" else ROOT_CHECK_SECONDS
+                    if not self._cond.wait(timeout):
+                        if self.mode != "watching" or self._retry_full:
+                            self._full_scan = True  # polling; or retrying a scan that failed
+                        self._check_root()
                 if self._stop:
                     return
                 # Debounce: wait until events have been quiet for a moment.
@@ -199,7 +236,11 @@ class Watcher:
         try:
             report = self.store.sync(paths=paths)
         except MarchError as exc:
-            self.log(f"sync failed: {exc}")
+            if str(exc) != self._last_failure:  # retried every few seconds: said once
+                self.log(f"sync failed: {exc}")
+            self._last_failure = str(exc)
+            with self._cond:
+                self._retry_full = True  # (a root missing for a moment): what changed meanwhile is found
             return
         except Exception as exc:
             # A bug must not leave the index stale for the rest of the session.
@@ -207,6 +248,9 @@ class Watcher:
             with self._cond:
                 self._retry_full = True
             return
+        if self._last_failure is not None:
+            self.log("sync works again")
+            self._last_failure = None
         embedder = self.store.loaded_embedder()
         if report.embedded and embedder is not None:
             embedder.release_buffers()  # a long-lived process: back to a query-sized buffer

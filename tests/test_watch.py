@@ -101,3 +101,46 @@ def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
     assert wait_for(lambda: "mem_late" in ids(store))
     # The scan clock is set when the scan finishes, just after the new memory lands.
     assert wait_for(lambda: time.time() - float(db.get_meta(store.con, "last_scan_epoch")) < 10)
+
+
+def test_a_root_replaced_by_another_folder_is_watched_again(watched, vault, tmp_path, monkeypatch):
+    # The platform watcher kept watching the old folder: changes in the new one went unheard.
+    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.2)
+    store, watcher = watched
+    with watcher._cond:
+        watcher._cond.notify()  # wake it: the shorter check period applies from its next wait
+    old = tmp_path / "old-root"
+    vault.root.rename(old)
+    vault.root.mkdir()
+    vault.memory("fresh.md", "mem_fresh")
+    assert wait_for(lambda: "mem_fresh" in ids(store))
+    vault.memory("after.md", "mem_after")  # heard by the new watch
+    assert wait_for(lambda: "mem_after" in ids(store), timeout=5)
+
+
+def test_what_changed_while_the_root_was_away_is_found_when_it_is_back(watched, vault, tmp_path, monkeypatch):
+    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.2)
+    store, watcher = watched
+    with watcher._cond:
+        watcher._cond.notify()
+    away = tmp_path / "away"
+    vault.root.rename(away)
+    (away / "e.md").write_text("---\nid: mem_away\nname: e\ndescription: d\ntags: [t]\n---\nbody\n")
+    time.sleep(1.0)  # the watcher hears it, and fails to sync it: the root is gone
+    away.rename(vault.root)
+    assert wait_for(lambda: "mem_away" in ids(store))
+
+
+def test_a_rebuild_by_another_process_is_followed(watched, vault, tmp_path):
+    store, watcher = watched
+    vault.memory("one.md", "mem_one")
+    assert wait_for(lambda: "mem_one" in ids(store))
+    other = Store(store.cfg)
+    other.rebuild(embed=False)  # a new index file; the watcher's connection held the old one
+    other.close()
+    vault.memory("two.md", "mem_two")
+    fresh = Store(store.cfg)
+    try:
+        assert wait_for(lambda: {"mem_one", "mem_two"} <= ids(fresh))
+    finally:
+        fresh.close()
