@@ -117,14 +117,18 @@ def maintain_(
         _emit(data)
         return
     for prop in data["proposals"]:
-        done = " [archived]" if prop["applied"] else (f" [{prop['error']}]" if prop["error"] else "")
+        done = (
+            f" [archived; undo: {prop['undo']}]"
+            if prop["applied"]
+            else (f" [{prop['error']}]" if prop["error"] else "")
+        )
         typer.echo(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
     for note in data["notes"]:
         typer.echo(f"note: {note}")
     counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
     if data["applied"]:
         archived = sum(1 for p in data["proposals"] if p["applied"])
-        typer.echo(f"{counts}; archived {archived} (undo one: marchdb save --id ID --status active)")
+        typer.echo(f"{counts}; archived {archived} (each line above says how to undo it; lifecycle.log keeps them)")
     else:
         typer.echo(
             f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)"

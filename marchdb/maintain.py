@@ -44,7 +44,7 @@ from .capture import LOG_TAG
 from .clock import format_time, parse_time
 from .errors import InvalidInput, MarchError
 from .files import read_file
-from .notes import MAX_FILE_BYTES
+from .notes import MAX_FILE_BYTES, BadNote, parse_note
 from .save import Changes, update_file
 from .sync import sync_files
 from .transcripts import hollow
@@ -76,10 +76,20 @@ class Proposal:
     reason: str
     applied: bool = False
     error: str | None = None
+    #: What an applied archive changed: the memory's ``status`` and
+    #: ``updated_at`` before (recorded in lifecycle.log; ``undo`` puts the status back).
+    was: dict | None = None
+
+    @property
+    def undo(self) -> str | None:
+        """The command that puts an applied archive back (None if not applied)."""
+        if not self.applied or self.was is None:
+            return None
+        return f"marchdb save --id {self.ids[0]} --status {self.was['status']}"
 
     def to_dict(self) -> dict:
-        """JSON-ready form."""
-        return asdict(self)
+        """JSON-ready form (with ``undo``)."""
+        return {**asdict(self), "undo": self.undo}
 
 
 @dataclass
@@ -280,11 +290,13 @@ def apply(con: apsw.Connection, root: Path, index_path, proposals: list[Proposal
         path = Path(root) / holders[0]
         try:
             base, _ = read_file(path, MAX_FILE_BYTES)
+            before = parse_note(base)
             state, _note, _changed = update_file(path, mem_id, Changes(status="archived"), base, now)
-        except (OSError, MarchError) as exc:
+        except (OSError, MarchError, BadNote) as exc:
             prop.error = f"not archived: {exc}"
             continue
         prop.applied = True
+        prop.was = {"status": before.status, "updated_at": before.updated_at}
         if state == "updated":
             written.append(holders[0])
     if written:

@@ -576,9 +576,11 @@ class Store:
             proposals, notes = maintain.propose(self.con, now, log_days, deprecated_days)
             if apply:
                 maintain.apply(self.con, root, self.cfg.index_path, proposals, utc_now_iso())
-        archived = [p.ids[0] for p in proposals if p.applied]
+        archived = [p for p in proposals if p.applied]
         if archived:
-            self._record({"op": "maintain", "archived": archived})
+            self._record(
+                {"op": "maintain", "archived": [p.ids[0] for p in archived], "was": {p.ids[0]: p.was for p in archived}}
+            )
         return maintain.MaintainReport(apply, proposals, notes).to_dict()
 
     def _record(self, record: dict) -> None:

@@ -133,8 +133,11 @@ def test_cli_maintain_dry_run_apply_and_search_flag(tmp_path, vault):
     assert "status: active" in (vault.root / "log.md").read_text()
     done = json.loads(runner.invoke(app, [*base, "maintain", "--apply", "--json"], env=env).stdout)
     assert done["applied"] and done["proposals"][0]["applied"]
+    assert done["proposals"][0]["undo"] == "marchdb save --id log_old --status active"
     log = (tmp_path / "home" / "logs" / "lifecycle.log").read_text().splitlines()
-    assert json.loads(log[-1]) | {"at": None} == {"at": None, "op": "maintain", "archived": ["log_old"]}
+    record = json.loads(log[-1])
+    assert record["op"] == "maintain" and record["archived"] == ["log_old"]
+    assert record["was"]["log_old"]["status"] == "active"  # what undo puts back
     found = json.loads(runner.invoke(app, [*base, "search", "something", "--archived", "--json"], env=env).stdout)
     assert [r["id"] for r in found["results"]] == ["log_old"]
     assert json.loads(runner.invoke(app, [*base, "search", "something", "--json"], env=env).stdout)["results"] == []
@@ -209,3 +212,15 @@ def test_an_imported_chat_that_holds_nothing_is_proposed(vault, store):
     props = by_id(store.maintain())
     assert set(props) == {"mem_hollow"} and props["mem_hollow"]["action"] == "archive"
     assert props["mem_hollow"]["reason"].startswith("an imported chat that is too short to keep: 3 characters typed")
+
+
+def test_the_undo_of_an_archived_deprecated_memory_puts_it_back_deprecated(vault, store):
+    # The hint said "--status active": following it brought a retired memory back into recall.
+    mem(vault, "dep.md", "mem_dep", status="deprecated", created=400, updated=120)
+    store.sync(embed=False)
+    report = store.maintain(apply=True)
+    (done,) = [p for p in report["proposals"] if p["applied"]]
+    assert done["undo"] == "marchdb save --id mem_dep --status deprecated"
+    assert done["was"]["status"] == "deprecated" and done["was"]["updated_at"].startswith("20")
+    store.save(id="mem_dep", status=done["undo"].rsplit(" ", 1)[1], embed=False)
+    assert notes.parse_note((vault.root / "dep.md").read_bytes()).status == "deprecated"
