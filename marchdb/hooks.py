@@ -25,6 +25,7 @@ hook answers nothing and the cause goes to ``$MARCH_HOME/logs/hooks.log``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -39,7 +40,9 @@ MAX_CONTEXT_CHARS = 9000
 #: Bytes read from the end of a transcript to find the last reply (Stop of
 #: Claude Code versions that do not send ``last_assistant_message``).
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
-MAX_SESSION_ID = 200
+#: Longest session id kept as written: ``cc:<session>:<turn>`` must fit a run
+#: id (``store.MAX_RUN_ID_CHARS``, 200); a longer one is cut and hashed.
+MAX_SESSION_ID = 160
 HOSTS = client.HOOK_HOSTS
 RUN_PREFIX = "cc"
 
@@ -130,7 +133,12 @@ def claude_code(store, event: str) -> Answer:
 
 def _session_id(raw: object) -> str:
     text = raw if isinstance(raw, str) and raw.strip() else "unknown"
-    return "".join(c if c.isprintable() else "_" for c in text.strip())[:MAX_SESSION_ID]
+    text = "".join(c if c.isprintable() else "_" for c in text.strip())
+    if len(text) > MAX_SESSION_ID:
+        # Cut, two sessions that differ further on would share their runs; a
+        # hash of the whole keeps them apart within the run id's bound.
+        text = text[: MAX_SESSION_ID - 17] + "#" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+    return text
 
 
 _CUT_NOTE = "\n(cut: marchdb keeps injected context under 9,000 characters)"

@@ -323,3 +323,15 @@ def test_a_recall_whose_caller_stopped_waiting_records_nothing(bm25_store):
     again = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert context_of(again, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
     assert [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs")] == ["cc:s1:1"]
+
+
+def test_a_long_session_id_still_gets_hints_and_runs_of_its_own(bm25_store):
+    # 196 characters and more made a run id over its bound: no recall at all.
+    prompt = "Dog's medication carprofen tablet"
+    answers = [
+        hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt, session_id=sid))
+        for sid in ("s" * 400 + "a", "s" * 400 + "b")
+    ]
+    assert all("mem_dog" in a["stdout"] for a in answers), answers  # two sessions: each is hinted once
+    runs = [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs")]
+    assert len(set(runs)) == 2 and all(len(r) <= 200 for r in runs)
