@@ -18,6 +18,8 @@ from . import client
 #: Seconds a hook waits for the warm engine before answering on its own
 #: (Claude Code's hook timeout is set to 10 s by ``marchdb install``).
 HOOK_WAIT_SECONDS = 3.0
+#: How long a hook waits for its event to end on stdin.
+EVENT_WAIT_SECONDS = 5.0
 
 
 def main() -> None:
@@ -158,13 +160,52 @@ def run_hook(flags: dict, args: list[str]) -> int:
     return 0
 
 
+def _read_event(limit: int) -> bytes | None:
+    """Stdin up to its end or ``limit`` bytes; None when it stays open past
+    ``EVENT_WAIT_SECONDS`` (a pipe a host or script never closes: the hook
+    must not stall the prompt). A terminal is read as typed."""
+    import os
+    import select
+    import time
+
+    stream = sys.stdin
+    if stream is None:
+        return b""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # an embedding program's stdin
+        return stream.buffer.read(limit) if hasattr(stream, "buffer") else stream.read(limit).encode()
+    if stream.isatty():
+        return stream.buffer.read(limit)
+    deadline = time.monotonic() + EVENT_WAIT_SECONDS
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, min(limit - size, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _event(home_log, host: str, options: list[str]) -> str | None:
     import json
 
     from .client import HOOK_HOSTS as HOSTS
     from .client import MAX_EVENT_BYTES
 
-    raw = sys.stdin.buffer.read(MAX_EVENT_BYTES + 1)
+    raw = _read_event(MAX_EVENT_BYTES + 1)
+    if raw is None:
+        client.log(
+            home_log,
+            "hooks",
+            f"{host}: the event did not end within {EVENT_WAIT_SECONDS:.0f} s (stdin left open); nothing injected",
+        )
+        return None
     if len(raw) > MAX_EVENT_BYTES:
         client.log(home_log, "hooks", f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")
         return None

@@ -335,3 +335,24 @@ def test_a_long_session_id_still_gets_hints_and_runs_of_its_own(bm25_store):
     assert all("mem_dog" in a["stdout"] for a in answers), answers  # two sessions: each is hinted once
     runs = [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs")]
     assert len(set(runs)) == 2 and all(len(r) <= 200 for r in runs)
+
+
+@pytest.mark.parametrize("host", ["claude-code", "generic"])
+def test_a_hook_whose_stdin_stays_open_answers_nothing_and_says_why(tmp_path, host):
+    # It waited forever: the prompt with it.
+    home = tmp_path / "home"
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    proc = subprocess.Popen(
+        [marchdb, "--home", str(home), "hook", host],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "MARCH_DAEMON": "0"},
+    )
+    proc.stdin.write(b'{"hook_event_name": "UserPromptSubmit", "prompt": "hi"')  # and never closed
+    proc.stdin.flush()
+    started = time.monotonic()
+    out = proc.stdout.read()  # until the hook exits: it must not wait for stdin to close
+    assert proc.wait(timeout=30) == 0 and out == b""
+    assert time.monotonic() - started < 15
+    proc.stdin.close()
+    assert any("did not end within 5 s" in line for line in client.read_log(home, "hooks"))
