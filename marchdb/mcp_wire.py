@@ -23,6 +23,10 @@ from typing import Any
 
 import anyio
 
+#: Longest message line read (the engine's socket has the same bound): a
+#: memory body is 64 KB, a recall text is read to 4,000 characters.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+
 #: JSON-RPC error codes (JSON-RPC 2.0, section 5.1).
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -124,14 +128,28 @@ class CheckedLines:
     answered here (``check_line``) and never reach it."""
 
     def __init__(self, fd: int, out: LockedWriter):
-        self._file = anyio.wrap_file(os.fdopen(fd, "rb", closefd=False))
+        self._file = os.fdopen(fd, "rb", closefd=False)
         self._out = out
+
+    async def _readline(self, limit: int) -> bytes:
+        return await anyio.to_thread.run_sync(self._file.readline, limit)
 
     def __aiter__(self):
         return self._lines()
 
     async def _lines(self):
-        async for raw in self._file:
+        while True:
+            raw = await self._readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                # Read whole, one such line held ~9x its size in memory (a 400 MB line: 3.5 GB).
+                while (more := await self._readline(1 << 20)) and not more.endswith(b"\n"):
+                    pass
+                await self._out.write(
+                    _error(None, INVALID_REQUEST, f"Invalid Request: a message is limited to {MAX_LINE_BYTES:,} bytes")
+                )
+                continue
             line, answer = check_line(raw)
             if answer is not None:
                 await self._out.write(answer)

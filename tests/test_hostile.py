@@ -977,7 +977,14 @@ def test_14_every_mcp_request_gets_an_answer(tmp_path, vault):
         mcp.send_line('{"jsonrpc": "2.0", "id": 99, "result": {}}')
         mcp.call("memory_open", {"id": "mem_a"}, 6)
         nulls = [m["error"]["code"] for m in mcp.lines if m.get("id") is None]
-        assert nulls == [-32700, -32600] + [-32600] * 5
+        assert nulls == [-32700, -32600] + [-32600] * 5, nulls
+        # A line past the bound is answered, not read whole (a 400 MB line held 3.5 GB).
+        from marchdb.mcp_wire import MAX_LINE_BYTES
+
+        big = {"name": "memory_search", "arguments": {"query": "x" * (MAX_LINE_BYTES + 10)}}
+        mcp.send_line(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": big}))
+        mcp.call("memory_open", {"id": "mem_a"}, 8)
+        assert any("limited to" in m.get("error", {}).get("message", "") for m in mcp.lines if m.get("id") is None)
         # ...and the session goes on.
         assert tool_data(mcp.call("memory_open", {"id": "mem_a"}, 4))["status"] == "ok"
         assert tool_data(mcp.call("memory_search", {"query": "hello"}, 5))["results"][0]["id"] == "mem_a"
