@@ -24,6 +24,7 @@ from .errors import (
     MarchError,
     NotFound,
     Unanswered,
+    one_line,
     remote_error,
     unanswered_message,
 )
@@ -52,7 +53,7 @@ def command(group: typer.Typer, *args, **kwargs):
             try:
                 return fn(*a, **kw)
             except MarchError as exc:
-                typer.echo(f"error: {exc}", err=True)
+                typer.echo(f"error: {one_line(exc)}", err=True)
                 raise typer.Exit(exc.exit_code) from None
             except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
                 raise
@@ -63,12 +64,12 @@ def command(group: typer.Typer, *args, **kwargs):
                 if apsw is not None and isinstance(exc, apsw.Error):
                     from .db import index_error
 
-                    typer.echo(f"error: {index_error(exc, _index_path())}", err=True)
+                    typer.echo(f"error: {one_line(index_error(exc, _index_path()))}", err=True)
                     raise typer.Exit(IndexUnavailable.exit_code) from None
                 if os.environ.get("MARCHDB_DEBUG"):
                     raise
                 typer.echo(
-                    f"error: unexpected {type(exc).__name__}: {exc}; this is a bug, please report it "
+                    f"error: unexpected {type(exc).__name__}: {one_line(exc)}; this is a bug, please report it "
                     "(MARCHDB_DEBUG=1 prints where it happened)",
                     err=True,
                 )
@@ -126,13 +127,6 @@ def _print(text: str | tuple[str, str]) -> None:
     if err:
         typer.echo(err, err=True, nl=False)
     typer.echo(out, nl=False)
-
-
-def _shown(text: object) -> str:
-    """``text`` for one terminal line: control characters (a newline in a
-    file name, an escape sequence that would drive the terminal) and bytes
-    that are not UTF-8 are shown escaped (``\\n``, ``\\x1b``, ``\\udce9``)."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
 
 
 def _emit(data: dict) -> None:
@@ -301,11 +295,11 @@ def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), a
         if data["status"] == "ok":
             typer.echo(data["markdown"], nl=False)
         elif data["status"] == "conflict":
-            typer.echo(f"conflict: {data['message']}:", err=True)
+            typer.echo(f"conflict: {one_line(data['message'])}:", err=True)
             for path in data["paths"]:
-                typer.echo(f"  {path}", err=True)
+                typer.echo(f"  {one_line(path)}", err=True)
         else:
-            typer.echo(f"not found: {data['message']}", err=True)
+            typer.echo(f"not found: {one_line(data['message'])}", err=True)
     if data["status"] != "ok":
         raise typer.Exit(Conflict.exit_code if data["status"] == "conflict" else NotFound.exit_code)
 

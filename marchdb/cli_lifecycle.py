@@ -18,13 +18,12 @@ from .cli import (
     _Progress,
     _read_stdin_body,
     _say_notices,
-    _shown,
     _store,
     app,
     command,
     stdin_has_input,
 )
-from .errors import InvalidInput
+from .errors import InvalidInput, one_line
 
 
 @command(app, "log")
@@ -82,9 +81,9 @@ def import_(
         for row in rows[: shown[action]]:
             where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
             detail = f": {row['detail']}" if row.get("detail") else ""
-            typer.echo(_shown(f"{action:8} {row['origin']}{where}{detail}"))
+            typer.echo(one_line(f"{action:8} {row['origin']}{where}{detail}"))
             for warning in row.get("warnings") or []:
-                typer.echo(_shown(f"         warning: {warning}"))
+                typer.echo(one_line(f"         warning: {warning}"))
         if len(rows) > shown[action]:
             typer.echo(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
     if data["applied"]:

@@ -105,7 +105,7 @@ def quick(flags: dict, rest: list[str]) -> int | None:
     op, args, as_json, explain = parsed
     from . import render
     from .config import load_config
-    from .errors import MarchError
+    from .errors import MarchError, one_line
 
     try:
         cfg = load_config(home=flags.get("home"))
@@ -113,7 +113,7 @@ def quick(flags: dict, rest: list[str]) -> int | None:
     except (client.Unavailable, MarchError):
         return None  # the full CLI starts the engine, answers in-process or reports the error
     except client.RemoteError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {one_line(exc)}\n")
         return exc.exit_code
     if as_json:
         out, err = render.as_json(data), ""

@@ -9,6 +9,13 @@ equal).
 from __future__ import annotations
 
 
+def one_line(message: object) -> str:
+    """``message`` as one line of a terminal: control characters (a newline
+    in an id, an escape sequence) and bytes that are not UTF-8 shown escaped
+    (``\\n``, ``\\x1b``, ``\\udce9``): an error is always one line."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(message))
+
+
 class MarchError(Exception):
     """Base class of every error marchdb raises on purpose. Raise a subclass:
     the base's exit code 1 means "unexpected"."""

@@ -327,3 +327,10 @@ def test_a_reader_that_goes_away_is_not_reported_as_a_bug(tmp_path, mixed_vault)
         done = subprocess.run([marchdb, *args], stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
         os.close(write)
         assert "bug" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_error_is_one_line_whatever_the_input_holds(cli, vault):
+    result = cli("open", "a\nb\x1b[31m")
+    said = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]
+    assert result.exit_code != 0 and len(said) == 1, result.stderr
+    assert "\\n" in result.stderr and "\x1b" not in result.stderr
