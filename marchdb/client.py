@@ -161,11 +161,25 @@ def _connect(path: Path, timeout: float) -> socket.socket:
     return sock
 
 
-def _read_line(sock: socket.socket) -> bytes:
+def _read_line(sock: socket.socket, what: str = "the engine's answer", seconds: float | None = None) -> bytes:
+    """One message line from ``sock`` (``what`` it is, for errors); with
+    ``seconds``, the whole line must arrive within them (a peer sending a
+    byte now and then must not hold the reader for good)."""
     chunks: list[bytes] = []
     size = 0
+    deadline = None if seconds is None else time.monotonic() + seconds
     while True:
-        chunk = sock.recv(65536)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Unavailable("timeout", f"{what} did not arrive whole within {seconds:g} s")
+            sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            if deadline is None:
+                raise
+            raise Unavailable("timeout", f"{what} did not arrive whole within {seconds:g} s") from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -173,7 +187,7 @@ def _read_line(sock: socket.socket) -> bytes:
         if chunk.endswith(b"\n") or b"\n" in chunk:
             break
         if size > MAX_MESSAGE_BYTES:
-            raise Unavailable("bad answer", "the engine's answer is too long")
+            raise Unavailable("bad answer", f"{what} is over {MAX_MESSAGE_BYTES:,} bytes")
     line = b"".join(chunks)
     return line.split(b"\n", 1)[0]
 
@@ -303,9 +317,12 @@ def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_ar
         if not start(home, start_args):
             raise Unavailable("cannot start", f"{socket_path(home)} is taken by a file that is not a socket")
     if not wait_ready(home, wait):
-        raise Unavailable(
-            "not ready", f"the engine did not answer within {wait:.0f}s (see {home / LOG_DIR}/daemon.log)"
+        why = (
+            f"the engine did not answer within {wait:.0f}s"
+            if engine_alive(home)
+            else "the engine stopped while starting, or refused to"
         )
+        raise Unavailable("not ready", f"{why} (see {home / LOG_DIR}/daemon.log)")
     return request(home, op, args, ident)[0]
 
 

@@ -248,13 +248,13 @@ class Engine:
     def _serve_one(self, conn: socket.socket) -> None:
         with conn:
             try:
-                conn.settimeout(READ_TIMEOUT)
-                line = client._read_line(conn)
+                line = client._read_line(conn, "the request", READ_TIMEOUT)
                 answer = self.answer(line)
             except (OSError, client.Unavailable) as exc:
                 self.log(f"request not read: {exc}")
                 return
             with contextlib.suppress(OSError):
+                conn.settimeout(READ_TIMEOUT)  # a client that stops reading is not waited for long
                 conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
 
     def answer(self, line: bytes) -> dict:

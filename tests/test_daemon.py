@@ -5,6 +5,7 @@ Each test gets its own home; the engine a test starts is stopped after it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -382,3 +383,24 @@ def test_a_stopping_engine_answers_the_connections_still_queued(tmp_path, mixed_
         assert answer["error"]["kind"] == "stopping"  # the client runs it in-process
         sock.close()
     assert not client.socket_path(engine.home).exists()
+
+
+def test_a_client_that_sends_a_byte_now_and_then_is_not_waited_for(bm25_engine, monkeypatch):
+    # The read timeout applied to each piece: a byte every few seconds held a thread for good.
+    import socket
+
+    monkeypatch.setattr(daemon, "READ_TIMEOUT", 0.5)
+    ours, theirs = socket.socketpair()
+    served = threading.Thread(target=bm25_engine._serve_one, args=(ours,))
+    served.start()
+    started = time.monotonic()
+    for byte in b'{"v": 1, "op": "ping"':
+        if not served.is_alive():
+            break
+        with contextlib.suppress(OSError):
+            theirs.send(bytes([byte]))
+        time.sleep(0.1)
+    served.join(5)
+    theirs.close()
+    assert not served.is_alive() and time.monotonic() - started < 3
+    assert any("the request did not arrive whole" in line for line in client.read_log(bm25_engine.home, "daemon"))
