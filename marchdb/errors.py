@@ -9,6 +9,21 @@ equal).
 from __future__ import annotations
 
 
+def check_text(value: object, what: str) -> None:
+    """Raise ``InvalidInput`` when ``value`` is text that is not valid
+    Unicode: a lone surrogate, what a shell argument or a file name holding a
+    byte that is not UTF-8 (``caf\\xe9``) becomes in Python. Nothing can store,
+    match or print it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"{what} is not valid Unicode (at character {exc.start + 1}: a byte that is not UTF-8?); "
+                "give it as UTF-8 text"
+            ) from None
+
+
 def one_line(message: object) -> str:
     """``message`` as one line of a terminal: control characters (a newline
     in an id, an escape sequence) and bytes that are not UTF-8 shown escaped

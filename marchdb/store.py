@@ -24,7 +24,7 @@ from .clock import utc_now_iso
 from .config import Config, ensure_layout, load_config
 from .embedding import calibrate, load_embedder, vectors
 from .embedding.vecindex import VectorIndex
-from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound
+from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
 from .files import read_file
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from .recall import RecallResult, project_tag
@@ -346,6 +346,7 @@ class Store:
         """
         if not isinstance(mem_id, str) or not mem_id.strip():
             raise InvalidInput("give the id of a memory, e.g. mem_01hx_context_cache")
+        check_text(mem_id, "the id")
         mem_id = mem_id.strip()
         if len(mem_id) > MAX_ID_LEN:
             raise InvalidInput(f"id is {len(mem_id)} characters; memory ids are at most {MAX_ID_LEN}")
@@ -422,6 +423,13 @@ class Store:
         """
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("recall needs the text of a message")
+        for value, what in (
+            (text, "the message"),
+            (run_id, "run_id"),
+            (project, "project"),
+            (conversation, "conversation"),
+        ):
+            check_text(value, what)
         if trigger not in ("user", "assistant"):
             raise InvalidInput("trigger must be 'user' or 'assistant'")
         if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS):
@@ -465,6 +473,7 @@ class Store:
         seed 000) and for the ids of files being rewritten. Archived memories
         are searched only with ``include_archived``. See ``search.search``
         for the result."""
+        check_text(query, "the query")
 
         def ids_for(paths: list[str]) -> dict[str, str]:
             return dict(
@@ -603,6 +612,7 @@ class Store:
         the recall hints for ``text`` (``project``, ``conversation``: see ``recall``):
         ``{"text", "agent_profile", "user_profile", "hints"}``, ready to put
         into a prompt."""
+        check_text(text, "the message")
         blocks = profiles.read_profiles(self.cfg)
         hints = []
         if text and text.strip():
@@ -631,6 +641,7 @@ class Store:
         a hand edit (``DELETE FROM memory_index``) would leave it silently
         out of step with them until a rebuild. Reads run on ``reader()``.
         """
+        check_text(sql, "the SQL")
         if _RECALLS_IN_SQL.search(sql):
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()

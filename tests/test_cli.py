@@ -334,3 +334,10 @@ def test_an_error_is_one_line_whatever_the_input_holds(cli, vault):
     said = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]
     assert result.exit_code != 0 and len(said) == 1, result.stderr
     assert "\\n" in result.stderr and "\x1b" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["recall", "context", "open", "search", "sql"])
+def test_an_argument_that_is_not_utf8_is_refused_with_exit_2(cli, vault, command):
+    # A shell passes caf\xe9 as a lone surrogate: it ended in "unexpected UnicodeEncodeError ... a bug".
+    result = cli(command, "caf\udce9 deploy")
+    assert result.exit_code == 2 and "is not valid Unicode" in result.stderr, result.stderr
