@@ -340,6 +340,16 @@ def _by_index(fn: Callable, columns: tuple[str, ...]) -> Callable:
     return fn
 
 
+#: The default of a table function's first argument: not given at all (an
+#: explicit NULL is None, and gives no rows, as SQL functions answer NULL).
+_MISSING: Any = object()
+_NO_ARGUMENT = (
+    "{name} was called without {what} (SQLite ran it before the table it joins?): give one, and "
+    "in a join write the table first with CROSS JOIN, e.g. SELECT m.id, s.id FROM memory_index m CROSS JOIN "
+    "{name}(m.id) s"
+)
+
+
 def _json(rows: list[dict[str, Any]]) -> str:
     return json.dumps(rows, ensure_ascii=False)
 
@@ -382,11 +392,19 @@ def register(con: apsw.Connection, engine: Engine) -> None:
     con.create_scalar_function("march_recall_json", march_recall_json, -1)
     con.create_scalar_function("march_similar_json", march_similar_json, -1)
 
-    def march_recall(text=None, trigger="user", run_id=None, project=None, conversation=None):
+    # SQLite may plan a join with the function first and call it with no
+    # argument (`FROM memory_index m, march_similar(m.id)`): that gave no
+    # rows, silently. A first argument not given at all is an error saying
+    # how to write the join so that it is there.
+    def march_recall(text=_MISSING, trigger="user", run_id=None, project=None, conversation=None):
+        if text is _MISSING:
+            raise InvalidInput(_NO_ARGUMENT.format(name="march_recall", what="a message text"))
         for row in engine.recall(con, text, trigger, run_id, project, conversation):
             yield tuple(row[c] for c in RECALL_COLUMNS)
 
-    def march_similar(memory=None, k=SIMILAR_K):
+    def march_similar(memory=_MISSING, k=SIMILAR_K):
+        if memory is _MISSING:
+            raise InvalidInput(_NO_ARGUMENT.format(name="march_similar", what="a memory id"))
         for row in engine.similar(con, memory, k):
             yield tuple(row[c] for c in SIMILAR_COLUMNS)
 

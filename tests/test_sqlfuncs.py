@@ -227,3 +227,14 @@ def test_march_similar_ranks_by_stored_vectors(mixed_vault, model_store):
     assert found[0]["cos"] > found[1]["cos"] >= found[2]["cos"] and 0 < found[0]["dense"] <= 1
     as_json = json.loads(rows(model_store, "SELECT march_similar_json('mem_cache', 3) AS j")[0]["j"])
     assert [r["id"] for r in as_json] == [r["id"] for r in found]
+
+
+def test_a_join_that_runs_the_function_first_is_an_error_not_zero_rows(bm25_store):
+    store = bm25_store
+    with pytest.raises(InvalidInput, match="CROSS JOIN"):
+        store.query("SELECT m.id, s.id FROM memory_index m, march_similar(m.id, 2) s")
+    with pytest.raises(InvalidInput, match="without a message text"):
+        store.query("SELECT * FROM march_recall")
+    assert store.query("SELECT * FROM march_recall(NULL)")[1] == []  # NULL in, nothing out
+    cross = store.query("SELECT m.id, s.id FROM memory_index m CROSS JOIN march_recall(m.name) s WHERE s.hint")[1]
+    assert ("mem_cache", "mem_cache") in cross
