@@ -41,7 +41,7 @@ MAX_CONTEXT_CHARS = 9000
 #: Claude Code versions that do not send ``last_assistant_message``).
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
 #: Longest session id kept as written: ``cc:<session>:<turn>`` must fit a run
-#: id (``store.MAX_RUN_ID_CHARS``, 200); a longer one is cut and hashed.
+#: id (``recall.MAX_RUN_ID_CHARS``, 200); a longer one is cut and hashed.
 MAX_SESSION_ID = 160
 HOSTS = client.HOOK_HOSTS
 RUN_PREFIX = "cc"

@@ -76,6 +76,8 @@ COARSE_FROM = 60_000
 #: terms are matched (bm25_terms), and BM25 does not enter the score
 #: (sql/recall.sql, :few_memories).
 SMALL_VAULT = 50
+#: Longest agent run id (and conversation id) accepted: it is stored with every hint of the run.
+MAX_RUN_ID_CHARS = 200
 #: FTS5 scores every memory a MATCH finds (~0.85 µs each here): 69,000 matches
 #: of three common Chinese bigrams cost ~60 ms at 100,000 memories. From
 #: LARGE_VAULT memories on, MATCH keeps the query's rarest terms up to

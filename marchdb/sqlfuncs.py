@@ -182,6 +182,12 @@ class Engine:
             raise InvalidInput("march_recall: the run id must be a non-empty string (or NULL for a pure query)")
         if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
             raise InvalidInput("march_recall: the conversation must be a non-empty string (or NULL for none)")
+        for value, what in ((run_id, "run id"), (conversation, "conversation")):
+            # The bounds `marchdb recall --run` has: the id is stored with every hint of the run.
+            if isinstance(value, str) and len(value) > recall_mod.MAX_RUN_ID_CHARS:
+                raise InvalidInput(
+                    f"march_recall: the {what} is {len(value):,} characters; the limit is {recall_mod.MAX_RUN_ID_CHARS}"
+                )
         if project is not None and not isinstance(project, str):
             raise InvalidInput("march_recall: the project must be a name (text), or NULL for none")
         value = _text_arg(text, "march_recall")

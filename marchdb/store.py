@@ -27,7 +27,7 @@ from .embedding.vecindex import VectorIndex
 from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
 from .files import read_file
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
-from .recall import RecallResult, project_tag
+from .recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
 from .recall import recall as recall_hints
 from .sync import SyncReport, sync_files
 
@@ -35,8 +35,6 @@ from .sync import SyncReport, sync_files
 DIRTY_CHECK_SECONDS = 5.0
 #: Texts a dirty check may embed before answering.
 DIRTY_CHECK_EMBED_LIMIT = 64
-#: Longest agent run id accepted (it is stored with every hint of the run).
-MAX_RUN_ID_CHARS = 200
 
 
 class Store:

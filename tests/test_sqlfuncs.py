@@ -93,6 +93,8 @@ def test_errors_are_sql_errors_with_a_clear_message(bm25_store):
         bm25_store.query("SELECT * FROM march_similar('mem_cache')")
     with pytest.raises(InvalidInput, match="k must be a whole number from 1 to 100"):
         bm25_store.query("SELECT * FROM march_similar('mem_cache', 1000)")
+    with pytest.raises(InvalidInput, match="the run id is 201 characters; the limit is 200"):
+        bm25_store.query("SELECT * FROM march_recall('cache', 'user', ?)", ("r" * 201,), write=True)
     # the connection is still fine afterwards
     assert rows(bm25_store, "SELECT count(*) AS n FROM memory_index") == [{"n": 5}]
 
