@@ -125,8 +125,8 @@ def _print(text: str | tuple[str, str]) -> None:
     """Print ``render``'s text: stdout, or ``(stdout, stderr)``."""
     out, err = (text, "") if isinstance(text, str) else text
     if err:
-        typer.echo(err, err=True, nl=False)
-    typer.echo(out, nl=False)
+        typer.echo(render.terminal(err), err=True, nl=False)
+    typer.echo(render.terminal(out), nl=False)
 
 
 def _emit(data: dict) -> None:
@@ -293,7 +293,7 @@ def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), a
     else:
         _say_notices(data)
         if data["status"] == "ok":
-            typer.echo(data["markdown"], nl=False)
+            typer.echo(render.terminal(data["markdown"]), nl=False)
         elif data["status"] == "conflict":
             typer.echo(f"conflict: {one_line(data['message'])}:", err=True)
             for path in data["paths"]:
@@ -369,7 +369,7 @@ def search(
     if not result["results"]:
         typer.echo("no match")
     for hit in result["results"]:
-        typer.echo(f"{hit['path']}  [{hit['id'] or 'no id'}]")
+        typer.echo(one_line(f"{hit['path']}  [{hit['id'] or 'no id'}]"))
         # Like rg/grep: overlapping context is printed once, gaps as "--".
         lines: dict[int, tuple[str, str]] = {}
         for m in hit["matches"]:
@@ -383,7 +383,7 @@ def search(
             if previous is not None and number > previous + 1:
                 typer.echo("     --")
             mark, line = lines[number]
-            typer.echo(f"  {number:>5}{mark} {line}")
+            typer.echo(render.terminal(f"  {number:>5}{mark} {line}"))
             previous = number
     if result.get("truncated"):
         typer.echo("(more files match; raise --limit)")

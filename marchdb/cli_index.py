@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from .cli import JsonOpt, _emit, _notices, _store, app, command, model_app
-from .errors import ModelError
+from .errors import ModelError, one_line
 
 
 @command(app)
@@ -132,7 +132,7 @@ def _cell(value) -> str:
         return ""
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
-    return str(value).replace("\n", " ")
+    return one_line(str(value).replace("\n", " "))
 
 
 @command(model_app, "build")

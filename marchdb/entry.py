@@ -119,8 +119,8 @@ def quick(flags: dict, rest: list[str]) -> int | None:
         out, err = render.as_json(data), ""
     else:
         out, err = render.recall(data, explain) if op == "memory_recall" else render.context(data)
-    sys.stderr.write(err)
-    sys.stdout.write(out)
+    sys.stderr.write(render.terminal(err))
+    sys.stdout.write(render.terminal(out))
     return 0
 
 

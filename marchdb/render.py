@@ -12,6 +12,15 @@ import json
 from .hintline import hint_line
 
 
+def terminal(text: str) -> str:
+    """``text`` safe to print: control characters other than newlines and
+    tabs (an escape sequence in a memory's name, which would clear the
+    screen or retitle the window) shown escaped (``\\x1b``)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t " else repr(c)[1:-1] for c in text)
+
+
 def as_json(data: dict) -> str:
     """``--json``: exactly one JSON object, on one line."""
     return json.dumps(data, ensure_ascii=False, default=str) + "\n"

@@ -56,6 +56,7 @@ import datetime as dt
 import errno
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -201,6 +202,8 @@ def _text(value: object, field: str, limit: int | None, one_line: bool) -> str |
     except UnicodeEncodeError:
         raise InvalidInput(f"{field} holds characters that are not valid Unicode (lone surrogates)") from None
     text = " ".join(value.split()) if one_line else value
+    if one_line and not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text):
+        raise InvalidInput(f"{field} holds a control character (an escape sequence?); a {field} is plain text")
     if not text.strip():
         raise InvalidInput(
             f"{field} is empty; give some text (an update keeps the current {field} when it is left out)"

@@ -341,3 +341,18 @@ def test_an_argument_that_is_not_utf8_is_refused_with_exit_2(cli, vault, command
     # A shell passes caf\xe9 as a lone surrogate: it ended in "unexpected UnicodeEncodeError ... a bug".
     result = cli(command, "caf\udce9 deploy")
     assert result.exit_code == 2 and "is not valid Unicode" in result.stderr, result.stderr
+
+
+def test_escape_sequences_never_reach_the_terminal(cli, vault):
+    # A name written by hand (or imported) with an escape sequence cleared the screen and retitled the window.
+    refused = cli("save", "--name", "Bell \x1b[2J name", "--description", "d", "--tag", "t", "--body", "b")
+    assert refused.exit_code == 2 and "control character" in refused.stderr
+    # (YAML refuses a raw ESC; a double-quoted "\\e" is one.)
+    vault.write(
+        "esc.md", '---\nid: mem_esc\nname: "Deploy \\e]0;PWNED\\a day"\ndescription: tuesdays\ntags: [t]\n---\nBody.\n'
+    )
+    assert cli("sync", "--no-embed").exit_code == 0
+    for args in (("search", "tuesdays"), ("sql", "SELECT name FROM memory_index"), ("open", "mem_esc")):
+        out = cli(*args).stdout
+        assert "\x1b" not in out and "\x07" not in out, (args, out)
+    assert "Deploy \\x1b]0;PWNED\\x07 day" in cli("sql", "SELECT name FROM memory_index").stdout  # shown escaped
