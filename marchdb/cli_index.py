@@ -7,6 +7,7 @@ command, only format what the library returns.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
@@ -36,7 +37,8 @@ def sql(
         return
     columns, rows = store.query(query, write=write)
     if as_json:
-        _emit({"columns": columns, "rows": [dict(zip(columns, _jsonable(r))) for r in rows]})
+        keys = _unique(columns)  # SELECT 1 AS a, 2 AS a: two keys, not one value lost
+        _emit({"columns": columns, "rows": [dict(zip(keys, _jsonable(r))) for r in rows]})
         return
     if not columns:
         return
@@ -124,7 +126,19 @@ def browse(
 
 
 def _jsonable(row: tuple) -> list:
-    return [v.hex() if isinstance(v, bytes) else v for v in row]
+    # JSON has no infinity nor NaN (json.dumps would write Infinity, which no parser reads).
+    return [
+        v.hex() if isinstance(v, bytes) else str(v) if isinstance(v, float) and not math.isfinite(v) else v for v in row
+    ]
+
+
+def _unique(columns: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in columns:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}:{seen[name]}")
+    return out
 
 
 def _cell(value) -> str:

@@ -644,8 +644,21 @@ class Store:
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()
         con = self.con if write else self.reader()
+        statements = 0
+
+        def one_statement(_cursor, text, _bindings) -> bool:
+            # Several would mix their rows under the first one's columns (a
+            # comment after the last ';' is no statement).
+            nonlocal statements
+            if not _COMMENTS.sub("", text).strip(" \t\r\n;"):
+                return True
+            statements += 1
+            return statements == 1
+
         try:
-            cur = con.execute(sql, params)
+            cursor = con.cursor()
+            cursor.exec_trace = one_statement
+            cur = cursor.execute(sql, params)
             try:
                 columns = [d[0] for d in cur.getdescription()]
             except apsw.ExecutionCompleteError:
@@ -653,6 +666,11 @@ class Store:
                 last = apsw.ext.query_info(con, sql, params).description or ()
                 columns = [d[0] for d in last]
             rows = cur.fetchall()
+        except apsw.ExecTraceAbort:
+            raise InvalidInput(
+                "give one SQL statement per call (only the first one ran); the shell, `marchdb sql` "
+                "without a query, takes several"
+            ) from None
         except (apsw.ReadOnlyError, apsw.AuthError):
             raise InvalidInput(
                 "the index is read-only here: it is rebuilt from the Markdown files, so edit those "
@@ -672,6 +690,7 @@ class Store:
         return self._reader
 
 
+_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 #: Statements that recall from the index get the dirty check first.
 _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
 

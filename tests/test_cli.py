@@ -356,3 +356,12 @@ def test_escape_sequences_never_reach_the_terminal(cli, vault):
         out = cli(*args).stdout
         assert "\x1b" not in out and "\x07" not in out, (args, out)
     assert "Deploy \\x1b]0;PWNED\\x07 day" in cli("sql", "SELECT name FROM memory_index").stdout  # shown escaped
+
+
+def test_sql_takes_one_statement_and_its_json_keeps_every_column(cli, vault):
+    # "SELECT 1 AS a; SELECT 2 AS b, 3 AS c" mixed the rows under the first columns; 1e999 printed Infinity.
+    several = cli("sql", "--json", "SELECT 1 AS a; SELECT 2 AS b, 3 AS c")
+    assert several.exit_code == 2 and "one SQL statement per call" in several.stderr
+    assert cli("sql", "SELECT 1 AS one; -- a comment after it").exit_code == 0
+    data = json.loads(cli("sql", "--json", "SELECT 1 AS a, 2 AS a, 1e999 AS big").stdout)
+    assert data["rows"] == [{"a": 1, "a:2": 2, "big": "inf"}]
