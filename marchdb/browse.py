@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -144,6 +146,32 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def local_only(app: Any, port: int) -> Any:
+    """``app`` answering only requests that read (GET, HEAD) and name this
+    machine in their ``Host``: bound to loopback, the server is still
+    reachable from a web page through DNS rebinding (evil.example resolving
+    to 127.0.0.1), whose requests carry the page's host name."""
+    hosts = {f"{name}:{port}".encode() for name in ("127.0.0.1", "localhost", "[::1]")}
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            host = dict(scope.get("headers") or []).get(b"host", b"").lower()
+            why = None
+            if host not in hosts:
+                why = (421, b"marchdb browse answers requests for 127.0.0.1 and localhost only\n")
+            elif scope.get("method") not in ("GET", "HEAD"):
+                why = (405, b"marchdb browse is read-only\n")
+            if why is not None:
+                await send(
+                    {"type": "http.response.start", "status": why[0], "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": why[1]})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
     """Bring the index up to date, then serve it on http://127.0.0.1:PORT
     until Ctrl-C."""
@@ -163,7 +191,11 @@ def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
     try:
         asyncio.run(check(ds))
         say(f"marchdb browse: http://{HOST}:{port}/{DB_NAME}  (read-only; Ctrl-C to stop)")
-        uvicorn.run(ds.app(), host=HOST, port=port, log_level="warning", lifespan="on")
+        # uvicorn ends on SIGTERM by raising it again once it has stopped: with
+        # this handler that is an exit, and the vec0 copy in /tmp is removed
+        # (atexit) instead of left behind at every `kill`.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        uvicorn.run(local_only(ds.app(), port), host=HOST, port=port, log_level="warning", lifespan="on")
     finally:
         from . import browse_plugin
 

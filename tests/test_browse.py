@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -282,6 +283,15 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
         assert versions["datasette"]["version"] == "0.65.5"
         if os.path.exists("/proc/net/tcp"):
             assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+        # A page of another site reaching 127.0.0.1 through DNS rebinding names its own host; and
+        # nothing may write.
+        for request, status in (
+            (urllib.request.Request(f"{base}.json", headers={"Host": f"evil.example:{port}"}), 421),
+            (urllib.request.Request(f"{base}/recall", data=b"text=hi", method="POST"), 405),
+        ):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == status
 
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
