@@ -22,7 +22,9 @@ def sql(
     query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
     as_json: bool = JsonOpt,
     write: bool = typer.Option(
-        False, "--write", help="Allow changes to the index (it is rebuilt from the files anyway)."
+        False,
+        "--write",
+        help="Allow changes to the index. A change to what sync writes stays until `marchdb rebuild` (sync only re-reads files that changed).",
     ),
 ):
     """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
