@@ -39,10 +39,9 @@ def serve(
         if stop:
             info["stopped"] = daemon.stop(cfg.home)
             if client.engine_alive(cfg.home):  # still busy with a request (a hook reading a slow file?)
-                raise Retry(
-                    f"the engine (pid {info['pid']}) did not stop within 15 s: a request is still running; "
-                    f"try again, or end it with `kill {info['pid']}`"
-                )
+                pid = client.engine_pid(cfg.home)
+                end = f"end it with `kill {pid}`" if pid else "end the `marchdb serve` process"
+                raise Retry(f"the engine did not stop within 15 s: a request is still running; try again, or {end}")
         elif info["pid"] is not None:
             try:
                 info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])

@@ -227,15 +227,15 @@ def last_reply(transcript_path: object) -> str:
     (JSONL), read from its end; "" when there is none or it cannot be read."""
     if not isinstance(transcript_path, str) or not transcript_path:
         return ""
-    path = Path(transcript_path).expanduser()
     try:
+        path = Path(transcript_path).expanduser()  # "~nosuchuser/x": RuntimeError
         # A regular file only: a FIFO named as the transcript would block
         # the engine's one request thread, and every prompt after it.
         with open_regular(path) as fh:
             fh.seek(0, os.SEEK_END)
             fh.seek(max(0, fh.tell() - TRANSCRIPT_TAIL_BYTES))
             tail = fh.read().decode("utf-8", "replace").splitlines()
-    except OSError:
+    except (OSError, ValueError, RuntimeError):  # unreadable; a NUL in the path; an unknown ~user
         return ""
     for line in reversed(tail):
         try:

@@ -39,11 +39,14 @@ MAX_INCREMENTAL = 2000
 ROOT_CHECK_SECONDS = 5.0
 
 
-def _ino(path: Path) -> int | None:
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which folder is at ``path`` (device and inode: another drive mounted
+    there has inode 2 too); None when nothing is."""
     try:
-        return os.stat(path).st_ino
+        st = os.stat(path)
     except OSError:
         return None
+    return st.st_dev, st.st_ino
 
 
 class Watcher:
@@ -70,8 +73,15 @@ class Watcher:
         self.mode = "starting"
         self._busy = False
         self._retry_full = False
-        self._root_ino = _ino(self.root)
+        self._root_id = _identity(self.root)
+        self._next_root_check = time.monotonic() + ROOT_CHECK_SECONDS
+        self._next_poll = time.monotonic() + FALLBACK_SCAN_SECONDS
         self._last_failure: str | None = None
+        self._retry_on_timer = False  # a scan failed on a missing root: try again every root check
+        # Starting and stopping the platform watcher happens under this lock,
+        # never under _cond: its event thread holds its own lock while it
+        # calls _note_event, which takes _cond (both held at once: a deadlock).
+        self._observer_lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="marchdb-watch", daemon=True)
 
     # ------------------------------------------------------------ events
@@ -144,34 +154,42 @@ class Watcher:
                 f"file watcher unavailable ({exc}); falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s"
             )
 
-    def _check_root(self) -> None:
+    def _follow_root(self) -> None:
         """Follow the memory root when the folder at its path changed: gone
-        (scans fail and say so; the next one when it is back is full), or
-        another folder in its place (the platform watcher still watches
-        the old one: watch the new one, and scan it whole)."""
-        ino = _ino(self.root)
-        if ino == self._root_ino:
-            return
-        self._root_ino = ino
-        if ino is None:
-            self.log(f"the memory root {self.root} is gone; waiting for it to come back")
-            return
-        self.log(f"the memory root {self.root} is another folder now; watching it, and scanning it whole")
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer = None
-        if not self._stop:
-            self._start_observer()
-        self._full_scan = True
+        (scans fail and say so; the one once it is back is full), or
+        another folder in its place (the platform watcher still watches the
+        old one: watch the new one, and scan it whole). Called without
+        ``_cond`` held."""
+        found = _identity(self.root)
+        rescan = False
+        if found != self._root_id:
+            self._root_id = found
+            if found is None:
+                self.log(f"the memory root {self.root} is gone; waiting for it to come back")
+            else:
+                self.log(f"the memory root {self.root} is another folder now; watching it, and scanning it whole")
+                with self._observer_lock:
+                    old, self._observer = self._observer, None
+                    if old is not None:
+                        old.stop()
+                        old.join(5.0)
+                    if not self._stop:
+                        self._start_observer()
+                rescan = True
+        with self._cond:
+            if rescan or self._retry_on_timer:
+                self._full_scan = True
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop watching and wait for the current batch to finish."""
         with self._cond:
             self._stop = True
             self._cond.notify()
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout)
+        with self._observer_lock:
+            observer, self._observer = self._observer, None
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout)
         self._thread.join(timeout)
         self.store.close()
 
@@ -199,13 +217,32 @@ class Watcher:
         while True:
             with self._cond:
                 while not self._stop and not self._pending and not self._full_scan:
-                    timeout = FALLBACK_SCAN_SECONDS if self.mode != "watching" else ROOT_CHECK_SECONDS
-                    if not self._cond.wait(timeout):
-                        if self.mode != "watching" or self._retry_full:
-                            self._full_scan = True  # polling; or retrying a scan that failed
-                        self._check_root()
+                    now = time.monotonic()
+                    if now >= self._next_root_check:
+                        break
+                    if self.mode != "watching" and now >= self._next_poll:
+                        self._next_poll = now + FALLBACK_SCAN_SECONDS
+                        self._full_scan = True
+                        break
+                    # Woken by events too, yet the root check keeps its time:
+                    # events from the old folder must not put it off.
+                    wake = (
+                        self._next_root_check
+                        if self.mode == "watching"
+                        else min(self._next_root_check, self._next_poll)
+                    )
+                    self._cond.wait(max(0.0, wake - now))
                 if self._stop:
                     return
+                root_due = time.monotonic() >= self._next_root_check
+                if root_due:
+                    self._next_root_check = time.monotonic() + ROOT_CHECK_SECONDS
+            if root_due:
+                self._follow_root()  # outside _cond: it may stop and start the platform watcher
+                continue
+            with self._cond:
+                if not self._pending and not self._full_scan:
+                    continue
                 # Debounce: wait until events have been quiet for a moment.
                 while not self._stop and time.monotonic() - self._last_event < self.debounce:
                     self._cond.wait(self.debounce)
@@ -220,13 +257,9 @@ class Watcher:
             finally:
                 with self._cond:
                     self._busy = False
+            observer = self._observer
             # (At a clean stop the observer is stopped first: not a failure to announce.)
-            if (
-                self._observer is not None
-                and not self._observer.is_alive()
-                and self.mode == "watching"
-                and not self._stop
-            ):
+            if observer is not None and not observer.is_alive() and self.mode == "watching" and not self._stop:
                 self.mode = "polling"
                 self.log(f"file watcher stopped; falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s")
 
@@ -235,22 +268,27 @@ class Watcher:
 
         try:
             report = self.store.sync(paths=paths)
-        except MarchError as exc:
-            if str(exc) != self._last_failure:  # retried every few seconds: said once
-                self.log(f"sync failed: {exc}")
-            self._last_failure = str(exc)
-            with self._cond:
-                self._retry_full = True  # (a root missing for a moment): what changed meanwhile is found
-            return
-        except Exception as exc:
-            # A bug must not leave the index stale for the rest of the session.
-            self.log(f"sync failed unexpectedly ({type(exc).__name__}: {exc}); the next change runs a full scan")
+        except Exception as exc:  # noqa: BLE001 - the watcher's thread must not end, nor the index go stale
+            expected = isinstance(exc, MarchError)  # a root away for a moment, a full disk
+            message = (
+                f"sync failed: {exc}"
+                if expected
+                else f"sync failed unexpectedly ({type(exc).__name__}: {exc}); the next change runs a full scan"
+            )
+            if message != self._last_failure:  # a failure that repeats is said once
+                self.log(message)
+            self._last_failure = message
             with self._cond:
                 self._retry_full = True
+                # A root that is back is found by the next root check; a bug
+                # waits for the next change rather than failing every 5 s.
+                self._retry_on_timer = expected
             return
         if self._last_failure is not None:
             self.log("sync works again")
             self._last_failure = None
+        with self._cond:
+            self._retry_on_timer = False
         embedder = self.store.loaded_embedder()
         if report.embedded and embedder is not None:
             embedder.release_buffers()  # a long-lived process: back to a query-sized buffer

@@ -102,6 +102,7 @@ def test_stop_reads_the_reply_from_the_transcript_when_not_sent(bm25_store, tmp_
     hooks.handle(bm25_store, "claude-code", event("Stop", transcript_path=str(transcript)))
     assert bm25_store.con.execute("SELECT mem_id FROM recall_log WHERE trigger = 'record'").fetchall() == [("mem_dog",)]
     assert hooks.last_reply(str(tmp_path / "missing.jsonl")) == "" and hooks.last_reply(None) == ""
+    assert hooks.last_reply("a\x00b") == "" and hooks.last_reply("~no-such-user-here/x.jsonl") == ""
 
 
 def test_a_transcript_path_that_is_a_fifo_is_never_opened_for_reading(bm25_store, tmp_path):

@@ -108,7 +108,8 @@ def test_a_root_replaced_by_another_folder_is_watched_again(watched, vault, tmp_
     monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.2)
     store, watcher = watched
     with watcher._cond:
-        watcher._cond.notify()  # wake it: the shorter check period applies from its next wait
+        watcher._next_root_check = 0.0  # check now; then every 0.2 s
+        watcher._cond.notify()
     old = tmp_path / "old-root"
     vault.root.rename(old)
     vault.root.mkdir()
@@ -122,6 +123,7 @@ def test_what_changed_while_the_root_was_away_is_found_when_it_is_back(watched, 
     monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.2)
     store, watcher = watched
     with watcher._cond:
+        watcher._next_root_check = 0.0
         watcher._cond.notify()
     away = tmp_path / "away"
     vault.root.rename(away)
@@ -144,3 +146,40 @@ def test_a_rebuild_by_another_process_is_followed(watched, vault, tmp_path):
         assert wait_for(lambda: {"mem_one", "mem_two"} <= ids(fresh))
     finally:
         fresh.close()
+
+
+def test_a_root_swapped_while_events_keep_coming_never_deadlocks(watched, vault, tmp_path, monkeypatch):
+    # Restarting the platform watcher under the watcher's lock deadlocked with its event thread
+    # (which holds its own lock while it hands an event over): the engine hung for good.
+    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.05)
+    store, watcher = watched
+    with watcher._cond:
+        watcher._next_root_check = 0.0
+        watcher._cond.notify()
+    for i in range(15):
+        old = tmp_path / f"old-{i}"
+        vault.root.rename(old)
+        vault.root.mkdir()
+        for j in range(5):  # events from the old folder while the watcher swaps
+            (old / f"n{j}.md").write_text("x")
+            time.sleep(0.01)
+    vault.memory("last.md", "mem_last")
+    assert wait_for(lambda: "mem_last" in ids(store), timeout=20)
+    assert watcher.wait_idle(20)
+
+
+def test_a_failing_scan_is_said_once_and_not_retried_every_few_seconds(watched, vault, monkeypatch):
+    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.05)
+    store, watcher = watched
+    said, calls = [], []
+    watcher.log = said.append
+
+    def broken(**kw):
+        calls.append(kw)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(watcher.store, "sync", broken)
+    vault.memory("a.md", "mem_a")
+    assert wait_for(lambda: calls)
+    time.sleep(0.5)  # ten root checks
+    assert len(calls) == 1 and sum("sync failed unexpectedly" in m for m in said) == 1
