@@ -137,14 +137,14 @@ def _notices(store, as_json: bool) -> list[str]:
     notes = store.take_notices()
     if not as_json:
         for note in notes:
-            typer.echo(f"note: {note}", err=True)
+            typer.echo(f"note: {one_line(note)}", err=True)
     return notes
 
 
 def _say_notices(data: dict) -> None:
     """Text mode: the ``notices`` of a ``tools.call`` answer, on stderr."""
     for note in data.get("notices", []):
-        typer.echo(f"note: {note}", err=True)
+        typer.echo(f"note: {one_line(note)}", err=True)
 
 
 class _Progress:
@@ -224,7 +224,7 @@ def sync(
         f"{report.embedded} texts embedded in {report.seconds:.2f}s"
     )
     for warning in report.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {one_line(warning)}", err=True)
     if report.problems or report.conflicts:
         typer.echo("run `marchdb doctor` to see the problems and how to fix them")
 
@@ -324,7 +324,7 @@ def rebuild(ctx: typer.Context, as_json: bool = JsonOpt, no_embed: bool = typer.
             f"{report.embedded} texts embedded in {report.seconds:.2f}s"
         )
         for warning in report.warnings:
-            typer.echo(f"warning: {warning}", err=True)
+            typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
 # ---------------------------------------------------------------- recall
@@ -427,7 +427,7 @@ def save(
         if result.get("message"):
             typer.echo(result["message"])
         for warning in result.get("warnings", []):
-            typer.echo(f"warning: {warning}", err=True)
+            typer.echo(f"warning: {one_line(warning)}", err=True)
     if result["status"] == "duplicate":
         raise typer.Exit(EXIT_DUPLICATE)
 

@@ -48,7 +48,7 @@ def log_(
     typer.echo(f"{result['status']}: {result['id']} {result['path']}")
     typer.echo(result["entry"])
     for warning in result.get("warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
 @command(app, "import")
@@ -94,7 +94,7 @@ def import_(
             "nothing was written (run again with --apply)"
         )
     for warning in data.get("embed_warnings", []):
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {one_line(warning)}", err=True)
 
 
 @command(app, "maintain")
@@ -123,7 +123,7 @@ def maintain_(
         )
         typer.echo(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
     for note in data["notes"]:
-        typer.echo(f"note: {note}")
+        typer.echo(f"note: {one_line(note)}")
     counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
     if data["applied"]:
         archived = sum(1 for p in data["proposals"] if p["applied"])
