@@ -14,7 +14,7 @@ import re
 
 import yaml
 
-from .notes import FIELD_ORDER, MAX_TAGS, BadNote, Note, normalize_tags, parse_note, render_field
+from .notes import FIELD_ORDER, MAX_TAGS, YAML_LOADER, BadNote, Note, normalize_tags, parse_note, render_field
 
 
 def _field_spans(head: list[str], why: list[str]) -> dict[str, tuple[int, int]] | None:
@@ -24,7 +24,9 @@ def _field_spans(head: list[str], why: list[str]) -> dict[str, tuple[int, int]] 
     ``why``) for layouts not to be edited line by line: flow mappings,
     complex or duplicate keys."""
     try:
-        node = yaml.compose("\n".join(head), Loader=yaml.SafeLoader)
+        # The loader sync reads files with (libyaml when built in: it takes a tab
+        # after "name:", which the pure-Python one refuses).
+        node = yaml.compose("\n".join(head), Loader=YAML_LOADER)
     except (yaml.YAMLError, RecursionError):
         why.append("the frontmatter is not valid YAML")
         return None

@@ -507,3 +507,12 @@ def test_priority_is_set_by_save_and_changed_in_place(vault, store):
     for bad in ("urgent", 3, ""):
         with pytest.raises(InvalidInput, match="priority must be high, normal or low"):
             store.save(id="mem_obs", priority=bad, embed=False)
+
+
+def test_a_field_written_with_a_tab_is_updated_like_any_other(vault, store):
+    # Sync read it (libyaml takes a tab after the colon) but an update said "not valid YAML".
+    path = vault.write("tabs.md", "---\nid: mem_tabs\nname:\tTabs\ndescription: old\ntags: [t]\n---\nBody.\n")
+    store.sync(embed=False)
+    assert store.save(id="mem_tabs", description="new words", embed=False)["status"] == "updated"
+    text = path.read_text()
+    assert "name:\tTabs\n" in text and "description: new words\n" in text
