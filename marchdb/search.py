@@ -138,6 +138,11 @@ class RgRun:
     errors: list[str] = field(default_factory=list)
 
 
+def _short(message: str, limit: int = 300) -> str:
+    """One of rg's error lines, cut (a path 4,000 characters deep is not read whole)."""
+    return message if len(message) <= limit else message[: limit // 2] + " … " + message[-limit // 2 :]
+
+
 def run_rg(root: Path, args: list[str], json_mode: bool) -> RgRun:
     """Run rg in ``root`` with ``args``; return its output.
 
@@ -171,10 +176,13 @@ def run_rg(root: Path, args: list[str], json_mode: bool) -> RgRun:
         return RgRun(proc.stdout, errors)
     if proc.returncode == 2:
         finished = b'"type":"summary"' in proc.stdout if json_mode else bool(proc.stdout)
-        if finished:
-            return RgRun(proc.stdout, errors)
+        # rg searches "." here: an error about one file names it ("./a/b.md: File name too long");
+        # a file it could not read must not fail a search that simply matched nothing else.
+        per_file = bool(errors) and all(e.startswith("./") for e in errors)
+        if finished or per_file:
+            return RgRun(proc.stdout, [_short(e) for e in errors])
         first = errors[0] if errors else f"exit code 2 and no message (command: {' '.join(cmd)})"
-        raise SearchFailed(f"ripgrep failed: {first}")
+        raise SearchFailed(f"ripgrep failed: {_short(first)}")
     if proc.returncode < 0:
         raise SearchFailed(f"ripgrep was killed by signal {-proc.returncode}; run the search again")
     first = errors[0] if errors else "no message"

@@ -198,3 +198,18 @@ def test_files_sharing_an_id_are_left_out_until_fixed(vault, store):
     second.unlink()
     store.sync(embed=False)
     assert {r["id"] for r in store.search("kumquat")["results"]} == {"mem_twin", "mem_other"}
+
+
+def test_a_path_too_deep_for_ripgrep_does_not_fail_a_search(vault):
+    # rg could not open a file 4,500 characters deep: a query matching nothing else failed whole.
+    vault.memory("a.md", "mem_a", body="hello there")
+    here = os.getcwd()
+    os.chdir(vault.root)
+    try:
+        for _ in range(300):
+            os.mkdir("d" * 15)
+            os.chdir("d" * 15)
+    finally:
+        os.chdir(here)
+    assert search(vault.root, "nothingmatches")["results"] == []
+    assert [r["id"] for r in search(vault.root, "hello")["results"]] == ["mem_a"]
