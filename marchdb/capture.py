@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import db
-from .errors import Conflict, FileError, InvalidInput, Retry
+from .errors import Conflict, FileError, InvalidInput, Retry, check_text
 from .files import fsync_dir, read_file, safe_folder, vault_lock, write_temp
 from .layout import edit_note
 from .notes import (
@@ -102,10 +102,7 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
     for label, value in (("title", title), ("text", text or "")):
         if "\x00" in value:
             raise InvalidInput(f"the {label} holds a NUL character; log entries are plain text")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInput(f"the {label} holds characters that are not valid Unicode") from None
+        check_text(value, f"the {label}")
     # Control characters (an escape sequence, a bell) are no part of a title.
     one_line = " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in title).split())
     if not one_line:

@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from . import db
-from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry
+from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
 from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
 from .layout import edit_note
 from .notes import (
@@ -197,10 +197,7 @@ def _text(value: object, field: str, limit: int | None, one_line: bool) -> str |
         raise InvalidInput(f"{field} must be text, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidInput(f"{field} holds a NUL character; memories are plain text")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{field} holds characters that are not valid Unicode (lone surrogates)") from None
+    check_text(value, field)
     text = " ".join(value.split()) if one_line else value
     if one_line and not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text):
         raise InvalidInput(f"{field} holds a control character (an escape sequence?); a {field} is plain text")
