@@ -24,11 +24,18 @@ def check_text(value: object, what: str) -> None:
             ) from None
 
 
+def escaped(text: str, keep: str = " ") -> str:
+    """``text`` with the characters a terminal would act on (control
+    characters: a newline, an escape sequence) and bytes that are not UTF-8
+    shown escaped (``\\n``, ``\\x1b``, ``\\udce9``), except those in ``keep``."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+
+
 def one_line(message: object) -> str:
-    """``message`` as one line of a terminal: control characters (a newline
-    in an id, an escape sequence) and bytes that are not UTF-8 shown escaped
-    (``\\n``, ``\\x1b``, ``\\udce9``): an error is always one line."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(message))
+    """``message`` as one line of a terminal (``escaped``): an error is always one line."""
+    return escaped(str(message))
 
 
 class MarchError(Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from .errors import escaped
 from .hintline import hint_line
 
 
@@ -16,9 +17,7 @@ def terminal(text: str) -> str:
     """``text`` safe to print: control characters other than newlines and
     tabs (an escape sequence in a memory's name, which would clear the
     screen or retitle the window) shown escaped (``\\x1b``)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c in "\n\t " else repr(c)[1:-1] for c in text)
+    return escaped(text, keep=" \n\t")
 
 
 def as_json(data: dict) -> str:
