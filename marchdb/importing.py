@@ -170,10 +170,12 @@ class Importer:
         found = readers(kind, source, self.root)
         batch: list[tuple[Item, Row]] = []
         seen: set[str] = set()
-        # What is in the vault already (a snapshot: --apply checks again under
-        # the writer lock), so that an item imported before costs no more than
-        # a look-up — the check below renders and parses a whole file.
-        sync_files(self.con, self.root, self.index_path)
+        # What is in the vault already, so that an item imported before costs
+        # no more than a look-up — the check below renders and parses a whole
+        # file. A dry run scans first; --apply takes the index as it is, since
+        # _write scans and looks again under the writer lock anyway.
+        if not apply:
+            sync_files(self.con, self.root, self.index_path)
         known = self._known()
         for n, thing in enumerate(found):
             if n >= MAX_ITEMS:
