@@ -37,6 +37,14 @@ def wait_for(predicate, timeout=10.0):
     return False
 
 
+def check_root_every(watcher, monkeypatch, seconds: float) -> None:
+    """Make the watcher check its root now, then every ``seconds``."""
+    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", seconds)
+    with watcher._cond:
+        watcher._next_root_check = 0.0
+        watcher._cond.notify()
+
+
 def test_create_modify_move_delete(watched, vault):
     store, watcher = watched
     assert watcher.mode == "watching"
@@ -105,11 +113,8 @@ def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
 
 def test_a_root_replaced_by_another_folder_is_watched_again(watched, vault, tmp_path, monkeypatch):
     # The platform watcher kept watching the old folder: changes in the new one went unheard.
-    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.2)
     store, watcher = watched
-    with watcher._cond:
-        watcher._next_root_check = 0.0  # check now; then every 0.2 s
-        watcher._cond.notify()
+    check_root_every(watcher, monkeypatch, 0.2)
     old = tmp_path / "old-root"
     vault.root.rename(old)
     vault.root.mkdir()
@@ -120,11 +125,8 @@ def test_a_root_replaced_by_another_folder_is_watched_again(watched, vault, tmp_
 
 
 def test_what_changed_while_the_root_was_away_is_found_when_it_is_back(watched, vault, tmp_path, monkeypatch):
-    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.2)
     store, watcher = watched
-    with watcher._cond:
-        watcher._next_root_check = 0.0
-        watcher._cond.notify()
+    check_root_every(watcher, monkeypatch, 0.2)
     away = tmp_path / "away"
     vault.root.rename(away)
     (away / "e.md").write_text("---\nid: mem_away\nname: e\ndescription: d\ntags: [t]\n---\nbody\n")
@@ -151,11 +153,8 @@ def test_a_rebuild_by_another_process_is_followed(watched, vault, tmp_path):
 def test_a_root_swapped_while_events_keep_coming_never_deadlocks(watched, vault, tmp_path, monkeypatch):
     # Restarting the platform watcher under the watcher's lock deadlocked with its event thread
     # (which holds its own lock while it hands an event over): the engine hung for good.
-    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.05)
     store, watcher = watched
-    with watcher._cond:
-        watcher._next_root_check = 0.0
-        watcher._cond.notify()
+    check_root_every(watcher, monkeypatch, 0.05)
     for i in range(15):
         old = tmp_path / f"old-{i}"
         vault.root.rename(old)
@@ -169,8 +168,8 @@ def test_a_root_swapped_while_events_keep_coming_never_deadlocks(watched, vault,
 
 
 def test_a_failing_scan_is_said_once_and_not_retried_every_few_seconds(watched, vault, monkeypatch):
-    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", 0.05)
     store, watcher = watched
+    check_root_every(watcher, monkeypatch, 0.05)  # (the retry on a timer came with the root check)
     said, calls = [], []
     watcher.log = said.append
 
