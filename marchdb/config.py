@@ -25,7 +25,6 @@ import math
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, MarchError
@@ -104,34 +103,85 @@ run as [user_profile]; edit it freely.
 """
 
 
-@dataclass
 class Config:
-    """Resolved settings for one marchdb process."""
+    """Resolved settings for one marchdb process (``load_config`` makes one).
 
-    home: Path
-    memory_root: Path
-    index_path: Path
-    embedding_model: str | None = None
-    min_score: float = DEFAULT_MIN_SCORE
-    threads: int | None = None
-    prefixes: dict | None = None
-    models_path: Path | None = None
-    dense_weight: float | None = None
-    #: Tag form of a project (seed 000: ``project/NAME``); ``projectTagPrefix``.
-    project_tag_prefix: str = "project/"
-    #: Where the memory root was set ("" for the default under the home).
-    root_source: str = ""
-    #: Whether clients start the warm engine when it is not running.
-    daemon_autostart: bool = True
-    daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES
-    #: ``allowUnusualRoot``: accept a root ``unusual_root`` would refuse.
-    allow_unusual_root: bool = False
-    #: ``projects``: folder -> project name, for hosts that report their
-    #: working directory (a folder not listed is named by its git root).
-    projects: dict[str, str] = field(default_factory=dict)
-    #: Keys of config.json that are no setting (told once per command; a
-    #: near miss of a setting's name is an error instead: ``_check_keys``).
-    ignored_keys: tuple[str, ...] = ()
+    A plain class, not a dataclass: the hook imports this module on every
+    prompt, and ``dataclasses`` (with the ``inspect`` it pulls in) cost
+    ~20 ms of a ~140 ms hook process on the 2-core machine (farm-bench)."""
+
+    __slots__ = FIELDS = (
+        "home",
+        "memory_root",
+        "index_path",
+        "embedding_model",
+        "min_score",
+        "threads",
+        "prefixes",
+        "models_path",
+        "dense_weight",
+        "project_tag_prefix",
+        "root_source",
+        "daemon_autostart",
+        "daemon_idle_minutes",
+        "allow_unusual_root",
+        "projects",
+        "ignored_keys",
+    )
+
+    def __init__(
+        self,
+        home: Path,
+        memory_root: Path,
+        index_path: Path,
+        embedding_model: str | None = None,
+        min_score: float = DEFAULT_MIN_SCORE,
+        threads: int | None = None,
+        prefixes: dict | None = None,
+        models_path: Path | None = None,
+        dense_weight: float | None = None,
+        project_tag_prefix: str = "project/",
+        root_source: str = "",
+        daemon_autostart: bool = True,
+        daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES,
+        allow_unusual_root: bool = False,
+        projects: dict[str, str] | None = None,
+        ignored_keys: tuple[str, ...] = (),
+    ):
+        self.home = home
+        self.memory_root = memory_root
+        self.index_path = index_path
+        self.embedding_model = embedding_model
+        self.min_score = min_score
+        self.threads = threads
+        self.prefixes = prefixes
+        self.models_path = models_path
+        self.dense_weight = dense_weight
+        #: Tag form of a project (seed 000: ``project/NAME``); ``projectTagPrefix``.
+        self.project_tag_prefix = project_tag_prefix
+        #: Where the memory root was set ("" for the default under the home).
+        self.root_source = root_source
+        #: Whether clients start the warm engine when it is not running.
+        self.daemon_autostart = daemon_autostart
+        self.daemon_idle_minutes = daemon_idle_minutes
+        #: ``allowUnusualRoot``: accept a root ``unusual_root`` would refuse.
+        self.allow_unusual_root = allow_unusual_root
+        #: ``projects``: folder -> project name, for hosts that report their
+        #: working directory (a folder not listed is named by its git root).
+        self.projects: dict[str, str] = {} if projects is None else projects
+        #: Keys of config.json that are no setting (told once per command; a
+        #: near miss of a setting's name is an error instead: ``_check_keys``).
+        self.ignored_keys = ignored_keys
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.FIELDS) + ")"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Config):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def require_root(self) -> Path:
         """The memory root, or a ``ConfigError`` when a configured root is
