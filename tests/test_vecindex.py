@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+import apsw
 import numpy as np
 import pytest
 
@@ -38,6 +39,17 @@ def test_memory_path_ranks_like_the_sql_path(mixed_vault, model_cfg):
     for q, a, b in zip(QUERIES, by_sql, by_memory):
         assert [i for i, _ in a] == [i for i, _ in b], q
         assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-3), q
+
+
+def test_each_recall_answers_for_its_own_query_and_the_cosine_function_is_not_left_behind(mixed_vault, model_cfg):
+    # query_cosine is registered once per connection (registering it per recall
+    # re-prepared every statement); each recall must still read its own query.
+    with Store(model_cfg, keep_vectors=True) as store:
+        first = [ranking(store, q) for q in QUERIES]
+        again = [ranking(store, q) for q in reversed(QUERIES)][::-1]
+        assert first == again
+        with pytest.raises(apsw.SQLError, match="only valid inside a recall"):
+            store.con.execute("SELECT query_cosine('meta', 1)").fetchall()
 
 
 def test_default_store_switches_to_memory_from_the_second_recall(mixed_vault, model_store):
