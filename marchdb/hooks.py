@@ -84,6 +84,8 @@ def handle(store, host: str, event: str) -> dict:
 
 def claude_code(store, event: str) -> Answer:
     """Claude Code's hook events (see the module docstring)."""
+    if not event.strip():
+        return Answer(note="the event is empty (nothing came on stdin); nothing injected")
     try:
         data = json.loads(event)
     except ValueError as exc:

@@ -359,3 +359,35 @@ def test_a_hook_whose_stdin_stays_open_answers_nothing_and_says_why(tmp_path, ho
     assert time.monotonic() - started < 15
     proc.stdin.close()
     assert any("did not end within 5 s" in line for line in client.read_log(home, "hooks"))
+
+
+def test_the_event_is_read_from_whatever_stdin_is(tmp_path):
+    # A host may hand the hook a pipe, a file, a socket or nothing at all
+    # (/dev/null): each is read to its end without waiting out the 5 s budget.
+    import socket
+
+    home, root = tmp_path / "home", tmp_path / "vault"
+    root.mkdir()
+    env = {**os.environ, "MARCH_DAEMON": "0", "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(root)}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    start = event("SessionStart", source="startup")
+
+    def hook(stdin) -> str:
+        began = time.monotonic()
+        done = subprocess.run([marchdb, "hook", "claude-code"], stdin=stdin, capture_output=True, env=env, timeout=60)
+        assert done.returncode == 0 and done.stderr == b""
+        assert time.monotonic() - began < 4.5  # never the stdin deadline
+        return done.stdout.decode()
+
+    event_file = tmp_path / "event.json"
+    event_file.write_text(start)
+    with event_file.open("rb") as f:
+        assert "[agent_profile]" in context_of({"stdout": hook(f)}, "SessionStart")
+    with open(os.devnull, "rb") as f:
+        assert hook(f) == ""
+    assert any("the event is empty" in line for line in client.read_log(home, "hooks"))
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.sendall(start.encode())
+        ours.shutdown(socket.SHUT_WR)
+        assert "[agent_profile]" in context_of({"stdout": hook(theirs)}, "SessionStart")
