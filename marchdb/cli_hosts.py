@@ -41,7 +41,10 @@ def serve(
             if client.engine_alive(cfg.home):  # still busy with a request (a hook reading a slow file?)
                 pid = client.engine_pid(cfg.home)
                 end = f"end it with `kill {pid}`" if pid else "end the `marchdb serve` process"
-                raise Retry(f"the engine did not stop within 15 s: a request is still running; try again, or {end}")
+                raise Retry(
+                    f"the engine did not stop within {daemon.STOP_WAIT_SECONDS:.0f} s: a request is still running; "
+                    f"try again, or {end}"
+                )
         elif info["pid"] is not None:
             try:
                 info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])

@@ -91,11 +91,13 @@ class Engine:
             return 0
         try:
             self._check_socket_path()
-            self._warm_up()
-            self._bind()
-            self._start_watcher()
+            self._warm_up()  # a SIGTERM until here ends the process as it would any (no socket yet)
+            # From the socket on, a SIGTERM stops cleanly: clients can connect
+            # as soon as it is bound (before the watcher and the accept loop).
             signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
             signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+            self._bind()
+            self._start_watcher()
             self.log(f"serving {self.cfg.memory_root} on {client.socket_path(self.home)} (pid {os.getpid()})")
             self._accept_loop()
             return 0
@@ -382,9 +384,14 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def stop(home: Path, timeout: float = 15.0) -> bool:
-    """Ask the engine of ``home`` to stop and wait until it has (False when
-    none was running)."""
+#: How long ``stop`` waits for the engine to be gone (a request it is
+#: running finishes first).
+STOP_WAIT_SECONDS = 15.0
+
+
+def stop(home: Path, timeout: float | None = None) -> bool:
+    """Ask the engine of ``home`` to stop and wait until it has, up to
+    ``timeout`` seconds (``STOP_WAIT_SECONDS``); False when none was running."""
     if not client.engine_alive(home):
         return False
     try:
@@ -396,5 +403,5 @@ def stop(home: Path, timeout: float = 15.0) -> bool:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-    client.wait_gone(home, timeout)
+    client.wait_gone(home, STOP_WAIT_SECONDS if timeout is None else timeout)
     return True

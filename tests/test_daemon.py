@@ -217,6 +217,27 @@ def test_an_idle_engine_exits_by_itself(home):
     assert not client.socket_path(home).exists()
 
 
+def test_serve_stop_says_when_the_engine_outlived_its_wait(home, monkeypatch):
+    # An engine that cannot stop now (here: frozen; in life, a request still
+    # running) is not reported as stopped: exit 10 (try again) and a way out.
+    from typer.testing import CliRunner
+
+    from marchdb.cli import app
+
+    proc = subprocess.Popen([MARCHDB, "serve"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert client.wait_ready(home, 60)
+        os.kill(proc.pid, signal.SIGSTOP)
+        monkeypatch.setattr(daemon, "STOP_WAIT_SECONDS", 1.0)
+        out = CliRunner().invoke(app, ["serve", "--stop"])
+        assert out.exit_code == 10, out.output
+        assert "did not stop within 1 s" in out.output and f"kill {proc.pid}" in out.output
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)  # the SIGTERM that stop sent then ends it
+    assert proc.wait(timeout=30) == 0, (home / "logs" / "daemon.log").read_text()
+    assert not client.engine_alive(home)
+
+
 def test_the_engine_stops_when_config_json_changes(home):
     assert marchdb("recall", PROMPT).returncode == 0
     pid = client.engine_pid(home)
