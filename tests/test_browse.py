@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -249,6 +250,8 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
     store, cache_id = demo_store
     driver = _browser()
     port = _free_port()
+    private_tmp = tmp_path / "tmp"  # where browse puts its copy of sqlite-vec
+    private_tmp.mkdir()
     server = subprocess.Popen(
         [
             sys.executable,
@@ -267,6 +270,7 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(private_tmp)},
     )
     base = f"http://127.0.0.1:{port}/marchdb"
     try:
@@ -336,6 +340,7 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
         page = driver.find_element(By.TAG_NAME, "body").text
         for title in ("Recall, explained", "Problems", "Hint history", "Memory use", "nearest neighbours"):
             assert title in page, title
+        assert [p.name for p in private_tmp.iterdir()][0].startswith("marchdb-vec0-")
     finally:
         driver.quit()
         server.terminate()
@@ -344,3 +349,5 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.communicate()
+    assert server.returncode == 128 + signal.SIGTERM  # the shell's convention for a SIGTERM
+    assert list(private_tmp.iterdir()) == []  # stopped as a service manager stops it, it cleaned up
