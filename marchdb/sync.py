@@ -23,7 +23,7 @@ import apsw
 from . import fts
 from .clock import utc_now_iso
 from .db import bump_meta, get_meta, scalar, set_meta, transaction, writer_lock
-from .errors import ConfigError
+from .errors import ConfigError, Retry
 from .files import read_file, stat_paths, walk
 from .notes import (
     MAX_FILE_BYTES,
@@ -150,7 +150,19 @@ class Syncer:
             paths = list(paths)  # read three times below; a generator would sync nothing
         with writer_lock(self.index_path):
             if paths is None:
+                before = _identity(self.root)
                 seen, walk_problems = walk(self.root)
+                unlisted = {rel for rel, kind, _ in walk_problems if kind == "unreadable_dir"}
+                if "." in unlisted:
+                    detail = next(d for rel, kind, d in walk_problems if rel == "." and kind == "unreadable_dir")
+                    raise ConfigError(
+                        f"the memory root {self.root} cannot be read ({detail.removeprefix('cannot list folder: ')}); "
+                        "fix its permissions (chmod u+rx) or point MARCH_MEMORY_ROOT elsewhere; the index was not changed"
+                    )
+                if _identity(self.root) != before:
+                    # Renamed, replaced by a link, remounted mid-scan: what was
+                    # seen is half of one folder and half of another.
+                    raise Retry(f"the memory root {self.root} changed while it was scanned; the index was not changed")
             else:
                 seen, walk_problems = stat_paths(self.root, paths), None
             self.known = {
@@ -178,6 +190,10 @@ class Syncer:
             vanished = {p for p in self.known if p not in seen}
             if paths is not None:
                 vanished = {p for p in vanished if p in set(paths)}
+            else:
+                # A folder that could not be listed hides its files, it does not
+                # delete them: they keep their rows (and vectors) until it can be.
+                vanished = {p for p in vanished if not any(p.startswith(d + "/") for d in unlisted)}
             self.report.scanned = len(seen)
             self.report.unchanged = len(seen) - len(changed)
             walk_changed = walk_problems is not None and self._walk_problems_changed(walk_problems)
@@ -433,3 +449,13 @@ def sync_files(
 ) -> SyncReport:
     """Bring the index in line with the files under ``root`` (no embedding)."""
     return Syncer(con, root, index_path).run(paths)
+
+
+def _identity(root: Path) -> tuple[str, int, int] | None:
+    """The root's real path, device and inode (None when it is gone)."""
+    try:
+        real = os.path.realpath(root)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return real, st.st_dev, st.st_ino

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from marchdb import db
-from marchdb.errors import Conflict, NotFound
+from marchdb.errors import Conflict, NotFound, Retry
 from marchdb.sync import sync_files
 
 
@@ -242,6 +242,31 @@ def test_file_vanishing_mid_sync(vault, store, monkeypatch):
     assert store.query("SELECT path FROM files")[1] == [("b.md",)]
 
 
+def test_a_root_swapped_for_another_folder_mid_scan_changes_nothing(vault, store, monkeypatch):
+    # mv vault vault.real; ln -s elsewhere vault — during a scan, the walk saw
+    # half of each: applying it would drop half the index (and its vectors).
+    for i in range(4):
+        vault.memory(f"m{i}.md", f"mem_{i}")
+    run(store)
+    import marchdb.sync as sync_mod
+
+    real_walk = sync_mod.walk
+    elsewhere = vault.root.parent / "elsewhere"
+    elsewhere.mkdir()
+
+    def walk_then_swap(root):
+        found, problems = real_walk(root)
+        vault.root.rename(vault.root.parent / "vault.real")
+        vault.root.symlink_to(elsewhere)
+        # the swap came halfway: the rest of the walk listed the empty folder
+        return {p: st for p, st in found.items() if p in ("m0.md", "m1.md")}, problems
+
+    monkeypatch.setattr(sync_mod, "walk", walk_then_swap)
+    with pytest.raises(Retry, match="changed while it was scanned"):
+        run(store)
+    assert set(mem_rows(store)) == {f"mem_{i}" for i in range(4)}
+
+
 def test_many_files_span_batches(vault, store):
     for i in range(1203):
         vault.memory(f"{i % 7}/m{i}.md", f"mem_{i}")
@@ -295,3 +320,65 @@ def test_incremental_sync_takes_any_iterable_of_paths(vault, store):
     vault.memory("b.md", "mem_b")
     report = store.sync(embed=False, paths=(p for p in ["a.md", "b.md"]))  # a generator, read once
     assert report.added == 2 and set(mem_rows(store)) == {"mem_a", "mem_b"}
+
+
+def test_folders_that_cannot_be_listed_hide_nothing_and_delete_nothing(tmp_path):
+    # Permissions are what they test, and root ignores them: the commands run
+    # as an unprivileged user (nobody, through setpriv) when the test is root.
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(prefix="marchdb-perms-", dir="/tmp"))  # nobody cannot enter pytest's tmp
+    try:
+        base.chmod(0o755)
+        root, home = base / "vault", base / "home"
+        for i, folder in enumerate(["2026/01", "2026/01", "2026/02", "2026/02", "2026/02"]):
+            path = root / folder / f"m{i}.md"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"---\nid: mem_{i}\nname: Note {i}\ndescription: about {i}\ntags: [t]\n---\nbody {i}\n")
+        prefix = []
+        if os.geteuid() == 0:
+            if not shutil.which("setpriv"):
+                pytest.skip("running as root without setpriv to drop privileges")
+            shutil.chown(base, 65534, 65534)
+            for p in base.rglob("*"):
+                shutil.chown(p, 65534, 65534)
+            prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        env = {"PATH": os.environ["PATH"], "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(root), "MARCH_DAEMON": "0"}
+        marchdb = str(Path(sys.executable).with_name("marchdb"))
+
+        def sync() -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [*prefix, marchdb, "sync", "--no-embed", "--json"], capture_output=True, text=True, env=env, timeout=120
+            )
+
+        def ids() -> list[str]:
+            out = subprocess.run(
+                [*prefix, marchdb, "sql", "SELECT id FROM memory_index ORDER BY id", "--json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            return [r["id"] for r in json.loads(out.stdout)["rows"]]
+
+        assert sync().returncode == 0 and ids() == [f"mem_{i}" for i in range(5)]
+        (root / "2026/02").chmod(0)
+        done = sync()
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["removed"] == 0
+        assert ids() == [f"mem_{i}" for i in range(5)]  # hidden for now, not deleted
+        (root / "2026/02").chmod(0o755)
+        root.chmod(0)
+        done = sync()
+        assert done.returncode == 3 and "cannot be read" in done.stderr and "chmod" in done.stderr
+        root.chmod(0o755)
+        assert ids() == [f"mem_{i}" for i in range(5)]
+    finally:
+        for p in [base, *base.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(0o755)
+        shutil.rmtree(base)
