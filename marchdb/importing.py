@@ -46,6 +46,7 @@ import apsw
 
 from . import db
 from .clock import format_time, parse_time
+from .config import unusual_root
 from .errors import FileError, InvalidInput
 from .files import is_inside
 from .notefolders import read_notes
@@ -120,8 +121,10 @@ def readers(kind: str, path: Path, root: Path | None = None) -> Iterator[Found]:
     return transcripts.read_chatgpt(path)
 
 
-def check_source(kind: object, path: object, root: Path) -> Path:
-    """The source path of an import, or ``InvalidInput`` saying what is wrong."""
+def check_source(kind: object, path: object, root: Path, home: Path | None = None) -> Path:
+    """The source path of an import, or ``InvalidInput`` saying what is wrong
+    (a folder that is obviously not one of notes — ``/``, a system folder, the
+    home folder, marchdb's home — is refused as a memory root would be)."""
     if kind not in KINDS:
         raise InvalidInput(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
@@ -141,20 +144,25 @@ def check_source(kind: object, path: object, root: Path) -> Path:
         raise InvalidInput(
             f"{source} is inside the memory root {root}; its files are indexed already (import from outside the root)"
         )
+    if source.is_dir():
+        reason = unusual_root(source, home if home is not None else root)
+        if reason:
+            raise InvalidInput(f"{source} is not a folder of notes to import: {reason}; give the folder that holds them")
     return source
 
 
 class Importer:
     """One import into the files under ``root`` and the index ``con``, in the shape of ``save.Saver``."""
 
-    def __init__(self, con: apsw.Connection, root: Path, index_path):
+    def __init__(self, con: apsw.Connection, root: Path, index_path, home: Path | None = None):
         self.con = con
         self.root = Path(root)
         self.index_path = index_path
+        self.home = home
 
     def run(self, kind: str, path: object, apply: bool = False) -> ImportReport:
         """Import (or with ``apply`` False, plan to import) every item of ``path``."""
-        source = check_source(kind, path, self.root)
+        source = check_source(kind, path, self.root, self.home)
         report = ImportReport(kind, str(source), apply)
         try:
             return self._run(source, report)

@@ -22,7 +22,7 @@ import yaml
 
 from .capture import LOG_TAG, describe, entry_titles, log_id, log_name
 from .clock import in_calendar, parse_time
-from .files import read_file
+from .files import VIRTUAL_TREES, read_file
 from .notes import MAX_FILE_BYTES, YAML_LOADER, normalize_tags, priority_value, slugify
 from .save import MAX_NAME_CHARS, STATUSES
 from .sources import (
@@ -295,6 +295,8 @@ def walk_notes(base: Path, kind: str, skip: Path | None = None) -> Iterator[str 
             full = os.path.join(folder, d)
             if os.path.islink(full):
                 yield Bad(rel_dir + d, "a symlink; links are not followed")
+            elif os.path.realpath(full) in VIRTUAL_TREES:
+                continue  # /proc and friends mounted below the source: endless, never notes
             elif skip_real is not None and os.path.realpath(full) == skip_real:
                 yield Skip(rel_dir + d, "the memory root: its memories are indexed already")
             elif not d.startswith(".") or (d.lower() == ".archive" and kind == "workspace"):

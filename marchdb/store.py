@@ -551,7 +551,9 @@ class Store:
         """``marchdb import``: plan (or with ``apply``, make) a memory for each
         note or conversation of ``path`` (``importing``); idempotent, never
         overwrites. See ``importing.ImportReport.to_dict`` for the result."""
-        report = importing.Importer(self.con, self.cfg.require_root(), self.cfg.index_path).run(kind, path, apply)
+        report = importing.Importer(self.con, self.cfg.require_root(), self.cfg.index_path, self.cfg.home).run(
+            kind, path, apply
+        )
         data = report.to_dict()
         if report.created_rels:
             created = [r.id for r in report.rows if r.id and r.action == "created"]

@@ -259,6 +259,10 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
         store.import_("notion", notes_dir)
     with pytest.raises(InvalidInput, match="does not exist"):
         store.import_("obsidian", tmp_path / "nope")
+    # What is obviously no folder of notes (a typo, a slip of the shell) is never walked.
+    for source, why in (("/", "top-level folder"), ("/proc", "system folder"), (store.cfg.home, "marchdb's home")):
+        with pytest.raises(InvalidInput, match=f"not a folder of notes to import: .*{why}"):
+            store.import_("obsidian", source)
 
 
 def test_first_sentence_skips_headings_markup_and_tables():
