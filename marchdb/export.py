@@ -66,6 +66,14 @@ def check_target(cfg: Config, dest: str | os.PathLike, force: bool) -> Path:
     index = os.path.realpath(cfg.index_path)
     if os.path.realpath(target) in (index, index + ".lock", *(index + c for c in _COMPANIONS)):
         raise InvalidInput(f"{target} is the index itself; export to another file")
+    home = os.path.realpath(cfg.home)
+    parent = os.path.realpath(target.parent)
+    if is_inside(home, parent) and (parent != home or not target.name.endswith((".sqlite", ".db"))):
+        # Its config.json, logs, profiles and models: an export there breaks the home.
+        raise InvalidInput(
+            f"{target} is among marchdb's own files in its home {cfg.home}; export elsewhere, or to a "
+            "file directly in the home named like backup.sqlite"
+        )
     if target.name.endswith(_COMPANIONS):
         raise InvalidInput(
             f"{target.name} ends like a name SQLite gives a database's journal, which it would take for one "

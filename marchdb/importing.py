@@ -147,7 +147,9 @@ def check_source(kind: object, path: object, root: Path, home: Path | None = Non
     if source.is_dir():
         reason = unusual_root(source, home if home is not None else root)
         if reason:
-            raise InvalidInput(f"{source} is not a folder of notes to import: {reason}; give the folder that holds them")
+            raise InvalidInput(
+                f"{source} is not a folder of notes to import: {reason}; give the folder that holds them"
+            )
     return source
 
 

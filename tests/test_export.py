@@ -123,5 +123,12 @@ def test_export_refuses_what_it_must_not_write(tmp_path, mixed_vault):
     # SQLite takes <db>-journal for a journal and deletes it: such names are refused.
     refused = cli("export", str(tmp_path / "home" / "index.sqlite-journal"))
     assert refused.exit_code == 2 and "index itself" in refused.stderr
+    # Its own home: config.json, logs, profiles are never written over (they broke the home).
+    (tmp_path / "home" / "logs").mkdir(exist_ok=True)
+    for mine in ("config.json", "logs/hooks.log", "memory/profiles/agent.md", "backup"):
+        refused = cli("export", str(tmp_path / "home" / mine))
+        assert refused.exit_code == 2 and "among marchdb's own files" in refused.stderr, mine
+    assert not (tmp_path / "home" / "config.json").exists() and cli("status").exit_code == 0
+    assert cli("export", str(tmp_path / "home" / "backup.sqlite")).exit_code == 0
     refused = cli("export", str(tmp_path / "x.db-journal"))
     assert refused.exit_code == 2 and "journal" in refused.stderr and not (tmp_path / "x.db-journal").exists()
