@@ -16,8 +16,10 @@ import click
 import typer
 
 from . import render, tools
+from .entry import quiet_stdout
 from .errors import (
     EXIT_DUPLICATE,
+    EXIT_PIPE,
     Conflict,
     IndexUnavailable,
     InvalidInput,
@@ -51,14 +53,19 @@ def command(group: typer.Typer, *args, **kwargs):
         @functools.wraps(fn)
         def wrapper(*a, **kw):
             try:
-                return fn(*a, **kw)
+                result = fn(*a, **kw)
+                sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+                return result
             except MarchError as exc:
                 typer.echo(f"error: {one_line(exc)}", err=True)
                 raise typer.Exit(exc.exit_code) from None
             except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
                 raise
             except BrokenPipeError:
-                raise  # the reader went away (`| head`): click ends quietly, as a pipe expects
+                # The reader went away (`| head`): end quietly with the status
+                # of a command killed by SIGPIPE, never "a bug" (1).
+                quiet_stdout()
+                raise typer.Exit(EXIT_PIPE) from None
             except Exception as exc:
                 apsw = sys.modules.get("apsw")  # loaded by then if SQLite raised it
                 if apsw is not None and isinstance(exc, apsw.Error):

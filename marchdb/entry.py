@@ -22,6 +22,14 @@ HOOK_WAIT_SECONDS = 3.0
 EVENT_WAIT_SECONDS = 5.0
 
 
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null, so what is still buffered for a reader that
+    went away is dropped quietly at exit."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main() -> None:
     """Console entry point."""
     argv = sys.argv[1:]
@@ -32,10 +40,10 @@ def main() -> None:
         try:
             code = quick(flags, rest)
         except BrokenPipeError:  # the reader went away (`| head`): end quietly, as the CLI does
-            import os
+            quiet_stdout()
+            from .errors import EXIT_PIPE
 
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(1)
+            sys.exit(EXIT_PIPE)
         if code is not None:
             sys.exit(code)
     from .cli import main as cli_main

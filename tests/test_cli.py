@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -365,3 +368,15 @@ def test_sql_takes_one_statement_and_its_json_keeps_every_column(cli, vault):
     assert cli("sql", "SELECT 1 AS one; -- a comment after it").exit_code == 0
     data = json.loads(cli("sql", "--json", "SELECT 1 AS a, 2 AS a, 1e999 AS big").stdout)
     assert data["rows"] == [{"a": 1, "a:2": 2, "big": "inf"}]
+
+
+def test_output_closed_early_ends_quietly_with_the_sigpipe_status(tmp_path):
+    # `marchdb sql ... | head -1` ended with exit 1, which the README calls a bug.
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(tmp_path), "MARCH_DAEMON": "0"}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 300000) SELECT x FROM c"
+    proc = subprocess.Popen([marchdb, "sql", rows], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.readline().strip() == b"x"
+    proc.stdout.close()  # as `head -1` does
+    assert proc.wait(timeout=60) == 141
+    assert proc.stderr.read() == b""
