@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import db
-from .errors import Conflict, FileError, InvalidInput, Retry, check_text
+from .errors import Conflict, FileError, InvalidInput, Retry, check_text, plain_line
 from .files import fsync_dir, read_file, safe_folder, vault_lock, write_temp
 from .layout import edit_note
 from .notes import (
@@ -103,8 +103,8 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
         if "\x00" in value:
             raise InvalidInput(f"the {label} holds a NUL character; log entries are plain text")
         check_text(value, f"the {label}")
-    # Control characters (an escape sequence, a bell) are no part of a title.
-    one_line = " ".join("".join(" " if unicodedata.category(c) == "Cc" else c for c in title).split())
+    # Control characters (an escape sequence, a bell, U+202E) are no part of a title.
+    one_line = plain_line("".join(" " if unicodedata.category(c) == "Cc" else c for c in title))
     if not one_line:
         raise InvalidInput("the title holds only control characters; give the entry a title in words")
     if len(one_line) > MAX_TITLE_CHARS:

@@ -33,6 +33,22 @@ def escaped(text: str, keep: str = " ") -> str:
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
+#: Characters that reorder the text around them (bidi embeddings, overrides,
+#: isolates): a name holding U+202E before "gnp.exe" reads as "exe.png".
+DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def plain_line(text: str) -> str:
+    """``text`` as one line of plain text: runs of whitespace as one space,
+    control and direction-control characters (an escape sequence, U+202E) dropped."""
+    text = " ".join(text.split())
+    if text.isprintable():
+        return text
+    return "".join(
+        c for c in text if c.isprintable() or not (c < " " or "\x7f" <= c <= "\x9f" or c in DIRECTION_CONTROLS)
+    )
+
+
 def one_line(message: object) -> str:
     """``message`` as one line of a terminal (``escaped``): an error is always one line."""
     return escaped(str(message))

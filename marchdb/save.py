@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from . import db
-from .errors import Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
+from .errors import DIRECTION_CONTROLS, Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
 from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
 from .layout import edit_note
 from .notes import (
@@ -201,6 +201,11 @@ def _text(value: object, field: str, limit: int | None, one_line: bool) -> str |
     text = " ".join(value.split()) if one_line else value
     if one_line and not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text):
         raise InvalidInput(f"{field} holds a control character (an escape sequence?); a {field} is plain text")
+    if one_line and not DIRECTION_CONTROLS.isdisjoint(text):
+        raise InvalidInput(
+            f"{field} holds a text-direction control (U+202A-U+202E, U+2066-U+2069), which makes it read "
+            f"as something else; a {field} is plain text"
+        )
     if not text.strip():
         raise InvalidInput(
             f"{field} is empty; give some text (an update keeps the current {field} when it is left out)"

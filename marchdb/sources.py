@@ -15,7 +15,7 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass, field
 
-from .errors import InvalidInput
+from .errors import InvalidInput, plain_line
 from .notes import MAX_TAGS, normalize_tag
 
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
@@ -85,8 +85,10 @@ Found = Item | Skip | Bad
 
 
 def one_line(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters (with an ellipsis)."""
-    text = " ".join(str(text).split())
+    """``text`` on one line of plain text (``errors.plain_line``: no escape
+    sequence or direction control, which ``save`` refuses too), cut to
+    ``limit`` characters (with an ellipsis)."""
+    text = plain_line(str(text))
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

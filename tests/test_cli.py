@@ -350,6 +350,9 @@ def test_escape_sequences_never_reach_the_terminal(cli, vault):
     # A name written by hand (or imported) with an escape sequence cleared the screen and retitled the window.
     refused = cli("save", "--name", "Bell \x1b[2J name", "--description", "d", "--tag", "t", "--body", "b")
     assert refused.exit_code == 2 and "control character" in refused.stderr
+    # ... and a direction override makes "\u202egnp.exe" read as "exe.png".
+    refused = cli("save", "--name", "invoice \u202egnp.exe", "--description", "d", "--tag", "t", "--body", "b")
+    assert refused.exit_code == 2 and "text-direction control" in refused.stderr
     # (YAML refuses a raw ESC; a double-quoted "\\e" is one.)
     vault.write(
         "esc.md", '---\nid: mem_esc\nname: "Deploy \\e]0;PWNED\\a day"\ndescription: tuesdays\ntags: [t]\n---\nBody.\n'

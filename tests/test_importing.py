@@ -353,19 +353,23 @@ def test_notes_marchdb_would_refuse_are_problems_and_a_second_import_writes_noth
     (src / "caf\udce9.md").write_bytes(b"# Cafe\nA note whose name is not UTF-8.\n")
     put(src, "memory/9999-12-31.md", "### 23:59 - x\nhello\n")
     os.mkfifo(src / "pipe.md")
+    put(src, "rtl.md", "# Invoice \u202egnp.exe \x1b[2J\n\nSee \x1b[31mred\x1b[0m text.\n")
     first = store.import_("obsidian", src, apply=True, embed=False)
     actions = {r["origin"]: (r["action"], r["detail"] or "") for r in first["items"]}
     assert actions["alias.md"][0] == "problem" and "alias" in actions["alias.md"][1]
     assert actions["bigfm.md"][0] == "problem" and "65,536" in actions["bigfm.md"][1]
     assert actions["deep.md"][0] == "problem" and "nested" in actions["deep.md"][1]
     assert actions["pipe.md"] == ("problem", "not a regular file (a FIFO, a socket, a device?); only files are read")
-    assert first["created"] == 4  # prio, the newline folder, the undecodable name, the far-future day file
+    assert first["created"] == 5  # prio, the newline folder, the undecodable name, the far-future day file, rtl
+    # Escape sequences and direction controls, which save refuses, are no part of a name or description.
+    rtl = db.rows(store.con, "SELECT name, description FROM memory_index WHERE name LIKE 'Invoice%'")
+    assert rtl == [{"name": "Invoice gnp.exe [2J", "description": "See [31mred[0m text."}]
     problems = db.rows(store.con, "SELECT * FROM diag_problems WHERE kind != 'missing_vector'")
     assert problems == []
     prio = next(p for p in vault.root.rglob("*.md") if "\npriority" not in p.read_text() and "urgent" in p.read_text())
     assert "original_priority: urgent" in prio.read_text()  # another tool's word, kept under another name
     again = store.import_("obsidian", src, apply=True, embed=False)
-    assert again["created"] == 0 and again["skipped"] == 4
+    assert again["created"] == 0 and again["skipped"] == 5
 
 
 def test_source_keys_the_index_keeps_as_written(vault, store, tmp_path):
