@@ -23,8 +23,8 @@ import yaml
 from .capture import LOG_TAG, describe, entry_titles, log_id, log_name
 from .clock import in_calendar, parse_time
 from .files import VIRTUAL_TREES, read_file
-from .notes import MAX_FILE_BYTES, YAML_LOADER, normalize_tags, priority_value, slugify
-from .save import MAX_NAME_CHARS, STATUSES
+from .notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
+from .save import MAX_NAME_CHARS
 from .sources import (
     DESCRIPTION_CHARS,
     NOTE_KINDS,

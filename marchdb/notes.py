@@ -40,6 +40,8 @@ MAX_YAML_DEPTH = 10
 MAX_TAGS = 50
 
 FIELD_ORDER = ("id", "name", "description", "tags", "status", "created_at", "updated_at")
+#: What ``status:`` may say; only active memories are recalled and searched.
+STATUSES = ("active", "deprecated", "archived")
 
 #: The optional ``priority:`` field (seed 003's 优先级) and the value the
 #: ranking gives each word (``temperature``): a nudge, never a filter.
@@ -232,7 +234,10 @@ def _time_field(meta: dict, key: str, problems: list[Problem]) -> str | None:
         parsed = shown = None
     if parsed is None:
         problems.append(
-            Problem("invalid_field", f"{key} {str(value)[:60]!r} is not an ISO 8601 time (between years 1 and 9999)")
+            Problem(
+                "invalid_field",
+                f"{key} {str(value)[:60]!r} is not an ISO 8601 time between 0001-01-02 and 9999-12-30 (UTC)",
+            )
         )
         return str(value)[:200]
     return shown if shown is not None else str(value).strip()
@@ -329,6 +334,16 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         problems.append(Problem("invalid_field", f"status {status!r} is not text"))
         status = str(status)
     status = status.strip().lower() or "active"
+    if status not in STATUSES:
+        # Kept as written (a "draft" may mean "not yet"), but never silently:
+        # recall and search read active memories only.
+        problems.append(
+            Problem(
+                "invalid_field",
+                f"status {status[:40]!r} is not one of {', '.join(STATUSES)}; the memory is left out of "
+                "recall and search until it is",
+            )
+        )
 
     if meta.get("priority") is not None and priority_value(meta["priority"]) is None:
         problems.append(Problem("invalid_field", f"priority {meta['priority']!r} is not one of high, normal, low"))

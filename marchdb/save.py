@@ -70,6 +70,7 @@ from .notes import (
     MAX_FILE_BYTES,
     MAX_TAG_CHARS,
     MAX_TAGS,
+    STATUSES,
     YAML_LOADER,
     BadNote,
     Note,
@@ -96,7 +97,6 @@ MAX_DESCRIPTION_CHARS = 1000
 #: by hand are indexed up to ``notes.MAX_FILE_BYTES``.
 MAX_BODY_BYTES = 64 * 1024
 #: Values of ``status`` a caller may set (seed 000).
-STATUSES = ("active", "deprecated", "archived")
 #: Cosine similarity of metadata vectors above which a new memory is a near-duplicate.
 #: Deliberately high: raw cosines of unrelated texts reach 0.8-0.9 with e5,
 #: so only a restatement of the same memory should pass this.

@@ -239,7 +239,7 @@ class Store:
             # every time (a watcher's scans fail on their own thread unheard).
             self.notices.append(
                 f"the memory root {self.cfg.memory_root} is missing (an unmounted drive, a moved folder?); "
-                f"answers come from the index as of its last scan ({db.get_meta(self.con, 'last_sync_at')})"
+                f"answers come from the index {_as_of(db.get_meta(self.con, 'last_sync_at'))}"
             )
             return None
         last = db.get_meta(self.con, "last_scan_epoch")
@@ -324,7 +324,7 @@ class Store:
                     "path": str(self.cfg.memory_root),
                     "kind": "missing_root",
                     "detail": "the memory root is not there (an unmounted drive, a moved folder?); recall and "
-                    f"search answer from the index as of its last scan ({summary.get('last_sync_at')})",
+                    f"search answer from the index {_as_of(summary.get('last_sync_at'))}",
                     "advice": "mount or create the folder, or point MARCH_MEMORY_ROOT / memoryRoot at your vault",
                 },
             )
@@ -695,6 +695,11 @@ class Store:
 _COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 #: Statements that recall from the index get the dirty check first.
 _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
+
+
+def _as_of(last_sync_at: str | None) -> str:
+    """When the index last looked at the files, for a message."""
+    return f"as of its last scan ({last_sync_at})" if last_sync_at else "(never scanned yet, so it is empty)"
 
 
 def _inode(path: Path) -> int | None:

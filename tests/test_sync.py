@@ -145,15 +145,18 @@ def test_rules_for_missing_fields_and_status(vault, store):
     vault.write("plain.md", "Just an ordinary note.\n")
     vault.memory("nodesc.md", "mem_nodesc", description=None)
     vault.memory("old.md", "mem_old", status="deprecated")
+    vault.memory("typo.md", "mem_typo", status="actve")  # hid the memory and doctor said "no problems"
     run(store)
     rows = mem_rows(store)
+    assert rows["mem_typo"]["status"] == "actve"
+    assert any("status 'actve' is not one of" in r["detail"] for r in store.doctor()["problems"])
     assert "mem_nodesc" in rows and rows["mem_nodesc"]["description"] == ""
     assert rows["mem_old"]["status"] == "deprecated"
     kinds = problem_kinds(store)
     assert ("plain.md", "missing_id") in kinds
     assert ("nodesc.md", "missing_description") in kinds
     summary = store.status()
-    assert (summary["memories"], summary["active"], summary["deprecated"]) == (2, 1, 1)
+    assert (summary["memories"], summary["active"], summary["deprecated"]) == (3, 1, 1)
 
 
 def test_hidden_folders_non_md_and_symlinks_are_ignored(vault, store, tmp_path):
