@@ -105,12 +105,61 @@ def socket_path(home: Path) -> Path:
 # ---------------------------------------------------------------- liveness
 
 
-def engine_alive(home: Path) -> bool:
-    """Whether an engine process holds ``home``'s lock (running or starting)."""
+def untrusted_home(home: Path) -> str | None:
+    """Why the engine files of ``home`` (socket, lock, logs) must not be
+    trusted, or None. The socket answers prompts with context to inject and
+    the lock names a process to signal: in a folder another user owns or can
+    write to, either may be theirs (a fake engine reading every prompt)."""
     try:
-        fd = os.open(home / LOCK_NAME, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        st = os.stat(home)
     except FileNotFoundError:
+        return None  # created (ours, 0700) when the first engine starts
+    except OSError as exc:
+        return f"{home} cannot be read ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{home} is not a folder"
+    if st.st_uid != os.getuid():
+        return f"{home} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o002 or (st.st_mode & 0o020 and not _own_group(st.st_gid)):
+        return f"{home} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}); chmod go-w it"
+    return None
+
+
+def _own_group(gid: int) -> bool:
+    # A umask of 002 (Debian and Ubuntu give users a group of their own)
+    # makes folders group-writable: harmless when nobody else is in it.
+    import grp
+    import pwd
+
+    try:
+        group = grp.getgrgid(gid)
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
         return False
+    # A group named after the user (the private group), no one else listed in it.
+    return group.gr_name == user and all(member == user for member in group.gr_mem)
+
+
+def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor on ``path`` if it is a regular file (created with
+    ``mode`` when ``flags`` say so), never through a link and never blocking
+    on a FIFO; ``OSError`` otherwise."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def engine_alive(home: Path) -> bool:
+    """Whether an engine process holds ``home``'s lock (running or starting);
+    False for a home whose engine files cannot be trusted (``untrusted_home``)."""
+    if untrusted_home(home):
+        return False
+    try:
+        fd = open_private(home / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False  # none, or not a file an engine made (the engine refuses to start on it)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -121,14 +170,38 @@ def engine_alive(home: Path) -> bool:
 
 
 def engine_pid(home: Path) -> int | None:
-    """The pid the running engine wrote into its lock file (None if none runs)."""
+    """The pid the running engine wrote into its lock file (None if none runs,
+    or when that pid is not a ``marchdb serve`` of this user: a pid is only
+    ever signalled after this check)."""
     if not engine_alive(home):
         return None
     try:
-        text = (home / LOCK_NAME).read_text(encoding="ascii").strip()
+        fd = open_private(home / LOCK_NAME, os.O_RDONLY)
+        try:
+            text = os.read(fd, 32).decode("ascii").strip()
+        finally:
+            os.close(fd)
     except (OSError, UnicodeDecodeError):
         return None
-    return int(text) if text.isdigit() else None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    return pid if _is_engine_process(pid) else None
+
+
+def _is_engine_process(pid: int) -> bool:
+    # Another pid namespace (a container sharing the home) writes pids that
+    # mean other processes here; so does a stale or forged lock file.
+    proc = Path("/proc") / str(pid)
+    if not Path("/proc/self").exists():
+        return True  # no /proc (macOS): the lock's owner is vouched for by the home's mode
+    try:
+        if os.stat(proc).st_uid != os.getuid():
+            return False
+        args = (proc / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(b"marchdb" in a for a in args) and b"serve" in args
 
 
 def _socket_kind(path: Path) -> str:
@@ -199,6 +272,9 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
     the operation itself) and ``RemoteError`` when it refused the request.
     """
     path = socket_path(home)
+    why = untrusted_home(home)
+    if why:
+        raise Unavailable("untrusted", f"{why}: its socket is not used")
     # The engine drops the request, or records nothing, once the client has
     # stopped waiting: a hint the client never printed must not count as shown.
     deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
@@ -252,13 +328,19 @@ def start(home: Path, args: list[str] | None = None) -> bool:
     """Start an engine for ``home`` in the background (detached, its output
     to ``logs/daemon.log``). Returns False when the socket path is taken by
     something that is not a socket (never ours to remove: nothing starts)."""
-    if _socket_kind(socket_path(home)) == "other":
+    if _socket_kind(socket_path(home)) == "other" or untrusted_home(home):
         return False
     import subprocess  # only when starting one: it is the slowest import of this module
 
-    logs = home / LOG_DIR
-    logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / "daemon.out", "ab") as out:
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        logs = home / LOG_DIR
+        logs.mkdir(mode=0o700, exist_ok=True)
+        out = open_private(logs / "daemon.out", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except OSError:
+        return False  # a read-only home, or a link or FIFO where its output goes: answer in-process
+    try:
+        os.set_blocking(out, True)
         subprocess.Popen(
             [sys.executable, "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
             stdin=subprocess.DEVNULL,
@@ -267,6 +349,10 @@ def start(home: Path, args: list[str] | None = None) -> bool:
             start_new_session=True,  # not killed with the hook or terminal that started it
             close_fds=True,
         )
+    except OSError:
+        return False
+    finally:
+        os.close(out)
     return True
 
 

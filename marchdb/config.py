@@ -500,7 +500,8 @@ def ensure_layout(cfg: Config) -> list[Path]:
     for folder in folders:
         if not folder.exists():
             try:
-                folder.mkdir(parents=True, exist_ok=True)
+                # The home holds the engine's socket and lock: private to its user.
+                folder.mkdir(mode=0o700 if folder == cfg.home else 0o777, parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConfigError(f"cannot create {folder}: {exc.strerror}") from None
             created.append(folder)

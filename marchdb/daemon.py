@@ -28,6 +28,7 @@ Lifecycle:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -45,7 +46,7 @@ import apsw
 from . import __version__, client, tools
 from .config import Config
 from .db import index_error
-from .errors import ConfigError, Expired, MarchError
+from .errors import ConfigError, Expired, FileError, MarchError
 
 #: Seconds between idle checks of the accept loop.
 TICK = 0.5
@@ -108,8 +109,23 @@ class Engine:
             self._shutdown()
 
     def _take_lock(self) -> bool:
-        self.home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        why = client.untrusted_home(self.home)
+        if why:
+            raise ConfigError(
+                f"{why}; the engine keeps its socket there, so it does not start: use a home only you can write"
+            )
+        lock = self.home / client.LOCK_NAME
+        try:
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = client.open_private(lock, os.O_RDWR | os.O_CREAT)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+                raise FileError(f"cannot write {lock}: {exc.strerror}; the engine needs a writable home") from None
+            raise ConfigError(
+                f"{lock} is not a file the engine made (a link, a folder, a FIFO?); move it away "
+                "(marchdb never deletes what it did not create)"
+            ) from None
+        os.set_blocking(fd, True)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -425,3 +425,77 @@ def test_a_client_that_sends_a_byte_now_and_then_is_not_waited_for(bm25_engine, 
     theirs.close()
     assert not served.is_alive() and time.monotonic() - started < 3
     assert any("the request did not arrive whole" in line for line in client.read_log(bm25_engine.home, "daemon"))
+
+
+def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed_vault, monkeypatch):
+    # A home others can write to may hold their socket (a fake engine reading every prompt and
+    # injecting its own context) and their lock (naming a pid for `serve --stop` to kill).
+    monkeypatch.delenv("MARCH_DAEMON")
+    home = tmp_path / "shared"
+    home.mkdir()
+    home.chmod(0o1777)
+    env = {**os.environ, "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(mixed_vault.root)}
+    assert client.untrusted_home(home) and "can be written by other users" in client.untrusted_home(home)
+    with pytest.raises(client.Unavailable, match="untrusted"):
+        client.request(home, "ping", {})
+    served = subprocess.run([MARCHDB, "serve"], capture_output=True, text=True, env=env, timeout=60)
+    assert served.returncode == 3 and "does not start" in served.stderr
+    answered = subprocess.run(
+        [MARCHDB, "hook", "claude-code"],
+        input=json.dumps(prompt_event("s", "Dog's medication carprofen tablet")),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert answered.returncode == 0 and "mem_dog" in answered.stdout  # answered in-process, no engine
+    assert not engine_processes(home) and not client.socket_path(home).exists()
+    assert any("untrusted" in line for line in client.read_log(home, "hooks"))
+    # A pid in a lock file is only ever signalled when it is a marchdb engine of this user.
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        assert not client._is_engine_process(victim.pid)
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
+def test_a_lock_or_output_file_that_is_not_a_file_never_hangs_nor_writes_through(
+    tmp_path, mixed_vault, monkeypatch, kind
+):
+    monkeypatch.delenv("MARCH_DAEMON")
+    home = tmp_path / "home"
+    (home / "logs").mkdir(parents=True)
+    home.chmod(0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("my notes")
+    env = {**os.environ, "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(mixed_vault.root)}
+    for name in (client.LOCK_NAME, "logs/daemon.out"):
+        path = home / name
+        if path.is_file():
+            path.unlink()  # what an engine that refused to start wrote
+        if kind == "symlink":
+            path.symlink_to(victim)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.mkdir()
+        started = time.monotonic()
+        answered = subprocess.run(
+            [MARCHDB, "hook", "claude-code"],
+            input=json.dumps(prompt_event(f"s-{name}", "Dog's medication carprofen tablet")),  # a session each
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert answered.returncode == 0 and "mem_dog" in answered.stdout, answered
+        assert time.monotonic() - started < 10
+        if name == client.LOCK_NAME:
+            served = subprocess.run([MARCHDB, "serve"], capture_output=True, text=True, env=env, timeout=60)
+            assert served.returncode == 3 and "not a file the engine made" in served.stderr, served.stderr
+        assert victim.read_text() == "my notes"
+        for pid in engine_processes(home):
+            os.kill(pid, signal.SIGKILL)
+        path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
