@@ -124,8 +124,9 @@ def export_index(con: apsw.Connection, cfg: Config, dest: str | os.PathLike, for
                     "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     (secrets.token_hex(8), exported_at),
                 )
-                # An export of a copy a home had adopted is a fresh export again.
-                copy.execute("DELETE FROM meta WHERE key = 'adopted_at'")
+                # An export of a copy a home had adopted is a fresh export again,
+                # and belongs to whichever vault first uses it (paths are relative).
+                copy.execute("DELETE FROM meta WHERE key IN ('adopted_at', 'memory_root', 'memory_root_index')")
             counts = copy.execute(
                 "SELECT (SELECT count(*) FROM memory_index), (SELECT count(*) FROM vectors), "
                 "(SELECT value FROM meta WHERE key = 'model_fingerprint'), "

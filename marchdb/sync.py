@@ -149,6 +149,7 @@ class Syncer:
         if paths is not None:
             paths = list(paths)  # read three times below; a generator would sync nothing
         with writer_lock(self.index_path):
+            self._check_owner()
             if paths is None:
                 before = _identity(self.root)
                 seen, walk_problems = walk(self.root)
@@ -207,10 +208,28 @@ class Syncer:
                     # Only a full scan proves nothing was missed: an incremental
                     # sync (watcher, save) must not postpone the dirty check.
                     set_meta(self.con, "last_scan_epoch", f"{time.time():.3f}")
+                    set_meta(self.con, "memory_root", os.path.realpath(self.root))
+                    set_meta(self.con, "memory_root_index", os.path.realpath(self.index_path))
             self.report.conflicts = int(get_meta(self.con, "count_conflicts", "0") or 0)
             self.report.problems = int(get_meta(self.con, "count_problems", "0") or 0)
         self.report.seconds = time.perf_counter() - started
         return self.report
+
+    def _check_owner(self) -> None:
+        # One index, one vault. Two roots sharing a home (and so its index)
+        # took turns replacing each other's memories and re-embedding every
+        # time; a vault that was moved (its old folder gone), an index copied
+        # with its vault (its own path changed) or an export used elsewhere
+        # is taken over instead.
+        recorded = get_meta(self.con, "memory_root")
+        here = os.path.realpath(self.root)
+        copied = get_meta(self.con, "memory_root_index") != os.path.realpath(self.index_path)
+        if recorded and recorded != here and not copied and os.path.isdir(recorded):
+            raise ConfigError(
+                f"the index {self.index_path} belongs to the memory root {recorded}, and {here} is another "
+                "vault; give it a home of its own (MARCH_HOME) or its own indexPath, or run `marchdb rebuild` "
+                f"to index {here} in place of {recorded}"
+            )
 
     # ------------------------------------------------------------ applying
 

@@ -385,3 +385,28 @@ def test_folders_that_cannot_be_listed_hide_nothing_and_delete_nothing(tmp_path)
             if p.is_dir() and not p.is_symlink():
                 p.chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_one_index_serves_one_vault_until_it_moves(tmp_path, vault, store):
+    # Two roots sharing a home took turns emptying each other's index (and re-embedding).
+    from marchdb.config import load_config
+    from marchdb.errors import ConfigError
+    from marchdb.store import Store
+
+    vault.memory("a.md", "mem_a")
+    run(store)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "b.md").write_text("---\nid: mem_b\nname: b\ndescription: b\ntags: [t]\n---\nb\n")
+    with Store(load_config(home=store.cfg.home, root=other, env={}), use_model=False) as second:
+        with pytest.raises(ConfigError, match="belongs to the memory root .* run `marchdb rebuild`"):
+            second.sync(embed=False)
+        assert set(mem_rows(second)) == {"mem_a"}  # untouched
+        second.rebuild(embed=False)  # what the message offers: this vault in place of the other
+        assert set(mem_rows(second)) == {"mem_b"}
+    # A vault that moved (its old folder gone) is followed, nothing re-read twice.
+    moved = tmp_path / "moved"
+    other.rename(moved)
+    with Store(load_config(home=store.cfg.home, root=moved, env={}), use_model=False) as third:
+        report = third.sync(embed=False)
+        assert set(mem_rows(third)) == {"mem_b"} and (report.unchanged, report.added) == (1, 0)
