@@ -40,6 +40,8 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
 #: timed-out UserPromptSubmit hook's context is dropped, the prompt goes on).
 TIMEOUT_SECONDS = 10
 HOOK_ARGS = ("hook", "claude-code")
+#: In the install note: the settings file did not exist before install made it.
+FILE_CREATED = "(file)"
 #: Largest settings file read (Claude Code's are a few KB).
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 
@@ -108,11 +110,16 @@ def is_ours(handler: object) -> bool:
         words = shlex.split(str(handler.get("command", "")))
     except ValueError:
         return False
-    return len(words) >= 2 and tuple(words[-2:]) == HOOK_ARGS and "marchdb" in " ".join(words[:-2])
+    if len(words) < 3 or tuple(words[-2:]) != HOOK_ARGS:
+        return False
+    # marchdb itself (any path), or a Python running it as a module: the
+    # user's own "marchdb-audit.sh hook claude-code" is not ours to replace.
+    return os.path.basename(words[0]) == "marchdb" or words[1:3] == ["-m", "marchdb"]
 
 
 def install(path: Path, command: str) -> InstallResult:
     """Add marchdb's hooks to the settings file ``path`` (see the module docstring)."""
+    existed = os.path.lexists(path)
     settings = _read(path)
     noted = _read_record(path)
     # Hooks of a marchdb that kept no note: what it created cannot be told
@@ -123,6 +130,8 @@ def install(path: Path, command: str) -> InstallResult:
         and any(isinstance(groups, list) and _ours_in(groups) for groups in settings["hooks"].values())
     )
     created = [] if "hooks" in settings else ["hooks"]
+    if not existed:
+        created.append(FILE_CREATED)  # uninstall removes the file again
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
@@ -170,7 +179,11 @@ def uninstall(path: Path) -> InstallResult:
             del settings["hooks"]
     if not removed:
         return InstallResult(path, False, "")
-    backup = _write(path, settings)
+    if not settings and created is not None and FILE_CREATED in created:
+        path.unlink()  # install made it, and nothing but marchdb's hooks was ever in it
+        backup = None
+    else:
+        backup = _write(path, settings)
     record = _record_path(path)
     if os.path.lexists(record) and stat.S_ISREG(os.lstat(record).st_mode):
         record.unlink()
@@ -251,8 +264,10 @@ def _read(path: Path) -> dict:
     if not text.strip():
         return {}
     try:
-        data = json.loads(text, parse_constant=_not_json)
+        data = json.loads(text, parse_constant=_not_json, object_pairs_hook=_no_twice)
         _check_numbers(data)
+    except RecursionError:
+        raise FileError(f"{path} is nested too deeply to be settings; nothing was changed") from None
     except ValueError as exc:
         raise FileError(
             f"{path} is not valid JSON ({exc}); nothing was changed — fix it, then run this again"
@@ -260,6 +275,16 @@ def _read(path: Path) -> dict:
     if not isinstance(data, dict):
         raise FileError(f"{path} does not hold a JSON object; nothing was changed")
     return data
+
+
+def _no_twice(pairs: list[tuple[str, object]]) -> dict:
+    # json keeps the last of two equal keys: written back, the first would be gone.
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is written twice in one object, and only one could be kept")
+        out[key] = value
+    return out
 
 
 def _not_json(word: str) -> object:
@@ -295,6 +320,10 @@ def _replace(path: Path, settings: dict) -> Path | None:
     mode = None
     if path.exists():
         mode = stat.S_IMODE(os.stat(path).st_mode)
+        if not mode & stat.S_IWUSR:
+            # Made read-only on purpose (a managed or frozen setup): replacing
+            # it would go around that.
+            raise FileError(f"{path} is read-only; make it writable (chmod u+w) to let marchdb edit it")
         stamp = utc_now_iso().replace(":", "").replace("-", "")
         backup = path.with_name(f"{path.name}.marchdb-backup-{stamp}")
         # The settings' own permissions: a 0600 file holding an API key must

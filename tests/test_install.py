@@ -86,6 +86,8 @@ def test_a_moved_installation_replaces_its_old_hook(settings):
         '{"hooks": {"Stop": {}}}',
         '{"a": 1e400}',  # read as infinity, it would be written back as Infinity: not JSON
         '{"a": NaN}',
+        '{"env": {"A": "1"}, "env": {"B": "2"}}',  # json keeps the last: env.A would be lost
+        '{"a": ' + "[" * 100_000,  # nested too deeply for the parser: exit 1 ("a bug") before
     ],
 )
 def test_a_file_it_cannot_read_is_refused_untouched(settings, content):
@@ -140,7 +142,8 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     out = runner.invoke(app, ["install", "claude-code", "--project", str(project)])
     assert out.exit_code == 0 and (project / ".claude" / "settings.local.json").exists()
     assert runner.invoke(app, ["uninstall", "claude-code", "--project", str(project)]).exit_code == 0
-    assert json.loads((project / ".claude" / "settings.local.json").read_text()) == {}
+    # It made the file, and nothing but its hooks was ever in it: uninstall removes it again.
+    assert sorted(p.name for p in (project / ".claude").iterdir()) == []
     # A root chosen by this shell (flag or environment) travels with the hook:
     # Claude Code runs hooks without this shell's environment.
     (tmp_path / "v1").mkdir()
@@ -216,3 +219,27 @@ def test_an_install_over_one_that_kept_no_note_uninstalls_as_before(settings):
     assert not settings.with_name("settings.json.marchdb-install").exists()
     install.uninstall(settings)
     assert json.loads(settings.read_text()) == {}
+
+
+def test_only_marchdbs_own_hooks_count_as_ours(settings):
+    # "marchdb" somewhere in a user's own command made install replace it and uninstall delete it.
+    own = "/home/me/bin/marchdb-audit.sh hook claude-code"
+    settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": own}]}]}}))
+    install.install(settings, install.hook_command())
+    install.uninstall(settings)
+    assert own in settings.read_text()
+    for command, mine in (
+        ("/x/venv/bin/marchdb --home /h hook claude-code", True),
+        ("/usr/bin/python3 -m marchdb hook claude-code", True),
+        ("/x/not-marchdb hook claude-code", False),
+        ("echo marchdb hook claude-code", False),
+    ):
+        assert install.is_ours({"type": "command", "command": command}) is mine, command
+
+
+def test_a_read_only_settings_file_is_left_alone(settings):
+    settings.write_text("{}")
+    settings.chmod(0o444)
+    with pytest.raises(FileError, match="read-only"):
+        install.install(settings, install.hook_command())
+    assert settings.read_text() == "{}"
