@@ -128,6 +128,21 @@ def test_long_text_is_windowed_not_truncated(default_embedder):
     assert float(full @ mountains) > float(truncated @ mountains) + 0.02
 
 
+def test_a_long_query_is_its_first_window(default_embedder):
+    # A passage is averaged over its windows (above); a query (a prompt with a
+    # long paste) is its first window only, so it costs at most one window:
+    # window by window, 4,000 characters took the engine past the hook's budget.
+    e = default_embedder
+    head = " ".join(f"The quarterly budget review number {i} covered invoices and tax." for i in range(40))
+    assert e.count_tokens(head, "query") > e.n_ctx
+    hikes = " ".join(f"第{i}次登山时我们看到了雪山、冰川和高山湖泊。" for i in range(24))
+    cats = " ".join(f"Cat number {i} sleeps on the warm windowsill all afternoon." for i in range(24))
+    q1, q2 = e.embed_queries([head + " " + hikes, head + " " + cats])
+    p1, p2 = e.embed_passages([head + " " + hikes, head + " " + cats])
+    assert float(q1 @ q2) > 0.9999  # what lies past the first window does not count
+    assert float(p1 @ p2) < 0.999  # ... for a passage it does
+
+
 def test_prefix_override(default_model_path, default_embedder):
     with LlamaEmbedder(default_model_path, threads=2, prefixes={"query": "", "passage": ""}) as bare:
         assert bare.prefixes == {"query": "", "passage": ""}

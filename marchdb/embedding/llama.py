@@ -438,7 +438,10 @@ class LlamaEmbedder(Embedder):
         batch with the number of texts finished so far."""
         if kind not in self._prefixes:
             raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
-        return self._embed(texts, self._prefixes[kind], progress)
+        # A query is one window, the start of the message: a prompt with a long
+        # paste took 1.6-2.4 s to embed window by window (4,000 characters),
+        # past the hook's budget; a passage averages all of its windows.
+        return self._embed(texts, self._prefixes[kind], progress, first_window=kind == "query")
 
     def count_tokens(self, text: str, kind: str = "passage") -> int:
         """Tokens the model sees for ``text`` (prefix and special tokens included, before windowing)."""
@@ -512,8 +515,9 @@ class LlamaEmbedder(Embedder):
             raise ModelError(f"tokenizer of {self._path} failed on a {len(data)}-byte text; report this with the text")
         return list(buf[:n])
 
-    def _windows(self, text: str, prefix: str) -> list[tuple[list[int], int]]:
-        """Token sequences for one text: [(tokens, weight)], one per window."""
+    def _windows(self, text: str, prefix: str, first_window: bool = False) -> list[tuple[list[int], int]]:
+        """Token sequences for one text: [(tokens, weight)], one per window
+        (only the first with ``first_window``)."""
         full = _clean(prefix + text)
         toks = self._tokenize(full.encode("utf-8"), True)
         if len(toks) <= self._window:
@@ -534,12 +538,14 @@ class LlamaEmbedder(Embedder):
         while True:
             piece = body[start : start + room]
             out.append((self._head + ptoks + piece + self._tail, len(piece)))
-            if start + room >= len(body):
+            if first_window or start + room >= len(body):
                 break
             start += step
         return out
 
-    def _embed(self, texts: Sequence[str], prefix: str, progress: Progress | None) -> np.ndarray:
+    def _embed(
+        self, texts: Sequence[str], prefix: str, progress: Progress | None, first_window: bool = False
+    ) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("pass a list of texts, not a single string")
         texts = list(texts)
@@ -554,7 +560,7 @@ class LlamaEmbedder(Embedder):
             for i, t in enumerate(texts):
                 if not isinstance(t, str):
                     raise TypeError(f"text #{i} is {type(t).__name__}, not str")
-                for toks, weight in self._windows(t, prefix):
+                for toks, weight in self._windows(t, prefix, first_window):
                     seqs.append((i, toks, weight))
             self._use_threads(1 if sum(len(s[1]) for s in seqs) <= SMALL_INPUT_TOKENS else self._threads)
             remaining = np.bincount([s[0] for s in seqs], minlength=n)
