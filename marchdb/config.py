@@ -337,7 +337,7 @@ def load_config(
     ignored = _check_keys(data)
 
     if root:
-        root_path, root_source = Path(root).expanduser(), "--root"
+        root_path, root_source = Path(root).expanduser(), "--root (root=)"
     elif env.get("MARCH_MEMORY_ROOT"):
         root_path, root_source = Path(env["MARCH_MEMORY_ROOT"]).expanduser(), "MARCH_MEMORY_ROOT"
     elif data.get("memoryRoot"):

@@ -220,6 +220,23 @@ def test_demo_runs_end_to_end_in_a_throwaway_vault(tmp_path, default_model_path,
     assert not (tmp_path / "real-home" / "March Memories").exists()  # the user's vault: untouched
 
 
+def test_the_readme_python_example_runs_as_written_and_twice(tmp_path, default_model_path, monkeypatch, capsys):
+    # Pasted as it was, it needed a folder that did not exist, crashed without Claude Code's
+    # sessions, and died on hints[0] the second time (the memory was suppressed by then).
+    block = README.read_text(encoding="utf-8").split("## Python API", 1)[1].split("```python\n", 1)[1]
+    code = block.split("```", 1)[0]
+    monkeypatch.setenv("MARCH_MODELS_DIR", str(default_model_path.parent))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))  # no ~/.claude/projects here
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
+    for _ in range(2):
+        exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "Deploy day" in out and "does not exist" in out
+
+
 def test_status_after_a_schema_rebuild_shows_the_files(cli, mixed_vault):
     cli("sync", "--no-embed")
     cli("sql", "UPDATE meta SET value = 'stale' WHERE key = 'schema_hash'", "--write")
