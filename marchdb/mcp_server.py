@@ -29,7 +29,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from . import tools
-from .errors import MarchError, Unanswered, remote_error, unanswered_message
+from .errors import MarchError, Unanswered, one_line, remote_error, unanswered_message
 
 #: The SDK runs each call of a (sync) tool on a worker thread, so calls may
 #: overlap; a store has one connection (its transactions and the per-query
@@ -40,15 +40,39 @@ ONE_AT_A_TIME = threading.Lock()
 SHUTDOWN_WAIT_SECONDS = 10.0
 
 
+def argument_errors(exc) -> str:
+    """A pydantic ``ValidationError`` of tool arguments as one line:
+    ``limit: Input should be less than or equal to 100 (got 101); ...``."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        given = "" if err.get("type") == "missing" else f" (got {str(err.get('input'))[:40]!r})"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}{given}")
+    return one_line("; ".join(parts))
+
+
 def build_server(run: Callable[[str, dict], dict], index_path: Path):
     """An MCPServer exposing marchdb's tools; ``run(op, args)`` answers them
     (``tools.call`` on a Store, or the warm engine)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
 
     from . import __version__
 
-    server = MCPServer(name="marchdb", version=__version__, instructions=tools.INSTRUCTIONS)
+    class _Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            # The SDK checks arguments against the schema first; its pydantic
+            # report spans lines and ends in a URL. One line, as every other
+            # marchdb error: which argument, what is wrong, what was given.
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from None
+
+    server = _Server(name="marchdb", version=__version__, instructions=tools.INSTRUCTIONS)
 
     def call(op: str, /, **args: Any) -> dict:
         try:

@@ -79,6 +79,10 @@ def check_line(raw: bytes) -> tuple[str | None, str | None]:
             # JSON-RPC 2.0 answers it with an error whose id is null. (The
             # SDK would take it for a notification and never answer.)
             return None, _error(None, INVALID_REQUEST, "Invalid Request: the id must be a string or an integer")
+        if "method" not in message and not {"result", "error"} & message.keys():
+            # Neither a request, a notification nor a response ({"hello": 1}):
+            # an Invalid Request, answered with a null id as JSON-RPC 2.0 says.
+            return None, _error(None, INVALID_REQUEST, "Invalid Request: a JSON-RPC message needs a method")
         if bad_byte is not None or "method" not in message:
             return None, None  # a response, or a broken notification: JSON-RPC never answers those
     if bad_byte is None:

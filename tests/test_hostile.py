@@ -975,9 +975,10 @@ def test_14_every_mcp_request_gets_an_answer(tmp_path, vault):
             mcp.send_line('{"jsonrpc": "2.0", "id": ' + bad_id + ', "method": "ping"}')
         mcp.send_line('{"jsonrpc": "2.0", "method": "no/such/notification", "params": 7}')
         mcp.send_line('{"jsonrpc": "2.0", "id": 99, "result": {}}')
+        mcp.send_line('{"hello": "world"}')  # no method, no result: not JSON-RPC at all (it got no answer)
         mcp.call("memory_open", {"id": "mem_a"}, 6)
         nulls = [m["error"]["code"] for m in mcp.lines if m.get("id") is None]
-        assert nulls == [-32700, -32600] + [-32600] * 5, nulls
+        assert nulls == [-32700, -32600] + [-32600] * 6, nulls
         # A line past the bound is answered, not read whole (a 400 MB line held 3.5 GB).
         from marchdb.mcp_wire import MAX_LINE_BYTES
 

@@ -126,8 +126,19 @@ def test_recall_hints_once_per_run(server):
 
 
 def test_bad_input_is_a_tool_error_the_model_can_read(server):
-    out = call(server, [("bad", "memory_save", {"name": " ", "description": "d", "body": "b", "tags": ["x"]})])
+    out = call(
+        server,
+        [
+            ("bad", "memory_save", {"name": " ", "description": "d", "body": "b", "tags": ["x"]}),
+            ("limit", "memory_search", {"query": "x", "limit": 101}),
+            ("missing", "memory_search", {}),
+        ],
+    )
     assert out["bad"][0] is True and "name" in out["bad"][1]
+    # The SDK's own argument checks answer in one line too (they spanned lines and ended in a URL).
+    assert out["limit"] == (True, "memory_search: limit: Input should be less than or equal to 100 (got '101')")
+    assert out["missing"][0] is True and out["missing"][1].startswith("memory_search: query: Field required")
+    assert "\n" not in out["missing"][1] and "pydantic" not in out["missing"][1]
 
 
 def test_context_has_profiles_and_hints(server):
