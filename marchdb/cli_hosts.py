@@ -26,7 +26,7 @@ def serve(
 ):
     """Run the warm engine (model, vectors, watcher) for this home on its Unix socket, in the foreground."""
     from . import client, daemon
-    from .config import load_config
+    from .config import idle_minutes_ok, load_config
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
@@ -49,7 +49,8 @@ def serve(
             try:
                 info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])
             except client.Unavailable as exc:
-                info["state"] = f"starting or not answering ({exc})"
+                # It binds its socket only once warm: until then, "not running" means warming up.
+                info["state"] = "warming up" if exc.reason == "not running" else f"not answering ({exc})"
         if as_json:
             _emit(info)
         elif stop:
@@ -57,11 +58,16 @@ def serve(
         elif info["pid"] is None:
             typer.echo(f"no engine serves {cfg.home}")
         else:
-            typer.echo(
-                f"engine pid {info['pid']} on {info['socket']}: {info.get('requests', '?')} requests, "
-                f"model {info.get('model', '?')}"
-            )
+            if "state" in info:
+                typer.echo(f"engine pid {info['pid']} for {cfg.home}: {info['state']}")
+            else:
+                typer.echo(
+                    f"engine pid {info['pid']} on {info['socket']}: {info.get('requests', '?')} requests, "
+                    f"model {info.get('model', '?')}"
+                )
         return
+    if idle is not None and not idle_minutes_ok(idle):
+        raise InvalidInput(f"--idle must be a number of minutes above 0, at most a week (10080), got {idle}")
     engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60)
     raise typer.Exit(engine.run())
 

@@ -215,6 +215,12 @@ class Config:
         return self.home / "memory" / "profiles"
 
 
+def idle_minutes_ok(value: object) -> bool:
+    """Whether ``value`` may be the engine's idle time: above 0, at most a
+    week (``daemonIdleMinutes``, ``serve --idle``)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= 7 * 24 * 60
+
+
 def unusual_root(root: Path, home: Path) -> str | None:
     """Why ``root`` is obviously not a memory root (None when it may be one):
     the file system's root, a system folder or anything inside one, a folder
@@ -391,7 +397,7 @@ def load_config(
     if env.get("MARCH_DAEMON", "").strip().lower() in ("0", "off", "no", "false"):
         autostart = False
     idle = data.get("daemonIdleMinutes", DEFAULT_DAEMON_IDLE_MINUTES)
-    if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not 0 < idle <= 7 * 24 * 60:
+    if not idle_minutes_ok(idle):
         raise ConfigError("daemonIdleMinutes in config.json must be a number of minutes above 0 (at most a week)")
 
     prefix = data.get("projectTagPrefix", "project/")

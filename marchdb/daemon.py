@@ -35,6 +35,7 @@ import os
 import signal
 import socket
 import stat
+import sys
 import threading
 import time
 from importlib import resources
@@ -83,15 +84,25 @@ class Engine:
         """One line in ``logs/daemon.log``."""
         client.log(self.home, "daemon", message)
 
+    def say(self, message: str) -> None:
+        """A line for whoever started ``marchdb serve`` by hand (stderr; a
+        client's background start sends it to ``logs/daemon.out``)."""
+        print(f"marchdb serve: {message}", file=sys.stderr, flush=True)
+
     # ------------------------------------------------------------ start and stop
 
     def run(self) -> int:
         """Serve until stopped; returns the process exit code (0 also when
         another engine already serves this home)."""
         if not self._take_lock():
+            pid = client.engine_pid(self.home)
+            self.say(f"an engine already serves {self.home}{f' (pid {pid})' if pid else ''}; nothing to do")
             return 0
         try:
             self._check_socket_path()
+            self.say(
+                f"warming up (model, vectors) for {self.cfg.memory_root}; log: {self.home / 'logs' / 'daemon.log'}"
+            )
             self._warm_up()  # a SIGTERM until here ends the process as it would any (no socket yet)
             # From the socket on, a SIGTERM stops cleanly: clients can connect
             # as soon as it is bound (before the watcher and the accept loop).
@@ -100,6 +111,9 @@ class Engine:
             self._bind()
             self._start_watcher()
             self.log(f"serving {self.cfg.memory_root} on {client.socket_path(self.home)} (pid {os.getpid()})")
+            self.say(
+                f"ready on {client.socket_path(self.home)} (pid {os.getpid()}); Ctrl-C or `marchdb serve --stop` ends it"
+            )
             self._accept_loop()
             return 0
         except MarchError as exc:
@@ -227,41 +241,52 @@ class Engine:
         from one lost mid-way (a save would not be done in-process again)."""
         assert self._listener is not None
         self._listener.setblocking(False)
-        refusal = json.dumps(_refusal("stopping", "the engine is stopping", 1)).encode() + b"\n"
         while True:
             try:
                 conn, _ = self._listener.accept()
             except OSError:  # BlockingIOError: none left
                 return
-            with conn, contextlib.suppress(OSError, client.Unavailable):
-                conn.setblocking(True)
-                conn.settimeout(1.0)
-                client._read_line(conn)  # read first: a socket closed unread may reset the answer
-                conn.sendall(refusal)
+            _refuse(conn)
 
     # ------------------------------------------------------------ serving
 
     def _accept_loop(self) -> None:
         assert self._listener is not None
+        checked = time.monotonic()
         while not self.stopping.is_set():
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
                 if time.monotonic() - self.last_request > self.idle_seconds:
-                    self.log(f"idle for {self.idle_seconds / 60:.0f} min; stopping")
+                    self.log(f"idle for {self.idle_seconds / 60:g} min; stopping")
                     return
-                if _mtime(self.home / "config.json") != self._config_mtime:
-                    self.log("config.json changed; stopping (the next client starts an engine that reads it)")
+                if self._outdated():
                     return
-                if self.code_changed():
-                    self.log("marchdb's code changed (an upgrade?); stopping (the next client starts the new one)")
-                    return
+                checked = time.monotonic()
                 continue
             except OSError as exc:
                 self.log(f"accept failed: {exc}")
                 continue
+            # Busy or not, a changed config.json or upgraded code is noticed
+            # within a check interval (a steady stream of requests once kept
+            # the old settings answering: the checks ran only when idle).
+            if time.monotonic() - checked >= TICK:
+                checked = time.monotonic()
+                if self._outdated():
+                    _refuse(conn)  # its client answers on its own, or starts the new engine
+                    return
             self.last_request = time.monotonic()
             threading.Thread(target=self._serve_one, args=(conn,), name="marchdb-request", daemon=True).start()
+
+    def _outdated(self) -> bool:
+        """Whether config.json or marchdb's code changed under the engine (said in its log)."""
+        if _mtime(self.home / "config.json") != self._config_mtime:
+            self.log("config.json changed; stopping (the next client starts an engine that reads it)")
+            return True
+        if self.code_changed():
+            self.log("marchdb's code changed (an upgrade?); stopping (the next client starts the new one)")
+            return True
+        return False
 
     def _serve_one(self, conn: socket.socket) -> None:
         with conn:
@@ -363,6 +388,17 @@ class _Stopping(MarchError):
 class _BadOp(MarchError):
     kind = "protocol"
     exit_code = 2
+
+
+def _refuse(conn: socket.socket) -> None:
+    """Answer one connection "stopping": closed unanswered, its client could
+    not tell a request never run from one lost mid-way."""
+    refusal = json.dumps(_refusal("stopping", "the engine is stopping", 1)).encode() + b"\n"
+    with conn, contextlib.suppress(OSError, client.Unavailable):
+        conn.setblocking(True)
+        conn.settimeout(1.0)
+        client._read_line(conn)  # read first: a socket closed unread may reset the answer
+        conn.sendall(refusal)
 
 
 def _refusal(kind: str, message: str, exit_code: int) -> dict:

@@ -241,11 +241,42 @@ def test_serve_stop_says_when_the_engine_outlived_its_wait(home, monkeypatch):
 def test_the_engine_stops_when_config_json_changes(home):
     assert marchdb("recall", PROMPT).returncode == 0
     pid = client.engine_pid(home)
-    (home / "config.json").write_text('{"recallMinScore": 0.5}\n')
-    deadline = time.monotonic() + 20
-    while client.engine_pid(home) == pid and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert client.engine_pid(home) != pid
+    # ... even while requests keep coming (the check ran only when idle for half a second).
+    busy = threading.Event()
+
+    def keep_asking():
+        while not busy.is_set():
+            with contextlib.suppress(client.Unavailable, client.RemoteError):
+                client.request(home, "ping", {}, timeout=5)
+            time.sleep(0.05)
+
+    pinger = threading.Thread(target=keep_asking)
+    pinger.start()
+    try:
+        time.sleep(0.5)
+        (home / "config.json").write_text('{"recallMinScore": 0.5}\n')
+        deadline = time.monotonic() + 20
+        while client.engine_pid(home) == pid and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.engine_pid(home) != pid
+    finally:
+        busy.set()
+        pinger.join()
+
+
+def test_serve_says_what_it_does_and_checks_its_idle_time(home):
+    first = subprocess.Popen([MARCHDB, "serve"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert client.wait_ready(home, 60)
+        second = marchdb("serve")
+        assert second.returncode == 0 and f"an engine already serves {home} (pid {first.pid})" in second.stderr
+        for bad in ("0", "-1", "nan", "inf", "20000"):
+            refused = marchdb("serve", "--idle", bad)
+            assert refused.returncode == 2 and "--idle must be a number of minutes above 0" in refused.stderr, bad
+    finally:
+        daemon.stop(home)
+    out = first.stderr.read()
+    assert "warming up" in out and "ready on" in out and "log:" in out
 
 
 def test_the_generic_contract_for_other_hosts(home):
