@@ -225,14 +225,28 @@ def _event(home_log, host: str, options: list[str]) -> str | None:
         return text
     import argparse
 
-    parser = argparse.ArgumentParser(prog="marchdb hook generic", add_help=False)
+    parser = argparse.ArgumentParser(prog="marchdb hook generic", add_help=False, exit_on_error=False)
     parser.add_argument("--run")
     parser.add_argument("--trigger", choices=("user", "assistant"), default="user")
     parser.add_argument("--record-only", action="store_true")
     parser.add_argument("--profiles", action="store_true")
     parser.add_argument("--project")
     parser.add_argument("--conversation")
-    opts = parser.parse_args(options)
+    try:
+        opts, unknown = parser.parse_known_args(options)
+    except argparse.ArgumentError as exc:
+        client.log(home_log, "hooks", f"generic: {exc}; nothing injected")
+        return None
+    if unknown:
+        # argparse would print usage to stderr (which hosts may drop) and exit 2:
+        # the hook log is where its user looks.
+        client.log(
+            home_log,
+            "hooks",
+            f"generic: unknown option {' '.join(unknown)!r}; it takes --run, --trigger user|assistant, "
+            "--record-only, --profiles, --project, --conversation; nothing injected",
+        )
+        return None
     return json.dumps(
         {
             "text": text,

@@ -431,7 +431,7 @@ class Store:
         if trigger not in ("user", "assistant"):
             raise InvalidInput("trigger must be 'user' or 'assistant'")
         if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS):
-            raise InvalidInput(f"run_id must be text of at most {MAX_RUN_ID_CHARS} characters")
+            raise InvalidInput(f"the run id (--run, run_id) must be text of at most {MAX_RUN_ID_CHARS} characters")
         if conversation is not None and (not isinstance(conversation, str) or len(conversation) > MAX_RUN_ID_CHARS):
             raise InvalidInput(f"conversation must be text of at most {MAX_RUN_ID_CHARS} characters")
         self.ensure_fresh()

@@ -391,3 +391,19 @@ def test_the_event_is_read_from_whatever_stdin_is(tmp_path):
         ours.sendall(start.encode())
         ours.shutdown(socket.SHUT_WR)
         assert "[agent_profile]" in context_of({"stdout": hook(theirs)}, "SessionStart")
+
+
+def test_a_generic_hook_with_a_bad_option_says_which_in_the_hook_log(tmp_path):
+    # It was logged as "SystemExit: 2", the usage going to a stderr hosts may drop.
+    env = {**os.environ, "MARCH_DAEMON": "0", "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(tmp_path)}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    for options, said in (
+        (["--bogus", "1"], "unknown option '--bogus 1'"),
+        (["--trigger", "bogus"], "invalid choice: 'bogus'"),
+        (["--run"], "expected one argument"),
+    ):
+        done = subprocess.run(
+            [marchdb, "hook", "generic", *options], input="hi", capture_output=True, text=True, env=env
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+        assert any(said in line for line in client.read_log(tmp_path / "home", "hooks")), said
