@@ -431,7 +431,7 @@ def save(
     else:
         _say_notices(result)
         typer.echo(f"{result['status']}: {result['id']} {result['path']}")
-        if result.get("message"):
+        if result.get("message") and result["status"] != "created":  # "created memory X at P" says it again
             typer.echo(result["message"])
         for warning in result.get("warnings", []):
             typer.echo(f"warning: {one_line(warning)}", err=True)

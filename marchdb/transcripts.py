@@ -396,7 +396,12 @@ def _chatgpt_text(message: dict) -> str:
     if content.get("content_type") not in ("text", "multimodal_text"):
         return ""
     pieces = []
-    for part in content.get("parts") or []:
+    parts = content.get("parts") or []
+    if isinstance(parts, str):  # one string, not a list of them: not one piece per character
+        parts = [parts]
+    elif not isinstance(parts, list):
+        parts = []
+    for part in parts:
         if isinstance(part, str):
             pieces.append(part)
         elif isinstance(part, dict):

@@ -635,3 +635,18 @@ def test_fifos_and_links_in_a_chat_source_are_reported_never_waited_on(vault, st
     os.mkfifo(tmp_path / "fifo.json")
     with pytest.raises(InvalidInput, match="not a file or a folder"):
         store.import_("chatgpt", tmp_path / "fifo.json")
+
+
+def test_chatgpt_parts_given_as_one_string_are_one_piece(vault, store, tmp_path):
+    # A string where the list of parts goes was written one character per line.
+    conv = conversation()
+    for node in conv["mapping"].values():
+        message = node.get("message") or {}
+        content = message.get("content") or {}
+        if isinstance(content.get("parts"), list) and content["parts"] and isinstance(content["parts"][0], str):
+            content["parts"] = content["parts"][0]
+    (tmp_path / "conversations.json").write_text(json.dumps([conv]))
+    out = store.import_("chatgpt", tmp_path / "conversations.json", apply=True, embed=False)
+    assert out["created"] == 1
+    body = (vault.root / next(iter(memories(store).values()))["path"]).read_text()
+    assert "the deploy failed with a connection timeout" in body
