@@ -312,7 +312,11 @@ def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), a
 
 
 @command(app)
-def rebuild(ctx: typer.Context, as_json: bool = JsonOpt, no_embed: bool = typer.Option(False, "--no-embed")):
+def rebuild(
+    ctx: typer.Context,
+    as_json: bool = JsonOpt,
+    no_embed: bool = typer.Option(False, "--no-embed", help="Only the files and BM25 side."),
+):
     """Delete the index and build it again from the Markdown files."""
     store = _store(ctx)
     if not as_json:
