@@ -70,6 +70,16 @@ class _YAML_LOADER(_BASE_LOADER):  # noqa: N801
             )
         return super().construct_object(node, deep=deep)
 
+    def flatten_mapping(self, node):
+        # A merge key (<<) copies a mapping into another: aliases' way in, and
+        # nothing a memory needs; refused alike, as the README says.
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise yaml.constructor.ConstructorError(
+                    None, None, "uses a YAML merge key (<<); write the fields out instead", key_node.start_mark
+                )
+        return super().flatten_mapping(node)
+
 
 #: The YAML loader of memory files (safe, no aliases), for every reader of frontmatter.
 YAML_LOADER = _YAML_LOADER

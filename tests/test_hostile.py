@@ -347,6 +347,12 @@ def test_4_yaml_aliases_are_refused_and_reported(vault, bm25_store):
     detail = next(p["detail"] for p in bm25_store.doctor()["problems"] if p["path"] == "bomb.md")
     assert "alias" in detail
     assert bm25_store.search("body")["results"]  # search reads the same frontmatter safely
+    # A merge key without an alias was merged, though the README says merge keys are refused.
+    vault.write("merge.md", "---\nid: mem_merge\nname: n\ndescription: d\ntags: [t]\n<<: {status: archived}\n---\nb\n")
+    bm25_store.sync(embed=False)
+    assert "mem_merge" not in ids(bm25_store)
+    detail = next(p["detail"] for p in bm25_store.doctor()["problems"] if p["path"] == "merge.md")
+    assert "merge key" in detail
 
 
 def test_4_an_update_of_a_file_that_grew_aliases_is_refused_at_once(vault, bm25_store):
