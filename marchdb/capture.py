@@ -52,8 +52,8 @@ from .sync import sync_files
 LOG_TAG = "daily-log"
 #: Longest entry title, in characters (it is one line of the day's description).
 MAX_TITLE_CHARS = 200
-#: Longest entry text, in characters.
-MAX_TEXT_CHARS = 64 * 1024
+#: Longest entry text, in bytes of UTF-8 (as a memory body).
+MAX_TEXT_BYTES = 64 * 1024
 #: Longest description of a day: the first titles that fit, then "(+N more)".
 DESCRIPTION_CHARS = 300
 
@@ -111,9 +111,9 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
         raise InvalidInput(
             f"the title is {len(one_line)} characters; the limit is {MAX_TITLE_CHARS}, put details in the text"
         )
-    if text is not None and len(text) > MAX_TEXT_CHARS:
+    if text is not None and len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise InvalidInput(
-            f"the text is {len(text):,} characters; an entry is limited to {MAX_TEXT_CHARS:,}; "
+            f"the text is {len(text.encode('utf-8')):,} bytes; an entry is limited to {MAX_TEXT_BYTES:,} (UTF-8); "
             "save long material as a memory of its own (marchdb save)"
         )
     return one_line, text if text and text.strip() else None

@@ -484,8 +484,10 @@ def _read_stdin_body(what: str = "body") -> str:
     if stream is None:  # a text-only stdin (an embedding program's)
         return sys.stdin.read(MAX_BODY_BYTES + 1)
     raw = stream.read(MAX_BODY_BYTES + 1)
-    if len(raw) > MAX_BODY_BYTES:
-        return raw.decode("utf-8", "replace")  # refused for its size, whatever it holds
+    if len(raw) > MAX_BODY_BYTES:  # read no further: its real size is not known, only that it is too big
+        raise InvalidInput(
+            f"the {what} on stdin is over {MAX_BODY_BYTES:,} bytes, the limit; split it into several memories"
+        )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

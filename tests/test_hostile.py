@@ -788,7 +788,7 @@ def test_12_endless_stdin_stops_at_the_body_limit(tmp_path, vault):
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == InvalidInput.exit_code, err
     assert written < MAX_BODY_BYTES + 4 * 1024 * 1024  # the pipe buffer, not the whole stream
-    assert "Traceback" not in err.decode() and "limited to" in err.decode()
+    assert "Traceback" not in err.decode() and "over 65,536 bytes, the limit" in err.decode()
 
 
 def test_12_any_sqlite_error_escaping_a_command_is_one_line(tmp_path, vault):
