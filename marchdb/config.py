@@ -240,7 +240,7 @@ def unusual_root(root: Path, home: Path) -> str | None:
         return "it is your home folder: every .md file in it would become a memory, and saves would land in it"
     march_home = os.path.realpath(home)
     if real == march_home:
-        return "it is marchdb's home (profiles, models, index); use a folder inside it, e.g. 'March Memories'"
+        return "it is marchdb's home (profiles, models, index), not a folder of memories"
     inside = os.path.relpath(march_home, real)
     if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
         return f"it holds marchdb's home {march_home}; keep the memories in a folder of their own"

@@ -21,13 +21,15 @@ ADVICE = {
     "missing_description": "add a one-line `description:`; without it the memory is never shown as a hint",
     "missing_name": "add a `name:`",
     "duplicate_id": "give all but one of these files a new id (or delete the copies), then `marchdb sync`",
-    "parse_error": "fix the YAML between the `---` lines (quote values that contain ':' or '#')",
+    "parse_error": "fix the YAML between the `---` lines (quote values that contain ':' or '#'; no aliases or "
+    "merge keys; within the frontmatter limits of the README's 'Limits and safety')",
     "not_utf8": "re-save the file as UTF-8 text (binary files do not belong in the memory root)",
     "too_large": "split the file or move it out of the memory root",
     "unreadable": "fix the file's permissions",
     "unreadable_dir": "fix the folder's permissions",
     "invalid_field": "fix the field's type in the frontmatter",
-    "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#)",
+    "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#), 100 characters each, "
+    "50 per memory",
     "symlink": "move the real file into the memory root; links are never followed",
     "bad_file_name": "rename the file or folder (its name is not valid UTF-8, e.g. from an old Latin-1 system)",
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",

@@ -144,7 +144,7 @@ class Store:
     def take_notices(self) -> list[str]:
         """The notices gathered since the last call (each is shown once)."""
         notes, self.notices = self.notices, []
-        return notes
+        return list(dict.fromkeys(notes))  # one cause met twice in a call is told once
 
     def loaded_embedder(self):
         """The embedder if this Store has already loaded one (never loads)."""
