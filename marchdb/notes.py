@@ -319,6 +319,14 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     if len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
         raise BadNote("invalid_id", f"id {ident[:40]!r}... is too long or holds control characters")
 
+    hidden = sorted({f"U+{ord(c):04X}" for c in ident if unicodedata.category(c) in ("Cc", "Cf")})
+    if hidden:
+        # Indexed as written, but told: "mem_a\u200b" beside "mem_a", or a
+        # U+202E turning "gnp.exe" around, lets an agent open the wrong memory.
+        problems.append(
+            Problem("invalid_field", f"id {ident[:40]!r} holds invisible or direction characters ({', '.join(hidden)})")
+        )
+
     name = _text_field(meta, "name", problems)
     if not name:
         name = stem or ident

@@ -293,3 +293,15 @@ def test_times_at_the_ends_of_the_calendar():
     assert parse_time("0001-01-01T00:00:00Z") is None  # year 0 in any zone west of UTC
     assert parse_time("9999-12-31T23:59:59-05:00") is None  # year 10000 in UTC
     assert parse_time("9999-06-01T00:00:00Z") is not None and parse_time("0001-06-01") is not None
+
+
+def test_an_id_with_invisible_or_direction_characters_is_indexed_and_told():
+    # "mem_a" and "mem_a\u200b" look the same; "\u202egnp.exe" reads as "exe.png".
+    from marchdb.notes import parse_note
+
+    for ident, shown in (("mem_a\u200b", "U+200B"), ("mem_\u202egnp.exe", "U+202E")):
+        note = parse_note(f'---\nid: "{ident}"\nname: n\ndescription: d\ntags: [t]\n---\nb\n'.encode(), "a")
+        assert note.id == ident
+        assert any(p.kind == "invalid_field" and shown in p.detail for p in note.problems), note.problems
+    plain = parse_note(b"---\nid: mem_caf\xc3\xa9\nname: n\ndescription: d\ntags: [t]\n---\nb\n", "a")
+    assert plain.problems == []
