@@ -273,6 +273,10 @@ def read_config_file(home: Path) -> dict:
         raw = _read_limited(path)
     except FileNotFoundError:
         return {}
+    except NotADirectoryError:
+        raise ConfigError(
+            f"marchdb's home {home} is a file, not a folder; point MARCH_HOME (or --home) at a folder"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}; check its permissions") from None
     try:

@@ -152,6 +152,11 @@ def test_config_errors_are_one_line(cli, tmp_path):
     (tmp_path / "home" / "config.json").write_text("{not json")
     result = cli("status")
     assert result.exit_code == 3 and "config.json is not valid JSON" in result.stderr
+    (tmp_path / "home" / "config.json").unlink()
+    (tmp_path / "home").rmdir()
+    (tmp_path / "home").write_text("a file where the home goes")
+    result = cli("status")
+    assert result.exit_code == 3 and "is a file, not a folder" in result.stderr
 
 
 def test_a_misspelt_setting_is_an_error_and_an_unknown_key_a_notice(cli, tmp_path):
