@@ -188,7 +188,9 @@ class Config:
         missing or obviously not a vault (``unusual_root``). Never created on
         the fly: an unmounted drive or a typo must not look like an empty
         vault (a sync would empty the index)."""
-        where = f" (set by {self.root_source})" if self.root_source else ""
+        # The CLI's --root is the API's root=: name both.
+        source = "--root (root= in the API)" if self.root_source == "--root" else self.root_source
+        where = f" (set by {source})" if source else ""
         if not self.memory_root.is_dir():
             raise ConfigError(
                 f"memory root {self.memory_root}{where} does not exist or is not a folder; "
@@ -347,7 +349,7 @@ def load_config(
     ignored = _check_keys(data)
 
     if root:
-        root_path, root_source = Path(root).expanduser(), "--root (root=)"
+        root_path, root_source = Path(root).expanduser(), "--root"
     elif env.get("MARCH_MEMORY_ROOT"):
         root_path, root_source = Path(env["MARCH_MEMORY_ROOT"]).expanduser(), "MARCH_MEMORY_ROOT"
     elif data.get("memoryRoot"):
