@@ -42,6 +42,8 @@ HOOK_HOSTS = ("claude-code", "generic")
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
 #: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: ``logs/daemon.out`` (what engines print) starts afresh past this size.
+DAEMON_OUT_BYTES = 1024 * 1024
 #: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
 #: longer ones are reached through /proc/self/fd.
 _MAX_SUN_PATH = 100
@@ -324,21 +326,26 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
 # ---------------------------------------------------------------- starting
 
 
-def start(home: Path, args: list[str] | None = None) -> bool:
+def start(home: Path, args: list[str] | None = None) -> str | None:
     """Start an engine for ``home`` in the background (detached, its output
-    to ``logs/daemon.log``). Returns False when the socket path is taken by
-    something that is not a socket (never ours to remove: nothing starts)."""
-    if _socket_kind(socket_path(home)) == "other" or untrusted_home(home):
-        return False
+    to ``logs/daemon.out``). Returns None when started, else why not (a file
+    at the socket path that is not a socket, never ours to remove; a home not
+    to be trusted; a read-only home; a link or FIFO where the output goes)."""
+    if _socket_kind(socket_path(home)) == "other":
+        return f"{socket_path(home)} is taken by a file that is not a socket"
+    why = untrusted_home(home)
+    if why:
+        return why
     import subprocess  # only when starting one: it is the slowest import of this module
 
     try:
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        logs = home / LOG_DIR
-        logs.mkdir(mode=0o700, exist_ok=True)
-        out = open_private(logs / "daemon.out", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    except OSError:
-        return False  # a read-only home, or a link or FIFO where its output goes: answer in-process
+        make_private_dirs(home / LOG_DIR, top=home)
+        path = home / LOG_DIR / "daemon.out"
+        # Two lines an engine start; begun afresh past a bound, never grown for good.
+        big = os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) > DAEMON_OUT_BYTES
+        out = open_private(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if big else os.O_APPEND))
+    except OSError as exc:
+        return f"cannot write {home / LOG_DIR / 'daemon.out'}: {exc.strerror or exc}"
     try:
         os.set_blocking(out, True)
         subprocess.Popen(
@@ -349,11 +356,30 @@ def start(home: Path, args: list[str] | None = None) -> bool:
             start_new_session=True,  # not killed with the hook or terminal that started it
             close_fds=True,
         )
-    except OSError:
-        return False
+    except OSError as exc:
+        return f"cannot start {sys.executable}: {exc.strerror or exc}"
     finally:
         os.close(out)
-    return True
+    return None
+
+
+def make_private_dirs(path: Path, top: Path | None = None) -> None:
+    """Create ``path`` with mode 0700, and the missing folders between it and
+    ``top`` (default: ``path`` alone) too; folders above ``top`` get the usual
+    mode. (``mkdir(parents=True)`` gives every folder the umask's mode: a home
+    made group-writable by a umask of 002 is not trusted by its own engine.)"""
+    path = Path(path)
+    top = path if top is None else Path(top)
+    if not os.path.isdir(top.parent):
+        os.makedirs(top.parent, exist_ok=True)
+    missing = []
+    here = path
+    while not os.path.isdir(here) and here != top.parent:
+        missing.append(here)
+        here = here.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
 
 
 def wait_gone(home: Path, seconds: float) -> bool:
@@ -400,8 +426,9 @@ def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_ar
     if not engine_alive(home):
         if not autostart:
             raise Unavailable("not running", "and daemonAutoStart is off")
-        if not start(home, start_args):
-            raise Unavailable("cannot start", f"{socket_path(home)} is taken by a file that is not a socket")
+        why_not = start(home, start_args)
+        if why_not:
+            raise Unavailable("cannot start", why_not)
     if not wait_ready(home, wait):
         why = (
             f"the engine did not answer within {wait:.0f}s"
@@ -424,6 +451,7 @@ def log(home: Path, name: str, message: str) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
     with contextlib.suppress(OSError):
+        make_private_dirs(home / LOG_DIR, top=home)
         logfile.append_line(home / LOG_DIR / f"{name}.log", line)
 
 

@@ -513,7 +513,12 @@ def ensure_layout(cfg: Config) -> list[Path]:
         if not folder.exists():
             try:
                 # The home holds the engine's socket and lock: private to its user.
-                folder.mkdir(mode=0o700 if folder == cfg.home else 0o777, parents=True, exist_ok=True)
+                if folder == cfg.home:
+                    from .client import make_private_dirs
+
+                    make_private_dirs(folder)
+                else:
+                    folder.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConfigError(f"cannot create {folder}: {exc.strerror}") from None
             created.append(folder)

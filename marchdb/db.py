@@ -24,6 +24,7 @@ import apsw.bestpractice
 import sqlite_vec
 
 from . import logs, ownership
+from .client import make_private_dirs
 from .clock import utc_now_iso
 from .errors import IndexUnavailable
 
@@ -321,7 +322,7 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
     """
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)  # the home, usually: private (client.untrusted_home)
     except OSError as exc:
         raise IndexUnavailable(f"cannot create {path.parent}: {exc.strerror}") from None
     if ownership.check_owned(path) != ownership.OURS:

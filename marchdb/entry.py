@@ -225,7 +225,10 @@ def _event(home_log, host: str, options: list[str]) -> str | None:
         return text
     import argparse
 
-    parser = argparse.ArgumentParser(prog="marchdb hook generic", add_help=False, exit_on_error=False)
+    # No abbreviations: an ambiguous one (--pro) makes argparse exit whatever exit_on_error says.
+    parser = argparse.ArgumentParser(
+        prog="marchdb hook generic", add_help=False, exit_on_error=False, allow_abbrev=False
+    )
     parser.add_argument("--run")
     parser.add_argument("--trigger", choices=("user", "assistant"), default="user")
     parser.add_argument("--record-only", action="store_true")

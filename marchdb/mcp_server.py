@@ -55,7 +55,7 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
     """An MCPServer exposing marchdb's tools; ``run(op, args)`` answers them
     (``tools.call`` on a Store, or the warm engine)."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from pydantic import ValidationError
 
     from . import __version__
@@ -68,9 +68,11 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
-                if not isinstance(exc.__cause__, ValidationError):
+                # Only the SDK's check of the arguments; a crash stays the SDK's (told as one).
+                if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
                     raise
-                raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from None
+                # Keeping the cause: the SDK then logs the fields, not the caller's values.
+                raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from exc.__cause__
 
     server = _Server(name="marchdb", version=__version__, instructions=tools.INSTRUCTIONS)
 

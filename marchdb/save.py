@@ -96,7 +96,6 @@ MAX_DESCRIPTION_CHARS = 1000
 #: memory is a note; longer texts belong in several memories. Files written
 #: by hand are indexed up to ``notes.MAX_FILE_BYTES``.
 MAX_BODY_BYTES = 64 * 1024
-#: Values of ``status`` a caller may set (seed 000).
 #: Cosine similarity of metadata vectors above which a new memory is a near-duplicate.
 #: Deliberately high: raw cosines of unrelated texts reach 0.8-0.9 with e5,
 #: so only a restatement of the same memory should pass this.

@@ -29,7 +29,7 @@ from .files import read_file
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from .recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
 from .recall import recall as recall_hints
-from .sync import SyncReport, sync_files
+from .sync import SyncReport, owner_problem, sync_files
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
 DIRTY_CHECK_SECONDS = 5.0
@@ -242,6 +242,11 @@ class Store:
                 f"answers come from the index {_as_of(db.get_meta(self.con, 'last_sync_at'))}"
             )
             return None
+        # Before the throttle and the watcher's background scan: an index of
+        # another vault must not answer for this one, even for five seconds.
+        problem = owner_problem(self.con, self.cfg.memory_root, self.cfg.index_path)
+        if problem:
+            raise ConfigError(problem)
         last = db.get_meta(self.con, "last_scan_epoch")
         if last is not None and time.time() - float(last) < max_age:
             return None

@@ -154,6 +154,8 @@ class Syncer:
                 before = _identity(self.root)
                 seen, walk_problems = walk(self.root)
                 unlisted = {rel for rel, kind, _ in walk_problems if kind == "unreadable_dir"}
+                # Listed but not looked at (a folder with r but not x: every stat fails).
+                unstatted = {rel for rel, kind, _ in walk_problems if kind == "unreadable"}
                 if "." in unlisted:
                     detail = next(d for rel, kind, d in walk_problems if rel == "." and kind == "unreadable_dir")
                     raise ConfigError(
@@ -192,9 +194,12 @@ class Syncer:
             if paths is not None:
                 vanished = {p for p in vanished if p in set(paths)}
             else:
-                # A folder that could not be listed hides its files, it does not
-                # delete them: they keep their rows (and vectors) until it can be.
-                vanished = {p for p in vanished if not any(p.startswith(d + "/") for d in unlisted)}
+                # A folder that could not be listed (or whose files could not be
+                # looked at) hides its files, it does not delete them: they keep
+                # their rows (and vectors) until they can be read.
+                vanished = {
+                    p for p in vanished if p not in unstatted and not any(p.startswith(d + "/") for d in unlisted)
+                }
             self.report.scanned = len(seen)
             self.report.unchanged = len(seen) - len(changed)
             walk_changed = walk_problems is not None and self._walk_problems_changed(walk_problems)
@@ -221,15 +226,9 @@ class Syncer:
         # time; a vault that was moved (its old folder gone), an index copied
         # with its vault (its own path changed) or an export used elsewhere
         # is taken over instead.
-        recorded = get_meta(self.con, "memory_root")
-        here = os.path.realpath(self.root)
-        copied = get_meta(self.con, "memory_root_index") != os.path.realpath(self.index_path)
-        if recorded and recorded != here and not copied and os.path.isdir(recorded):
-            raise ConfigError(
-                f"the index {self.index_path} belongs to the memory root {recorded}, and {here} is another "
-                "vault; give it a home of its own (MARCH_HOME) or its own indexPath, or run `marchdb rebuild` "
-                f"to index {here} in place of {recorded}"
-            )
+        problem = owner_problem(self.con, self.root, self.index_path)
+        if problem:
+            raise ConfigError(problem)
 
     # ------------------------------------------------------------ applying
 
@@ -468,6 +467,27 @@ def sync_files(
 ) -> SyncReport:
     """Bring the index in line with the files under ``root`` (no embedding)."""
     return Syncer(con, root, index_path).run(paths)
+
+
+def owner_problem(con: apsw.Connection, root: Path, index_path: str | os.PathLike) -> str | None:
+    """Why the index at ``index_path`` must not take ``root`` (None when it
+    may): it belongs to another vault that still exists and that it holds
+    memories of. Taken over: an index of nothing (a first run on the default
+    root, then the vault configured), a vault that moved (its old folder
+    gone), an index copied with its vault (its own path changed), an export."""
+    recorded = get_meta(con, "memory_root")
+    here = os.path.realpath(root)
+    if not recorded or recorded == here or not os.path.isdir(recorded):
+        return None
+    if get_meta(con, "memory_root_index") != os.path.realpath(index_path):
+        return None
+    if scalar(con, "SELECT count(*) FROM files") == 0:
+        return None
+    return (
+        f"the index {index_path} belongs to the memory root {recorded}, and {here} is another "
+        "vault; give it a home of its own (MARCH_HOME) or its own indexPath, or run `marchdb rebuild` "
+        f"to index {here} in place of {recorded}"
+    )
 
 
 def _identity(root: Path) -> tuple[str, int, int] | None:

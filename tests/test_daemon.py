@@ -530,3 +530,15 @@ def test_a_lock_or_output_file_that_is_not_a_file_never_hangs_nor_writes_through
         for pid in engine_processes(home):
             os.kill(pid, signal.SIGKILL)
         path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
+
+
+def test_a_home_marchdb_creates_is_private_whatever_the_umask(tmp_path):
+    # With a umask of 002 the home came out group-writable: its own engine then refused it.
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "a" / "home"), "MARCH_MEMORY_ROOT": str(tmp_path)}
+    done = subprocess.run(
+        [MARCHDB, "hook", "claude-code"], input="{}", capture_output=True, text=True, env=env, umask=0o002
+    )
+    assert done.returncode == 0
+    assert stat.S_IMODE(os.stat(tmp_path / "a" / "home").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "a").st_mode) == 0o775  # above the home: as the umask says
+    assert client.untrusted_home(tmp_path / "a" / "home") is None

@@ -401,6 +401,7 @@ def test_a_generic_hook_with_a_bad_option_says_which_in_the_hook_log(tmp_path):
         (["--bogus", "1"], "unknown option '--bogus 1'"),
         (["--trigger", "bogus"], "invalid choice: 'bogus'"),
         (["--run"], "expected one argument"),
+        (["--pro", "x"], "unknown option '--pro x'"),  # ambiguous (--profiles, --project): argparse exited
     ):
         done = subprocess.run(
             [marchdb, "hook", "generic", *options], input="hi", capture_output=True, text=True, env=env

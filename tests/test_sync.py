@@ -374,6 +374,10 @@ def test_folders_that_cannot_be_listed_hide_nothing_and_delete_nothing(tmp_path)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["removed"] == 0
         assert ids() == [f"mem_{i}" for i in range(5)]  # hidden for now, not deleted
+        (root / "2026/02").chmod(0o644)  # listed, but its files cannot be looked at (chmod -R 644)
+        done = sync()
+        assert done.returncode == 0 and json.loads(done.stdout)["removed"] == 0, done.stdout
+        assert ids() == [f"mem_{i}" for i in range(5)]
         (root / "2026/02").chmod(0o755)
         root.chmod(0)
         done = sync()
@@ -393,6 +397,11 @@ def test_one_index_serves_one_vault_until_it_moves(tmp_path, vault, store):
     from marchdb.errors import ConfigError
     from marchdb.store import Store
 
+    # A first run on one root (the default one, say) that indexed nothing: the next root takes it.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with Store(load_config(home=store.cfg.home, root=empty, env={}), use_model=False) as first:
+        first.sync(embed=False)
     vault.memory("a.md", "mem_a")
     run(store)
     other = tmp_path / "other"
@@ -402,6 +411,9 @@ def test_one_index_serves_one_vault_until_it_moves(tmp_path, vault, store):
         with pytest.raises(ConfigError, match="belongs to the memory root .* run `marchdb rebuild`"):
             second.sync(embed=False)
         assert set(mem_rows(second)) == {"mem_a"}  # untouched
+        # ... nor does it answer for the other vault, even right after that vault's scan.
+        with pytest.raises(ConfigError, match="belongs to the memory root"):
+            second.recall("a")
         second.rebuild(embed=False)  # what the message offers: this vault in place of the other
         assert set(mem_rows(second)) == {"mem_b"}
     # A vault that moved (its old folder gone) is followed, nothing re-read twice.

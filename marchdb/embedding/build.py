@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..client import make_private_dirs
 from ..errors import ModelError
 from . import gguf_meta as keys
 from .recipes import Recipe, get
@@ -72,7 +73,7 @@ def build_model(recipe: str, models_dir: Path, force: bool = False) -> Path:
     for rel, sha in rec.sources:
         _verify_sha256(src_dir / rel, sha, rec)
     try:
-        models_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(models_dir, top=models_dir.parent)  # the home, usually: one it creates is private
     except OSError as exc:
         raise ModelError(
             f"cannot create the models folder {models_dir}: {exc}; check its permissions or set another MARCH_HOME"
