@@ -276,13 +276,16 @@ def _answer(flags: dict, host: str, event: str) -> str:
         return str(data.get("stdout") or "")
     except client.Unavailable as exc:
         reason = exc
-    if (
-        reason.reason in ("not running", "cannot connect")
-        and cfg.daemon_autostart
-        and not client.engine_alive(cfg.home)
-    ):
-        client.start(cfg.home, start_args)
-    client.log(cfg.home, "hooks", f"{host}: answered without the warm engine ({reason}): keyword recall only")
+    why = str(reason)
+    if reason.reason in ("not running", "cannot connect"):
+        if client.engine_alive(cfg.home):
+            why = "it is warming up"  # it binds its socket once the model is loaded
+        elif not cfg.daemon_autostart:
+            why = "none runs, and daemonAutoStart is off"
+        else:
+            why_not = client.start(cfg.home, start_args)
+            why = f"none ran; {f'cannot start one: {why_not}' if why_not else 'one is starting'}"
+    client.log(cfg.home, "hooks", f"{host}: answered without the warm engine ({why}): keyword recall only")
     # Answer this event ourselves, without loading the model (seconds): BM25.
     from .hooks import handle
     from .store import Store
