@@ -337,4 +337,17 @@ def _replace(path: Path, settings: dict) -> Path | None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+    _prune_backups(path)
     return backup
+
+
+#: Backups of a settings file kept (the newest): each install and uninstall makes one.
+KEEP_BACKUPS = 5
+
+
+def _prune_backups(path: Path) -> None:
+    # Only files marchdb wrote: its own name pattern, regular files, never a link.
+    prefix = f"{path.name}.marchdb-backup-"
+    ours = sorted(p for p in path.parent.iterdir() if p.name.startswith(prefix) and stat.S_ISREG(os.lstat(p).st_mode))
+    for old in ours[:-KEEP_BACKUPS]:
+        old.unlink(missing_ok=True)

@@ -243,3 +243,14 @@ def test_a_read_only_settings_file_is_left_alone(settings):
     with pytest.raises(FileError, match="read-only"):
         install.install(settings, install.hook_command())
     assert settings.read_text() == "{}"
+
+
+def test_backups_do_not_pile_up(settings):
+    # Each install and uninstall writes one: seven after three cycles.
+    settings.write_text('{"model": "x"}')
+    for _ in range(4):
+        install.install(settings, install.hook_command())
+        install.uninstall(settings)
+    backups = [p for p in settings.parent.iterdir() if ".marchdb-backup-" in p.name]
+    assert len(backups) == install.KEEP_BACKUPS
+    assert json.loads(settings.read_text()) == {"model": "x"}
