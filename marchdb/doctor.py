@@ -7,6 +7,7 @@ CLI, the MCP server and any other front-end show the same words.
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import apsw
@@ -33,6 +34,8 @@ ADVICE = {
     "symlink": "move the real file into the memory root; links are never followed",
     "bad_file_name": "rename the file or folder (its name is not valid UTF-8, e.g. from an old Latin-1 system)",
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
+    "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "
+    "invisible characters are easy to confuse)",
 }
 
 
@@ -46,11 +49,33 @@ def advice(kind: str) -> str:
 
 
 def problems(con: apsw.Connection) -> list[dict]:
-    """Every row of ``diag_problems`` with its ``advice``, by kind then path."""
-    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path")
+    """Every row of ``diag_problems``, and ids that look alike
+    (``lookalike_ids``), each with its ``advice``, by kind then path."""
+    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path") + lookalike_ids(con)
+    found.sort(key=lambda r: (r["kind"], r["path"]))
     for row in found:
         row["advice"] = advice(row["kind"])
     return found
+
+
+def lookalike_ids(con: apsw.Connection) -> list[dict]:
+    """Memories whose ids differ but read the same (``mem_a`` and ``mem_A``,
+    ``café`` composed and decomposed, full-width letters, a zero-width space):
+    an agent told one may open the other. Computed here, not in SQL: SQLite
+    has no Unicode normalisation."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for mem_id, path in con.execute("SELECT id, path FROM memory_index ORDER BY id"):
+        key = "".join(c for c in unicodedata.normalize("NFKC", mem_id) if unicodedata.category(c) not in ("Cc", "Cf"))
+        groups.setdefault(key.casefold(), []).append((mem_id, path))
+    out = []
+    for members in groups.values():
+        ids = sorted({m for m, _ in members})
+        if len(ids) < 2:
+            continue
+        for mem_id, path in members:
+            others = ", ".join(repr(o) for o in ids if o != mem_id)
+            out.append({"path": path, "kind": "lookalike_id", "detail": f"id {mem_id!r} reads like {others}"})
+    return out
 
 
 def logs(con: apsw.Connection, logs_dir: Path) -> list[dict]:

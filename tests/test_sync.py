@@ -422,3 +422,16 @@ def test_one_index_serves_one_vault_until_it_moves(tmp_path, vault, store):
     with Store(load_config(home=store.cfg.home, root=moved, env={}), use_model=False) as third:
         report = third.sync(embed=False)
         assert set(mem_rows(third)) == {"mem_b"} and (report.unchanged, report.added) == (1, 0)
+
+
+def test_ids_that_read_alike_are_named_in_doctor(vault, store):
+    # Accepted side by side with no word: an agent told one could open the other.
+    vault.memory("a.md", "mem_a")
+    vault.memory("b.md", "mem_A")
+    vault.memory("c.md", "mem_caf\u00e9")
+    vault.memory("d.md", "mem_cafe\u0301")  # the same word, decomposed
+    vault.memory("e.md", "mem_other")
+    run(store)
+    alike = {r["path"]: r["detail"] for r in store.doctor()["problems"] if r["kind"] == "lookalike_id"}
+    assert set(alike) == {"a.md", "b.md", "c.md", "d.md"}
+    assert "reads like 'mem_A'" in alike["a.md"] and len(mem_rows(store)) == 5  # told, not dropped
