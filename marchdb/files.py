@@ -168,6 +168,18 @@ def _folders_are_real(root: Path, rel: str) -> bool:
     return True
 
 
+def folder_identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """Which folder is at ``path`` (device and inode: another drive mounted
+    there has inode 2 too, a folder renamed into its place another inode);
+    None when nothing is. The watcher and a full scan both tell by it that the
+    root was replaced."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def is_inside(root: str, candidate: str) -> bool:
     """True when ``candidate`` (a real path) is ``root`` or below it."""
     root = os.path.realpath(root)

@@ -24,7 +24,7 @@ from . import fts
 from .clock import utc_now_iso
 from .db import bump_meta, get_meta, scalar, set_meta, transaction, writer_lock
 from .errors import ConfigError, Retry
-from .files import read_file, stat_paths, walk
+from .files import folder_identity, read_file, stat_paths, walk
 from .notes import (
     MAX_FILE_BYTES,
     BadNote,
@@ -151,7 +151,7 @@ class Syncer:
         with writer_lock(self.index_path):
             self._check_owner()
             if paths is None:
-                before = _identity(self.root)
+                before = folder_identity(self.root)
                 seen, walk_problems = walk(self.root)
                 unlisted = {rel for rel, kind, _ in walk_problems if kind == "unreadable_dir"}
                 # Listed but not looked at (a folder with r but not x: every stat fails).
@@ -162,7 +162,7 @@ class Syncer:
                         f"the memory root {self.root} cannot be read ({detail.removeprefix('cannot list folder: ')}); "
                         "fix its permissions (chmod u+rx) or point MARCH_MEMORY_ROOT elsewhere; the index was not changed"
                     )
-                if _identity(self.root) != before:
+                if folder_identity(self.root) != before:
                     # Renamed, replaced by a link, remounted mid-scan: what was
                     # seen is half of one folder and half of another.
                     raise Retry(f"the memory root {self.root} changed while it was scanned; the index was not changed")
@@ -488,13 +488,3 @@ def owner_problem(con: apsw.Connection, root: Path, index_path: str | os.PathLik
         "vault; give it a home of its own (MARCH_HOME) or its own indexPath, or run `marchdb rebuild` "
         f"to index {here} in place of {recorded}"
     )
-
-
-def _identity(root: Path) -> tuple[str, int, int] | None:
-    """The root's real path, device and inode (None when it is gone)."""
-    try:
-        real = os.path.realpath(root)
-        st = os.stat(real)
-    except OSError:
-        return None
-    return real, st.st_dev, st.st_ino

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .files import name_ok
+from .files import folder_identity, name_ok
 
 #: Quiet time before a batch of changes is applied.
 DEBOUNCE_SECONDS = 0.25
@@ -37,16 +37,6 @@ MAX_INCREMENTAL = 2000
 #: How often an idle watcher checks that its root is the folder it watches
 #: (a root renamed away and another put in its place sends no event).
 ROOT_CHECK_SECONDS = 5.0
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """Which folder is at ``path`` (device and inode: another drive mounted
-    there has inode 2 too); None when nothing is."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 class Watcher:
@@ -73,7 +63,7 @@ class Watcher:
         self.mode = "starting"
         self._busy = False
         self._retry_full = False
-        self._root_id = _identity(self.root)
+        self._root_id = folder_identity(self.root)
         self._next_root_check = time.monotonic() + ROOT_CHECK_SECONDS
         self._next_poll = time.monotonic() + FALLBACK_SCAN_SECONDS
         self._last_failure: str | None = None
@@ -160,7 +150,7 @@ class Watcher:
         another folder in its place (the platform watcher still watches the
         old one: watch the new one, and scan it whole). Called without
         ``_cond`` held."""
-        found = _identity(self.root)
+        found = folder_identity(self.root)
         rescan = False
         if found != self._root_id:
             self._root_id = found
