@@ -38,6 +38,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from .client import open_private
+
 #: Hidden temp files of atomic writes (sync, the watcher and search skip them).
 TEMP_PREFIX = ".marchdb-tmp-"
 
@@ -252,11 +254,8 @@ def open_regular(path: Path) -> BinaryIO:
     regular file: never through a symlink (``ELOOP``), never blocking on a
     FIFO or a device (``EINVAL``: "not a regular file"). For sources read
     in a stream (an import's chat files); ``read_file`` reads a whole file."""
-    flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    fd = open_private(path, os.O_RDONLY)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
