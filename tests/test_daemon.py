@@ -6,6 +6,7 @@ Each test gets its own home; the engine a test starts is stopped after it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -542,3 +543,65 @@ def test_a_home_marchdb_creates_is_private_whatever_the_umask(tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "a" / "home").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(tmp_path / "a").st_mode) == 0o775  # above the home: as the umask says
     assert client.untrusted_home(tmp_path / "a" / "home") is None
+
+
+def plain_home(tmp_path: Path, mixed_vault, monkeypatch) -> tuple[Path, dict]:
+    """A home (no engine, no model) and the environment of processes using it."""
+    monkeypatch.delenv("MARCH_DAEMON")
+    home = tmp_path / "home"
+    (home / "logs").mkdir(parents=True)
+    return home, {**os.environ, "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(mixed_vault.root)}
+
+
+def test_a_hook_while_the_engine_warms_up_answers_itself_and_starts_no_second_one(tmp_path, mixed_vault, monkeypatch):
+    home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
+    # An engine holds its lock from its start and binds its socket once warm:
+    # this process plays one that is still loading its model.
+    fd = os.open(home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        answered = subprocess.run(
+            [MARCHDB, "hook", "claude-code"],
+            input=json.dumps(prompt_event("warming", "Dog's medication carprofen tablet")),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert answered.returncode == 0 and "mem_dog" in answered.stdout, answered
+        said = client.read_log(home, "hooks")
+        assert any("without the warm engine (it is warming up): keyword recall only" in line for line in said), said
+        assert engine_processes(home) == []
+    finally:
+        os.close(fd)
+
+
+def test_a_client_that_cannot_start_the_engine_says_why_and_answers_itself(tmp_path, mixed_vault, monkeypatch):
+    home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
+    (home / "logs" / "daemon.out").mkdir()  # where the engine's output goes: not a file
+    found = subprocess.run([MARCHDB, "search", "carprofen"], capture_output=True, text=True, env=env, timeout=60)
+    assert found.returncode == 0 and "mem_dog" in found.stdout, found.stderr
+    assert "note: answered without the warm engine (cannot start: cannot write" in found.stderr
+    assert "daemon.out" in found.stderr and engine_processes(home) == []
+
+
+def test_the_engine_output_file_is_appended_to_then_begun_afresh_past_its_bound(tmp_path):
+    home = tmp_path / "home"
+    (home / "logs").mkdir(parents=True)
+    out = home / "logs" / "daemon.out"
+
+    def start_and_wait(before: bytes) -> bytes:
+        # An option no engine knows: the process started says so on its
+        # output and exits at once (no model, nothing to stop).
+        out.write_bytes(before)
+        assert client.start(home, ["--no-such-option"]) is None
+        deadline = time.monotonic() + 30
+        while b"no-such-option" not in out.read_bytes():
+            assert time.monotonic() < deadline, out.read_bytes()[-300:]
+            time.sleep(0.05)
+        return out.read_bytes()
+
+    assert start_and_wait(b"the last start\n").startswith(b"the last start\n")
+    big = b"x" * (client.DAEMON_OUT_BYTES + 1)
+    after = start_and_wait(big)
+    assert not after.startswith(b"x") and len(after) < 10_000

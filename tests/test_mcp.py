@@ -281,3 +281,32 @@ def test_an_engine_that_is_stopping_is_asked_once_more(tmp_path, mixed_vault, se
     finally:
         if local.store is not None:
             local.store.close()
+
+
+def test_a_crash_inside_a_tool_stays_the_sdks_error_and_shows_no_internals(tmp_path):
+    """Only the SDK's check of the arguments is rewritten into one line; a
+    tool that crashes (even with a pydantic error of its own) is reported by
+    the SDK as an error executing the tool, its message kept out of the answer."""
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from pydantic import TypeAdapter, ValidationError
+
+    from marchdb.mcp_server import build_server
+
+    def crash(op, args):
+        if args["query"] == "pydantic":
+            TypeAdapter(int).validate_python("not a number")
+        raise RuntimeError("secret internals")
+
+    server = build_server(crash, tmp_path / "index.sqlite")
+
+    async def ask(args):
+        with pytest.raises(ToolError) as caught:
+            await server.call_tool("memory_search", args)
+        return caught
+
+    for query, cause in (("boom", RuntimeError), ("pydantic", ValidationError)):
+        caught = asyncio.run(ask({"query": query}))
+        assert caught.type is UnexpectedToolError and isinstance(caught.value.__cause__, cause)
+        assert str(caught.value) == "Error executing tool memory_search"
+    argument = asyncio.run(ask({"query": "x", "limit": 500}))
+    assert argument.type is ToolError and str(argument.value).startswith("memory_search: limit: ")

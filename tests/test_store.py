@@ -214,3 +214,9 @@ def test_a_deprecated_memory_does_not_hide_the_friday_release(vault, model_store
     hints = model_store.recall("can we ship the release on friday?").hints
     assert hints and hints[0].id == "mem_release"
     assert "mem_old" not in {h.id for h in hints}
+
+
+def test_each_notice_is_told_once(store):
+    store.notices += ["index rebuilt", "the model is missing", "index rebuilt"]
+    assert store.take_notices() == ["index rebuilt", "the model is missing"]
+    assert store.take_notices() == []  # told, then gone
