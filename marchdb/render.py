@@ -26,13 +26,14 @@ def as_json(data: dict) -> str:
 
 
 def notices(data: dict) -> str:
-    """The ``notices`` of an answer, for stderr."""
-    return "".join(f"note: {note}\n" for note in data.get("notices", []))
+    """The ``notices`` and the ``warning`` of an answer, for stderr."""
+    notes = "".join(f"note: {note}\n" for note in data.get("notices", []))
+    return notes + (f"warning: {data['warning']}\n" if data.get("warning") else "")
 
 
 def recall(data: dict, explain: bool) -> tuple[str, str]:
     """``marchdb recall``'s text: ``(stdout, stderr)``."""
-    err = notices(data) + (f"warning: {data['warning']}\n" if data.get("warning") else "")
+    err = notices(data)
     out = [("[recall]\n" + data["text"]) if data["hints"] else f"no hint at threshold {data['threshold']:.2f}"]
     if data.get("display"):
         out.append("[display]")

@@ -146,6 +146,11 @@ class Store:
         notes, self.notices = self.notices, []
         return list(dict.fromkeys(notes))  # one cause met twice in a call is told once
 
+    def _told_in_result(self, cause: str) -> None:
+        # A result that carries a cause in its own warning: the notice of the
+        # same cause would say it a second time, one line below.
+        self.notices = [n for n in self.notices if cause not in n]
+
     def loaded_embedder(self):
         """The embedder if this Store has already loaded one (never loads)."""
         return self._embedder
@@ -187,6 +192,7 @@ class Store:
             emb = self.embedder()
             if emb is None:
                 report.warnings.append(f"no vectors: {self._embedder_error}")
+                self._told_in_result(str(self._embedder_error))
                 with db.transaction(self.con):
                     db.set_meta(self.con, "vector_error", self._embedder_error)
             else:
@@ -459,6 +465,7 @@ class Store:
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
+            self._told_in_result(str(self._embedder_error))
         return result
 
     def vector_index(self) -> VectorIndex | None:
@@ -615,20 +622,20 @@ class Store:
     ) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
         the recall hints for ``text`` (``project``, ``conversation``: see ``recall``):
-        ``{"text", "agent_profile", "user_profile", "hints"}``, ready to put
-        into a prompt."""
+        ``{"text", "agent_profile", "user_profile", "hints", "warning"}``, ready
+        to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
         check_text(text, "the message")
         blocks = profiles.read_profiles(self.cfg)
-        hints = []
+        hints, warning = [], None
         if text and text.strip():
-            hints = [
-                h.to_dict() for h in self.recall(text, run_id=run_id, project=project, conversation=conversation).hints
-            ]
+            result = self.recall(text, run_id=run_id, project=project, conversation=conversation)
+            hints, warning = [h.to_dict() for h in result.hints], result.warning
         return {
             "text": profiles.format_context(blocks, hints),
             "agent_profile": blocks["agent_profile"],
             "user_profile": blocks["user_profile"],
             "hints": hints,
+            "warning": warning,
         }
 
     @property

@@ -104,6 +104,12 @@ def test_no_model_degrades_to_bm25_visibly(mixed_vault, tmp_path):
         result = store.recall("Context cache ordering")
         assert result.mode == "bm25" and result.warning
         assert [h.id for h in result.hints][:1] == ["mem_cache"]
+        # Said once, in the answer's warning, not again as a notice beside it.
+        assert not [n for n in store.take_notices() if "nope.gguf" in n]
+        context = store.context("Context cache ordering")
+        assert "nope.gguf" in context["warning"] and context["hints"][0]["id"] == "mem_cache"
+    with Store(cfg) as store:
+        assert "nope.gguf" in store.sync().warnings[0] and not store.take_notices()
 
 
 def test_corrupt_model_file_degrades(mixed_vault, tmp_path):
