@@ -267,6 +267,19 @@ def decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    # PyYAML's own text names its input ('in "<unicode string>", line 3,
+    # column 7') and prints the offending line with a caret beneath: what is
+    # wrong and where, in the frontmatter's own lines, reads better.
+    problem = getattr(exc, "problem", None)
+    if not problem:
+        return " ".join(str(exc).split())
+    context = getattr(exc, "context", None)
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (frontmatter line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return " ".join(f"{problem}{f', {context}' if context else ''}{where}".split())
+
+
 def parse_note(data: bytes, stem: str = "") -> Note:
     """Parse a memory file's bytes into a ``Note`` or raise ``BadNote``.
 
@@ -291,8 +304,7 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     try:
         meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
-        detail = " ".join(str(exc).split())
-        raise BadNote("parse_error", f"frontmatter is not valid YAML: {detail[:300]}") from None
+        raise BadNote("parse_error", f"frontmatter is not valid YAML: {_yaml_problem(exc)[:300]}") from None
     except (ValueError, RecursionError) as exc:
         raise BadNote("parse_error", f"frontmatter block is malformed: {str(exc)[:300]}") from None
     if meta is None:
