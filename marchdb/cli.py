@@ -352,10 +352,13 @@ def recall(
     explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
     project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
     conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
+    record_only: bool = typer.Option(False, "--record-only", help=tools.ARGS["record_only"]),
     as_json: bool = JsonOpt,
 ):
     """Passive recall hints for a message (id, score, name, short description)."""
     args = {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project}
+    if record_only:
+        args["record_only"] = True
     data = _call(ctx, "memory_recall", args | {"conversation": conversation})
     _print(render.as_json(data) if as_json else render.recall(data, explain))
 

@@ -140,9 +140,16 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
         trigger: Annotated[str, Field(description=tools.ARGS["trigger"])] = "user",
         project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
         conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
+        record_only: Annotated[bool, Field(description=tools.ARGS["record_only"])] = False,
     ) -> dict:
         return call(
-            "memory_recall", text=text, run_id=run_id, trigger=trigger, project=project, conversation=conversation
+            "memory_recall",
+            text=text,
+            run_id=run_id,
+            trigger=trigger,
+            project=project,
+            conversation=conversation,
+            record_only=record_only,
         )
 
     @server.tool(name="memory_context", description=tools.CONTEXT)

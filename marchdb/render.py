@@ -34,7 +34,13 @@ def notices(data: dict) -> str:
 def recall(data: dict, explain: bool) -> tuple[str, str]:
     """``marchdb recall``'s text: ``(stdout, stderr)``."""
     err = notices(data)
-    out = [("[recall]\n" + data["text"]) if data["hints"] else f"no hint at threshold {data['threshold']:.2f}"]
+    if data["hints"]:
+        out = ["[recall]\n" + data["text"]]
+    elif data.get("recorded"):  # record-only: what passed, logged for the run, shown to nobody
+        out = ["recorded for this run, not injected:"]
+        out += [hint_line(h["id"], h["score"], h["name"]) for h in data["recorded"]]
+    else:
+        out = [f"no hint at threshold {data['threshold']:.2f}"]
     if data.get("display"):
         out.append("[display]")
         out += [hint_line(h["id"], h["score"], h["name"]) for h in data["display"]]

@@ -97,6 +97,8 @@ ARGS = {
     "conversation": "Id of the conversation or session the run belongs to: a memory hinted in its last 10 "
     "runs is not hinted again, while other conversations still get it.",
     "trigger": "'user' or 'assistant'.",
+    "record_only": "Record what passes the threshold for this run without injecting it (the final answer at "
+    "the end of a run, seed 000): nothing is hinted, and nothing is suppressed for later runs.",
     "project": "Name of the current project (e.g. the repository): memories tagged project/NAME rank a "
     "little higher. Never a filter.",
 }
@@ -132,6 +134,7 @@ def call(store, name: str, args: dict[str, Any]) -> dict:
             run_id=args.get("run_id"),
             trigger=args.get("trigger", "user"),
             explain=args.get("explain", False),
+            record_only=bool(args.get("record_only", False)),
             project=args.get("project"),
             conversation=args.get("conversation"),
         ).to_dict()

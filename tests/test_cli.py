@@ -142,6 +142,18 @@ def test_recall_json_shape_bm25_fallback(cli, vault):
     assert all("reason" in c for c in data["candidates"])
 
 
+def test_record_only_from_the_cli_records_without_injecting_or_suppressing(cli, vault):
+    vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache", tags=["cache"])
+    for i in range(5):
+        vault.memory(f"o{i}.md", f"mem_o{i}", name=f"Gardening {i}", description="tomatoes")
+    cli("sync")
+    for run in ("r1", "r2"):  # recorded in r1: not suppressed in r2
+        out = cli("recall", "Context cache ordering", "--run", run, "--record-only").stdout
+        assert out.startswith("recorded for this run, not injected:\n- mem_a | score=") and "[recall]" not in out
+    data = js(cli("recall", "Context cache ordering", "--run", "r3", "--json"))
+    assert [h["id"] for h in data["hints"]] == ["mem_a"]
+
+
 def test_context_has_profile_blocks(cli, vault):
     data = js(cli("context", "anything", "--json"))
     assert data["text"].startswith("[agent_profile]") and "[user_profile]" in data["text"]

@@ -160,6 +160,9 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
     via_cli = {
         "recall": cli("recall", "why does the prompt cache miss?", "--run", "r9"),
         "assistant": cli("recall", "prompt cache", "--run", "r9", "--trigger", "assistant"),
+        "recorded": cli(  # another conversation: r9's hints are not suppressed there
+            "recall", "why does the prompt cache miss?", "--run", "r10", "--conversation", "c2", "--record-only"
+        ),
         "open": cli("open", "mem_cache"),
         "missing": cli("open", "mem_nope"),
         "search": cli("search", "cache"),
@@ -171,6 +174,11 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         [
             ("recall", "memory_recall", {"text": "why does the prompt cache miss?", "run_id": "r9"}),
             ("assistant", "memory_recall", {"text": "prompt cache", "run_id": "r9", "trigger": "assistant"}),
+            (
+                "recorded",
+                "memory_recall",
+                {"text": "why does the prompt cache miss?", "run_id": "r10", "conversation": "c2", "record_only": True},
+            ),
             ("open", "memory_open", {"id": "mem_cache"}),
             ("missing", "memory_open", {"id": "mem_nope"}),
             ("search", "memory_search", {"query": "cache"}),
@@ -184,6 +192,7 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         # notices are per process (the CLI's home is new: it reports the index it created)
         assert set(data) - {"notices"} == set(mcp_data) - {"notices"}, key
     assert via_cli["recall"]["hints"][0].keys() == out["recall"][1]["hints"][0].keys()
+    assert out["recorded"][1]["hints"] == [] and out["recorded"][1]["recorded"][0]["id"] == "mem_cache"
 
 
 def test_the_server_is_a_thin_front_over_the_warm_engine(server, tmp_path):
