@@ -45,7 +45,7 @@ from .notes import (
     format_time,
     parse_note,
 )
-from .save import RACE_RETRIES, create_file
+from .save import RACE_RETRIES, create_file, refuse_twin
 from .sync import sync_files
 
 #: The tag every daily log carries (maintenance and import know a log by it).
@@ -172,8 +172,14 @@ class Logger:
         mem_id = log_id(day)
         stamp = format_time(when)
         heading = entry.split("\n", 1)[0]
-        rel = self._find(mem_id, str(bucket_path(day, LOG_TAG)))
+        usual = str(bucket_path(day, LOG_TAG))
+        rel = self._find(mem_id, usual)
         if rel is None:
+            # The day's log may be there and unreadable (broken YAML, a link):
+            # a second one with its id would be a conflict for every later entry.
+            there = self.root / usual
+            odd = os.path.lexists(there) and (os.path.islink(there) or not os.path.isfile(there))
+            refuse_twin(self.con, self.root, mem_id, [usual] if odd else None, then="log again")
             note = Note(
                 id=mem_id,
                 name=log_name(day),

@@ -54,7 +54,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import errno
+import json
 import os
+import re
 import stat
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -518,6 +520,55 @@ def checked_id(con, raw: object) -> str:
         raise
 
 
+#: How much of a file the index could not read is searched for an id line.
+TWIN_PROBE_BYTES = 64 * 1024
+
+
+def unreadable_holders(con, root: Path, mem_id: str) -> list[str]:
+    """Files the index could not read as memories (a ``problems`` row: broken
+    YAML, too large, ...) whose text still has the line ``id: <mem_id>``.
+
+    Creating a memory with that id would make a second holder the day the
+    file is fixed, and every later save or log of the id would fail on the
+    conflict. Links are never read (their target is not ours to look at)."""
+    line = re.compile(rb"^id:[ \t]*[\"']?" + re.escape(mem_id.encode("utf-8")) + rb"[\"']?[ \t]*\r?$", re.M)
+    found = []
+    for (rel,) in con.execute(
+        "SELECT DISTINCT path FROM problems WHERE path NOT IN (SELECT path FROM files WHERE mem_id IS NOT NULL) "
+        "ORDER BY path"
+    ):
+        try:
+            data, _ = read_file(root / rel, TWIN_PROBE_BYTES, root)
+        except (OSError, ValueError):
+            continue  # a link, a FIFO, gone, or a name the file system cannot take back
+        if line.search(data[:TWIN_PROBE_BYTES]):
+            found.append(rel)
+    return found
+
+
+def refuse_twin(
+    con, root: Path, mem_id: str, also: list[str] | None = None, then: str = "save again, or use another id"
+) -> None:
+    """Raise ``Conflict`` when files that cannot be read as memories still
+    hold ``mem_id`` (``unreadable_holders``; ``also``: more such paths the
+    caller found), instead of creating a second file with that id (``then``:
+    what to do once the file is fixed)."""
+    stuck = list(dict.fromkeys([*(also or []), *unreadable_holders(con, root, mem_id)]))
+    if stuck:
+        details = dict(
+            con.execute(
+                "SELECT path, detail FROM problems WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(stuck),)
+            )
+        )
+        why = "; ".join(f"{p}: {details.get(p, 'not a readable file')}" for p in stuck)
+        raise Conflict(
+            f"id {mem_id} is held by a file marchdb cannot read as a memory ({why}); fix or move it "
+            f"(`marchdb doctor` says how), then {then}; nothing was written",
+            mem_id,
+            [str(root / p) for p in stuck],
+        )
+
+
 class Saver:
     """One ``memory_save`` (seed 000) into the files under ``root`` and the
     index ``con``, in the shape of ``sync.Syncer``: the Store hands it what it
@@ -567,6 +618,7 @@ class Saver:
                 )
             if holders:
                 return self._update(mem_id, holders[0], changes)
+            refuse_twin(con, root, mem_id)
         new = changes.new_note()
         if isinstance(new, list):
             lead = f"no memory has id {mem_id}; to create it" if mem_id else "to create a memory"

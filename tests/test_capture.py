@@ -178,6 +178,23 @@ def test_a_log_whose_frontmatter_cannot_be_edited_in_place_is_never_rewritten(va
     assert path.read_text() == edited  # comments, order and the duplicate as the person left them
 
 
+@pytest.mark.parametrize("broken", ["yaml", "symlink"])
+def test_a_day_log_that_cannot_be_read_gets_no_twin(vault, store, tmp_path, broken):
+    # A second file with the day's id once made every later entry fail on the conflict.
+    store.log("first", embed=False, now=at(9))
+    path = vault.root / "2026/11/week1/2026-11-03-daily-log.md"
+    if broken == "yaml":
+        path.write_text(path.read_text().replace("name: ", "name: [broken ", 1))
+    else:
+        target = tmp_path / "elsewhere.md"
+        path.rename(target)
+        path.symlink_to(target)
+    before = sorted(p.name for p in vault.root.rglob("*"))
+    with pytest.raises(Conflict, match="id log_2026-11-03 is held by a file marchdb cannot read .* then log again"):
+        store.log("second", embed=False, now=at(10))
+    assert sorted(p.name for p in vault.root.rglob("*")) == before
+
+
 def test_an_archived_log_still_takes_entries_and_says_so(vault, store):
     store.log("first", embed=False, now=at(9))
     res = store.log("second", embed=False, now=at(9))

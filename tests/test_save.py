@@ -245,6 +245,22 @@ def test_duplicate_ids_are_a_conflict(vault, store):
     assert snapshot(vault.root) == before
 
 
+def test_an_id_held_by_a_file_that_cannot_be_read_gets_no_twin(vault, store):
+    vault.write("broken.md", "---\nid: 'mem_pears'\nname: [broken\ndescription: d\ntags: [x]\n---\npears\n")
+    store.sync(embed=False)
+    before = snapshot(vault.root)
+    with pytest.raises(Conflict, match=r"id mem_pears is held by a file .*broken\.md: frontmatter is not valid YAML"):
+        store.save(id="mem_pears", name="Pears", description="d", tags=["x"], body="b", force=True, embed=False)
+    assert snapshot(vault.root) == before
+    # An id merely mentioned in a broken file's body is not held by it.
+    created = store.save(id="mem_apples", name="Apples", description="d", tags=["x"], body="b", embed=False)
+    assert created["status"] == "created"
+    vault.write("notes.md", "---\nname: [broken\n---\nid: mem_plums is what I called it\n")
+    assert store.save(id="mem_plums", name="Plums", description="d", tags=["x"], body="b", embed=False)["status"] == (
+        "created"
+    )
+
+
 # ---------------------------------------------------------------- reconcile
 
 
