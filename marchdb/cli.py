@@ -7,7 +7,6 @@ stdout. Errors print one line on stderr and exit non-zero.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 from typing import Any, Optional
@@ -57,7 +56,7 @@ def command(group: typer.Typer, *args, **kwargs):
                 sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
                 return result
             except MarchError as exc:
-                typer.echo(f"error: {one_line(exc)}", err=True)
+                say(f"error: {one_line(exc)}", err=True)
                 raise typer.Exit(exc.exit_code) from None
             except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
                 raise
@@ -71,11 +70,11 @@ def command(group: typer.Typer, *args, **kwargs):
                 if apsw is not None and isinstance(exc, apsw.Error):
                     from .db import index_error
 
-                    typer.echo(f"error: {one_line(index_error(exc, _index_path()))}", err=True)
+                    say(f"error: {one_line(index_error(exc, _index_path()))}", err=True)
                     raise typer.Exit(IndexUnavailable.exit_code) from None
                 if os.environ.get("MARCHDB_DEBUG"):
                     raise
-                typer.echo(
+                say(
                     f"error: unexpected {type(exc).__name__}: {one_line(exc)}; this is a bug, please report it "
                     "(MARCHDB_DEBUG=1 prints where it happened)",
                     err=True,
@@ -124,7 +123,7 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
             if not exc.may_redo(op):
                 raise Unanswered(unanswered_message(op, exc)) from None
             if exc.reason not in ("not running", "other_config"):
-                typer.echo(f"note: answered without the warm engine ({exc})", err=True)
+                say(f"note: answered without the warm engine ({exc})", err=True)
     return tools.call(_store(ctx), op, args)
 
 
@@ -132,26 +131,32 @@ def _print(text: str | tuple[str, str]) -> None:
     """Print ``render``'s text: stdout, or ``(stdout, stderr)``."""
     out, err = (text, "") if isinstance(text, str) else text
     if err:
-        typer.echo(render.terminal(err), err=True, nl=False)
-    typer.echo(render.terminal(out), nl=False)
+        say(err, err=True, nl=False)
+    say(out, nl=False)
+
+
+def say(message: object = "", err: bool = False, nl: bool = True) -> None:
+    """Print text for a person: what a terminal would act on (an escape
+    sequence in a file name or a memory's text) is shown escaped."""
+    typer.echo(render.terminal(str(message)), err=err, nl=nl)
 
 
 def _emit(data: dict) -> None:
-    typer.echo(json.dumps(data, ensure_ascii=False, default=str))
+    typer.echo(render.as_json(data), nl=False)
 
 
 def _notices(store, as_json: bool) -> list[str]:
     notes = store.take_notices()
     if not as_json:
         for note in notes:
-            typer.echo(f"note: {one_line(note)}", err=True)
+            say(f"note: {one_line(note)}", err=True)
     return notes
 
 
 def _say_notices(data: dict) -> None:
     """Text mode: the ``notices`` of a ``tools.call`` answer, on stderr."""
     for note in data.get("notices", []):
-        typer.echo(f"note: {one_line(note)}", err=True)
+        say(f"note: {one_line(note)}", err=True)
 
 
 class _Progress:
@@ -224,16 +229,16 @@ def sync(
         data["notices"] = notes
         _emit(data)
         return
-    typer.echo(
+    say(
         f"scanned {report.scanned} files: {report.added} added, {report.updated} updated, "
         f"{report.moved} moved, {report.removed} removed, {report.unchanged} unchanged; "
         f"{report.conflicts} conflicts, {report.problems} problems; "
         f"{report.embedded} texts embedded in {report.seconds:.2f}s"
     )
     for warning in report.warnings:
-        typer.echo(f"warning: {one_line(warning)}", err=True)
+        say(f"warning: {one_line(warning)}", err=True)
     if report.problems or report.conflicts:
-        typer.echo("run `marchdb doctor` to see the problems and how to fix them")
+        say("run `marchdb doctor` to see the problems and how to fix them")
 
 
 @command(app)
@@ -248,7 +253,7 @@ def status(ctx: typer.Context, as_json: bool = JsonOpt):
         return
     width = max(len(k) for k in data)
     for key, value in data.items():
-        typer.echo(f"{key.ljust(width)}  {'' if value is None else value}")
+        say(f"{key.ljust(width)}  {'' if value is None else value}")
 
 
 @command(app)
@@ -262,31 +267,32 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
         _emit(data)
         return
     if data["vector_error"]:
-        typer.echo(f"vectors: {data['vector_error']}")
-    typer.echo("logs: " + "; ".join(_log_size(row) for row in data.get("logs", [])))
+        say(f"vectors: {data['vector_error']}")
+    say("logs: " + "; ".join(_log_size(row) for row in data.get("logs", [])))
     if data["hook_log"]:
-        typer.echo("recent hook events (logs/hooks.log):")
+        say("recent hook events (logs/hooks.log):")
         for line in data["hook_log"]:
-            typer.echo(f"  {line}")
+            say(f"  {line}")
     problems = data["problems"]
     if not problems:
-        typer.echo("no problems")
+        say("no problems")
         return
     by_kind: dict[str, list[dict]] = {}
     for row in problems:
         by_kind.setdefault(row["kind"], []).append(row)
     for kind, items in by_kind.items():
-        typer.echo(f"{kind} ({len(items)}): {items[0]['advice']}")
+        say(f"{kind} ({len(items)}): {items[0]['advice']}")
         for row in items[:50]:
-            typer.echo(f"  {row['path']}: {row['detail']}")
+            say(f"  {one_line(row['path'])}: {one_line(row['detail'])}")  # a name with a newline stays one row
         if len(items) > 50:
-            typer.echo(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
+            say(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
 
 
 def _log_size(row: dict) -> str:
     if "rows" in row:
         since = f", since {row['oldest'][:10]}" if row.get("oldest") else ""
-        return f"{row['log']} {row['rows']:,} rows (keeps the last {row['keep_rows']:,}{since})"
+        rows = "1 row" if row["rows"] == 1 else f"{row['rows']:,} rows"
+        return f"{row['log']} {rows} (keeps the last {row['keep_rows']:,}{since})"
     size = f"{row['bytes']:,} bytes" if row["bytes"] < 10_240 else f"{row['bytes'] / 1024:,.0f} KB"
     return f"{row['file']} {size} (rotated at {row['keep_bytes'] / 1024:,.0f} KB)"
 
@@ -300,13 +306,13 @@ def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), a
     else:
         _say_notices(data)
         if data["status"] == "ok":
-            typer.echo(render.terminal(data["markdown"]), nl=False)
+            say(data["markdown"], nl=False)
         elif data["status"] == "conflict":
-            typer.echo(f"conflict: {one_line(data['message'])}:", err=True)
+            say(f"conflict: {one_line(data['message'])}:", err=True)
             for path in data["paths"]:
-                typer.echo(f"  {one_line(path)}", err=True)
+                say(f"  {one_line(path)}", err=True)
         else:
-            typer.echo(f"not found: {one_line(data['message'])}", err=True)
+            say(f"not found: {one_line(data['message'])}", err=True)
     if data["status"] != "ok":
         raise typer.Exit(Conflict.exit_code if data["status"] == "conflict" else NotFound.exit_code)
 
@@ -320,7 +326,7 @@ def rebuild(
     """Delete the index and build it again from the Markdown files."""
     store = _store(ctx)
     if not as_json:
-        typer.echo(f"rebuilding {store.cfg.index_path} from {store.root}", err=True)
+        say(f"rebuilding {store.cfg.index_path} from {store.root}", err=True)
     progress = _Progress(not as_json)
     try:
         report = store.rebuild(embed=not no_embed, progress=progress)
@@ -330,12 +336,12 @@ def rebuild(
     if as_json:
         _emit({**report.to_dict(), "notices": notes})
     else:
-        typer.echo(
+        say(
             f"rebuilt: {report.added} memories from {report.scanned} files, "
             f"{report.embedded} texts embedded in {report.seconds:.2f}s"
         )
         for warning in report.warnings:
-            typer.echo(f"warning: {one_line(warning)}", err=True)
+            say(f"warning: {one_line(warning)}", err=True)
 
 
 # ---------------------------------------------------------------- recall
@@ -381,9 +387,9 @@ def search(
         return
     _say_notices(result)
     if not result["results"]:
-        typer.echo("no match")
+        say("no match")
     for hit in result["results"]:
-        typer.echo(one_line(f"{hit['path']}  [{hit['id'] or 'no id'}]"))
+        say(one_line(f"{hit['path']}  [{hit['id'] or 'no id'}]"))
         # Like rg/grep: overlapping context is printed once, gaps as "--".
         lines: dict[int, tuple[str, str]] = {}
         for m in hit["matches"]:
@@ -395,12 +401,12 @@ def search(
         previous = None
         for number in sorted(lines):
             if previous is not None and number > previous + 1:
-                typer.echo("     --")
+                say("     --")
             mark, line = lines[number]
-            typer.echo(render.terminal(f"  {number:>5}{mark} {line}"))
+            say(f"  {number:>5}{mark} {line}")
             previous = number
     if result.get("truncated"):
-        typer.echo("(more files match; raise --limit)")
+        say("(more files match; raise --limit)")
 
 
 @command(app)
@@ -437,11 +443,11 @@ def save(
         _emit(result)
     else:
         _say_notices(result)
-        typer.echo(f"{result['status']}: {result['id']} {result['path']}")
+        say(f"{result['status']}: {result['id']} {result['path']}")
         if result.get("message") and result["status"] != "created":  # "created memory X at P" says it again
-            typer.echo(result["message"])
+            say(result["message"])
         for warning in result.get("warnings", []):
-            typer.echo(f"warning: {one_line(warning)}", err=True)
+            say(f"warning: {one_line(warning)}", err=True)
     if result["status"] == "duplicate":
         raise typer.Exit(EXIT_DUPLICATE)
 
@@ -469,9 +475,7 @@ def stdin_has_input(wait: float = STDIN_WAIT_SECONDS) -> bool:
     except (OSError, ValueError):
         return True
     if not ready:
-        typer.echo(
-            f"note: nothing came on stdin within {wait:.0f} s; going on without it (pass '-' to wait for it)", err=True
-        )
+        say(f"note: nothing came on stdin within {wait:.0f} s; going on without it (pass '-' to wait for it)", err=True)
     return bool(ready)
 
 
@@ -521,7 +525,7 @@ def demo(
 
     progress = _Progress(not as_json)
     try:
-        data = run_demo(keep=keep, progress=progress, say=(lambda m: None) if as_json else typer.echo)
+        data = run_demo(keep=keep, progress=progress, say=(lambda m: None) if as_json else say)
     finally:
         progress.close()
     if as_json:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from .cli import JsonOpt, _emit, _store, app, command
+from .cli import JsonOpt, _emit, _store, app, command, say
 from .errors import InvalidInput, Retry
 
 
@@ -54,14 +54,14 @@ def serve(
         if as_json:
             _emit(info)
         elif stop:
-            typer.echo("stopped" if info["stopped"] else "no engine was running")
+            say("stopped" if info["stopped"] else "no engine was running")
         elif info["pid"] is None:
-            typer.echo(f"no engine serves {cfg.home}")
+            say(f"no engine serves {cfg.home}")
         else:
             if "state" in info:
-                typer.echo(f"engine pid {info['pid']} for {cfg.home}: {info['state']}")
+                say(f"engine pid {info['pid']} for {cfg.home}: {info['state']}")
             else:
-                typer.echo(
+                say(
                     f"engine pid {info['pid']} on {info['socket']}: {info.get('requests', '?')} requests, "
                     f"model {info.get('model', '?')}"
                 )
@@ -153,11 +153,11 @@ def _report_install(result, as_json: bool, verb: str) -> None:
     if as_json:
         _emit(result.to_dict())
     elif not result.changed:
-        typer.echo(f"nothing to change in {result.settings}")
+        say(f"nothing to change in {result.settings}")
     else:
-        typer.echo(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
+        say(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
         if result.backup:
-            typer.echo(f"the previous file is kept as {result.backup}")
+            say(f"the previous file is kept as {result.backup}")
 
 
 @command(app)
@@ -185,7 +185,7 @@ def watch(ctx: typer.Context, as_json: bool = JsonOpt):
         if as_json:
             _emit({"event": message, "at": utc_now_iso()})
         else:
-            typer.echo(f"{time.strftime('%H:%M:%S')} {message}", err=True)
+            say(f"{time.strftime('%H:%M:%S')} {message}", err=True)
 
     watcher = start_watcher(store, log=log)
     log(f"watching {store.root} ({watcher.mode}); Ctrl-C to stop")

@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from .cli import JsonOpt, _emit, _notices, _store, app, command, model_app
+from .cli import JsonOpt, _emit, _notices, _store, app, command, model_app, say
 from .errors import ModelError, one_line
 
 
@@ -46,10 +46,10 @@ def sql(
         return
     cells = [[_cell(v) for v in r] for r in rows]
     widths = [min(60, max([len(c)] + [len(row[i]) for row in cells])) for i, c in enumerate(columns)]
-    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    typer.echo("  ".join("-" * w for w in widths))
+    say("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    say("  ".join("-" * w for w in widths))
     for row in cells:
-        typer.echo("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
+        say("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
 
 
 #: The dot commands a read-only ``marchdb sql`` allows: they read the index
@@ -109,7 +109,7 @@ def export(
     if as_json:
         _emit({**data, "notices": notes})
         return
-    typer.echo(
+    say(
         f"exported {data['memories']} memories, {data['vectors']} vectors, "
         f"{data['recall_log']} recall and {data['open_log']} open log rows to {data['path']} "
         f"({data['bytes'] / 1e6:.1f} MB); point indexPath at it to use it"
@@ -124,7 +124,7 @@ def browse(
     """Look at the index in a browser: Datasette, read-only, on 127.0.0.1 (needs the browse extra)."""
     from .browse import serve
 
-    serve(_store(ctx), port=port, say=lambda m: typer.echo(m, err=True))
+    serve(_store(ctx), port=port, say=lambda m: say(m, err=True))
 
 
 def _jsonable(row: tuple) -> list:
@@ -172,7 +172,7 @@ def model_build(
     if as_json:
         _emit({"recipe": recipe, "path": str(path), "bytes": size, "seconds": seconds})
     else:
-        typer.echo(f"{recipe}: {path} ({size / 1e6:.1f} MB) in {seconds}s")
+        say(f"{recipe}: {path} ({size / 1e6:.1f} MB) in {seconds}s")
 
 
 def _model_info(store) -> dict:
@@ -198,7 +198,7 @@ def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
         _emit(data)
         return
     for key, value in data.items():
-        typer.echo(f"{key:12} {value}")
+        say(f"{key:12} {value}")
 
 
 @command(model_app, "check")
@@ -218,7 +218,7 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
         for r in rows:
             figures = " vs ".join(f"{k} {r[k]:.3f}" for k in ("related", "unrelated") if r.get(k) is not None)
             detail = f" ({r['detail']})" if r.get("detail") and (not r["ok"] or r.get("unrelated") is None) else ""
-            typer.echo(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
-        typer.echo("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
+            say(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
+        say("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
     if not ok:
         raise typer.Exit(ModelError.exit_code)

@@ -21,6 +21,7 @@ from .cli import (
     _store,
     app,
     command,
+    say,
     stdin_has_input,
 )
 from .errors import InvalidInput, one_line
@@ -45,10 +46,10 @@ def log_(
         _emit(result)
         return
     _say_notices(result)
-    typer.echo(f"{result['status']}: {result['id']} {result['path']}")
-    typer.echo(result["entry"])
+    say(f"{result['status']}: {result['id']} {result['path']}")
+    say(result["entry"])
     for warning in result.get("warnings", []):
-        typer.echo(f"warning: {one_line(warning)}", err=True)
+        say(f"warning: {one_line(warning)}", err=True)
 
 
 @command(app, "import")
@@ -81,20 +82,20 @@ def import_(
         for row in rows[: shown[action]]:
             where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
             detail = f": {row['detail']}" if row.get("detail") else ""
-            typer.echo(one_line(f"{action:8} {row['origin']}{where}{detail}"))
+            say(one_line(f"{action:8} {row['origin']}{where}{detail}"))
             for warning in row.get("warnings") or []:
-                typer.echo(one_line(f"         warning: {warning}"))
+                say(one_line(f"         warning: {warning}"))
         if len(rows) > shown[action]:
-            typer.echo(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
+            say(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
     if data["applied"]:
-        typer.echo(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}")
+        say(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}")
     else:
-        typer.echo(
+        say(
             f"dry run: {data['created']} would be created, {data['skipped']} skipped, {data['problems']} problems; "
             "nothing was written (run again with --apply)"
         )
     for warning in data.get("embed_warnings", []):
-        typer.echo(f"warning: {one_line(warning)}", err=True)
+        say(f"warning: {one_line(warning)}", err=True)
 
 
 @command(app, "maintain")
@@ -121,14 +122,12 @@ def maintain_(
             if prop["applied"]
             else (f" [{prop['error']}]" if prop["error"] else "")
         )
-        typer.echo(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
+        say(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
     for note in data["notes"]:
-        typer.echo(f"note: {one_line(note)}")
+        say(f"note: {one_line(note)}")
     counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
     if data["applied"]:
         archived = sum(1 for p in data["proposals"] if p["applied"])
-        typer.echo(f"{counts}; archived {archived} (each line above says how to undo it; lifecycle.log keeps them)")
+        say(f"{counts}; archived {archived} (each line above says how to undo it; lifecycle.log keeps them)")
     else:
-        typer.echo(
-            f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)"
-        )
+        say(f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)")

@@ -8,6 +8,8 @@ equal).
 
 from __future__ import annotations
 
+import re
+
 
 def check_text(value: object, what: str) -> None:
     """Raise ``InvalidInput`` when ``value`` is text that is not valid
@@ -25,17 +27,22 @@ def check_text(value: object, what: str) -> None:
 
 
 def escaped(text: str, keep: str = " ") -> str:
-    """``text`` with the characters a terminal would act on (control
-    characters: a newline, an escape sequence) and bytes that are not UTF-8
-    shown escaped (``\\n``, ``\\x1b``, ``\\udce9``), except those in ``keep``."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
+    """``text`` with the characters a terminal would act on shown escaped
+    (``\\n``, ``\\x1b``, ``\\u202e``, ``\\udce9``), except those in ``keep``:
+    control characters (C0, DEL, C1: a newline, an escape sequence),
+    text-direction controls (they reorder what follows) and lone surrogates
+    (bytes of a name that are not UTF-8). Other characters print as they are:
+    a no-break space or the joiner inside an emoji is text, not a command."""
+    return ACTS_ON_TERMINAL.sub(lambda m: m.group() if m.group() in keep else repr(m.group())[1:-1], text)
 
 
 #: Characters that reorder the text around them (bidi embeddings, overrides,
 #: isolates): a name holding U+202E before "gnp.exe" reads as "exe.png".
 DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+#: What ``escaped`` shows escaped.
+ACTS_ON_TERMINAL = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(sorted(DIRECTION_CONTROLS)) + "\ud800-\udfff]")
 
 
 def plain_line(text: str) -> str:

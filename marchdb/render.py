@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from .errors import escaped
+from .errors import ACTS_ON_TERMINAL, escaped
 from .hintline import hint_line
 
 
@@ -21,8 +21,12 @@ def terminal(text: str) -> str:
 
 
 def as_json(data: dict) -> str:
-    """``--json``: exactly one JSON object, on one line."""
-    return json.dumps(data, ensure_ascii=False, default=str) + "\n"
+    """``--json``: exactly one JSON object, on one line. JSON escapes C0
+    controls itself; DEL, C1 controls, direction controls and lone
+    surrogates are written as ``\\uXXXX`` too, so the text is safe on a
+    terminal and still valid JSON."""
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return ACTS_ON_TERMINAL.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def notices(data: dict) -> str:

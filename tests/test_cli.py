@@ -398,6 +398,26 @@ def test_escape_sequences_never_reach_the_terminal(cli, vault):
     assert "Deploy \\x1b]0;PWNED\\x07 day" in cli("sql", "SELECT name FROM memory_index").stdout  # shown escaped
 
 
+def test_file_names_print_safely_and_json_stays_valid(cli, vault, tmp_path):
+    # doctor printed a name's escape sequence raw (recolouring the terminal, retitling the
+    # window) and split a name with a newline over two lines.
+    for name in ("evil\x1b]0;pwned\x07.md", "new\nline.md"):
+        vault.write(name, "---\nid: [broken\n---\n")
+    cli("sync", "--no-embed")
+    out = cli("doctor").stdout
+    assert "\x1b" not in out and "\x07" not in out
+    assert "  evil\\x1b]0;pwned\\x07.md: frontmatter" in out and "  new\\nline.md: frontmatter" in out
+    # Text that is not a command prints as it is, and --json stays JSON: "\xa0" (a no-break
+    # space) in a profile once came out as the four characters \xa0, an invalid JSON escape.
+    cli("context", "x")
+    (tmp_path / "home/memory/profiles/agent.md").write_text("Answer\u00a0briefly 👩\u200d💻, \u202eevil, del\x7f.\n")
+    text = cli("context", "x").stdout
+    assert "Answer\u00a0briefly 👩\u200d💻" in text and "\\u202eevil, del\\x7f." in text
+    data = json.loads(cli("context", "x", "--json").stdout)
+    assert data["agent_profile"].startswith("Answer\u00a0briefly 👩\u200d💻, \u202eevil, del\x7f")
+    assert "\u202e" not in cli("context", "x", "--json").stdout  # escaped in the JSON text
+
+
 def test_sql_takes_one_statement_and_its_json_keeps_every_column(cli, vault):
     # "SELECT 1 AS a; SELECT 2 AS b, 3 AS c" mixed the rows under the first columns; 1e999 printed Infinity.
     several = cli("sql", "--json", "SELECT 1 AS a; SELECT 2 AS b, 3 AS c")
