@@ -291,7 +291,10 @@ def _answer(flags: dict, host: str, event: str) -> str:
     from .store import Store
 
     store = Store(cfg, keep_vectors=False, use_model=False)
+    store.first_scan_inline = False
     try:
         return str(handle(store, host, event)["stdout"])
     finally:
+        for note in store.take_notices():
+            client.log(cfg.home, "hooks", f"{host}: {note}")
         store.close()

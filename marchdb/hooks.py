@@ -90,6 +90,8 @@ def claude_code(store, event: str) -> Answer:
         data = json.loads(event)
     except ValueError as exc:
         return Answer(note=f"the event is not JSON ({exc}); nothing injected")
+    except RecursionError:
+        return Answer(note="the event is not JSON a host sends (nested too deeply); nothing injected")
     if not isinstance(data, dict):
         return Answer(note="the event is not a JSON object; nothing injected")
     name = data.get("hook_event_name")
@@ -242,8 +244,8 @@ def last_reply(transcript_path: object) -> str:
     for line in reversed(tail):
         try:
             entry = json.loads(line)
-        except ValueError:
-            continue  # the first, cut line of the tail; or a line being written
+        except (ValueError, RecursionError):
+            continue  # the first, cut line of the tail; a line being written; not a transcript's
         if not isinstance(entry, dict) or entry.get("type") != "assistant":
             continue
         content = (entry.get("message") or {}).get("content")
