@@ -80,12 +80,13 @@ def read_file(path: str | os.PathLike) -> tuple[Saved | None, str | None]:
         con.close()
 
 
-def restore(con: apsw.Connection, saved: Saved | None) -> tuple[int, list[str]]:
+def restore(con: apsw.Connection, saved: Saved | None) -> tuple[dict[str, int], list[str]]:
     """Insert the saved rows into the (new, empty) log tables of ``con``,
-    inside the caller's transaction. Returns (rows copied, tables left out)."""
-    copied, skipped = 0, list[str]()
+    inside the caller's transaction. Returns (rows copied per table, tables left out)."""
+    copied: dict[str, int] = {}
+    skipped: list[str] = []
     if saved is None:
-        return 0, skipped
+        return copied, skipped
     for table in LOG_TABLES:
         if table not in saved.tables:
             continue
@@ -111,13 +112,14 @@ def restore(con: apsw.Connection, saved: Saved | None) -> tuple[int, list[str]]:
             con.executemany(
                 "UPDATE runs SET conversation = ? WHERE run_id = ?", ((hook_conversation(r), r) for r in run_ids)
             )
-        copied += len(rows)
+        copied[table] = len(rows)
     return copied, skipped
 
 
-def describe(copied: int, skipped: list[str]) -> str:
+def describe(copied: dict[str, int], skipped: list[str]) -> str:
     """One line for the user: what a rebuild did with the logs."""
-    text = f"kept {copied} rows of the recall/open logs"
+    counts = ", ".join(f"{t} {n:,} row{'' if n == 1 else 's'}" for t, n in copied.items()) or "no rows"
+    text = f"kept the logs ({counts})"
     if skipped:
         text += f"; {', '.join(skipped)} could not be kept (their columns changed)"
     return text

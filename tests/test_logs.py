@@ -38,7 +38,7 @@ def test_rebuild_keeps_the_logs_and_says_so(bm25_cfg):
         assert before == ([("run-1", "user", "mem_cache", 1)], [("mem_cache", 1, 0), ("mem_dog", 0, 1)])
         store.take_notices()
         store.rebuild()
-        assert "kept 3 rows of the recall/open logs" in store.take_notices()
+        assert "kept the logs (runs 1 row, recall_log 1 row, open_log 1 row)" in store.take_notices()
         assert _history(store) == before
         # the rules still see the old run: the next run does not get the same hint
         assert store.recall("Context cache ordering", run_id="run-2").hints == []
@@ -50,9 +50,9 @@ def test_cli_rebuild_prints_what_it_kept(tmp_path, bm25_cfg):
     args = ["--home", str(bm25_cfg.home), "--root", str(bm25_cfg.memory_root), "--model", str(tmp_path / "x.gguf")]
     result = CliRunner().invoke(app, [*args, "rebuild", "--json"])
     assert result.exit_code == 0, result.stderr
-    assert "kept 3 rows of the recall/open logs" in json.loads(result.stdout)["notices"]
+    assert "kept the logs (runs 1 row, recall_log 1 row, open_log 1 row)" in json.loads(result.stdout)["notices"]
     text = CliRunner().invoke(app, [*args, "rebuild"])
-    assert "note: kept 3 rows of the recall/open logs" in text.stderr
+    assert "note: kept the logs (runs 1 row, recall_log 1 row, open_log 1 row)" in text.stderr
 
 
 def test_a_schema_rebuild_keeps_the_logs(bm25_cfg):
@@ -64,7 +64,10 @@ def test_a_schema_rebuild_keeps_the_logs(bm25_cfg):
     with Store(bm25_cfg) as store:
         store.sync()
         notices = store.take_notices()
-        assert any("schema files changed; rebuilt" in n and "kept 3 rows" in n for n in notices), notices
+        assert any(
+            "schema files changed; rebuilt" in n and "kept the logs (runs 1 row, recall_log 1 row, open_log 1 row)" in n
+            for n in notices
+        ), notices
         assert _history(store) == before
 
 
@@ -99,7 +102,7 @@ def test_restore_copies_by_column_name_and_skips_what_it_cannot(tmp_path):
     new, _ = db.open_index(tmp_path / "new.sqlite")
     with new:
         copied, skipped = logs.restore(new, saved)
-    assert (copied, skipped) == (3, ["recall_log"])
+    assert (copied, skipped) == ({"runs": 3}, ["recall_log"])
     # Runs the Claude Code hook logged before conversations were kept get their session back;
     # any other run id (even one with ':' in it) keeps sharing one window, as before.
     assert new.execute("SELECT seq, run_id, at, conversation FROM runs").fetchall() == [
@@ -107,4 +110,7 @@ def test_restore_copies_by_column_name_and_skips_what_it_cannot(tmp_path):
         (2, "cc:s1:4", "2026-01-01T00:00:01.000Z", "cc:s1"),
         (3, "2026-12-01T10:15:30", "2026-01-01T00:00:02.000Z", None),
     ]
-    assert "recall_log could not be kept" in logs.describe(copied, skipped)
+    assert (
+        logs.describe(copied, skipped)
+        == "kept the logs (runs 3 rows); recall_log could not be kept (their columns changed)"
+    )
