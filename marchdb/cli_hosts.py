@@ -134,12 +134,15 @@ def install_(
 def uninstall(
     host: str = typer.Argument(..., help="claude-code"),
     project: Optional[str] = typer.Option(None, "--project", help="The project whose local settings hold them."),
+    user: bool = typer.Option(False, "--user", help="From ~/.claude/settings.json (the default)."),
     as_json: bool = JsonOpt,
 ):
     """Remove exactly the hooks `marchdb install` added; everything else stays."""
     from . import install
 
     _check_host(host)
+    if user and project:
+        raise InvalidInput("choose --user or --project DIR, not both")
     result = install.uninstall(install.settings_path(project))
     _report_install(result, as_json, "removed")
 

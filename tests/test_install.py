@@ -137,6 +137,10 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     data = json.loads(out.stdout)
     assert data["settings"] == str(tmp_path / "claude-home" / "settings.json") and data["changed"]
     assert f"--home {tmp_path / 'h'}" in data["command"]  # a non-default home travels with the hook
+    # --user, the obvious reverse of install --user, removes them again.
+    assert runner.invoke(app, ["uninstall", "claude-code", "--user"]).exit_code == 0
+    assert not (tmp_path / "claude-home" / "settings.json").exists()  # install made it: gone again
+    assert runner.invoke(app, ["--home", str(tmp_path / "h"), "install", "claude-code", "--user"]).exit_code == 0
     project = tmp_path / "proj"
     project.mkdir()
     out = runner.invoke(app, ["install", "claude-code", "--project", str(project)])
