@@ -110,8 +110,12 @@ def export_index(con: apsw.Connection, cfg: Config, dest: str | os.PathLike, for
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     try:
         try:
+            # Made empty and private first (VACUUM INTO fills an empty file):
+            # the copy holds every memory's text and the logs, readable by
+            # its owner only, as the home it comes from.
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600))
             con.execute("VACUUM INTO ?", (str(tmp),))
-        except apsw.Error as exc:
+        except (apsw.Error, OSError) as exc:
             raise FileError(f"cannot write {target}: {exc}; check the folder's permissions and free space") from None
         exported_at = utc_now_iso()
         copy = apsw.Connection(str(tmp))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import subprocess
 
 import pytest
@@ -74,6 +75,8 @@ def test_the_export_opens_in_the_stock_sqlite3_shell(tmp_path, mixed_vault):
         check=True,
     ).stdout.split()
     assert shown == ["5", "delete"]  # a plain single file until marchdb opens it (then WAL)
+    # Every memory's text and the logs: its owner's only, whatever the umask (it was 0644).
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
 def test_export_refuses_what_it_must_not_write(tmp_path, mixed_vault):
