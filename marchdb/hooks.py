@@ -10,7 +10,8 @@ never injected. A host tells marchdb about those moments through hooks:
   ``SessionStart`` → ``[agent_profile]`` and ``[user_profile]``;
   ``UserPromptSubmit`` → ``[recall]`` for the prompt, as a new agent run;
   ``Stop`` → the reply is recalled in record-only mode, nothing printed
-  (any output on Stop would make Claude continue). The run id is
+  (Claude reads nothing from a Stop hook; a ``"decision": "block"`` answer
+  would make it go on, and marchdb never sends one). The run id is
   ``cc:<session id>:<turn>`` in the conversation ``cc:<session id>``: every
   prompt is a new run, so the 10-run suppression works across the session's
   prompts (and not across sessions, whose contexts never held those hints),
@@ -131,7 +132,7 @@ def claude_code(store, event: str) -> Answer:
             project=project,
             conversation=_conversation(session),
         )
-        return Answer()  # Stop output would make Claude continue: record only
+        return Answer()  # record only: nothing for Claude to read, and never a "block" decision
     return Answer()  # other events: nothing to add
 
 

@@ -298,9 +298,13 @@ class Engine:
     def _need_model(self, fn: str) -> Embedder:
         emb = self._embedder()
         if emb is None:
+            why = self._model_error()
+            # The loader's message already says what to set; said once.
             raise ModelError(
-                f"{fn}: no embedding model could be loaded ({self._model_error() or 'none configured'}); "
-                "set embeddingModel / MARCH_EMBED_MODEL / --model, or run `marchdb model build`"
+                f"{fn}: no embedding model could be loaded: {why}"
+                if why
+                else f"{fn}: no embedding model is configured; set embeddingModel / MARCH_EMBED_MODEL / --model, "
+                "or run `marchdb model build`"
             )
         return emb
 
