@@ -8,6 +8,7 @@ command, only format what the library returns.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Optional
 
 import typer
@@ -70,8 +71,27 @@ _READ_ONLY_DOT_COMMANDS = frozenset(
 def _read_only_shell():
     import apsw.shell
 
+    from .store import READ_ONLY_SQL
+
     class ReadOnlyShell(apsw.shell.Shell):
         """apsw's shell without the dot commands that run programs or write."""
+
+        def write_error(self, text):
+            # The shell reports SQLite's text before the error is handled below; for a
+            # refused change that is a bare "not authorized": told once, with the why, below.
+            if text.strip() in ("not authorized", "attempt to write a readonly database"):
+                return
+            super().write_error(text)
+
+        def handle_exception(self):
+            # A DELETE answered a bare "not authorized"; say why, as `marchdb sql "..."` does.
+            exc = sys.exc_info()[1]
+            if isinstance(exc, (apsw.ReadOnlyError, apsw.AuthError)):
+                try:
+                    raise self.Error(READ_ONLY_SQL) from None
+                except self.Error:
+                    return super().handle_exception()
+            return super().handle_exception()
 
         def command_read(self, cmd):
             """read FILENAME: Processes the SQL and commands in FILENAME (a Python file is not run here)"""

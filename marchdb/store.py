@@ -702,10 +702,7 @@ class Store:
                 "without a query, takes several"
             ) from None
         except (apsw.ReadOnlyError, apsw.AuthError):
-            raise InvalidInput(
-                "the index is read-only here: it is rebuilt from the Markdown files, so edit those "
-                "(or pass --write if you really mean to change the index)"
-            ) from None
+            raise InvalidInput(READ_ONLY_SQL) from None
         except apsw.Error as exc:
             raise InvalidInput(f"SQL error: {exc}") from None
         return columns, rows
@@ -720,6 +717,11 @@ class Store:
         return self._reader
 
 
+#: Why a change through ``query`` or the read-only ``marchdb sql`` shell is refused.
+READ_ONLY_SQL = (
+    "the index is read-only here: it is rebuilt from the Markdown files, so edit those "
+    "(or pass --write if you really mean to change the index)"
+)
 _COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 #: Statements that recall from the index get the dirty check first.
 _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)

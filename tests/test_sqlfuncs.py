@@ -81,7 +81,10 @@ def test_recall_without_a_model_is_bm25_and_says_so(bm25_store):
 
 
 def test_errors_are_sql_errors_with_a_clear_message(bm25_store):
-    with pytest.raises(ModelError, match="march_embed: no embedding model could be loaded: .*missing.gguf does not exist; fix embeddingModel"):
+    with pytest.raises(
+        ModelError,
+        match="march_embed: no embedding model could be loaded: .*missing.gguf does not exist; fix embeddingModel",
+    ):
         bm25_store.query("SELECT march_embed('hello')")
     with pytest.raises(InvalidInput, match="kind must be 'query' or 'passage'"):
         bm25_store.query("SELECT march_embed('hello', 'document')")
