@@ -88,9 +88,15 @@ def describe(day: dt.date, titles: list[str]) -> str:
 
 
 def format_entry(when: dt.datetime, title: str, text: str | None) -> str:
-    """One entry: ``### HH:MM - title``, a blank line, the text."""
+    """One entry: ``### HH:MM - title``, a blank line, the text. A line of the
+    text that reads as an entry heading is escaped (``\\### 10:00 - x``, shown
+    as typed): it would start an entry of its own, with its own title in the
+    day's description and its own chunk."""
     head = f"### {when:%H:%M} - {title}"
-    return f"{head}\n\n{text.strip()}\n" if text and text.strip() else head + "\n"
+    if not text or not text.strip():
+        return head + "\n"
+    body = ENTRY_HEADING.sub(lambda m: "\\" + m.group(0), text.strip())
+    return f"{head}\n\n{body}\n"
 
 
 def check_entry(title: object, text: object) -> tuple[str, str | None]:

@@ -70,6 +70,14 @@ def test_first_entry_creates_the_day_then_entries_append(vault, store):
     assert store.log("Next day", embed=False, now=at(8) + dt.timedelta(days=1))["id"] == "log_2026-11-04"
 
 
+def test_text_that_reads_as_an_entry_heading_makes_no_entry_of_its_own(vault, store):
+    store.log("real", "before\n### 10:00 - injected entry\nafter", embed=False, now=at(9))
+    text = (vault.root / "2026/11/week1/2026-11-03-daily-log.md").read_text()
+    assert "\n\\### 10:00 - injected entry\n" in text  # escaped: shown as typed in any Markdown viewer
+    row = store.con.execute("SELECT description FROM memory_index WHERE id = 'log_2026-11-03'").fetchone()
+    assert row[0] == "real" and len(chunks(store, "log_2026-11-03")) == 1
+
+
 def test_the_description_says_what_the_day_holds_within_its_bound():
     titles = [f"entry number {i} with some words" for i in range(40)]
     text = describe(dt.date(2026, 11, 3), titles)
