@@ -24,7 +24,7 @@ from .cli import (
     say,
     stdin_has_input,
 )
-from .errors import InvalidInput, one_line
+from .errors import FileError, InvalidInput, one_line
 
 
 @command(app, "log")
@@ -112,9 +112,14 @@ def maintain_(
     store = _store(ctx)
     data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
     notes = _notices(store, as_json)
+    # An archive that failed (a file that cannot be edited in place) is an
+    # error for scripts too: exit 8 once everything is said.
+    failed = sum(1 for p in data["proposals"] if p["error"]) if data["applied"] else 0
     if as_json:
         data["notices"] = notes
         _emit(data)
+        if failed:
+            raise typer.Exit(FileError.exit_code)
         return
     for prop in data["proposals"]:
         done = (
@@ -128,6 +133,11 @@ def maintain_(
     counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
     if data["applied"]:
         archived = sum(1 for p in data["proposals"] if p["applied"])
-        say(f"{counts}; archived {archived} (each line above says how to undo it; lifecycle.log keeps them)")
+        say(
+            f"{counts}; archived {archived}{f', {failed} failed (the lines above say why)' if failed else ''} "
+            "(each line above says how to undo it; lifecycle.log keeps them)"
+        )
+        if failed:
+            raise typer.Exit(FileError.exit_code)
     else:
         say(f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)")

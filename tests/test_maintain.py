@@ -143,6 +143,21 @@ def test_cli_maintain_dry_run_apply_and_search_flag(tmp_path, vault):
     assert json.loads(runner.invoke(app, [*base, "search", "something", "--json"], env=env).stdout)["results"] == []
 
 
+def test_an_archive_that_fails_is_counted_and_exits_8(tmp_path, vault):
+    # A frontmatter written as one {...} mapping cannot be edited in place: the archive
+    # fails and says so, and the command no longer ends with exit 0 as if all went well.
+    before = f"---\n{{id: log_flow, name: n, description: d, tags: [daily-log], created_at: '{ago(45)}'}}\n---\nb\n"
+    path = vault.write("flow.md", before)
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    done = CliRunner().invoke(app, [*base, "maintain", "--apply"], env=env)
+    assert done.exit_code == 8, done.output
+    assert "[not archived: " in done.stdout and "archived 0, 1 failed (the lines above say why)" in done.stdout
+    assert path.read_text() == before
+    as_json = CliRunner().invoke(app, [*base, "maintain", "--apply", "--json"], env=env)
+    assert as_json.exit_code == 8 and json.loads(as_json.stdout)["proposals"][0]["error"]
+
+
 def test_near_duplicates_are_proposed_for_a_merge_with_the_real_model(vault, model_store):
     vault.memory(
         "a.md", "mem_a", name="Deploy day", description="We deploy to production on Tuesdays", tags=["process"]
