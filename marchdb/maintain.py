@@ -144,8 +144,11 @@ def propose(
     log_days: int = LOG_DAYS,
     deprecated_days: int = DEPRECATED_DAYS,
     merge_cosine: float = MERGE_COSINE,
+    project_prefix: str = "project/",
 ) -> tuple[list[Proposal], list[str]]:
-    """Every proposal for the index's memories now, and notes on what was skipped."""
+    """Every proposal for the index's memories now, and notes on what was
+    skipped (``project_prefix``: the tag form of a project, config's
+    ``projectTagPrefix``: memories of different projects are never merged)."""
     now = now or dt.datetime.now(dt.UTC)
     proposals: list[Proposal] = []
     rows = db.rows(
@@ -201,7 +204,7 @@ def propose(
                 )
             )
     skip = keep | {r["id"] for r in rows if LOG_TAG in json.loads(r["tags_json"])}
-    merges, notes = _merge_proposals(con, skip, merge_cosine)
+    merges, notes = _merge_proposals(con, skip, merge_cosine, project_prefix)
     return proposals + merges, notes
 
 
@@ -217,14 +220,18 @@ def _hollow_chat(con: apsw.Connection, rid: int) -> str | None:
     return hollow(row[1])
 
 
-def _merge_proposals(con: apsw.Connection, skip: set[str], threshold: float) -> tuple[list[Proposal], list[str]]:
-    """Clusters of active memories whose metadata vectors are within ``threshold``."""
+def _merge_proposals(
+    con: apsw.Connection, skip: set[str], threshold: float, project_prefix: str
+) -> tuple[list[Proposal], list[str]]:
+    """Clusters of active memories whose metadata vectors are within
+    ``threshold``, never joining two memories tagged with different projects:
+    "Deploy window" of billing and of search read alike and are not one."""
     if not db.has_table(con, "vec_meta") or db.get_meta(con, "model_fingerprint") is None:
         return [], ["no vectors yet, so near-duplicates were not looked for; run `marchdb sync` with a model"]
     found = [
         r
         for r in con.execute(
-            "SELECT m.id, m.path, m.name, vm.embedding FROM memory_index m "
+            "SELECT m.id, m.path, m.name, vm.embedding, m.tags_json FROM memory_index m "
             "JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash JOIN vec_meta vm ON vm.rowid = v.vid "
             "WHERE m.status = 'active' ORDER BY m.id"
         )
@@ -235,6 +242,9 @@ def _merge_proposals(con: apsw.Connection, skip: set[str], threshold: float) -> 
     if len(found) < 2:
         return [], []
     vecs = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in found])
+    projects = [
+        frozenset(t for t in json.loads(r[4]) if project_prefix and t.startswith(project_prefix)) for r in found
+    ]
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     parent = list(range(len(found)))
 
@@ -249,7 +259,7 @@ def _merge_proposals(con: apsw.Connection, skip: set[str], threshold: float) -> 
         sims = vecs[start : start + 512] @ vecs.T
         for a, b in zip(*np.nonzero(sims >= threshold)):
             i, j = start + int(a), int(b)
-            if j <= i:
+            if j <= i or (projects[i] and projects[j] and not projects[i] & projects[j]):
                 continue
             parent[root(j)] = root(i)
             best[i] = max(best.get(i, 0.0), float(sims[a, b]))
@@ -267,7 +277,8 @@ def _merge_proposals(con: apsw.Connection, skip: set[str], threshold: float) -> 
                 "merge",
                 [found[i][0] for i in members],
                 [found[i][1] for i in members],
-                f"nearly the same name, description and tags (cosine up to {top:.2f}): {names}; keep one, "
+                f"nearly the same name, description and tags (their metadata's cosine up to {top:.2f}): {names}; "
+                "keep one, "
                 "fold the others into it and set their status to deprecated",
             )
         )

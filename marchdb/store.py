@@ -610,7 +610,9 @@ class Store:
                 self.sync(embed=False)
             else:
                 self.ensure_fresh()
-            proposals, notes = maintain.propose(self.con, now, log_days, deprecated_days)
+            proposals, notes = maintain.propose(
+                self.con, now, log_days, deprecated_days, project_prefix=self.cfg.project_tag_prefix
+            )
             if apply:
                 maintain.apply(self.con, root, self.cfg.index_path, proposals, utc_now_iso())
         archived = [p for p in proposals if p.applied]

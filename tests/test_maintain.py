@@ -171,6 +171,15 @@ def test_near_duplicates_are_proposed_for_a_merge_with_the_real_model(vault, mod
     vault.memory(
         "d.md", "mem_d", name="Deploy day", description="We deploy to production on Tuesdays", tags=["decision"]
     )
+    # Alike, but of two projects: not one memory.
+    for rel, mem_id, project in (("e.md", "mem_e", "billing"), ("f.md", "mem_f", "search")):
+        vault.memory(
+            rel,
+            mem_id,
+            name="Deploy window",
+            description="Deploys go out Tuesday mornings",
+            tags=[f"project/{project}"],
+        )
     model_store.sync()
     report = model_store.maintain()
     merges = [p for p in report["proposals"] if p["action"] == "merge"]
