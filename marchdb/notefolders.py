@@ -218,7 +218,8 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     stem = rel.rsplit("/", 1)[-1][:-3]
     day_match = _DAY_FILE.match(rel.rsplit("/", 1)[-1])
     mtime = dt.datetime.fromtimestamp(st.st_mtime, dt.UTC)
-    tags_raw = normalize_tags(meta.get("tags"))[0] + normalize_tags(meta.get("tag"))[0]
+    (tags_a, rejected_a), (tags_b, rejected_b) = normalize_tags(meta.get("tags")), normalize_tags(meta.get("tag"))
+    tags_raw, rejected = tags_a + tags_b, rejected_a + rejected_b
     if isinstance(meta.get("type"), str):
         tags_raw += TYPED_FOLDERS.get(meta["type"].strip().lower(), [meta["type"]])
     tags_raw += _folder_tags(kind, folders) + _inline_tags(body)
@@ -251,6 +252,10 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         if not description:
             description = one_line(name, DESCRIPTION_CHARS)
     warnings: list[str] = []
+    if rejected:
+        warnings.append(
+            f"tags left out, not valid tags: {', '.join(rejected)} (letters, digits and '/', '-', '_', '.', '+', '#')"
+        )
     status = "archived" if any(f.lower() in ARCHIVE_FOLDERS for f in folders) else "active"
     extra = {k: v for k, v in meta.items() if k not in _CONSUMED}
     for key in _TIME_KEYS:

@@ -56,12 +56,16 @@ def normalize_tags(raw: object) -> tuple[list[str], list[str]]:
     """Normalise a tag list. Returns ``(tags, rejected)``: valid tags deduplicated
     in first-seen order, and the raw values that were not valid tags.
 
-    A single string is accepted as a comma-separated list (a common hand-edit).
+    A single string is accepted as a comma-separated list (a common hand-edit),
+    or, when every word of it starts with ``#``, as Obsidian's inline form
+    (``"#books #scifi"``: two tags, not ``books-#scifi``).
     """
     if raw is None:
         return [], []
     if isinstance(raw, str):
-        items: list[object] = [p for p in raw.split(",")]
+        words = [w for w in re.split(r"[\s,]+", raw) if w]
+        inline = bool(words) and all(w.startswith("#") for w in words)
+        items: list[object] = list(words) if inline else [p for p in raw.split(",")]
     elif isinstance(raw, (list, tuple)):
         items = list(raw)
     else:

@@ -207,6 +207,7 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     put(notes_dir, "already.md", "---\nid: mem_x\nname: x\ndescription: y\n---\nbody\n")
     put(notes_dir, "Daily/2026-02-30.md", "An impossible day is an ordinary note.\n")
     put(notes_dir, "dated.md", '---\ndate: "Jan 5, 2024"\nupdated_at: someday\n---\nA note with dates in words.\n')
+    put(notes_dir, "tagged.md", '---\ntags: "#books #scifi"\ntag: ["🚀launch", "ok tag"]\n---\nTags Obsidian reads.\n')
     put(notes_dir, "Daily/2026-02-03.md", "### 25:99 - a bad time\n\nstill a log\n")
     put(notes_dir, "empty.md", "\n\n")
     put(notes_dir, "broken.md", "---\ntitle: [unclosed\n---\nbody\n")
@@ -232,6 +233,7 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
         "Daily/2026-02-30.md": "created",
         "Daily/2026-02-03.md": "created",
         "dated.md": "created",
+        "tagged.md": "created",
     }
     assert "not valid YAML" in rows["broken.md"]["detail"] and "closing" in rows["half.md"]["detail"]
     assert "UTF-8" in rows["latin1.md"]["detail"] and "limited" in rows["big.md"]["detail"]
@@ -249,6 +251,12 @@ def test_plain_obsidian_notes_and_every_bad_input(vault, store, tmp_path):
     assert books["created_at"] == "2025-05-01T00:00:00.000Z" and books["path"].startswith("2025/05/week1/")
     text = (vault.root / books["path"]).read_text()
     assert "original_source: a friend" in text and "original_status: draft" in text and "aliases:" in text
+    # Obsidian's "#a #b" is two tags; a tag marchdb cannot take is left out and said, not dropped silently.
+    tagged = mems[f"obsidian:{notes_dir}/tagged.md"]
+    assert json.loads(tagged["tags_json"]) == ["books", "scifi", "ok-tag"]
+    assert rows["tagged.md"]["warnings"] == [
+        "tags left out, not valid tags: '🚀launch' (letters, digits and '/', '-', '_', '.', '+', '#')"
+    ]
     # Dates marchdb cannot read are kept as written, never dropped.
     dated = (vault.root / mems[f"obsidian:{notes_dir}/dated.md"]["path"]).read_text()
     assert "date: Jan 5, 2024" in dated and "original_updated_at: someday" in dated

@@ -56,6 +56,9 @@ def test_normalize_tags_dedupes_and_reports_rejects():
     assert tags == ["cache", "中文"]
     assert rejected == ["'a;b'"]
     assert normalize_tags("one, Two") == (["one", "two"], [])
+    assert normalize_tags("machine learning") == (["machine-learning"], [])
+    # Obsidian's inline form: "#books #scifi" is two tags (it was one, "books-#scifi").
+    assert normalize_tags("#books #scifi, #c++") == (["books", "scifi", "c++"], [])
 
 
 @pytest.mark.parametrize(
