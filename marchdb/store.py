@@ -464,6 +464,7 @@ class Store:
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1
+        tag = project_tag(self.cfg.project_tag_prefix, project)
         result = recall_hints(
             self.con,
             text,
@@ -475,13 +476,19 @@ class Store:
             w_dense=self.cfg.dense_weight,
             vindex=self.vector_index(),
             record_only=record_only,
-            project_tag=project_tag(self.cfg.project_tag_prefix, project),
+            project_tag=tag,
             conversation=conversation or None,
             deadline=self.deadline,
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
             self._told_in_result(str(self._embedder_error))
+        if project and project.strip() and tag is None:
+            odd = (
+                f"project {project.strip()[:60]!r} cannot be a tag (letters, digits and '/', '-', '_', '.', '+', "
+                "'#'), so it ranks nothing"
+            )
+            result.warning = f"{result.warning}; {odd}" if result.warning else odd
         return result
 
     def vector_index(self) -> VectorIndex | None:

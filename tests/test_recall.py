@@ -280,6 +280,10 @@ def test_project_tag_is_a_ranking_bonus_never_a_filter(vault, bm25_store):
     assert sorted(h.score for h in ranked.hints) == sorted(h.score for h in plain.hints)  # scores unchanged
     # A project memory no query word reaches stays out, bonus or not.
     assert "mem_p" not in {h.id for h in bm25_store.recall("zebra", project="march-cli").hints}
+    # A name that cannot be a tag ranks nothing, and says so (it was accepted without a word).
+    odd = bm25_store.recall("zebra stripes", explain=True, project="a:b")
+    assert "project 'a:b' cannot be a tag" in odd.warning
+    assert all("project_bonus" not in c.signals for c in odd.candidates)
 
 
 def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store):
