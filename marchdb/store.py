@@ -321,9 +321,10 @@ class Store:
                 self._rebuilt = False
                 self.sync(embed=False)
             else:
-                # The throttled dirty check (a stat walk; no model, no
-                # embedding): counts are fresh right after a file was added.
-                self.ensure_fresh(embed=False)
+                # The dirty check, unthrottled (a stat walk, ~0.15 s at 10,000
+                # files; no model, no embedding): counts are fresh right after
+                # a file was added, even within seconds of another scan.
+                self.ensure_fresh(max_age=0, embed=False)
             con = self.con  # the check may have followed a rebuilt index file
         except ConfigError as exc:  # status still answers, and says why it could not scan
             self.notices.append(str(exc))
