@@ -85,7 +85,12 @@ NOT_ROOTS = (
     "/private/var",
     "/private/tmp",
     "/root",
+    "/var/tmp",
+    "/var/home",
+    "/run/media",
 )
+#: Folders of the user's home that hold settings and keys, never notes.
+HOME_SETTINGS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config", ".cache", ".local", ".claude")
 
 AGENT_PROFILE = """\
 # Agent Profile
@@ -240,9 +245,15 @@ def unusual_root(root: Path, home: Path) -> str | None:
         user_home = None
     if real == user_home:
         return "it is your home folder: every .md file in it would become a memory, and saves would land in it"
+    if user_home and os.path.dirname(real) == user_home and os.path.basename(real) in HOME_SETTINGS:
+        return f"{real} holds your settings and keys, not notes"
     march_home = os.path.realpath(home)
     if real == march_home:
         return "it is marchdb's home (profiles, models, index), not a folder of memories"
+    if os.path.isdir(os.path.join(real, "memory", "profiles")) and any(
+        os.path.lexists(os.path.join(real, name)) for name in ("daemon.lock", "index.sqlite.lock")
+    ):
+        return "it is a marchdb home (profiles, index), another one than this; not a folder of memories"
     inside = os.path.relpath(march_home, real)
     if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
         return f"it holds marchdb's home {march_home}; keep the memories in a folder of their own"

@@ -165,7 +165,6 @@ def check_owned(path: str | os.PathLike) -> str:
     """``index_file_state``, with an empty file nobody can show is ours refused too."""
     state = index_file_state(path)
     if state == EMPTY and not may_take_over(path):
-        raise _refuse(
-            Path(path), "it is an empty file, and no marchdb lock file lies next to it; delete it if it is yours"
-        )
+        what = "an SQLite database with no tables" if os.path.getsize(path) else "an empty file"
+        raise _refuse(Path(path), f"it is {what}, and no marchdb lock file lies next to it; delete it if it is yours")
     return state

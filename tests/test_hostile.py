@@ -152,6 +152,11 @@ def test_1_an_empty_file_is_taken_over_only_when_marchdb_left_it(tmp_path, vault
     home = _home_with_index_at(tmp_path, vault, target)
     err = one_line_error(marchdb_cli(home, "status"), IndexUnavailable.exit_code)
     assert "empty file" in err and target.read_bytes() == b""
+    tableless = tmp_path / "tableless.sqlite"
+    apsw.Connection(str(tableless)).execute("PRAGMA user_version = 7")  # a header and no table
+    (tmp_path / "second").mkdir()
+    err = one_line_error(marchdb_cli(_home_with_index_at(tmp_path / "second", vault, tableless), "status"), 7)
+    assert "it is an SQLite database with no tables" in err
     # marchdb makes its lock file before the index: a killed first start leaves both.
     Path(f"{target}.lock").write_bytes(b"")
     target.write_bytes(b"\0" * 5)  # ... but a few zero bytes are not "empty"
@@ -223,7 +228,8 @@ def test_1_the_ownership_check_keeps_this_processs_locks_on_the_index(tmp_path, 
 
 
 @pytest.mark.parametrize(
-    "root", ["/", "/usr", "/etc", "/proc", "/usr/share", "/var", "/var/lib", "/var/log/apt", "/home", "/tmp"]
+    "root",
+    ["/", "/usr", "/etc", "/proc", "/usr/share", "/var", "/var/lib", "/var/log/apt", "/home", "/tmp", "/var/tmp"],
 )
 def test_2_system_folders_are_refused_as_memory_roots(tmp_path, root):
     if not os.path.isdir(root):
@@ -259,6 +265,12 @@ def test_2_the_home_folder_and_marchs_home_are_refused_unless_forced(tmp_path):
     march_home = tmp_path / "mh"
     err = one_line_error(marchdb_cli(march_home, "sync", "--no-embed", root=march_home, env=env), ConfigError.exit_code)
     assert "marchdb's home" in err
+    # Another home than this one, and a folder of settings and keys, are no vaults either.
+    err = one_line_error(marchdb_cli(tmp_path / "other", "sync", "--no-embed", root=march_home, env=env), 3)
+    assert "it is a marchdb home (profiles, index), another one than this" in err
+    (user_home / ".ssh").mkdir()
+    err = one_line_error(marchdb_cli(tmp_path / "home", "sync", "--no-embed", root=user_home / ".ssh", env=env), 3)
+    assert "holds your settings and keys, not notes" in err
     # Forced on purpose: it works, and says nothing more.
     (tmp_path / "home" / "config.json").write_text('{"allowUnusualRoot": true}')
     result = marchdb_cli(tmp_path / "home", "sync", "--no-embed", "--json", root=user_home, env=env)
