@@ -325,11 +325,14 @@ def rebuild(
 ):
     """Delete the index and build it again from the Markdown files."""
     store = _store(ctx)
-    if not as_json:
-        say(f"rebuilding {store.cfg.index_path} from {store.root}", err=True)
+
+    def starting() -> None:
+        if not as_json:
+            say(f"rebuilding {store.cfg.index_path} from {store.root}", err=True)
+
     progress = _Progress(not as_json)
     try:
-        report = store.rebuild(embed=not no_embed, progress=progress)
+        report = store.rebuild(embed=not no_embed, progress=progress, starting=starting)
     finally:
         progress.close()
     notes = _notices(store, as_json)

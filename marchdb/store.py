@@ -257,7 +257,10 @@ class Store:
             )
             return None
         # Before the throttle and the watcher's background scan: an index of
-        # another vault must not answer for this one, even for five seconds.
+        # another vault must not answer for this one, even for five seconds;
+        # and a root that is no vault is said first (the owner check would
+        # suggest a rebuild that would be refused).
+        self.cfg.require_root()
         problem = owner_problem(self.con, self.cfg.memory_root, self.cfg.index_path)
         if problem:
             raise ConfigError(problem)
@@ -282,9 +285,11 @@ class Store:
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
         return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
-    def rebuild(self, embed: bool = True, progress=None) -> SyncReport:
+    def rebuild(self, embed: bool = True, progress=None, starting: Callable[[], None] | None = None) -> SyncReport:
         """Delete the index and build it again from the Markdown files (only
-        an index marchdb created: anything else at the index path is an error).
+        an index marchdb created: anything else at the index path is an error;
+        ``starting`` is called once both the index and the root passed their
+        checks, before anything is deleted).
 
         The recall and open logs are the one thing the files cannot give
         back: they are copied into the new index (a notice says how many
@@ -292,6 +297,9 @@ class Store:
         """
         self.close()
         ownership.check_owned(self.cfg.index_path)  # before the lock file is made next to it
+        self.cfg.require_root()  # a root that will be refused: nothing deleted first
+        if starting is not None:
+            starting()
         with db.writer_lock(self.cfg.index_path):
             saved, unreadable = logs.read_file(self.cfg.index_path)
             db.remove_index_files(self.cfg.index_path)
