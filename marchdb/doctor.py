@@ -32,6 +32,7 @@ ADVICE = {
     "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#), 100 characters each, "
     "50 per memory",
     "symlink": "move the real file into the memory root; links are never followed",
+    "not_regular": "replace it with a regular file, or move it out of the memory root (it is never read)",
     "bad_file_name": "rename the file or folder (its name is not valid UTF-8, e.g. from an old Latin-1 system)",
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
     "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "

@@ -130,7 +130,9 @@ def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
                         continue
                     st = entry.stat(follow_symlinks=False)
                     if not stat.S_ISREG(st.st_mode):
-                        continue  # a FIFO or device named .md would block or lie
+                        # A FIFO or device named .md would block or lie: never read, but said.
+                        problems.append((relpath, "not_regular", "a FIFO, socket or device named .md; never read"))
+                        continue
                 except FileNotFoundError:
                     continue  # vanished between listing and stat
                 except OSError as exc:

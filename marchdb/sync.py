@@ -42,7 +42,7 @@ from .sources import index_key
 #: Files applied per transaction: a killed sync keeps what earlier batches did.
 BATCH_FILES = 500
 #: Kinds of problem found by the walk itself (not tied to reading one file).
-WALK_KINDS = ("symlink", "unreadable_dir", "bad_file_name")
+WALK_KINDS = ("symlink", "unreadable_dir", "bad_file_name", "not_regular")
 
 
 @dataclass

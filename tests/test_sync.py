@@ -300,6 +300,15 @@ def test_fifo_named_md_does_not_hang(vault, store):
     vault.memory("a.md", "mem_a")
     assert run(store).added == 1
 
+    # ... nor goes unsaid (open answered "not found" and doctor showed nothing).
+    def odd() -> list:
+        return [(p["path"], p["kind"]) for p in store.doctor()["problems"] if p["kind"] != "missing_vector"]
+
+    assert odd() == [("pipe.md", "not_regular")]
+    (vault.root / "pipe.md").unlink()
+    run(store)
+    assert odd() == []  # gone with it
+
 
 def test_an_empty_root_never_empties_the_index(vault, store):
     # An unmounted drive leaves an empty mount point behind.
