@@ -71,8 +71,11 @@ def vault(tmp_path: Path) -> Vault:
 
 @pytest.fixture
 def cfg(tmp_path: Path, vault: Vault):
-    """A configuration pointing at ``vault`` with a throwaway home."""
-    return load_config(home=tmp_path / "home", root=vault.root, env={})
+    """A configuration pointing at ``vault`` with a throwaway home and no
+    model: a recall is BM25 only, announced (with the default recipe a
+    first recall built and loaded the model, ~13 s, in a test of the fast
+    subset; tests of the model use ``model_cfg``)."""
+    return load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "no-model.gguf"), env={})
 
 
 @pytest.fixture
