@@ -448,6 +448,8 @@ def log(home: Path, name: str, message: str) -> None:
     must not break a hook."""
     from . import logfile  # only when something is logged: most hooks log nothing
 
+    # To the second, for a person reading the log; not clock.utc_now_iso
+    # (milliseconds, for the index): its datetime import would cost every hook.
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
     with contextlib.suppress(OSError):

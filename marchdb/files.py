@@ -78,13 +78,17 @@ def bad_name_problem(rel: str) -> WalkProblem:
     )
 
 
+def hidden(rel: str) -> bool:
+    """Whether ``rel`` ('/'-separated, relative to the root) is never
+    scanned: a part of it is hidden (``.git``, an editor's or marchdb's own
+    temp file), empty, ``.`` or ``..``."""
+    return any(not p or p in (".", "..") or p.startswith(".") for p in rel.split("/"))
+
+
 def is_memory_path(rel: str) -> bool:
     """Whether ``rel`` ('/'-separated, relative to the root) names a possible
     memory file by the rule above (the file itself is not looked at)."""
-    parts = rel.split("/")
-    if any(not p or p in (".", "..") or p.startswith(".") for p in parts):
-        return False
-    return rel.lower().endswith(".md")
+    return not hidden(rel) and rel.lower().endswith(".md")
 
 
 def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
@@ -109,7 +113,7 @@ def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
         with entries:
             for entry in entries:
                 name = entry.name
-                if name.startswith("."):
+                if hidden(name):
                     continue
                 relpath = f"{rel}/{name}" if rel else name
                 try:

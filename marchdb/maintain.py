@@ -42,6 +42,7 @@ import numpy as np
 from . import db
 from .capture import LOG_TAG
 from .clock import format_time, parse_time
+from .embedding import vectors
 from .errors import InvalidInput, MarchError
 from .files import read_file
 from .notes import MAX_FILE_BYTES, BadNote, parse_note
@@ -226,7 +227,7 @@ def _merge_proposals(
     """Clusters of active memories whose metadata vectors are within
     ``threshold``, never joining two memories tagged with different projects:
     "Deploy window" of billing and of search read alike and are not one."""
-    if not db.has_table(con, "vec_meta") or db.get_meta(con, "model_fingerprint") is None:
+    if not vectors.usable(con):
         return [], ["no vectors yet, so near-duplicates were not looked for; run `marchdb sync` with a model"]
     found = [
         r

@@ -33,10 +33,11 @@ import numpy as np
 
 from . import fts, temperature
 from .config import DEFAULT_MIN_SCORE
-from .db import get_meta, has_table, scalar, sql_file, transaction
+from .db import get_meta, scalar, sql_file, transaction
 from .embedding import calibrate
 from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
 from .embedding.vectors import has_bits
+from .embedding.vectors import usable as vectors_usable
 from .errors import Expired, InvalidInput
 from .hintline import hint_line
 from .tags import normalize_tag
@@ -567,7 +568,7 @@ def recall(
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
-        if has_table(con, "vec_meta") and get_meta(con, "model_fingerprint") == embedder.fingerprint:
+        if vectors_usable(con, embedder.fingerprint):
             calib = calibrate.ensure(con, embedder)
             qvec = embedder.embed_queries([text])[0]
             mode = "hybrid"

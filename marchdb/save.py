@@ -65,6 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from . import db
+from .embedding import vectors
 from .errors import DIRECTION_CONTROLS, Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
 from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
 from .layout import edit_note
@@ -454,7 +455,7 @@ def find_similar(con, vector, fingerprint: str, threshold: float = DUPLICATE_COS
     Only vectors of the model ``fingerprint`` count (the index's vectors
     belong to the model named in ``meta``).
     """
-    if db.get_meta(con, "model_fingerprint") != fingerprint or not db.has_table(con, "vec_meta"):
+    if not vectors.usable(con, fingerprint):
         return None
     dim = db.get_meta(con, "dim")
     if str(len(vector)) != dim:

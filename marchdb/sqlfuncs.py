@@ -35,7 +35,7 @@ import numpy as np
 from . import db, fts
 from . import recall as recall_mod
 from .config import Config
-from .embedding import Embedder, calibrate
+from .embedding import Embedder, calibrate, vectors
 from .errors import InvalidInput, ModelError, NotFound
 from .notes import MAX_FILE_BYTES
 
@@ -313,7 +313,7 @@ class Engine:
         index, else ('bm25', None, ...) — the degraded mode recall announces;
         here every row's ``mode`` says it."""
         emb = self._embedder()
-        if emb is None or not db.has_table(con, "vec_meta") or db.get_meta(con, "model_fingerprint") != emb.fingerprint:
+        if emb is None or not vectors.usable(con, emb.fingerprint):
             return "bm25", None, calibrate.bm25_only()
         # Read, never stored here: a function inside a read statement must not
         # write (sync stores the calibration when it embeds).

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .files import folder_identity, name_ok
+from .files import folder_identity, hidden, is_memory_path, name_ok
 
 #: Quiet time before a batch of changes is applied.
 DEBOUNCE_SECONDS = 0.25
@@ -82,7 +82,7 @@ class Watcher:
             rel = Path(path).relative_to(self.root).as_posix()
         except ValueError:
             return None
-        if any(part.startswith(".") for part in rel.split("/")):
+        if hidden(rel):
             return None  # hidden folders, editors' and marchdb's own temp files
         return rel
 
@@ -103,7 +103,7 @@ class Watcher:
                 if not name_ok(rel):
                     self._full_scan = True  # only a full scan reports a name that is not UTF-8
                     continue
-                if event.is_directory or not rel.lower().endswith(".md"):
+                if event.is_directory or not is_memory_path(rel):
                     if event.is_directory and event.event_type in ("moved", "deleted", "created"):
                         self._full_scan = True  # a whole folder came or went
                     continue

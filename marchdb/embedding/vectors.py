@@ -81,6 +81,16 @@ def center_blob(con: apsw.Connection) -> bytes:
     return bytes.fromhex(get_meta(con, "vector_center") or "")
 
 
+def usable(con: apsw.Connection, fingerprint: str | None = None) -> bool:
+    """Whether the index holds vector tables of the model ``fingerprint``
+    (None: of any model) — the question recall, save's twin check, maintain
+    and the SQL functions ask before they read a vector."""
+    current = get_meta(con, "model_fingerprint")
+    if current is None or (fingerprint is not None and current != fingerprint):
+        return False
+    return has_table(con, "vec_meta")
+
+
 def has_bits(con: apsw.Connection) -> bool:
     """Whether the index keeps sign-bit tables (dimension a multiple of 8)."""
     return has_table(con, "vec_meta_bits")
