@@ -10,6 +10,7 @@ compare as text.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 
 def utc_now_iso() -> str:
@@ -55,10 +56,17 @@ def parse_time(value: object) -> dt.datetime | None:
     if isinstance(value, dt.date):
         return in_calendar(dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC))
     if isinstance(value, str) and value.strip():
-        text = value.strip().replace("Z", "+00:00")
-        try:
-            parsed = dt.datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        return in_calendar(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC))
+        return _parse_text(value)
     return None
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text(value: str) -> dt.datetime | None:
+    # Cached: a warm recall reads the same candidates' times again and again
+    # (temperature's recency: ~120 parses, ~0.5 ms of each recall).
+    text = value.strip().replace("Z", "+00:00")
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return in_calendar(parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC))
