@@ -145,8 +145,12 @@ def _emit(data: dict) -> None:
     typer.echo(render.as_json(data), nl=False)
 
 
-def _notices(store, as_json: bool) -> list[str]:
+def _notices(store, as_json: bool, warned: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The store's notices, said on stderr in text mode; ``warned``: the
+    warnings this command prints itself — a notice of the same cause ("...:
+    CAUSE") would say it a second time."""
     notes = store.take_notices()
+    notes = [n for n in notes if not any(n.split(": ", 1)[-1] in w for w in warned)]
     if not as_json:
         for note in notes:
             say(f"note: {one_line(note)}", err=True)
@@ -224,7 +228,7 @@ def sync(
     finally:
         progress.close()
     data = report.to_dict()
-    notes = _notices(store, as_json)
+    notes = _notices(store, as_json, report.warnings)
     if as_json:
         data["notices"] = notes
         _emit(data)
@@ -335,7 +339,7 @@ def rebuild(
         report = store.rebuild(embed=not no_embed, progress=progress, starting=starting)
     finally:
         progress.close()
-    notes = _notices(store, as_json)
+    notes = _notices(store, as_json, report.warnings)
     if as_json:
         _emit({**report.to_dict(), "notices": notes})
     else:

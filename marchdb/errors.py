@@ -41,19 +41,17 @@ def escaped(text: str, keep: str = " ") -> str:
 DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
-#: What ``escaped`` shows escaped.
-ACTS_ON_TERMINAL = re.compile("[\x00-\x1f\x7f-\x9f" + "".join(sorted(DIRECTION_CONTROLS)) + "\ud800-\udfff]")
+#: Control characters (C0, DEL, C1) and direction controls, as a regex class.
+_CONTROLS = "\x00-\x1f\x7f-\x9f" + "".join(sorted(DIRECTION_CONTROLS))
+#: What ``escaped`` shows escaped: those, and lone surrogates.
+ACTS_ON_TERMINAL = re.compile(f"[{_CONTROLS}\ud800-\udfff]")
+_DROPPED = re.compile(f"[{_CONTROLS}]")
 
 
 def plain_line(text: str) -> str:
     """``text`` as one line of plain text: runs of whitespace as one space,
     control and direction-control characters (an escape sequence, U+202E) dropped."""
-    text = " ".join(text.split())
-    if text.isprintable():
-        return text
-    return "".join(
-        c for c in text if c.isprintable() or not (c < " " or "\x7f" <= c <= "\x9f" or c in DIRECTION_CONTROLS)
-    )
+    return _DROPPED.sub("", " ".join(text.split()))
 
 
 def one_line(message: object) -> str:
@@ -201,7 +199,7 @@ EXIT_CODES: list[tuple[int, str]] = [
     (ConfigError.exit_code, "configuration: config.json, the environment or the memory root"),
     (ModelError.exit_code, "the embedding model is missing, broken or fails its check"),
     (NotFound.exit_code, "no memory has that id"),
-    (Conflict.exit_code, "several files hold that id"),
+    (Conflict.exit_code, "several files hold that id, or a file marchdb cannot read still holds it"),
     (IndexUnavailable.exit_code, "the index file cannot be opened or written"),
     (FileError.exit_code, "a memory or profile file cannot be read or written"),
     (EXIT_DUPLICATE, "save wrote nothing: a near-duplicate memory exists"),

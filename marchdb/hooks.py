@@ -108,7 +108,7 @@ def claude_code(store, event: str) -> Answer:
             return Answer(note="UserPromptSubmit without a prompt; nothing injected")
         store.cfg.require_root()  # a missing vault must not hint from a stale index
         run_id = next_run_id(store.con, session)
-        project = project_for(data.get("cwd"), store.cfg.projects)
+        project = _taggable(store, project_for(data.get("cwd"), store.cfg.projects))
         result = store.recall(
             prompt, run_id=run_id, trigger="user", project=project, conversation=_conversation(session)
         )
@@ -123,7 +123,7 @@ def claude_code(store, event: str) -> Answer:
             return Answer(note="Stop without the reply's text; nothing recorded")
         store.cfg.require_root()
         run_id = current_run_id(store.con, session) or next_run_id(store.con, session)
-        project = project_for(data.get("cwd"), store.cfg.projects)
+        project = _taggable(store, project_for(data.get("cwd"), store.cfg.projects))
         store.recall(
             reply,
             run_id=run_id,
@@ -225,6 +225,14 @@ def project_for(cwd: object, projects: dict[str, str]) -> str | None:
         except OSError:
             return None
     return None
+
+
+def _taggable(store, project: str | None) -> str | None:
+    # A repository's folder name that cannot be a tag ("app (old)") ranks
+    # nothing; said on every prompt it would only fill the hook log.
+    from .recall import project_tag
+
+    return project if project_tag(store.cfg.project_tag_prefix, project) else None
 
 
 def last_reply(transcript_path: object) -> str:

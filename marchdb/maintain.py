@@ -48,6 +48,7 @@ from .files import read_file
 from .notes import MAX_FILE_BYTES, BadNote, parse_note
 from .save import Changes, update_file
 from .sync import sync_files
+from .tags import normalize_tag
 from .transcripts import hollow
 
 #: Daily logs older than this many days, never used, are proposed for the archive (seed 003: ~30 days).
@@ -221,6 +222,14 @@ def _hollow_chat(con: apsw.Connection, rid: int) -> str | None:
     return hollow(row[1])
 
 
+def _tag_form(prefix: str) -> str:
+    # As recall.project_tag compares it: "Project/" is "project/".
+    try:
+        return normalize_tag(prefix) if prefix.strip("/") else ""
+    except InvalidInput:
+        return ""
+
+
 def _merge_proposals(
     con: apsw.Connection, skip: set[str], threshold: float, project_prefix: str
 ) -> tuple[list[Proposal], list[str]]:
@@ -243,9 +252,11 @@ def _merge_proposals(
     if len(found) < 2:
         return [], []
     vecs = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in found])
-    projects = [
-        frozenset(t for t in json.loads(r[4]) if project_prefix and t.startswith(project_prefix)) for r in found
-    ]
+    prefix = _tag_form(project_prefix)
+    # The projects of each cluster, kept at its root: two clusters join only
+    # when one has no project or they share one (an untagged memory alike to
+    # both must not bridge billing's and search's).
+    projects = [frozenset(t for t in json.loads(r[4]) if prefix and t.startswith(prefix)) for r in found]
     vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     parent = list(range(len(found)))
 
@@ -260,9 +271,14 @@ def _merge_proposals(
         sims = vecs[start : start + 512] @ vecs.T
         for a, b in zip(*np.nonzero(sims >= threshold)):
             i, j = start + int(a), int(b)
-            if j <= i or (projects[i] and projects[j] and not projects[i] & projects[j]):
+            if j <= i:
                 continue
-            parent[root(j)] = root(i)
+            ri, rj = root(i), root(j)
+            if ri != rj:
+                if projects[ri] and projects[rj] and not projects[ri] & projects[rj]:
+                    continue
+                parent[rj] = ri
+                projects[ri] = projects[ri] | projects[rj]
             best[i] = max(best.get(i, 0.0), float(sims[a, b]))
     clusters: dict[int, list[int]] = {}
     for i in range(len(found)):

@@ -523,26 +523,35 @@ def checked_id(con, raw: object) -> str:
 
 #: How much of a file the index could not read is searched for an id line.
 TWIN_PROBE_BYTES = 64 * 1024
+#: Problems of files whose frontmatter could not be read: one of them may
+#: still declare an id (a note without any frontmatter, ``missing_id``, does not).
+TWIN_PROBE_KINDS = ("parse_error", "not_utf8", "too_large", "invalid_id")
+#: The frontmatter at the start of a file (to its closing line, or as far as
+#: it goes in a file cut short).
+_HEAD = re.compile(rb"\A(?:\xef\xbb\xbf)?---[ \t]*\r?\n(.*?)(?:^---[ \t]*\r?$|\Z)", re.S | re.M)
 
 
 def unreadable_holders(con, root: Path, mem_id: str) -> list[str]:
-    """Files the index could not read as memories (a ``problems`` row: broken
-    YAML, too large, ...) whose text still has the line ``id: <mem_id>``.
+    """Files whose frontmatter the index could not read (broken YAML, not
+    UTF-8, too large, an id that is not text) but whose frontmatter still has
+    the line ``id: <mem_id>``.
 
     Creating a memory with that id would make a second holder the day the
     file is fixed, and every later save or log of the id would fail on the
-    conflict. Links are never read (their target is not ours to look at)."""
+    conflict. Links are never read (their target is not ours to look at);
+    only the frontmatter counts (an ``id:`` line in a body says nothing)."""
     line = re.compile(rb"^id:[ \t]*[\"']?" + re.escape(mem_id.encode("utf-8")) + rb"[\"']?[ \t]*\r?$", re.M)
+    marks = ",".join("?" * len(TWIN_PROBE_KINDS))
     found = []
     for (rel,) in con.execute(
-        "SELECT DISTINCT path FROM problems WHERE path NOT IN (SELECT path FROM files WHERE mem_id IS NOT NULL) "
-        "ORDER BY path"
+        f"SELECT DISTINCT path FROM problems WHERE kind IN ({marks}) ORDER BY path", TWIN_PROBE_KINDS
     ):
         try:
             data, _ = read_file(root / rel, TWIN_PROBE_BYTES, root)
         except (OSError, ValueError):
             continue  # a link, a FIFO, gone, or a name the file system cannot take back
-        if line.search(data[:TWIN_PROBE_BYTES]):
+        head = _HEAD.match(data[:TWIN_PROBE_BYTES])
+        if head and line.search(head.group(1)):
             found.append(rel)
     return found
 

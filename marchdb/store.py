@@ -200,7 +200,6 @@ class Store:
             emb = self.embedder()
             if emb is None:
                 report.warnings.append(f"no vectors: {self._embedder_error}")
-                self._told_in_result(str(self._embedder_error))
                 with db.transaction(self.con):
                     db.set_meta(self.con, "vector_error", self._embedder_error)
             else:
@@ -364,6 +363,19 @@ class Store:
                     "advice": "mount or create the folder, or point MARCH_MEMORY_ROOT / memoryRoot at your vault",
                 },
             )
+        else:
+            try:
+                self.cfg.require_root()
+            except ConfigError as exc:  # a root marchdb refuses (a system folder, another home): not "no problems"
+                problems.insert(
+                    0,
+                    {
+                        "path": str(self.cfg.memory_root),
+                        "kind": "refused_root",
+                        "detail": str(exc),
+                        "advice": "point MARCH_MEMORY_ROOT / memoryRoot at the folder that holds your memories",
+                    },
+                )
         return {
             "problems": problems,
             "vector_error": summary.get("vector_error"),

@@ -57,6 +57,16 @@ def test_sync_status_doctor_json(cli, vault):
     vault.root.rename(vault.root.with_name("moved"))
     text = cli("doctor")
     assert "missing_root" in text.stdout and "no problems" not in text.stdout
+    # So is a root marchdb refuses: it printed the refusal as a note, then "no problems".
+    refused = CliRunner().invoke(app, ["--home", str(vault.root.parent / "home"), "--root", "/usr", "doctor"])
+    assert "refused_root (1)" in refused.stdout and "no problems" not in refused.stdout, refused.output
+
+
+def test_a_missing_model_is_said_once(cli, vault):
+    vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache", tags=["cache"])
+    for args in (("sync",), ("recall", "Context cache ordering"), ("context", "cache ordering")):
+        said = cli(*args).stderr
+        assert said.count("none.gguf does not exist") == 1, (args, said)
 
 
 def test_open_ok_not_found_conflict(cli, vault):

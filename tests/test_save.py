@@ -252,10 +252,10 @@ def test_an_id_held_by_a_file_that_cannot_be_read_gets_no_twin(vault, store):
     with pytest.raises(Conflict, match=r"id mem_pears is held by a file .*broken\.md: frontmatter is not valid YAML"):
         store.save(id="mem_pears", name="Pears", description="d", tags=["x"], body="b", force=True, embed=False)
     assert snapshot(vault.root) == before
-    # An id merely mentioned in a broken file's body is not held by it.
-    created = store.save(id="mem_apples", name="Apples", description="d", tags=["x"], body="b", embed=False)
-    assert created["status"] == "created"
-    vault.write("notes.md", "---\nname: [broken\n---\nid: mem_plums is what I called it\n")
+    # An id line in a broken file's body, or in a note without frontmatter, is no id of theirs.
+    vault.write("notes.md", "---\nname: [broken\n---\nid: mem_plums\n")
+    vault.write("plain.md", "A note.\n\n```yaml\nid: mem_plums\n```\n")
+    store.sync(embed=False)
     assert store.save(id="mem_plums", name="Plums", description="d", tags=["x"], body="b", embed=False)["status"] == (
         "created"
     )
