@@ -124,6 +124,34 @@ def untrusted_home(home: Path) -> str | None:
         return f"{home} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o002 or (st.st_mode & 0o020 and not _own_group(st.st_gid)):
         return f"{home} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}); chmod go-w it"
+    other = _acl_writer(home) if st.st_mode & 0o020 else None  # with an ACL, the group bits are its mask
+    if other:
+        return f"{home} can be written by {other} (an access control list); remove it with setfacl -b"
+    return None
+
+
+#: Linux's POSIX ACL in an extended attribute: a version, then (tag, perm, id) entries.
+_ACL_XATTR = "system.posix_acl_access"
+_ACL_USER, _ACL_GROUP, _ACL_WRITE = 0x02, 0x08, 0x02
+
+
+def _acl_writer(path: Path) -> str | None:
+    # Named users and groups an ACL lets write (through its mask, which the
+    # mode's group bits show: the caller asks only when they grant write).
+    try:
+        raw = os.getxattr(path, _ACL_XATTR, follow_symlinks=False)
+    except (OSError, AttributeError):  # no ACL, no xattr support, not Linux
+        return None
+    import struct
+
+    for offset in range(4, len(raw) - 7, 8):
+        tag, perm, ident = struct.unpack_from("<HHI", raw, offset)
+        if not perm & _ACL_WRITE:
+            continue
+        if tag == _ACL_USER and ident != os.getuid():
+            return f"user {ident}"
+        if tag == _ACL_GROUP and not _own_group(ident):
+            return f"group {ident}"
     return None
 
 

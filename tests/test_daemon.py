@@ -492,6 +492,42 @@ def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed
         victim.wait()
 
 
+def test_a_home_an_acl_lets_another_user_write_is_not_trusted(tmp_path):
+    # The mode said 0770 with a private group: trusted, though an ACL let user 65534 write.
+    import struct
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    entries = [
+        (0x01, 7, 0xFFFFFFFF),
+        (0x02, 7, 65534),
+        (0x04, 0, 0xFFFFFFFF),
+        (0x10, 7, 0xFFFFFFFF),
+        (0x20, 0, 0xFFFFFFFF),
+    ]
+    acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    try:
+        os.setxattr(home, "system.posix_acl_access", acl)
+    except OSError as exc:
+        pytest.skip(f"this file system takes no ACL ({exc.strerror})")
+    assert client.untrusted_home(home) == f"{home} can be written by user 65534 (an access control list); " + (
+        "remove it with setfacl -b"
+    )
+    read_only = [
+        (0x01, 7, 0xFFFFFFFF),
+        (0x02, 5, 65534),
+        (0x04, 0, 0xFFFFFFFF),
+        (0x10, 7, 0xFFFFFFFF),
+        (0x20, 0, 0xFFFFFFFF),
+    ]
+    os.setxattr(
+        home, "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in read_only)
+    )
+    if not client._own_group(os.stat(home).st_gid):
+        pytest.skip("the mask shows as group write, and this user's group is not private")
+    assert client.untrusted_home(home) is None  # reading is no threat
+
+
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
 def test_a_lock_or_output_file_that_is_not_a_file_never_hangs_nor_writes_through(
     tmp_path, mixed_vault, monkeypatch, kind
