@@ -210,6 +210,18 @@ class Config:
             )
         return self.memory_root
 
+    def check_index_place(self) -> None:
+        """Raise ``ConfigError`` when the index would lie among the memories:
+        its -wal, -shm and lock files would sit in the vault, and a name
+        ending in .md would be read as a note (a hidden folder of the root is
+        fine: scans skip it, as Obsidian does)."""
+        inside = os.path.relpath(os.path.realpath(self.index_path.parent), os.path.realpath(self.memory_root))
+        if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
+            raise ConfigError(
+                f"indexPath {self.index_path} is inside the memory root {self.memory_root}; put the index "
+                "outside it (or in a hidden folder of it, such as .marchdb/)"
+            )
+
     @property
     def models_dir(self) -> Path:
         """Where built-in recipes are built: ``MARCH_MODELS_DIR``, ``modelsDir``

@@ -109,6 +109,7 @@ class Store:
     def con(self) -> apsw.Connection:
         """The index connection, opened (and created or rebuilt) on first use."""
         if self._con is None:
+            self.cfg.check_index_place()  # before anything is created there
             con, rebuilt = db.open_index(self.cfg.index_path)
             if rebuilt:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
@@ -295,6 +296,7 @@ class Store:
         rows, or that the old index could not be read and they are lost).
         """
         self.close()
+        self.cfg.check_index_place()
         ownership.check_owned(self.cfg.index_path)  # before the lock file is made next to it
         self.cfg.require_root()  # a root that will be refused: nothing deleted first
         if starting is not None:

@@ -281,6 +281,24 @@ def test_2_the_home_folder_and_marchs_home_are_refused_unless_forced(tmp_path):
     assert forced.exit_code == 0, forced.output
 
 
+def test_2_an_index_inside_the_memory_root_is_refused_before_anything_is_made(tmp_path, vault):
+    # indexPath ".../vault/idx.md": its -wal, -shm and lock files landed among the notes, and doctor
+    # then listed the index itself as a binary note.
+    vault.memory("a.md", "mem_a")
+    home = tmp_path / "home"
+    for name in ("idx.md", "sub/idx.sqlite"):
+        home.mkdir(exist_ok=True)
+        (home / "config.json").write_text(json.dumps({"indexPath": str(vault.root / name)}))
+        for args in (("sync", "--no-embed"), ("status",), ("rebuild", "--no-embed"), ("recall", "x")):
+            err = one_line_error(marchdb_cli(home, *args, root=vault.root), ConfigError.exit_code)
+            assert "is inside the memory root" in err, (name, args, err)
+        assert sorted(p.name for p in vault.root.iterdir()) == ["a.md"]
+    # A hidden folder of the root is skipped by every scan: fine.
+    (home / "config.json").write_text(json.dumps({"indexPath": str(vault.root / ".marchdb" / "idx.sqlite")}))
+    (vault.root / ".marchdb").mkdir()
+    assert marchdb_cli(home, "sync", "--no-embed", root=vault.root).exit_code == 0
+
+
 def test_2_a_walk_never_enters_proc_or_sys():
     for tree_root in ("/proc", "/sys"):
         if os.path.isdir(tree_root):
