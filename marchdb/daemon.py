@@ -312,7 +312,7 @@ class Engine:
                 float(deadline) if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None
             )
             data = self.dispatch(str(req.get("op")), req.get("args") or {}, req.get("identity"), deadline)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past any request's depth
             return _refusal("protocol", "the request is not JSON", 2)
         except MarchError as exc:
             return _refusal(exc.kind, str(exc), exc.exit_code)

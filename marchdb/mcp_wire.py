@@ -71,7 +71,9 @@ def check_line(raw: bytes) -> tuple[str | None, str | None]:
     except (ValueError, RecursionError):
         return None, _error(None, PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC object per line")
     if not isinstance(message, dict):
-        return None, _error(None, INVALID_REQUEST, "Invalid Request: send one JSON-RPC object per line, not a batch")
+        kinds = {list: "a batch", str: "a string", bool: "true or false", type(None): "null"}
+        what = kinds.get(type(message), "a number")
+        return None, _error(None, INVALID_REQUEST, f"Invalid Request: send one JSON-RPC object per line, not {what}")
     mid = message.get("id")
     if isinstance(mid, bool) or not isinstance(mid, (str, int)):
         if "id" in message and "method" in message:

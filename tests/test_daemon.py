@@ -352,6 +352,11 @@ def test_the_engine_drops_what_its_client_stopped_waiting_for(bm25_engine):
     assert on_time["ok"] and [h["id"] for h in on_time["data"]["hints"]] == ["mem_dog"]
 
 
+def test_json_nested_past_any_request_is_a_protocol_error_not_a_failure(bm25_engine):
+    answer = bm25_engine.answer(b'{"a":' + b"[" * 100_000)
+    assert answer == {"ok": False, "error": {"kind": "protocol", "message": "the request is not JSON", "exit_code": 2}}
+
+
 def test_the_engine_stops_when_its_index_is_corrupt(bm25_engine):
     index = bm25_engine.cfg.index_path
     bm25_engine.store.con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)

@@ -1019,6 +1019,10 @@ def test_14_every_mcp_request_gets_an_answer(tmp_path, vault):
         mcp.call("memory_open", {"id": "mem_a"}, 6)
         nulls = [m["error"]["code"] for m in mcp.lines if m.get("id") is None]
         assert nulls == [-32700, -32600] + [-32600] * 6, nulls
+        mcp.send_line("5")  # not an object, and not a batch either (it was told "not a batch")
+        mcp.call("memory_open", {"id": "mem_a"}, 7)
+        said = [m["error"]["message"] for m in mcp.lines if m.get("id") is None]
+        assert said[1].endswith("not a batch") and said[-1].endswith("not a number"), said
         # A line past the bound is answered, not read whole (a 400 MB line held 3.5 GB).
         from marchdb.mcp_wire import MAX_LINE_BYTES
 

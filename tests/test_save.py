@@ -234,6 +234,14 @@ def test_stale_base_already_holding_the_values_is_still_checked(vault, store):
     assert state == "updated" and changed == ["description"]
 
 
+def test_tags_are_counted_once_deduplicated(vault, store):
+    # "t" sixty times is one tag: it was refused as "60 tags; a memory has at most 50".
+    done = store.save(name="Dup tags", description="d", tags=["t"] * 60 + ["T "], body="b", embed=False)
+    assert done["status"] == "created"
+    with pytest.raises(InvalidInput, match="51 tags; a memory has at most 50"):
+        store.save(name="Many", description="d", tags=[f"t{i}" for i in range(51)], body="b", embed=False)
+
+
 def test_duplicate_ids_are_a_conflict(vault, store):
     vault.memory("a.md", "mem_twin", body="one")
     vault.memory("b.md", "mem_twin", body="two")
