@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +89,7 @@ def claude_code(store, event: str) -> Answer:
     if not event.strip():
         return Answer(note="the event is empty (nothing came on stdin); nothing injected")
     try:
-        data = json.loads(event)
+        data = json.loads(event.removeprefix("\ufeff"))  # a BOM some writers put first
     except ValueError as exc:
         return Answer(note=f"the event is not JSON ({exc}); nothing injected")
     except RecursionError:
@@ -98,12 +99,13 @@ def claude_code(store, event: str) -> Answer:
     name = data.get("hook_event_name")
     session = _session_id(data.get("session_id"))
     if name == "SessionStart":
-        blocks = profiles.read_profiles(store.cfg)
+        unread: list[str] = []  # one profile that cannot be read must not keep the other out
+        blocks = profiles.read_profiles(store.cfg, unread)
         share = MAX_CONTEXT_CHARS // len(blocks) - 40  # each profile gets its half, with its block header
         blocks = {key: _cut(text, share) for key, text in blocks.items()}
-        return Answer(_additional_context("SessionStart", profiles.format_context(blocks)))
+        return Answer(_additional_context("SessionStart", profiles.format_context(blocks)), "; ".join(unread) or None)
     if name == "UserPromptSubmit":
-        prompt = data.get("prompt")
+        prompt = _as_text(data.get("prompt"))
         if not isinstance(prompt, str) or not prompt.strip():
             return Answer(note="UserPromptSubmit without a prompt; nothing injected")
         store.cfg.require_root()  # a missing vault must not hint from a stale index
@@ -116,7 +118,7 @@ def claude_code(store, event: str) -> Answer:
             return Answer(note=result.warning)
         return Answer(_additional_context("UserPromptSubmit", "[recall]\n" + result.text()), result.warning)
     if name == "Stop":
-        reply = data.get("last_assistant_message")
+        reply = _as_text(data.get("last_assistant_message"))
         if not isinstance(reply, str) or not reply.strip():
             reply = last_reply(data.get("transcript_path"))
         if not reply:
@@ -227,6 +229,15 @@ def project_for(cwd: object, projects: dict[str, str]) -> str | None:
     return None
 
 
+def _as_text(value: object) -> object:
+    # A lone surrogate (half an emoji cut by a host) would refuse the whole
+    # message; as U+FFFD the rest of it is still recalled.
+    return _SURROGATES.sub("\ufffd", value) if isinstance(value, str) else value
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def _taggable(store, project: str | None) -> str | None:
     # A repository's folder name that cannot be a tag ("app (old)") ranks
     # nothing; said on every prompt it would only fill the hook log.
@@ -278,7 +289,7 @@ def generic(store, event: str) -> Answer:
     is the plain context block — ``[recall]`` lines, with the profile blocks
     first when ``profiles`` is true — or nothing."""
     data = json.loads(event)
-    text = data.get("text") or ""
+    text = _as_text(data.get("text")) or ""
     blocks = profiles.read_profiles(store.cfg) if data.get("profiles") else None
     hints_text = ""
     if text.strip():

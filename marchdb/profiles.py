@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from .config import Config, ensure_layout
 from .errors import FileError, InvalidInput
@@ -23,38 +24,48 @@ PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 MAX_PROFILE_BYTES = 64 * 1024
 
 
-def read_profiles(cfg: Config) -> dict:
+def read_profiles(cfg: Config, problems: list[str] | None = None) -> dict:
     """``{"agent_profile": text, "user_profile": text}`` from the profile files.
 
     Missing files are created first (``config.ensure_layout``, never
     overwriting), so a fresh home yields the starter texts. The files are
     read as they are now; the user may edit them at any time. Like memories,
     they are read only as regular files, never through a link or from a
-    FIFO, and at most ``MAX_PROFILE_BYTES`` each.
+    FIFO, and at most ``MAX_PROFILE_BYTES`` each. A profile that cannot be
+    read raises ``FileError``; with ``problems`` (a list) its text is "" and
+    the reason is appended there instead, so the other still reaches the
+    prompt (a hook at the start of a session).
     """
     if not all(os.path.lexists(cfg.profiles_dir / name) for name in PROFILE_FILES.values()):
         ensure_layout(cfg)
     out = {}
     for key, name in PROFILE_FILES.items():
-        path = cfg.profiles_dir / name
         try:
-            data, _st = read_file(path, MAX_PROFILE_BYTES)
-            if len(data) > MAX_PROFILE_BYTES:
-                raise FileError(
-                    f"{path} is larger than {MAX_PROFILE_BYTES:,} bytes; it goes into every prompt, shorten it"
-                )
-            out[key] = data.decode("utf-8").removeprefix("\ufeff").strip()
-        except UnicodeDecodeError as exc:
-            raise FileError(f"{path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise FileError(
-                    f"{path} is a symbolic link; marchdb never reads through links: put the file there"
-                ) from None
-            raise FileError(
-                f"cannot read {path}: {exc.strerror} (it must be a regular file); check the file and its permissions"
-            ) from None
+            out[key] = _read_profile(cfg.profiles_dir / name)
+        except FileError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
+            out[key] = ""
     return out
+
+
+def _read_profile(path: Path) -> str:
+    try:
+        data, _st = read_file(path, MAX_PROFILE_BYTES)
+        if len(data) > MAX_PROFILE_BYTES:
+            raise FileError(f"{path} is larger than {MAX_PROFILE_BYTES:,} bytes; it goes into every prompt, shorten it")
+        return data.decode("utf-8").removeprefix("\ufeff").strip()
+    except UnicodeDecodeError as exc:
+        raise FileError(f"{path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FileError(
+                f"{path} is a symbolic link; marchdb never reads through links: put the file there"
+            ) from None
+        raise FileError(
+            f"cannot read {path}: {exc.strerror} (it must be a regular file); check the file and its permissions"
+        ) from None
 
 
 def _field(hint: object, key: str) -> object:

@@ -163,6 +163,24 @@ def test_a_hook_without_the_engine_never_builds_a_large_index_itself(tmp_path, v
     assert "mem_dog" in done.stdout
 
 
+def test_odd_text_from_the_host_still_gets_its_recall(bm25_store):
+    # A lone surrogate (half an emoji) refused the whole prompt; a BOM made the event "not JSON".
+    text = "Dog's medication carprofen tablet"
+    surrogate = event("UserPromptSubmit", session="odd1", prompt="\ud83d " + text)
+    for raw in (surrogate, "\ufeff" + event("UserPromptSubmit", session="odd2", prompt=text)):
+        answer = hooks.handle(bm25_store, "claude-code", raw)
+        assert "mem_dog" in json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"], raw[:60]
+
+
+def test_one_profile_that_cannot_be_read_keeps_the_other_in_the_session(bm25_store):
+    hooks.handle(bm25_store, "claude-code", event("SessionStart"))  # creates the starter profiles
+    (bm25_store.cfg.profiles_dir / "user.md").write_bytes(b"x" * (70 * 1024))
+    answer = hooks.handle(bm25_store, "claude-code", event("SessionStart"))
+    context = json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"]
+    assert "[agent_profile]" in context and "x" * 100 not in context
+    assert "larger than 65,536 bytes" in answer["note"]
+
+
 def test_bad_input_is_explained_in_the_hook_log_and_doctor(bm25_store):
     hooks.handle(bm25_store, "claude-code", "{broken")
     assert any("not JSON" in line for line in client.read_log(bm25_store.cfg.home, "hooks"))
