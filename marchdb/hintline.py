@@ -7,13 +7,17 @@ that showing hints needs neither numpy nor the index.
 
 from __future__ import annotations
 
+from .errors import plain_line
+
 #: Characters of a description shown in a hint line.
 DESCRIPTION_CHARS = 80
 
 
 def short(text: str, limit: int = DESCRIPTION_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    text = " ".join(str(text).split())
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis;
+    control and direction-control characters dropped (a hand-written name
+    may hold an escape sequence, and a hint goes to hosts and terminals)."""
+    text = plain_line(str(text))
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

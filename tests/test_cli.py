@@ -402,6 +402,11 @@ def test_escape_sequences_never_reach_the_terminal(cli, vault):
         "esc.md", '---\nid: mem_esc\nname: "Deploy \\e]0;PWNED\\a day"\ndescription: tuesdays\ntags: [t]\n---\nBody.\n'
     )
     assert cli("sync", "--no-embed").exit_code == 0
+    # A hint line drops them, for hosts and scripts too (the JSON data keeps the name, escaped).
+    assert (
+        json.loads(cli("recall", "Deploy day tuesdays", "--json").stdout)["text"].startswith("- mem_esc | score=")
+        and "| Deploy ]0;PWNED day | tuesdays" in cli("recall", "Deploy day tuesdays").stdout
+    )
     for args in (("search", "tuesdays"), ("sql", "SELECT name FROM memory_index"), ("open", "mem_esc")):
         out = cli(*args).stdout
         assert "\x1b" not in out and "\x07" not in out, (args, out)
