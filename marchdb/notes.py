@@ -306,6 +306,10 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     except yaml.YAMLError as exc:
         raise BadNote("parse_error", f"frontmatter is not valid YAML: {_yaml_problem(exc)[:300]}") from None
     except (ValueError, RecursionError) as exc:
+        if "integer string conversion" in str(exc):  # Python's own words, and its advice, are no help here
+            raise BadNote(
+                "parse_error", "frontmatter has a number of more than 4,300 digits; quote it or shorten it"
+            ) from None
         raise BadNote("parse_error", f"frontmatter block is malformed: {str(exc)[:300]}") from None
     if meta is None:
         meta = {}

@@ -142,6 +142,13 @@ def test_bad_notes(data, kind):
     assert info.value.problem.kind == kind
 
 
+def test_a_number_too_long_for_python_is_said_plainly():
+    # It gave Python's "Exceeds the limit (4300 digits) ... use sys.set_int_max_str_digits()".
+    for head in (b"id: m\npriority: " + b"9" * 5000, b"id: " + b"9" * 5000):
+        with pytest.raises(BadNote, match="a number of more than 4,300 digits; quote it or shorten it"):
+            parse_note(b"---\n" + head + b"\n---\nbody")
+
+
 def test_soft_problems_still_parse():
     note = parse_note(b"---\nid: m1\ntags: one, two\nstatus: Deprecated\n---\nbody", "my-file")
     kinds = {p.kind for p in note.problems}
