@@ -346,10 +346,18 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
         if con is not None:
             con.close()
         with writer_lock(path):
+            # The logs are what the files cannot give back: kept when they can still be read.
+            saved, unreadable = logs.read_file(path)
             remove_index_files(path)  # checks again that it is ours
             con = connect(path)
             _apply_schema(con)
-        return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files"
+            kept = ""
+            if saved is not None and saved.rows():
+                with transaction(con):
+                    kept = "; " + logs.describe(*logs.restore(con, saved))
+            elif unreadable:
+                kept = "; its recall/open logs could not be read and are lost"
+        return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files{kept}"
     except apsw.Error as exc:
         if con is not None:
             con.close()

@@ -61,7 +61,7 @@ def test_corrupt_file_is_rebuilt(tmp_path):
     data[100:] = b"garbage!" * ((len(data) - 100) // 8)
     path.write_bytes(bytes(data))
     con, rebuilt = db.open_index(path)
-    assert rebuilt and "corrupt" in rebuilt
+    assert rebuilt and "corrupt" in rebuilt and "recall/open logs could not be read and are lost" in rebuilt
     assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 0
 
 
