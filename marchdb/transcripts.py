@@ -116,6 +116,17 @@ def _when(value: object) -> dt.datetime | None:
     return parse_time(value) if isinstance(value, str) else None
 
 
+#: A message that does not fit whole is kept cut when at least this much of it fits.
+CUT_MESSAGE_MIN_CHARS = 500
+#: Longest title, folder or branch name written into a conversation's first line.
+HEADER_FIELD_CHARS = 200
+
+
+def _field(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= HEADER_FIELD_CHARS else text[: HEADER_FIELD_CHARS - 1] + "…"
+
+
 def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin: str) -> tuple[str, list[str]]:
     """The conversation as Markdown, cut at ``MAX_BODY_CHARS`` (a warning says so)."""
     parts = [header]
@@ -125,11 +136,19 @@ def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin
         label = f"**{role}**" + (f" · {when:%H:%M}" if when else "")
         piece = f"{label}\n\n{text.strip()}"
         if size + len(piece) > MAX_BODY_CHARS:
+            # The message that does not fit is cut, not dropped: one huge paste
+            # left a memory of the header alone (and a second import skips it).
+            room = MAX_BODY_CHARS - size - len(label) - 400
+            if room >= CUT_MESSAGE_MIN_CHARS:
+                parts.append(f"{label}\n\n{text.strip()[:room].rstrip()} …*(cut)*")
+                n += 1
             left = len(turns) - n
-            parts.append(
-                f"*({left} more messages not imported: the memory is cut at {MAX_BODY_CHARS:,} characters; the whole conversation is in {origin})*"
-            )
-            warnings.append(f"cut after {n} of {len(turns)} messages ({MAX_BODY_CHARS:,} characters)")
+            if left:
+                parts.append(
+                    f"*({left} more messages not imported: the memory is cut at {MAX_BODY_CHARS:,} characters; "
+                    f"the whole conversation is in {origin})*"
+                )
+            warnings.append(f"cut at {MAX_BODY_CHARS:,} characters, in message {min(n, len(turns))} of {len(turns)}")
             break
         parts.append(piece)
         size += len(piece) + 2
@@ -339,7 +358,7 @@ def read_session(path: Path, origin: str) -> Found:
         return Skip(origin, short)
     if first is None:
         first = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
-    where = f" in `{cwd}`" + (f" (branch `{branch}`)" if branch else "") if cwd else ""
+    where = f" in `{_field(cwd)}`" + (f" (branch `{_field(branch)}`)" if branch else "") if cwd else ""
     span = f"{first:%Y-%m-%d %H:%M}" + (
         f"–{last:%H:%M}" if last and last.date() == first.date() and last != first else ""
     )
@@ -487,7 +506,9 @@ def conversation_item(conv: object, origin: str) -> Found:
         return Bad(origin, "the conversation has no time (create_time)")
     updated = _when(conv.get("update_time"))
     title = conv.get("title") if isinstance(conv.get("title"), str) and conv["title"].strip() else None
-    header = f"ChatGPT conversation “{title or 'untitled'}”, {created:%Y-%m-%d %H:%M} UTC, id `{conv_id}`."
+    header = (
+        f"ChatGPT conversation “{_field(title or 'untitled')}”, {created:%Y-%m-%d %H:%M} UTC, id `{_field(conv_id)}`."
+    )
     body, cut = render(turns, header, origin)
     return Item(
         source=f"chatgpt:{conv_id}",

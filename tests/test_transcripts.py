@@ -320,6 +320,9 @@ def test_half_written_garbage_and_huge_session_files_are_reported_per_item(vault
         for i in range(150)
     ]
     write_jsonl(folder / "long.jsonl", long_lines)
+    # One paste past the whole budget: it left a memory of the header alone.
+    paste = [dict(cc_lines("paste-1")[3], message={"role": "user", "content": "paste " + "z" * 200_000})]
+    write_jsonl(folder / "paste.jsonl", paste + cc_lines("paste-1")[4:])
     out = store.import_("claude-code", folder, apply=True, embed=False)
     rows = {r["origin"]: r for r in out["items"]}
     assert rows["live.jsonl"]["action"] == "created" and "2 lines left out" in rows["live.jsonl"]["warnings"][0]
@@ -327,14 +330,17 @@ def test_half_written_garbage_and_huge_session_files_are_reported_per_item(vault
     assert rows["junk.jsonl"]["action"] == "problem" and "not JSON" in rows["junk.jsonl"]["detail"]
     assert rows["empty.jsonl"]["action"] == "skip" and "no message typed" in rows["empty.jsonl"]["detail"]
     assert rows["huge.jsonl"]["action"] == "created" and "longer than" in rows["huge.jsonl"]["warnings"][0]
-    assert rows["long.jsonl"]["action"] == "created" and "cut after" in rows["long.jsonl"]["warnings"][0]
+    assert rows["long.jsonl"]["action"] == "created" and "cut at 60,000 characters" in rows["long.jsonl"]["warnings"][0]
+    pasted = rows["paste.jsonl"]
+    assert pasted["action"] == "created" and "in message 1 of " in pasted["warnings"][0]
+    assert "paste zzzz" in (vault.root / pasted["path"]).read_text()
     long_path = (
         Path(rows["long.jsonl"]["path"])
         if Path(rows["long.jsonl"]["path"]).is_absolute()
         else vault.root / rows["long.jsonl"]["path"]
     )
     assert MAX_BODY_CHARS - 3000 < len(long_path.read_text()) < MAX_BODY_CHARS + 2000
-    assert (out["created"], out["skipped"], out["problems"]) == (3, 1, 1)
+    assert (out["created"], out["skipped"], out["problems"]) == (4, 1, 1)
     assert (vault.root / "keep.md").read_bytes() == before
     assert "mem_keep" in memories(store)
 
@@ -650,3 +656,13 @@ def test_chatgpt_parts_given_as_one_string_are_one_piece(vault, store, tmp_path)
     assert out["created"] == 1
     body = (vault.root / next(iter(memories(store).values()))["path"]).read_text()
     assert "the deploy failed with a connection timeout" in body
+
+
+def test_a_title_past_any_reason_does_not_push_the_messages_out(vault, store, tmp_path):
+    # A 100,000-character title went whole into the first line and used up the body's budget.
+    (tmp_path / "conversations.json").write_text(json.dumps([conversation(title="T" * 100_000)]))
+    out = store.import_("chatgpt", tmp_path / "conversations.json", apply=True, embed=False)
+    assert out["created"] == 1 and not out["items"][0]["warnings"]
+    body = (vault.root / next(iter(memories(store).values()))["path"]).read_text()
+    assert "the deploy failed with a connection timeout" in body and "T" * 199 + "…" in body
+    assert "T" * 201 not in body.split("---", 2)[2]
