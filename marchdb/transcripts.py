@@ -464,8 +464,11 @@ def thread(conv: dict) -> tuple[list[dict], list[str]]:
     seen: set = set()
     warnings: list[str] = []
     while isinstance(node_id, str) and node_id in mapping:
-        if node_id in seen or len(chain) >= MAX_THREAD:
+        if node_id in seen:
             warnings.append("the message tree loops back on itself; the thread was cut there")
+            break
+        if len(chain) >= MAX_THREAD:
+            warnings.append(f"the thread is longer than {MAX_THREAD:,} messages; its latest {MAX_THREAD:,} are read")
             break
         seen.add(node_id)
         node = mapping[node_id]

@@ -666,3 +666,15 @@ def test_a_title_past_any_reason_does_not_push_the_messages_out(vault, store, tm
     body = (vault.root / next(iter(memories(store).values()))["path"]).read_text()
     assert "the deploy failed with a connection timeout" in body and "T" * 199 + "…" in body
     assert "T" * 201 not in body.split("---", 2)[2]
+
+
+def test_a_thread_past_the_bound_is_said_to_be_long_not_to_loop(monkeypatch):
+    from marchdb import transcripts
+
+    monkeypatch.setattr(transcripts, "MAX_THREAD", 50)
+    mapping = {
+        f"m{i}": {"id": f"m{i}", "parent": f"m{i - 1}" if i else None, "message": {"id": f"m{i}"}} for i in range(60)
+    }
+    messages, warnings = transcripts.thread({"mapping": mapping, "current_node": "m59"})
+    assert len(messages) == 50 and messages[-1]["id"] == "m59"
+    assert warnings == ["the thread is longer than 50 messages; its latest 50 are read"]
