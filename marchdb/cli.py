@@ -545,5 +545,22 @@ from . import cli_hosts, cli_index, cli_lifecycle  # noqa: E402, F401
 
 
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point. A usage error is one line on stderr too, like
+    every other error (click draws the usage and a box around its message)."""
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:
+        # Click's exceptions, whichever click typer brings (it vendors its own):
+        # a bad option or argument (UsageError, BadParameter, ...) has both.
+        if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.exit(exc.exit_code)  # the help is printed already
+        ctx = getattr(exc, "ctx", None)
+        where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        say(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, typer.Abort):  # Ctrl-C at a prompt, or stdin closed on one
+        say("aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

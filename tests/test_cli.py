@@ -286,6 +286,21 @@ def _command_names(group, prefix: str = "") -> list[str]:
     return names
 
 
+def test_usage_errors_are_one_line_too(tmp_path):
+    # A bad option or argument drew click's usage and a box over several lines.
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(tmp_path)}
+    for args, said in (
+        (["search", "deploy", "--contxt", "2"], "error: No such option: --contxt"),
+        (["search", "a", "b"], "error: Got unexpected extra argument(s) (b); see `marchdb search --help`"),
+        (["serve", "--idle", "abc"], "error: Invalid value for '--idle'"),
+        (["nosuch"], "error: No such command 'nosuch'; see `marchdb --help`"),
+    ):
+        done = subprocess.run([marchdb, *args], capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(said), (args, done.stderr)
+        assert done.stderr.count("\n") == 1 and not done.stdout, (args, done.stderr)
+
+
 def test_every_command_is_in_the_readme():
     import typer.main
 
