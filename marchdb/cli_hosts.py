@@ -159,6 +159,8 @@ def _report_install(result, as_json: bool, verb: str) -> None:
         say(f"nothing to change in {result.settings}")
     else:
         say(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
+        for command in result.replaced:
+            say(f"in place of an earlier marchdb hook: {command}")
         if result.backup:
             say(f"the previous file is kept as {result.backup}")
 

@@ -55,6 +55,9 @@ class InstallResult:
     command: str
     backup: Path | None = None
     events: tuple[str, ...] = ()
+    #: Commands of earlier marchdb hooks install put its own in place of
+    #: (another path, home, root or model): said, and kept in the backup.
+    replaced: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -64,6 +67,7 @@ class InstallResult:
             "command": self.command,
             "backup": None if self.backup is None else str(self.backup),
             "events": list(self.events),
+            "replaced": list(self.replaced),
         }
 
 
@@ -135,7 +139,8 @@ def install(path: Path, command: str) -> InstallResult:
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
-    added = []
+    added: list[str] = []
+    replaced: list[str] = []
     for event in EVENTS:
         if event not in hooks:
             created.append(event)
@@ -145,6 +150,7 @@ def install(path: Path, command: str) -> InstallResult:
         mine = _ours_in(groups)
         if any(h.get("command") == command and h.get("timeout") == TIMEOUT_SECONDS for h in mine):
             continue
+        replaced += [str(h.get("command")) for h in mine if h.get("command") != command]
         _drop_ours(groups)  # an older marchdb's hook (another path): replaced, not doubled
         groups.append({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]})
         added.append(event)
@@ -155,7 +161,7 @@ def install(path: Path, command: str) -> InstallResult:
     if not legacy:
         _write_record(path, sorted(set(noted or []) | set(created)))
     backup = _write(path, settings)
-    return InstallResult(path, True, command, backup, tuple(added))
+    return InstallResult(path, True, command, backup, tuple(added), tuple(dict.fromkeys(replaced)))
 
 
 def uninstall(path: Path) -> InstallResult:

@@ -71,7 +71,10 @@ def test_install_twice_changes_nothing_and_uninstall_restores(settings):
 
 def test_a_moved_installation_replaces_its_old_hook(settings):
     install.install(settings, "/old/venv/bin/marchdb hook claude-code")
-    install.install(settings, install.hook_command())
+    result = install.install(settings, install.hook_command())
+    # Said, not done silently (it may be another home's hook); the backup keeps it.
+    assert result.replaced == ("/old/venv/bin/marchdb hook claude-code",)
+    assert "/old/venv/bin/marchdb" in result.backup.read_text()
     data = json.loads(settings.read_text())
     assert all(len(ours(data, e)) == 1 for e in install.EVENTS)
     assert ours(data, "Stop")[0]["command"] == install.hook_command()
