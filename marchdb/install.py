@@ -138,7 +138,7 @@ def install(path: Path, command: str) -> InstallResult:
         created.append(FILE_CREATED)  # uninstall removes the file again
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
-        raise ConfigError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
+        raise FileError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
     added: list[str] = []
     replaced: list[str] = []
     for event in EVENTS:
@@ -146,7 +146,7 @@ def install(path: Path, command: str) -> InstallResult:
             created.append(event)
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
-            raise ConfigError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
+            raise FileError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
         mine = _ours_in(groups)
         if any(h.get("command") == command and h.get("timeout") == TIMEOUT_SECONDS for h in mine):
             continue
