@@ -375,9 +375,10 @@ def load_config(
         root_path, root_source = Path(root).expanduser(), "--root"
     elif env.get("MARCH_MEMORY_ROOT"):
         root_path, root_source = Path(env["MARCH_MEMORY_ROOT"]).expanduser(), "MARCH_MEMORY_ROOT"
-    elif data.get("memoryRoot"):
-        if not isinstance(data["memoryRoot"], str):
-            raise ConfigError("memoryRoot in config.json must be a path string")
+    elif data.get("memoryRoot") is not None:
+        # An empty one (a template not filled in) must not mean the default vault without a word.
+        if not isinstance(data["memoryRoot"], str) or not data["memoryRoot"].strip():
+            raise ConfigError("memoryRoot in config.json must be a path string (or left out for the default)")
         root_path, root_source = _expand(data["memoryRoot"], home_path), "memoryRoot in config.json"
     else:
         root_path, root_source = home_path / "March Memories", ""

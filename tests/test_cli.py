@@ -174,6 +174,10 @@ def test_config_errors_are_one_line(cli, tmp_path):
     (tmp_path / "home" / "config.json").write_text("{not json")
     result = cli("status")
     assert result.exit_code == 3 and "config.json is not valid JSON" in result.stderr
+    # A template left unfilled: it meant the default vault without a word.
+    (tmp_path / "home" / "config.json").write_text('{"memoryRoot": ""}')
+    unfilled = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "status"], env={"MARCH_MEMORY_ROOT": ""})
+    assert unfilled.exit_code == 3 and "memoryRoot in config.json must be a path string" in unfilled.stderr
     (tmp_path / "home" / "config.json").unlink()
     (tmp_path / "home").rmdir()
     (tmp_path / "home").write_text("a file where the home goes")
