@@ -260,6 +260,12 @@ class Importer:
                         row.action, row.id, row.detail = "skip", done, self._skipped(item, done)
                         continue
                     mem_id = item.want_id if item.want_id and item.want_id not in taken else None
+                    if item.want_id and mem_id is None:
+                        # The vault has that day's log already: this one is kept beside it, under its own id.
+                        row.warnings.append(
+                            f"{item.want_id} exists already, so this one gets an id of its own; "
+                            "merge the two by hand if you like"
+                        )
                     while mem_id is None or mem_id in taken:
                         mem_id = new_id(item.name, item.created)
                     taken.add(mem_id)

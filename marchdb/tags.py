@@ -68,6 +68,8 @@ def normalize_tags(raw: object) -> tuple[list[str], list[str]]:
         items: list[object] = list(words) if inline else [p for p in raw.split(",")]
     elif isinstance(raw, (list, tuple)):
         items = list(raw)
+    elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        items = [raw]  # "tags: 2026" is one tag, as [2026] is
     else:
         return [], [repr(raw)]
     tags: list[str] = []

@@ -319,6 +319,15 @@ def test_a_vault_holding_the_memory_root_is_imported_without_it(tmp_path, cfg):
             store.import_("obsidian", root / "2026")
 
 
+def test_a_days_log_the_vault_has_already_is_imported_beside_it_and_said(vault, store, workspace):
+    # It got an id of its own without a word: two daily logs of one day, unexplained.
+    vault.memory("mine.md", "log_2026-11-02", name="Daily log 2026-11-02", tags=["daily-log"])
+    out = store.import_("workspace", workspace, apply=True, embed=False)
+    row = next(r for r in out["items"] if r["origin"] == "memory/2026-11-02.md")
+    assert row["action"] == "created" and row["id"] != "log_2026-11-02"
+    assert "log_2026-11-02 exists already, so this one gets an id of its own" in " ".join(row["warnings"])
+
+
 def test_a_copied_daily_log_keeps_its_days_time_and_maintain_sees_it(vault, store, workspace):
     # A copied or cloned workspace gives every file today's time: the log's day
     # (and its last entry) say when it was written.

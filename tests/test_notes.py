@@ -57,6 +57,7 @@ def test_normalize_tags_dedupes_and_reports_rejects():
     assert rejected == ["'a;b'"]
     assert normalize_tags("one, Two") == (["one", "two"], [])
     assert normalize_tags("machine learning") == (["machine-learning"], [])
+    assert normalize_tags(2026) == normalize_tags([2026]) == (["2026"], [])  # a lone number was refused
     # Obsidian's inline form: "#books #scifi" is two tags (it was one, "books-#scifi").
     assert normalize_tags("#books #scifi, #c++") == (["books", "scifi", "c++"], [])
 
