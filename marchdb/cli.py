@@ -552,14 +552,15 @@ def main() -> None:
     except Exception as exc:
         # Click's exceptions, whichever click typer brings (it vendors its own):
         # a bad option or argument (UsageError, BadParameter, ...) has both.
-        if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int)):
+        exit_code = getattr(exc, "exit_code", None)
+        if not (hasattr(exc, "format_message") and isinstance(exit_code, int)):
             raise
         if type(exc).__name__ == "NoArgsIsHelpError":
-            sys.exit(exc.exit_code)  # the help is printed already
+            sys.exit(exit_code)  # the help is printed already
         ctx = getattr(exc, "ctx", None)
         where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
         say(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
-        sys.exit(exc.exit_code)
+        sys.exit(exit_code)
     except (click.exceptions.Abort, typer.Abort):  # Ctrl-C at a prompt, or stdin closed on one
         say("aborted", err=True)
         sys.exit(1)

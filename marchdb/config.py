@@ -214,7 +214,12 @@ class Config:
         """Raise ``ConfigError`` when the index would lie among the memories:
         its -wal, -shm and lock files would sit in the vault, and a name
         ending in .md would be read as a note (a hidden folder of the root is
-        fine: scans skip it, as Obsidian does)."""
+        fine: scans skip it, as Obsidian does). A root that is no vault at all
+        (``unusual_root``: it holds the home, it is /tmp, ...) is refused by
+        ``require_root`` where a root is needed, which says more; one allowed
+        on purpose (``allowUnusualRoot``) is the user's call."""
+        if self.allow_unusual_root or unusual_root(self.memory_root, self.home):
+            return
         inside = os.path.relpath(os.path.realpath(self.index_path.parent), os.path.realpath(self.memory_root))
         if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
             raise ConfigError(

@@ -229,10 +229,10 @@ def project_for(cwd: object, projects: dict[str, str]) -> str | None:
     return None
 
 
-def _as_text(value: object) -> object:
+def _as_text(value: object) -> str | None:
     # A lone surrogate (half an emoji cut by a host) would refuse the whole
     # message; as U+FFFD the rest of it is still recalled.
-    return _SURROGATES.sub("\ufffd", value) if isinstance(value, str) else value
+    return _SURROGATES.sub("\ufffd", value) if isinstance(value, str) else None
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")

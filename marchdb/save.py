@@ -242,6 +242,8 @@ def validate_changes(
             f"{MAX_BODY_BYTES:,} bytes; split it into several memories"
         )
     if tags is not None:
+        if not isinstance(tags, (list, tuple, str)):
+            raise InvalidInput(f"invalid tags: {tags!r}"[:200] + "; pass tags as a list of strings")
         # Counted after de-duplication below ("t" sixty times is one tag); this
         # bound only keeps 20,000 given tags from costing minutes.
         if isinstance(tags, (list, tuple)) and len(tags) > MAX_TAGS * 10:
