@@ -15,7 +15,8 @@ import hashlib
 import unicodedata
 from dataclasses import dataclass, field
 
-from .errors import InvalidInput, plain_line
+from .errors import InvalidInput
+from .hintline import short
 from .notes import MAX_TAGS, normalize_tag
 
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
@@ -84,12 +85,10 @@ class Bad:
 Found = Item | Skip | Bad
 
 
-def one_line(text: str, limit: int) -> str:
-    """``text`` on one line of plain text (``errors.plain_line``: no escape
-    sequence or direction control, which ``save`` refuses too), cut to
-    ``limit`` characters (with an ellipsis)."""
-    text = plain_line(str(text))
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+#: ``text`` on one line of plain text (``errors.plain_line``: no escape
+#: sequence or direction control, which ``save`` refuses too), cut to
+#: ``limit`` characters with an ellipsis: the hint line's own rule.
+one_line = short
 
 
 def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> list[str]:

@@ -122,11 +122,6 @@ CUT_MESSAGE_MIN_CHARS = 500
 HEADER_FIELD_CHARS = 200
 
 
-def _field(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= HEADER_FIELD_CHARS else text[: HEADER_FIELD_CHARS - 1] + "…"
-
-
 def render(turns: list[tuple[str, dt.datetime | None, str]], header: str, origin: str) -> tuple[str, list[str]]:
     """The conversation as Markdown, cut at ``MAX_BODY_CHARS`` (a warning says so)."""
     parts = [header]
@@ -358,7 +353,12 @@ def read_session(path: Path, origin: str) -> Found:
         return Skip(origin, short)
     if first is None:
         first = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
-    where = f" in `{_field(cwd)}`" + (f" (branch `{_field(branch)}`)" if branch else "") if cwd else ""
+    where = (
+        f" in `{one_line(cwd, HEADER_FIELD_CHARS)}`"
+        + (f" (branch `{one_line(branch, HEADER_FIELD_CHARS)}`)" if branch else "")
+        if cwd
+        else ""
+    )
     span = f"{first:%Y-%m-%d %H:%M}" + (
         f"–{last:%H:%M}" if last and last.date() == first.date() and last != first else ""
     )
@@ -509,9 +509,7 @@ def conversation_item(conv: object, origin: str) -> Found:
         return Bad(origin, "the conversation has no time (create_time)")
     updated = _when(conv.get("update_time"))
     title = conv.get("title") if isinstance(conv.get("title"), str) and conv["title"].strip() else None
-    header = (
-        f"ChatGPT conversation “{_field(title or 'untitled')}”, {created:%Y-%m-%d %H:%M} UTC, id `{_field(conv_id)}`."
-    )
+    header = f"ChatGPT conversation “{one_line(title or 'untitled', HEADER_FIELD_CHARS)}”, {created:%Y-%m-%d %H:%M} UTC, id `{one_line(conv_id, HEADER_FIELD_CHARS)}`."
     body, cut = render(turns, header, origin)
     return Item(
         source=f"chatgpt:{conv_id}",
