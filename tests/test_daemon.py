@@ -44,13 +44,14 @@ def home(tmp_path, mixed_vault, default_model_path, monkeypatch):
         os.kill(pid, signal.SIGKILL)
 
 
-def marchdb(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([MARCHDB, *args], input=stdin, capture_output=True, text=True, timeout=timeout)
+def marchdb(*args: str, stdin: str = "", timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([MARCHDB, *args], input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def hook(event: dict | str) -> subprocess.CompletedProcess:
+def hook(event: dict | str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``marchdb hook claude-code`` with ``event`` on stdin (``env``: the process's, default this one's)."""
     raw = event if isinstance(event, str) else json.dumps(event)
-    return marchdb("hook", "claude-code", stdin=raw, timeout=60)
+    return marchdb("hook", "claude-code", stdin=raw, timeout=60, env=env)
 
 
 def prompt_event(session: str, prompt: str = PROMPT) -> dict:
@@ -477,14 +478,7 @@ def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed
         client.request(home, "ping", {})
     served = subprocess.run([MARCHDB, "serve"], capture_output=True, text=True, env=env, timeout=60)
     assert served.returncode == 3 and "does not start" in served.stderr
-    answered = subprocess.run(
-        [MARCHDB, "hook", "claude-code"],
-        input=json.dumps(prompt_event("s", "Dog's medication carprofen tablet")),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    answered = hook(prompt_event("s", "Dog's medication carprofen tablet"), env)
     assert answered.returncode == 0 and "mem_dog" in answered.stdout  # answered in-process, no engine
     assert not engine_processes(home) and not client.socket_path(home).exists()
     assert any("untrusted" in line for line in client.read_log(home, "hooks"))
@@ -503,31 +497,22 @@ def test_a_home_an_acl_lets_another_user_write_is_not_trusted(tmp_path):
 
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    entries = [
-        (0x01, 7, 0xFFFFFFFF),
-        (0x02, 7, 65534),
-        (0x04, 0, 0xFFFFFFFF),
-        (0x10, 7, 0xFFFFFFFF),
-        (0x20, 0, 0xFFFFFFFF),
-    ]
-    acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
-    try:
+
+    def set_acl(named_user_perm: int) -> None:
+        # Linux's xattr form: version 2, then (tag, perm, id): owner, user 65534, group, mask, other.
+        entries = [(0x01, 7, 0xFFFFFFFF), (0x02, named_user_perm, 65534), (0x04, 0, 0xFFFFFFFF)]
+        entries += [(0x10, 7, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]
+        acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
         os.setxattr(home, "system.posix_acl_access", acl)
+
+    try:
+        set_acl(7)
     except OSError as exc:
         pytest.skip(f"this file system takes no ACL ({exc.strerror})")
     assert client.untrusted_home(home) == f"{home} can be written by user 65534 (an access control list); " + (
         "remove it with setfacl -b"
     )
-    read_only = [
-        (0x01, 7, 0xFFFFFFFF),
-        (0x02, 5, 65534),
-        (0x04, 0, 0xFFFFFFFF),
-        (0x10, 7, 0xFFFFFFFF),
-        (0x20, 0, 0xFFFFFFFF),
-    ]
-    os.setxattr(
-        home, "system.posix_acl_access", struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in read_only)
-    )
+    set_acl(5)  # read and enter, no write
     if not client._own_group(os.stat(home).st_gid):
         pytest.skip("the mask shows as group write, and this user's group is not private")
     assert client.untrusted_home(home) is None  # reading is no threat
@@ -555,14 +540,7 @@ def test_a_lock_or_output_file_that_is_not_a_file_never_hangs_nor_writes_through
         else:
             path.mkdir()
         started = time.monotonic()
-        answered = subprocess.run(
-            [MARCHDB, "hook", "claude-code"],
-            input=json.dumps(prompt_event(f"s-{name}", "Dog's medication carprofen tablet")),  # a session each
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        answered = hook(prompt_event(f"s-{name}", "Dog's medication carprofen tablet"), env)  # a session each
         assert answered.returncode == 0 and "mem_dog" in answered.stdout, answered
         assert time.monotonic() - started < 10
         if name == client.LOCK_NAME:
@@ -601,14 +579,7 @@ def test_a_hook_while_the_engine_warms_up_answers_itself_and_starts_no_second_on
     fd = os.open(home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        answered = subprocess.run(
-            [MARCHDB, "hook", "claude-code"],
-            input=json.dumps(prompt_event("warming", "Dog's medication carprofen tablet")),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        answered = hook(prompt_event("warming", "Dog's medication carprofen tablet"), env)
         assert answered.returncode == 0 and "mem_dog" in answered.stdout, answered
         said = client.read_log(home, "hooks")
         assert any("without the warm engine (it is warming up): keyword recall only" in line for line in said), said
