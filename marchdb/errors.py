@@ -26,6 +26,13 @@ def check_text(value: object, what: str) -> None:
             ) from None
 
 
+def mend_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (``"\\ud800"`` in JSON: half an emoji
+    a host or an export cut in two) as U+FFFD, a pair joined into its
+    character: text that can be stored and matched."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def escaped(text: str, keep: str = " ") -> str:
     """``text`` with the characters a terminal would act on shown escaped
     (``\\n``, ``\\x1b``, ``\\u202e``, ``\\udce9``), except those in ``keep``:

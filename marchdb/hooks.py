@@ -29,12 +29,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import client, profiles
-from .errors import Expired, MarchError
+from .errors import Expired, MarchError, mend_surrogates
 from .files import open_regular
 
 #: Claude Code keeps at most 10,000 characters of injected context whole.
@@ -232,10 +231,7 @@ def project_for(cwd: object, projects: dict[str, str]) -> str | None:
 def _as_text(value: object) -> str | None:
     # A lone surrogate (half an emoji cut by a host) would refuse the whole
     # message; as U+FFFD the rest of it is still recalled.
-    return _SURROGATES.sub("\ufffd", value) if isinstance(value, str) else None
-
-
-_SURROGATES = re.compile("[\ud800-\udfff]")
+    return mend_surrogates(value) if isinstance(value, str) else None
 
 
 def _taggable(store, project: str | None) -> str | None:

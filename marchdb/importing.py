@@ -47,7 +47,7 @@ import apsw
 from . import db
 from .clock import format_time, parse_time
 from .config import unusual_root
-from .errors import FileError, InvalidInput
+from .errors import FileError, InvalidInput, mend_surrogates
 from .files import is_inside
 from .notefolders import read_notes
 from .notes import BadNote, Note, new_id, parse_note, render_note
@@ -332,7 +332,7 @@ def _storable(item: Item) -> None:
     def fix(value):
         nonlocal changed
         if isinstance(value, str):
-            clean = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\x00", "\ufffd")
+            clean = mend_surrogates(value).replace("\x00", "\ufffd")
             changed = changed or clean != value
             return clean
         if isinstance(value, list):
