@@ -220,8 +220,7 @@ class Config:
         on purpose (``allowUnusualRoot``) is the user's call."""
         if self.allow_unusual_root or unusual_root(self.memory_root, self.home):
             return
-        inside = os.path.relpath(os.path.realpath(self.index_path.parent), os.path.realpath(self.memory_root))
-        if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
+        if _in_plain_sight(os.path.realpath(self.index_path.parent), os.path.realpath(self.memory_root)):
             raise ConfigError(
                 f"indexPath {self.index_path} is inside the memory root {self.memory_root}; put the index "
                 "outside it (or in a hidden folder of it, such as .marchdb/)"
@@ -271,10 +270,16 @@ def unusual_root(root: Path, home: Path) -> str | None:
         os.path.lexists(os.path.join(real, name)) for name in ("daemon.lock", "index.sqlite.lock")
     ):
         return "it is a marchdb home (profiles, index), another one than this; not a folder of memories"
-    inside = os.path.relpath(march_home, real)
-    if not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts):
+    if _in_plain_sight(march_home, real):
         return f"it holds marchdb's home {march_home}; keep the memories in a folder of their own"
     return None
+
+
+def _in_plain_sight(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it outside any hidden
+    folder (one a scan would walk into); both real paths."""
+    inside = os.path.relpath(path, folder)
+    return not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts)
 
 
 def _read_limited(path: Path) -> bytes:
