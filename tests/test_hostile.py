@@ -117,6 +117,8 @@ def test_1_index_path_on_a_users_file_is_refused_and_left_alone(tmp_path, vault)
         err = one_line_error(marchdb_cli(home, *args), IndexUnavailable.exit_code)
         assert str(target) in err and "did not create" in err and "indexPath" in err, err
     assert tree(notes_dir) == before  # not rewritten, and no -wal, -shm or .lock next to it
+    # rebuild said "rebuilding ..." before it refused; it refuses first now.
+    assert "rebuilding" not in marchdb_cli(home, "rebuild", "--no-embed").stderr
 
 
 @pytest.mark.parametrize("kind", ["plain", "wal", "application_id"])
@@ -281,6 +283,15 @@ def test_2_the_home_folder_and_marchs_home_are_refused_unless_forced(tmp_path):
         march_home, "sync", "--no-embed", root=march_home, env={**env, "MARCH_ALLOW_UNUSUAL_ROOT": "1"}
     )
     assert forced.exit_code == 0, forced.output
+
+
+def test_2_a_root_that_is_no_vault_is_named_before_the_index_of_another_vault(tmp_path, vault):
+    # status suggested `marchdb rebuild` to take / as the index's vault, which rebuild then refused.
+    vault.memory("a.md", "mem_a")
+    home = tmp_path / "home"
+    assert marchdb_cli(home, "sync", "--no-embed", root=vault.root).exit_code == 0
+    said = marchdb_cli(home, "status", root=Path("/usr")).stderr
+    assert "is not a vault" in said and "marchdb rebuild" not in said, said
 
 
 def test_2_an_index_inside_the_memory_root_is_refused_before_anything_is_made(tmp_path, vault):
