@@ -112,7 +112,10 @@ def test_a_hook_answers_cold_then_warm(home):
     assert cold.returncode == 0 and cold.stderr == ""
     context = json.loads(cold.stdout)["hookSpecificOutput"]["additionalContext"]
     assert context.startswith("[recall]\n- mem_cache | score=")  # keyword recall while the engine starts
-    assert any("without the warm engine (none ran; one is starting)" in line for line in client.read_log(home, "hooks"))
+    assert any(
+        "without the warm engine (none ran; one starts once this hook has answered)" in line
+        for line in client.read_log(home, "hooks")
+    )
     assert client.wait_ready(home, 60)
     warm = hook(prompt_event("s2", "how does the user want code reviews done?"))
     assert warm.returncode == 0
