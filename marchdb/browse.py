@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import sqlite_vec
 
 from . import db
 from .errors import ConfigError, IndexUnavailable
@@ -67,7 +66,7 @@ def open_read_only(path: str | Path) -> apsw.Connection:
     try:
         con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         con.enable_load_extension(True)
-        con.load_extension(sqlite_vec.loadable_path())
+        con.load_extension(db.vec_extension())
         con.enable_load_extension(False)
         con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
     except apsw.Error as exc:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
+import importlib.util
 import os
 import secrets
 import threading
@@ -21,12 +23,24 @@ from typing import Any
 
 import apsw
 import apsw.bestpractice
-import sqlite_vec
 
 from . import logs, ownership
 from .client import make_private_dirs
 from .clock import utc_now_iso
 from .errors import IndexUnavailable
+
+
+@functools.cache
+def vec_extension() -> str:
+    """The sqlite-vec loadable extension's path (what ``sqlite_vec.loadable_path()``
+    returns), found without importing the package: its ``__init__`` imports
+    numpy (~130 ms), which a hook answering without the engine, or any
+    command that needs no model, does not need."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise IndexUnavailable("the sqlite-vec package is not installed; run: pip install sqlite-vec")
+    return os.path.normpath(os.path.join(list(spec.submodule_search_locations)[0], "vec0"))
+
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
 SCHEMA_VERSION = 3
@@ -82,7 +96,7 @@ def connect_read_only(path: str | os.PathLike) -> apsw.Connection:
         con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
         try:
             con.enable_load_extension(True)
-            con.load_extension(sqlite_vec.loadable_path())
+            con.load_extension(vec_extension())
             con.enable_load_extension(False)
             con.set_busy_timeout(BUSY_TIMEOUT_MS)
         except apsw.Error:
@@ -131,7 +145,7 @@ def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
     con = apsw.Connection(str(path))
     try:
         con.enable_load_extension(True)
-        con.load_extension(sqlite_vec.loadable_path())
+        con.load_extension(vec_extension())
         con.enable_load_extension(False)
         apsw.bestpractice.connection_dqs(con)
         apsw.bestpractice.connection_enable_foreign_keys(con)

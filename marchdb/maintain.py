@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import apsw
-import numpy as np
 
 from . import db
 from .capture import LOG_TAG
@@ -251,6 +250,8 @@ def _merge_proposals(
         return [], [f"{len(found):,} memories: more than {MAX_MERGE_SCAN:,}, so near-duplicates were not looked for"]
     if len(found) < 2:
         return [], []
+    import numpy as np  # here: commands that never embed skip its ~130 ms import
+
     vecs = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in found])
     prefix = _tag_form(project_prefix)
     # The projects of each cluster, kept at its root: two clusters join only

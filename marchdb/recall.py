@@ -26,21 +26,24 @@ import re
 import time
 import weakref
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
-import numpy as np
 
 from . import fts, temperature
 from .config import DEFAULT_MIN_SCORE
 from .db import get_meta, scalar, sql_file, transaction
 from .embedding import calibrate
-from .embedding.vecindex import K_COARSE, VectorIndex  # K_COARSE: coarse candidates per vector table, both paths
-from .embedding.vectors import has_bits
+from .embedding.vectors import K_COARSE, has_bits
 from .embedding.vectors import usable as vectors_usable
 from .errors import Expired, InvalidInput
 from .hintline import hint_line
 from .tags import normalize_tag
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where used: a hook answering without the model skips its ~130 ms import
+
+    from .embedding.vecindex import VectorIndex
 
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
@@ -384,6 +387,8 @@ def score(
         "project_bonus": PROJECT_BONUS,
     }
     if qvec is not None:
+        import numpy as np
+
         center = calibration.get("probe_center")
         params.update(
             qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),

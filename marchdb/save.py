@@ -62,8 +62,6 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from . import db
 from .embedding import vectors
 from .errors import DIRECTION_CONTROLS, Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
@@ -467,6 +465,8 @@ def find_similar(con, vector, fingerprint: str, threshold: float = DUPLICATE_COS
             f"the index stores {dim}-dimensional vectors for this model but it produced {len(vector)}; "
             "run `marchdb rebuild`"
         )
+    import numpy as np  # here: commands that never embed skip its ~130 ms import
+
     blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
     # sqlite-vec: KNN in a CTE with a capped k, join afterwards.
     row = con.execute(

@@ -26,11 +26,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import apsw
 import apsw.ext
-import numpy as np
 
 from . import db, fts
 from . import recall as recall_mod
@@ -38,6 +37,9 @@ from .config import Config
 from .embedding import Embedder, calibrate, vectors
 from .errors import InvalidInput, ModelError, NotFound
 from .notes import MAX_FILE_BYTES
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import
 
 #: Columns of ``march_recall`` (and keys of ``march_recall_json``'s objects),
 #: in the order ``recall --explain`` shows candidates. ``hint`` is 1 for a
@@ -137,6 +139,8 @@ class Engine:
         with self._lock:
             emb = self._need_model("march_embed")
             vec = emb.embed([value], "query" if kind == "query" else "passage")[0]
+        import numpy as np
+
         return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
     @staticmethod
@@ -266,6 +270,8 @@ class Engine:
             own = con.execute("SELECT cjk FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
             own_cjk = float(own[0]) if own is not None else 0.0
             curve = calibrate.curves(calib, recall_mod.text_count(con)) if calib is not None else None
+        import numpy as np
+
         background = 0.0
         if calib is not None and calib.get("probe_center"):
             # As recall reads a message: the cosine relative to the memory's

@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 import apsw.ext
@@ -23,13 +24,15 @@ from . import search as search_mod
 from .clock import utc_now_iso
 from .config import Config, ensure_layout, load_config
 from .embedding import calibrate, load_embedder, vectors
-from .embedding.vecindex import VectorIndex
 from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
 from .files import read_file, walk
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from .recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
 from .recall import recall as recall_hints
 from .sync import SyncReport, owner_problem, sync_files
+
+if TYPE_CHECKING:
+    from .embedding.vecindex import VectorIndex
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
 DIRTY_CHECK_SECONDS = 5.0
@@ -520,6 +523,8 @@ class Store:
         if self.keep_vectors is False or (self.keep_vectors is None and self._recalls < 2):
             return None
         if self._vindex is None:
+            from .embedding.vecindex import VectorIndex  # numpy: only processes that keep vectors
+
             self._vindex = VectorIndex()
         return self._vindex
 

@@ -313,6 +313,20 @@ def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
     assert out.stdout.strip() == "[]"
 
 
+def test_a_hook_answering_without_the_engine_loads_neither_numpy_nor_llama_cpp(cfg, mixed_vault):
+    # Keyword recall only: numpy (~130 ms, once pulled in through sqlite_vec's package)
+    # and the model are for the engine; the first prompt of a session waits for this one.
+    code = (
+        "import sys, marchdb.entry as e; e.run_hook({}, ['claude-code']);"
+        "print(sorted(m for m in ('numpy', 'llama_cpp', 'sqlite_vec') if m in sys.modules), file=sys.stderr)"
+    )
+    env = {**os.environ, "MARCH_HOME": str(cfg.home), "MARCH_MEMORY_ROOT": str(mixed_vault.root), "MARCH_DAEMON": "0"}
+    prompt = event("UserPromptSubmit", prompt="Dog's medication carprofen tablet")
+    out = subprocess.run([sys.executable, "-c", code], input=prompt, capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0 and out.stderr.strip() == "[]", out.stderr
+    assert "[recall]" in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
 def test_the_next_turn_follows_the_highest_and_odd_run_ids_do_not_break_it(bm25_store):
     prompt = "Dog's medication carprofen tablet"
     hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))  # cc:s1:1

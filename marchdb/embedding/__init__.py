@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import numpy as np
-
 from ..errors import ModelError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..config import Config
 
 Kind = Literal["query", "passage"]

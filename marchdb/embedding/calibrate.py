@@ -38,7 +38,6 @@ import json
 import math
 
 import apsw
-import numpy as np
 
 from ..db import get_meta, set_meta, transaction
 from ..fts import cjk_share
@@ -66,6 +65,8 @@ ALONE_K = 1.2
 def measure(embedder, script_weight: float | None = None) -> dict:
     """Embed the probes and return the calibration levels for this model
     (``script_weight``: instead of ``SCRIPT_WEIGHT``, for tools/fusion_lab.py)."""
+    import numpy as np  # not at module level: commands that never embed skip its ~130 ms import
+
     script_weight = SCRIPT_WEIGHT if script_weight is None else script_weight
     messages = [m for _, m, _ in PAIRS]
     passages = list(dict.fromkeys(p for _, _, p in PAIRS))

@@ -34,12 +34,11 @@ import apsw
 import numpy as np
 
 from ..db import get_meta, has_table, scalar
+from .vectors import K_COARSE
 
 #: Float32 copies up to this many bytes (~43,000 memories of e5-small);
 #: beyond, the coarse tier's bits + int8 copies.
 EXACT_BYTES = 160 * 2**20
-#: Coarse candidates per kind re-ranked by cosine (the SQL path of recall uses it too).
-K_COARSE = 400
 #: Rows converted per step while loading (bounds the temporary float32 copy).
 LOAD_BATCH = 8192
 KINDS = ("meta", "chunk")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import apsw
-import numpy as np
 
 from ..db import (
     bump_meta,
@@ -30,6 +30,12 @@ from ..db import (
 from ..errors import ModelError
 from ..notes import metadata_text
 
+if TYPE_CHECKING:
+    import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import
+
+#: Coarse candidates per kind re-ranked by cosine, in the SQL path of recall
+#: (vec0 ``bit`` tables) and in the in-memory coarse tier (``vecindex``).
+K_COARSE = 400
 #: Texts embedded per transaction (and per progress step).
 EMBED_BATCH = 32
 
@@ -41,6 +47,8 @@ def bump_generation(con: apsw.Connection) -> None:
 
 
 def _blob(vec: np.ndarray) -> bytes:
+    import numpy as np
+
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
 
@@ -71,6 +79,8 @@ def prepare_model(con: apsw.Connection, embedder) -> bool:
 def vector_center(embedder) -> np.ndarray:
     """The model's common direction: the mean of its probe passages' vectors
     (see ``probes``), subtracted before taking sign bits for the coarse KNN."""
+    import numpy as np
+
     from .probes import PAIRS
 
     return embedder.embed_passages(list(dict.fromkeys(p for _, _, p in PAIRS))).mean(axis=0).astype(np.float32)
