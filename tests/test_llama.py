@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,21 @@ def test_import_is_cheap():
     code = "import sys, marchdb.embedding.llama, marchdb.store; print('llama_cpp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_spare_cores_counts_idle_cores_besides_the_callers_own():
+    from marchdb.embedding.llama import spare_cores
+
+    spare = spare_cores()
+    assert isinstance(spare, int) and 0 <= spare <= max((os.cpu_count() or 1) - 1, 0)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.3)
+        assert spare_cores() == 0  # every core taken: a query stays on one thread
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
 
 
 def test_properties(default_embedder, default_model_path):
