@@ -4,15 +4,17 @@
 --   opened  opens since :since that followed a hint of the same memory within a day
 -- Both come from the kept logs (bounded, sql/003_lifecycle.sql).
 WITH ids(id) AS (SELECT DISTINCT value FROM json_each(:ids)),
+-- CROSS JOIN: from the ~60 candidates into the logs' (mem_id, at) indexes. With a
+-- plain JOIN the planner scanned the whole log instead (up to 100,000 rows).
 hints AS (
     SELECT l.mem_id, count(*) AS n
-    FROM ids JOIN recall_log l ON l.mem_id = ids.id
+    FROM ids CROSS JOIN recall_log l ON l.mem_id = ids.id
     WHERE l.trigger IN ('user', 'assistant') AND l.at >= :since
     GROUP BY l.mem_id
 ),
 opens AS (
     SELECT o.mem_id, count(*) AS n
-    FROM ids JOIN open_log o ON o.mem_id = ids.id
+    FROM ids CROSS JOIN open_log o ON o.mem_id = ids.id
     WHERE o.at >= :since AND EXISTS (
         SELECT 1 FROM recall_log l
         WHERE l.mem_id = o.mem_id AND l.trigger IN ('user', 'assistant')

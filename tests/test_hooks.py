@@ -322,7 +322,9 @@ def test_a_hook_answering_without_the_engine_loads_neither_numpy_nor_llama_cpp(c
     )
     env = {**os.environ, "MARCH_HOME": str(cfg.home), "MARCH_MEMORY_ROOT": str(mixed_vault.root), "MARCH_DAEMON": "0"}
     prompt = event("UserPromptSubmit", prompt="Dog's medication carprofen tablet")
-    out = subprocess.run([sys.executable, "-c", code], input=prompt, capture_output=True, text=True, env=env, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=prompt, capture_output=True, text=True, env=env, timeout=60
+    )
     assert out.returncode == 0 and out.stderr.strip() == "[]", out.stderr
     assert "[recall]" in json.loads(out.stdout)["hookSpecificOutput"]["additionalContext"]
 

@@ -110,6 +110,22 @@ def test_opens_after_hints_warm_a_memory_and_ignored_hints_cool_it(vault, store)
     assert c.signals["use"] == 0.0
 
 
+def test_the_logs_are_read_from_the_candidates_never_scanned_whole(store):
+    # The recall log keeps up to 100,000 rows; a plain JOIN made the planner scan all of
+    # them on every recall (1.6 ms at 2,400 rows, growing with the log), not the ~60
+    # candidates' entries through the (mem_id, at) indexes.
+    plan = [
+        row[3]
+        for row in store.con.execute("EXPLAIN QUERY PLAN " + temperature._statement(), {"ids": "[]", "since": ""})
+    ]
+    assert not [
+        step for step in plan if step.startswith("SCAN") and not step.startswith(("SCAN ids", "SCAN json_each"))
+    ], plan
+    assert any("recall_log_mem_at (mem_id=?" in step for step in plan) and any(
+        "open_log_mem_at (mem_id=?" in step for step in plan
+    )
+
+
 def test_temperature_never_pushes_a_memory_over_the_threshold(vault, store):
     write(
         vault,
