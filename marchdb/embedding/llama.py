@@ -90,9 +90,12 @@ MAX_WINDOW_TOKENS = 8192
 # each, 1 MB per sequence for a 250k vocabulary), and 512 tokens rarely hold
 # more than 32 texts anyway.
 MAX_SEQS_PER_BATCH = 32
-#: Inputs of at most this many tokens (queries) run on one thread, or on
-#: more when the other cores are idle right now (see ``spare_cores``).
+#: A context whose largest batch held at most this many tokens (queries)
+#: has no large output buffer to give back (``release_buffers``).
 SMALL_INPUT_TOKENS = 96
+#: libgomp's spin before a waiting thread sleeps (~100,000 spins a ms, so
+#: ~0.2 ms). See ``_load_llama_cpp``.
+GOMP_SPIN = "20000"
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -105,7 +108,7 @@ _GGML_LOG_ERROR = 4  # enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
 def spare_cores() -> int:
     """Cores with nothing runnable on them at this instant, besides the
     caller's own: ``/proc/loadavg``'s count of runnable threads (Linux). 0
-    where it cannot be read, so a short input stays on one thread."""
+    where it cannot be read, so embedding stays on one thread."""
     try:
         with open("/proc/loadavg", "rb") as f:
             running = int(f.read().split()[3].split(b"/")[0])
@@ -126,6 +129,13 @@ def _load_llama_cpp():
         # 8.9 with GOMP_SPINCOUNT=10000). libgomp reads this once, when
         # llama_cpp's libraries load, i.e. just below. A user's own setting wins.
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        # ...but a short spin first: a query's decode is hundreds of tiny
+        # steps, and waking a sleeping thread at each cost more than the step
+        # (18-token queries, 2 idle cores: p50 13-14 ms passive, 11.1-11.7
+        # with this spin; a 96-text batch 21.4 / 22.1 texts/s). Spinning only
+        # hurts where the other thread's core is busy, and then embedding
+        # runs on one thread (``_use_threads``), so nobody waits.
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPIN
     try:
         import llama_cpp
     except ImportError as exc:
@@ -575,8 +585,7 @@ class LlamaEmbedder(Embedder):
                     raise TypeError(f"text #{i} is {type(t).__name__}, not str")
                 for toks, weight in self._windows(t, prefix, first_window):
                     seqs.append((i, toks, weight))
-            small = sum(len(s[1]) for s in seqs) <= SMALL_INPUT_TOKENS
-            self._use_threads(min(self._threads, 1 + spare_cores()) if small else self._threads)
+            self._use_threads(min(self._threads, 1 + spare_cores()))
             remaining = np.bincount([s[0] for s in seqs], minlength=n)
             acc = np.zeros((n, self.dim), dtype=np.float64)
             # Longest first: the budget fills evenly and similar lengths share
@@ -599,14 +608,14 @@ class LlamaEmbedder(Embedder):
         return out
 
     def _use_threads(self, threads: int) -> None:
-        # A short input (a query) runs on one thread unless other cores are
-        # idle at that moment: llama.cpp's threads wait for each other at
-        # every layer, and a thread whose core is busy stalls them all. On 2
-        # cores, an 18-token query: 22 ms on one thread, 15 ms on two when
-        # the other core is idle, 28 ms on two when it is busy (1 thread: 22).
-        # Paired over 200 queries (idle machine): p50 16.7 -> 14.1 ms, p90
-        # 25.7 -> 17.2; with a busy core it stays on one thread (17.8 / 18.2).
-        # Bulk passages always use every thread.
+        # Only as many threads as there are idle cores at that moment (plus
+        # our own): llama.cpp's threads wait for each other at every step, and
+        # one whose core is busy stalls them all. On 2 cores, an 18-token
+        # query: 22 ms on one thread, 15 ms on two when the other core is
+        # idle, 28 ms on two when it is busy; paired over 200 queries (idle):
+        # p50 16.7 -> 14.1 ms, p90 25.7 -> 17.2. A 96-text batch with one core
+        # busy: 13.1 texts/s on one thread, 10.9 on two spinning, 14.1 on two
+        # sleeping (the wait policy before GOMP_SPIN).
         if threads != self._active_threads:
             self._lc.llama_set_n_threads(self._ctx, threads, threads)
             self._active_threads = threads
