@@ -272,11 +272,14 @@ def test_a_root_swapped_for_another_folder_mid_scan_changes_nothing(vault, store
 
 
 def test_many_files_span_batches(vault, store):
-    for i in range(1203):
+    from marchdb.sync import BATCH_FILES
+
+    count = BATCH_FILES + 3  # a full batch, then a partial one
+    for i in range(count):
         vault.memory(f"{i % 7}/m{i}.md", f"mem_{i}")
     report = run(store)
-    assert report.added == 1203
-    assert store.status()["memories"] == 1203
+    assert report.added == count
+    assert store.status()["memories"] == count
 
 
 def test_incremental_paths(vault, store):
