@@ -26,6 +26,7 @@ def _args(**overrides) -> argparse.Namespace:
         embed_kill_runs=0,
         embed_kill_size=0,
         kill_clock="index",
+        kill_calibrations=1,  # one full sync to time the kill window by, not the median of two
     )
     values.update(overrides)
     return argparse.Namespace(**values)
