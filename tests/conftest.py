@@ -56,11 +56,26 @@ class Vault:
         return self.write(rel, "\n".join(lines))
 
 
+#: Settings a developer's shell may carry that would point a test's processes at another
+#: vault, model or threshold (MARCH_HOME stays: unset, it means ~/.march).
+INHERITED_SETTINGS = (
+    "MARCH_MEMORY_ROOT",
+    "MARCH_MODELS_DIR",
+    "MARCH_EMBED_MODEL",
+    "MARCH_MEMORY_RECALL_MIN_SCORE",
+    "MARCH_THREADS",
+    "MARCH_ALLOW_UNUSUAL_ROOT",
+)
+
+
 @pytest.fixture(autouse=True)
 def _no_engine_unless_asked(monkeypatch):
     """No test starts a warm engine (``marchdb serve``) behind its back; the
-    tests of the engine turn this off for the processes they start."""
+    tests of the engine turn this off for the processes they start. Nor does
+    a setting from the shell that ran pytest reach a test."""
     monkeypatch.setenv("MARCH_DAEMON", "0")
+    for name in INHERITED_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -385,11 +385,12 @@ def test_a_write_the_engine_took_is_never_done_twice(tmp_path):
     listener.bind(str(client.socket_path(home)))
     listener.listen(1)
     got: list[bytes] = []
+    gave_up = threading.Event()
 
-    def silent_engine():  # reads the request and never answers
+    def silent_engine():  # reads the request and never answers (holds on until the client gave up)
         conn, _ = listener.accept()
         got.append(conn.recv(65536))
-        time.sleep(2)
+        gave_up.wait(10)
         conn.close()
 
     thread = threading.Thread(target=silent_engine)
@@ -397,6 +398,7 @@ def test_a_write_the_engine_took_is_never_done_twice(tmp_path):
     sent = time.time()
     with pytest.raises(client.Unavailable) as caught:
         client.request(home, "memory_save", {"name": "n"}, timeout=0.6)
+    gave_up.set()
     thread.join()
     listener.close()
     assert caught.value.reason == "timeout"

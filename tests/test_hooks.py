@@ -400,25 +400,29 @@ def test_a_long_session_id_still_gets_hints_and_runs_of_its_own(bm25_store):
     assert len(set(runs)) == 2 and all(len(r) <= 200 for r in runs)
 
 
-@pytest.mark.parametrize("host", ["claude-code", "generic"])
-def test_a_hook_whose_stdin_stays_open_answers_nothing_and_says_why(tmp_path, host):
-    # It waited forever: the prompt with it.
-    home = tmp_path / "home"
+def test_a_hook_whose_stdin_stays_open_answers_nothing_and_says_why(tmp_path):
+    # It waited forever: the prompt with it. Both hosts' hooks run at once, each
+    # in its own home: each waits out the 5 s stdin budget, in parallel.
     marchdb = str(Path(sys.executable).with_name("marchdb"))
-    proc = subprocess.Popen(
-        [marchdb, "--home", str(home), "hook", host],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env={**os.environ, "MARCH_DAEMON": "0"},
-    )
-    proc.stdin.write(b'{"hook_event_name": "UserPromptSubmit", "prompt": "hi"')  # and never closed
-    proc.stdin.flush()
+    hosts = ("claude-code", "generic")
+    procs = {}
+    for host in hosts:
+        procs[host] = subprocess.Popen(
+            [marchdb, "--home", str(tmp_path / host), "hook", host],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "MARCH_DAEMON": "0"},
+        )
+        procs[host].stdin.write(b'{"hook_event_name": "UserPromptSubmit", "prompt": "hi"')  # and never closed
+        procs[host].stdin.flush()
     started = time.monotonic()
-    out = proc.stdout.read()  # until the hook exits: it must not wait for stdin to close
-    assert proc.wait(timeout=30) == 0 and out == b""
-    assert time.monotonic() - started < 15
-    proc.stdin.close()
-    assert any("did not end within 5 s" in line for line in client.read_log(home, "hooks"))
+    for host in hosts:
+        proc = procs[host]
+        out = proc.stdout.read()  # until the hook exits: it must not wait for stdin to close
+        assert proc.wait(timeout=30) == 0 and out == b"", host
+        assert time.monotonic() - started < 15, host
+        proc.stdin.close()
+        assert any("did not end within 5 s" in line for line in client.read_log(tmp_path / host, "hooks")), host
 
 
 def test_the_event_is_read_from_whatever_stdin_is(tmp_path):

@@ -374,9 +374,10 @@ CHILD = textwrap.dedent(
     import sys, time, os, json
     from marchdb.config import load_config
     from marchdb.store import Store
-    home, root, go, name = sys.argv[1:5]
+    home, root, go, name, ready = sys.argv[1:6]
     store = Store(load_config(home=home, root=root, env={}))
     store.con  # open the index before the start signal
+    open(ready, "w").close()
     while not os.path.exists(go):
         time.sleep(0.005)
     res = store.save(name=name, description="written by " + name, body="body of " + name,
@@ -390,16 +391,22 @@ def test_two_processes_saving_at_once(tmp_path, vault, cfg, store):
     go = tmp_path / "go"
     assert store.con is not None  # create the index first, as a running marchdb would have
     names = ["Same slug", "Same slug", "Other memory"]
+    ready = [tmp_path / f"ready{i}" for i in range(len(names))]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(cfg.home), str(vault.root), str(go), name],
+            [sys.executable, "-c", CHILD, str(cfg.home), str(vault.root), str(go), name, str(flag)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name in names
+        for name, flag in zip(names, ready)
     ]
-    time.sleep(1.0)  # let them import and open the index
+    # Let them import and open the index (a fixed second was slept here: too long on a
+    # quiet machine, too short on a busy one).
+    deadline = time.monotonic() + 60
+    while not all(flag.exists() for flag in ready) and time.monotonic() < deadline:
+        assert all(proc.poll() is None for proc in procs), [proc.communicate() for proc in procs]
+        time.sleep(0.01)
     go.touch()
     results = []
     for proc in procs:
