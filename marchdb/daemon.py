@@ -38,6 +38,7 @@ import stat
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,13 @@ class Engine:
         self.identity = client.identity(cfg)
         self.stopping = threading.Event()
         self.busy = threading.Lock()  # one Store, one connection: one request at a time
+        # Every operation on the Store runs on this one long-lived thread; the
+        # connection threads only read and write their sockets. llama.cpp's
+        # OpenMP team and OpenBLAS's buffers belong to the thread that calls
+        # them, and a recall on a fresh thread each time paid for new ones:
+        # 43 ms p50 against 35 ms on one thread (warm recall at 10,000
+        # memories, in one process).
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marchdb-store")
         self.last_request = time.monotonic()
         self.requests = 0
         self.started_at = time.time()
@@ -180,6 +188,9 @@ class Engine:
             # request instead (the engine still serves the profiles).
             store.sync(embed_limit=WARM_UP_EMBED_LIMIT)
             store.recall("warm up", threshold=1.0)
+            # Once more on the thread that serves, so its own llama.cpp and
+            # OpenBLAS threads are ready for the first client too.
+            self._worker.submit(store.recall, "warm up", threshold=1.0).result()
         self.log(f"warm in {time.perf_counter() - started:.2f}s ({store.embedder_error or 'model loaded'})")
 
     def _bind(self) -> None:
@@ -216,6 +227,7 @@ class Engine:
         self.store.scan_in_background = self.watcher.request_scan
 
     def _shutdown(self) -> None:
+        self.stopping.set()  # requests still queued (idle, outdated, SIGTERM alike) are answered "stopping"
         if self._listener is not None:
             path = client.socket_path(self.home)
             with contextlib.suppress(OSError):
@@ -230,6 +242,7 @@ class Engine:
                 self.watcher.stop()
             if self.store is not None:
                 self.store.close()
+        self._worker.shutdown(wait=False)  # what is queued still runs, and says "stopping"
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -357,6 +370,16 @@ class Engine:
             raise _OtherConfig(
                 f"this engine serves {self.identity['root']} with model {self.identity['model'] or 'e5'}"
             )
+        if self.stopping.is_set():
+            raise _Stopping("the engine is stopping")
+        try:
+            future = self._worker.submit(self._run, op, args, deadline)
+        except RuntimeError:  # shut down between the check above and here
+            raise _Stopping("the engine is stopping") from None
+        return future.result()
+
+    def _run(self, op: str, args: dict, deadline: float | None) -> dict:
+        """``dispatch``'s work on the Store, on the engine's one worker thread."""
         if self.stopping.is_set():
             raise _Stopping("the engine is stopping")
         assert self.store is not None
