@@ -286,7 +286,8 @@ def generic(store, event: str) -> Answer:
     first when ``profiles`` is true — or nothing."""
     data = json.loads(event)
     text = _as_text(data.get("text")) or ""
-    blocks = profiles.read_profiles(store.cfg) if data.get("profiles") else None
+    unread: list[str] = []  # as at SessionStart: one unreadable profile keeps nothing else out
+    blocks = profiles.read_profiles(store.cfg, unread) if data.get("profiles") else None
     hints_text = ""
     if text.strip():
         store.cfg.require_root()
@@ -299,6 +300,7 @@ def generic(store, event: str) -> Answer:
             conversation=data.get("conversation") if isinstance(data.get("conversation"), str) else None,
         )
         hints_text = result.text()
+    note = "; ".join(unread) or None
     if blocks is not None:
-        return Answer(profiles.format_context(blocks, hints_text))
-    return Answer(f"[recall]\n{hints_text}\n" if hints_text else "")
+        return Answer(profiles.format_context(blocks, hints_text), note)
+    return Answer(f"[recall]\n{hints_text}\n" if hints_text else "", note)

@@ -179,6 +179,11 @@ def test_one_profile_that_cannot_be_read_keeps_the_other_in_the_session(bm25_sto
     context = json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"]
     assert "[agent_profile]" in context and "x" * 100 not in context
     assert "larger than 65,536 bytes" in answer["note"]
+    # The generic contract too: the hints and the other profile still come.
+    generic = {"text": "Dog's medication carprofen", "profiles": True}
+    answer = hooks.handle(bm25_store, "generic", json.dumps(generic))
+    assert answer["stdout"].startswith("[agent_profile]") and "- mem_dog | score=" in answer["stdout"]
+    assert "larger than 65,536 bytes" in answer["note"]
 
 
 def test_bad_input_is_explained_in_the_hook_log_and_doctor(bm25_store):
