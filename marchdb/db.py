@@ -360,18 +360,13 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
         if con is not None:
             con.close()
         with writer_lock(path):
-            # The logs are what the files cannot give back: kept when they can still be read.
-            saved, unreadable = logs.read_file(path)
-            remove_index_files(path)  # checks again that it is ours
-            con = connect(path)
-            _apply_schema(con)
-            kept = ""
-            if saved is not None and saved.rows():
-                with transaction(con):
-                    kept = "; " + logs.describe(*logs.restore(con, saved))
-            elif unreadable:
-                kept = "; its recall/open logs could not be read and are lost"
-        return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files{kept}"
+            con, kept, unreadable = recreate_index(path)
+        logs_note = ""
+        if kept:
+            logs_note = f"; {kept}"
+        elif unreadable:
+            logs_note = "; its recall/open logs could not be read and are lost"
+        return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files{logs_note}"
     except apsw.Error as exc:
         if con is not None:
             con.close()
@@ -389,6 +384,24 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
     if state == "fresh":
         return con, "the index file was empty"
     return con, f"{state}; rebuilt from the Markdown files" + (f" ({kept})" if kept else "")
+
+
+def recreate_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None, str | None]:
+    """Delete the index at ``path`` (``remove_index_files`` checks again that
+    it is ours) and create it empty, with the recall and open logs of the old
+    one copied in: they are what the files cannot give back. The caller holds
+    the ``writer_lock``. Returns the new connection, what was kept
+    (``logs.describe``; None when there were no log rows) and why the old
+    logs could not be read (None when they could)."""
+    saved, unreadable = logs.read_file(path)
+    remove_index_files(path)
+    con = connect(path)
+    _apply_schema(con)
+    kept = None
+    if saved is not None and saved.rows():
+        with transaction(con):
+            kept = logs.describe(*logs.restore(con, saved))
+    return con, kept, unreadable
 
 
 def ensure_vector_tables(con: apsw.Connection, dim: int) -> None:

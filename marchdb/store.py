@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import apsw
 import apsw.ext
 
-from . import capture, client, db, doctor, importing, logfile, logs, maintain, ownership, profiles, sqlfuncs
+from . import capture, client, db, doctor, importing, logfile, maintain, ownership, profiles, sqlfuncs
 from . import save as save_mod
 from . import search as search_mod
 from .clock import utc_now_iso
@@ -305,14 +305,12 @@ class Store:
         if starting is not None:
             starting()
         with db.writer_lock(self.cfg.index_path):
-            saved, unreadable = logs.read_file(self.cfg.index_path)
-            db.remove_index_files(self.cfg.index_path)
-            if unreadable:
-                self.notices.append(f"the old index could not be read ({unreadable}): its recall/open logs are lost")
-            if saved is not None and saved.rows():
-                with db.transaction(self.con):
-                    copied, skipped = logs.restore(self.con, saved)
-                self.notices.append(logs.describe(copied, skipped))
+            con, kept, unreadable = db.recreate_index(self.cfg.index_path)
+            con.close()  # self.con opens it again with this Store's own setup
+        if unreadable:
+            self.notices.append(f"the old index could not be read ({unreadable}): its recall/open logs are lost")
+        if kept:
+            self.notices.append(kept)
         return self.sync(embed=embed, progress=progress)
 
     def export(self, dest: str | os.PathLike, force: bool = False) -> dict:
