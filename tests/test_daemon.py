@@ -449,6 +449,26 @@ def test_a_stopping_engine_answers_the_connections_still_queued(tmp_path, mixed_
     assert not client.socket_path(engine.home).exists()
 
 
+def test_requests_waiting_for_the_worker_when_the_engine_stops_are_answered_stopping(bm25_engine):
+    # Idle and outdated stops alike: a request accepted but not yet run must
+    # not run on a closing store, nor be left unanswered (the client then
+    # runs it in-process).
+    gate = threading.Event()
+    bm25_engine._worker.submit(gate.wait, 10)  # the worker is busy with an earlier request
+    answers: list[dict] = []
+    args = {"text": "Dog's medication carprofen tablet", "run_id": "queued"}
+    asking = threading.Thread(target=lambda: answers.append(ask(bm25_engine, "memory_recall", args, None)))
+    asking.start()
+    waited = time.monotonic()
+    while bm25_engine._worker._work_queue.qsize() == 0 and time.monotonic() - waited < 10:
+        time.sleep(0.01)
+    bm25_engine.stopping.set()  # what _shutdown does first
+    gate.set()
+    asking.join(10)
+    assert answers and answers[0]["error"]["kind"] == "stopping", answers
+    assert bm25_engine.store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0  # it never ran
+
+
 def test_a_client_that_sends_a_byte_now_and_then_is_not_waited_for(bm25_engine, monkeypatch):
     # The read timeout applied to each piece: a byte every few seconds held a thread for good.
     import socket
