@@ -49,8 +49,9 @@ class Watcher:
         # caller's transactions; the same model: a second llama.cpp instance
         # costs ~700 MB (its output buffer alone is 512 tokens x 250,037
         # vocabulary floats), while sharing costs a recall at most one
-        # embedding batch of wait (the embedder serialises its calls).
-        self.store = Store(store.cfg, embedder=store.loaded_embedder())
+        # embedding batch of wait (the embedder serialises its calls). A
+        # Store that never loads a model makes a watcher that never does.
+        self.store = Store(store.cfg, embedder=store.loaded_embedder(), use_model=store.use_model)
         self.root = Path(store.root)
         self.log = log
         self.debounce = debounce

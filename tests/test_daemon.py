@@ -20,7 +20,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from marchdb import client, daemon
+from marchdb import client, daemon, db
 from marchdb.config import load_config
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
@@ -467,6 +467,46 @@ def test_requests_waiting_for_the_worker_when_the_engine_stops_are_answered_stop
     asking.join(10)
     assert answers and answers[0]["error"]["kind"] == "stopping", answers
     assert bm25_engine.store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0  # it never ran
+
+
+def test_the_dirty_check_a_request_asks_for_starts_once_its_answer_is_sent(bm25_engine, mixed_vault):
+    # Run beside the recall, the stat walk took the core and the GIL it needed.
+    import socket
+
+    engine = bm25_engine
+    engine._start_watcher()
+    watcher = engine.watcher
+    try:
+        assert watcher.wait_idle()  # its start-up scan is done
+        watcher._observer.stop()  # the watcher hears nothing now: only the dirty check finds changes
+        watcher._observer.join(5)
+        mixed_vault.memory("late.md", "mem_late", name="Late arrival", description="Heard by no watcher")
+        with engine.store.con:
+            db.set_meta(engine.store.con, "last_scan_epoch", "0")
+        ours, theirs = socket.socketpair()
+        answered_first: list[bool] = []
+        asked = watcher.request_scan
+
+        def request_scan():
+            # What the client can read at that moment: the whole answer, already sent.
+            answered_first.append(theirs.recv(65536, socket.MSG_PEEK | socket.MSG_DONTWAIT).endswith(b"\n"))
+            asked()
+
+        watcher.request_scan = request_scan
+        line = {"v": client.PROTOCOL, "op": "memory_recall", "args": {"text": "Late arrival"}, "identity": None}
+        theirs.sendall(json.dumps(line).encode() + b"\n")
+        engine._serve_one(ours)
+        answer = json.loads(client._read_line(theirs))
+        theirs.close()
+        assert answer["ok"] and "mem_late" not in [h["id"] for h in answer["data"]["hints"]]  # not waited for
+        assert answered_first == [True]
+        deadline = time.monotonic() + 10
+        while "mem_late" not in {r[0] for r in engine.store.con.execute("SELECT id FROM memory_index")}:
+            assert time.monotonic() < deadline, "the dirty check never ran"
+            time.sleep(0.05)
+        assert watcher.store.loaded_embedder() is None  # a keyword-only engine's watcher loads no model either
+    finally:
+        watcher.stop()
 
 
 def test_a_client_that_sends_a_byte_now_and_then_is_not_waited_for(bm25_engine, monkeypatch):
