@@ -319,3 +319,41 @@ def test_a_crash_inside_a_tool_stays_the_sdks_error_and_shows_no_internals(tmp_p
         assert str(caught.value) == "Error executing tool memory_search"
     argument = asyncio.run(ask({"query": "x", "limit": 500}))
     assert argument.type is ToolError and str(argument.value).startswith("memory_search: limit: ")
+
+
+def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixed_vault):
+    # As in the engine: run beside the recall, the stat walk took the core and the GIL it needed.
+    from marchdb import db
+    from marchdb.config import load_config
+    from marchdb.mcp_server import _Local
+    from marchdb.store import Store
+
+    cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, env={})
+    local = _Local(lambda: Store(cfg, use_model=False), watch=True)
+    try:
+        local("memory_recall", {"text": "warm up"})  # starts the watcher
+        watcher = local.watcher
+        assert watcher.wait_idle()
+        watcher._observer.stop()  # it hears nothing now: only the dirty check finds changes
+        watcher._observer.join(5)
+        mixed_vault.memory("late.md", "mem_late", name="Late arrival", description="Heard by no watcher")
+        with local.store.con:
+            db.set_meta(local.store.con, "last_scan_epoch", "0")
+        logged_first: list[bool] = []
+        asked = watcher.request_scan
+
+        def request_scan():
+            # The call's recall is done and logged by the time the scan is asked for.
+            logged_first.append(local.store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1)
+            asked()
+
+        watcher.request_scan = request_scan
+        out = local("memory_recall", {"text": "Dog's medication carprofen tablet", "run_id": "r1"})
+        assert [h["id"] for h in out["hints"]] == ["mem_dog"] and logged_first == [True]
+        assert watcher.wait_idle()
+        assert "mem_late" in {r[0] for r in local.store.con.execute("SELECT id FROM memory_index")}
+    finally:
+        if local.watcher is not None:
+            local.watcher.stop()
+        if local.store is not None:
+            local.store.close()

@@ -14,6 +14,10 @@ so building the index does not take an hour), with the default model:
 * engine — the engine's own time for the same hook request and for a plain
   ``memory_recall`` (query embedding and dirty check included);
 * CLI warm — ``marchdb recall TEXT`` with the engine running;
+* paced — the hook, and the engine's time for a recall, after a pause of
+  ``--pause`` seconds each, as prompts come in a session: every one of them
+  then asks for the seed's dirty check (a scan older than 5 s), and the
+  cores have gone idle;
 * hook cold — no engine running: the hook answers with keyword recall and
   starts the engine; then how long until the engine is warm.
 
@@ -88,6 +92,8 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=40, help="hook and CLI processes timed warm")
     ap.add_argument("--cold-runs", type=int, default=5)
+    ap.add_argument("--paced", type=int, default=10, help="hooks and engine recalls timed after a pause each")
+    ap.add_argument("--pause", type=float, default=6.0, help="seconds before each paced run (default 6)")
     ap.add_argument("--work", type=Path, default=REPO / ".bench")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -132,6 +138,17 @@ def main() -> int:
 
     cli = [timed([MARCHDB, "recall", texts[i]], env=env)[0] for i in range(args.runs)]
     log(f"CLI warm: {summary(cli)}")
+
+    paced_hook, paced_engine = [], []
+    for i in range(args.paced):
+        time.sleep(args.pause)
+        ms, out = timed([MARCHDB, "hook", "claude-code"], event("paced", texts[i]), env)
+        assert out.returncode == 0, out.stderr
+        paced_hook.append(ms)
+    for i in range(args.paced):
+        time.sleep(args.pause)
+        paced_engine.append(client.request(home, "memory_recall", {"text": texts[-1 - i]}, ident)[1])
+    log(f"paced (a {args.pause:g} s pause before each): hook {summary(paced_hook)}, engine {summary(paced_engine)}")
     rss = _rss_mb(client.engine_pid(home))
     daemon.stop(home)
 
@@ -148,6 +165,9 @@ def main() -> int:
         "cli_recall_warm_ms": summary(cli),
         "hook_cold_ms": summary(cold),
         "engine_warm_after_cold_ms": summary(ready),
+        "pause_s": args.pause,
+        "hook_paced_ms": summary(paced_hook),
+        "engine_recall_paced_ms": summary(paced_engine),
         "engine_rss_mb": rss,
     }
     print(table(result))
@@ -178,6 +198,8 @@ def table(r: dict) -> str:
         ("marchdb recall, warm engine", r["cli_recall_warm_ms"]),
         ("hook, no engine yet (keyword recall)", r["hook_cold_ms"]),
         ("  engine warm after the cold hook", r["engine_warm_after_cold_ms"]),
+        (f"hook after a {r['pause_s']:g} s pause", r["hook_paced_ms"]),
+        (f"  engine recall after a {r['pause_s']:g} s pause", r["engine_recall_paced_ms"]),
     ]
     lines = [
         f"{r['memories']:,} memories; hook p50 = {r['hook_warm_over_python']}x python -c pass; "
