@@ -81,7 +81,6 @@ class Engine:
         self.started_at = time.time()
         self.store: Any = None
         self.watcher: Any = None
-        self._scan_wanted = threading.Event()
         self._lock_fd: int | None = None
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
@@ -225,11 +224,7 @@ class Engine:
             self.log(f"not watching: {exc}")
             return
         self.watcher = start_watcher(self.store, log=lambda m: self.log(f"watch: {m}"))
-        # The dirty check a request asks for starts once its answer is sent:
-        # run beside it, the stat walk (~0.2 s of CPU at 10,000 files, most of
-        # it holding the GIL) took the core and the interpreter the recall
-        # needed, and a prompt after a pause of 5 s or more always asks for one.
-        self.store.scan_in_background = self._scan_wanted.set
+        self.store.scan_in_background = self.watcher.want_scan  # started once the answer is sent
 
     def _shutdown(self) -> None:
         self.stopping.set()  # requests still queued (idle, outdated, SIGTERM alike) are answered "stopping"
@@ -319,14 +314,9 @@ class Engine:
                     conn.settimeout(READ_TIMEOUT)  # a client that stops reading is not waited for long
                     conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
             finally:
-                self._start_wanted_scan()
-
-    def _start_wanted_scan(self) -> None:
-        """Hand the dirty check a request asked for to the watcher's thread."""
-        watcher = self.watcher
-        if watcher is not None and self._scan_wanted.is_set():
-            self._scan_wanted.clear()
-            watcher.request_scan()
+                watcher = self.watcher
+                if watcher is not None:
+                    watcher.start_wanted_scan()
 
     def answer(self, line: bytes) -> dict:
         """The answer to one request line (never raises)."""

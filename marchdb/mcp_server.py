@@ -171,7 +171,6 @@ class _Local:
         self.make_store, self.watch = make_store, watch
         self.store: Any = None
         self.watcher: Any = None
-        self._scan_wanted = threading.Event()
 
     def __call__(self, op: str, args: dict) -> dict:
         if self.store is None:
@@ -190,15 +189,12 @@ class _Local:
             except ConfigError:
                 pass  # a root that is missing or not a vault: the call below says so (tried again next call)
             else:
-                # The dirty check a call asks for starts once the call is
-                # done, not beside it (as in the engine: see daemon.py).
-                self.store.scan_in_background = self._scan_wanted.set
+                self.store.scan_in_background = self.watcher.want_scan  # started once the call is done
         try:
             return tools.call(self.store, op, args)
         finally:
-            if self.watcher is not None and self._scan_wanted.is_set():
-                self._scan_wanted.clear()
-                self.watcher.request_scan()
+            if self.watcher is not None:
+                self.watcher.start_wanted_scan()
 
 
 def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bool = True) -> None:

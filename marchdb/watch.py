@@ -57,6 +57,7 @@ class Watcher:
         self.debounce = debounce
         self._pending: set[str] = set()
         self._full_scan = True  # the start-up scan
+        self._scan_wanted = threading.Event()
         self._last_event = 0.0
         self._cond = threading.Condition()
         self._stop = False
@@ -191,6 +192,21 @@ class Watcher:
             if not self._full_scan:
                 self._full_scan = True
                 self._cond.notify()
+
+    def want_scan(self) -> None:
+        """Note a dirty check for ``start_wanted_scan`` to ask for: a
+        server's ``Store.scan_in_background``, so the scan starts once the
+        answer is out. Run beside the request, the stat walk (~0.2 s of CPU
+        at 10,000 files, most of it holding the GIL) took the core and the
+        interpreter the recall needed, and in a session every prompt that
+        comes more than 5 s after the last scan asks for one."""
+        self._scan_wanted.set()
+
+    def start_wanted_scan(self) -> None:
+        """Ask for the scan ``want_scan`` noted, if any (a request is answered)."""
+        if self._scan_wanted.is_set():
+            self._scan_wanted.clear()
+            self.request_scan()
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no change is pending (for tests and tools)."""
