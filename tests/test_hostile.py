@@ -88,7 +88,7 @@ def wait_for(predicate, timeout: float = 15.0) -> bool:
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(0.05)
+        time.sleep(0.01)
     return False
 
 
