@@ -675,7 +675,7 @@ def test_the_engine_output_file_is_appended_to_then_begun_afresh_past_its_bound(
         deadline = time.monotonic() + 30
         while b"no-such-option" not in out.read_bytes():
             assert time.monotonic() < deadline, out.read_bytes()[-300:]
-            time.sleep(0.05)
+            time.sleep(0.01)
         return out.read_bytes()
 
     assert start_and_wait(b"the last start\n").startswith(b"the last start\n")

@@ -88,7 +88,7 @@ def wait_for(predicate, timeout: float = 15.0) -> bool:
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(0.05)
+        time.sleep(0.01)
     return False
 
 
@@ -361,7 +361,7 @@ def test_3_the_watcher_survives_a_bad_name_and_keeps_indexing(tmp_path, vault, b
             _bad_names(vault)
             vault.memory("later.md", "mem_later")
             assert wait_for(lambda: "mem_later" in ids(store)), logs
-            time.sleep(0.3)
+            assert watcher.wait_idle(30)  # the next file is a batch of its own
             vault.memory("last.md", "mem_last")
             assert wait_for(lambda: "mem_last" in ids(store)), logs
             assert watcher._thread.is_alive()
@@ -451,7 +451,8 @@ def test_5_a_fifo_named_md_never_blocks_a_writer_while_a_watcher_runs(tmp_path, 
             os.mkfifo(vault.root / "x.md")
             os.mkfifo(vault.root / "a.md.tmp")
             os.replace(vault.root / "a.md.tmp", vault.root / "a.md")  # an indexed memory becomes a FIFO
-            time.sleep(0.5)  # the watcher has heard of both
+            # The watcher has heard of both: the FIFO in a.md's place took it out of the index.
+            assert wait_for(lambda: "mem_a" not in ids(store)) and watcher.wait_idle(30)
             proc = subprocess.run(
                 [sys.executable, "-m", "marchdb", "--home", str(bm25_cfg.home), "--root", str(vault.root)]
                 + ["save", "--name", "Writer", "-d", "from another process", "-t", "t", "--body", "b", "--json"],

@@ -33,7 +33,7 @@ def wait_for(predicate, timeout=10.0):
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(0.05)
+        time.sleep(0.01)
     return False
 
 
