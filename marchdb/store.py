@@ -29,7 +29,7 @@ from .files import read_file, walk
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from .recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
 from .recall import recall as recall_hints
-from .sync import SyncReport, owner_problem, sync_files
+from .sync import SyncReport, owner_problem, scan_epoch, sync_files
 
 if TYPE_CHECKING:
     from .embedding.vecindex import VectorIndex
@@ -97,6 +97,10 @@ class Store:
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
+        #: When the last full scan this process knows of finished (its own or
+        #: its watcher's): a scan that changed nothing writes its time to the
+        #: index only now and then (``sync.CLOCK_WRITE_SECONDS``).
+        self.scanned_at: float | None = None
         #: Set by the engine around one request: the ``time.time()`` after
         #: which its client has stopped waiting (``recall``'s ``deadline``).
         self.deadline: float | None = None
@@ -117,6 +121,7 @@ class Store:
             if rebuilt:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
             self._con = con
+            self.scanned_at = None  # a file opened (again, or made anew): its own clock is the truth
             sqlfuncs.register(con, self.sql_engine)  # march_* functions (README, "The index in SQL")
             self._rebuilt = bool(rebuilt)
             self._index_ino = _inode(self.cfg.index_path)
@@ -200,6 +205,8 @@ class Store:
         if self.follow_index():
             paths = None  # the new file may lack what this Store wrote into the old one
         report = sync_files(self.con, self.cfg.require_root(), self.cfg.index_path, paths)
+        if report.scanned_at is not None:
+            self.scanned_at = report.scanned_at
         if embed and self.use_model:
             emb = self.embedder()
             if emb is None:
@@ -267,8 +274,8 @@ class Store:
         problem = owner_problem(self.con, self.cfg.memory_root, self.cfg.index_path)
         if problem:
             raise ConfigError(problem)
-        last = db.get_meta(self.con, "last_scan_epoch")
-        if last is not None and time.time() - float(last) < max_age:
+        last = self.last_scan()
+        if last is not None and time.time() - last < max_age:
             return None
         if last is None and not self.first_scan_inline:
             found, _ = walk(self.cfg.memory_root)  # a stat walk: ~0.15 s at 10,000 files
@@ -287,6 +294,14 @@ class Store:
         # Bounded embedding: a dirty check must stay quick; a big backlog is
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
         return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
+
+    def last_scan(self) -> float | None:
+        """When the index was last fully scanned (``time.time()``), by any
+        process as the index says, or by this one; None if never."""
+        stored = db.get_meta(self.con, "last_scan_epoch")
+        if stored is None and self.scanned_at is None:
+            return None
+        return max(scan_epoch(stored), self.scanned_at or 0.0)
 
     def rebuild(self, embed: bool = True, progress=None, starting: Callable[[], None] | None = None) -> SyncReport:
         """Delete the index and build it again from the Markdown files (only

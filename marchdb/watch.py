@@ -52,6 +52,7 @@ class Watcher:
         # embedding batch of wait (the embedder serialises its calls). A
         # Store that never loads a model makes a watcher that never does.
         self.store = Store(store.cfg, embedder=store.loaded_embedder(), use_model=store.use_model)
+        self.parent = store  # told when a scan finishes (Store.scanned_at): its dirty check reads it
         self.root = Path(store.root)
         self.log = log
         self.debounce = debounce
@@ -291,6 +292,8 @@ class Watcher:
                 # waits for the next change rather than failing every 5 s.
                 self._retry_on_timer = expected
             return
+        if report.scanned_at is not None:
+            self.parent.scanned_at = max(self.parent.scanned_at or 0.0, report.scanned_at)
         if self._last_failure is not None:
             self.log("sync works again")
             self._last_failure = None

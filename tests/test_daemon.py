@@ -483,6 +483,7 @@ def test_the_dirty_check_a_request_asks_for_starts_once_its_answer_is_sent(bm25_
         mixed_vault.memory("late.md", "mem_late", name="Late arrival", description="Heard by no watcher")
         with engine.store.con:
             db.set_meta(engine.store.con, "last_scan_epoch", "0")
+        engine.store.scanned_at = None  # the watcher's start-up scan, as this process knows it
         ours, theirs = socket.socketpair()
         answered_first: list[bool] = []
         asked = watcher.request_scan

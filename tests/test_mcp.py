@@ -339,6 +339,7 @@ def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixe
         mixed_vault.memory("late.md", "mem_late", name="Late arrival", description="Heard by no watcher")
         with local.store.con:
             db.set_meta(local.store.con, "last_scan_epoch", "0")
+        local.store.scanned_at = None  # the watcher's start-up scan, as this process knows it
         logged_first: list[bool] = []
         asked = watcher.request_scan
 

@@ -158,6 +158,7 @@ def test_recall_in_sql_runs_the_dirty_check_first(bm25_store, mixed_vault):
     )
     with bm25_store.con:
         bm25_store.con.execute("UPDATE meta SET value = '0' WHERE key = 'last_scan_epoch'")  # the scan is old
+    bm25_store.scanned_at = None  # ... for this process too
     found = rows(bm25_store, "SELECT id FROM march_recall('sea kayak fjord') WHERE hint")
     assert found == [{"id": "mem_kayak"}]
 

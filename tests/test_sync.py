@@ -59,6 +59,34 @@ def test_warm_sync_only_stats(vault, store):
     assert (report.added, report.updated, report.unchanged) == (0, 0, 1)
 
 
+def test_a_scan_that_changes_nothing_writes_nothing_to_the_index(vault, store):
+    # Every write makes the other connections drop their page caches: the
+    # engine's next recall re-read its pages, and every prompt of a session
+    # comes with a scan.
+    from marchdb import sync
+
+    vault.memory("a.md", "mem_a")
+    store.sync(embed=False)
+    other = db.connect(store.cfg.index_path)
+    try:
+        before = other.pragma("data_version")
+        report = store.sync(embed=False)
+        assert report.unchanged == 1 and other.pragma("data_version") == before
+        assert time.time() - store.last_scan() < 5  # this process knows: its dirty check waits
+        vault.memory("b.md", "mem_b")
+        store.sync(embed=False)  # a change is written at once
+        assert other.pragma("data_version") != before
+        # The shared clock still moves, at most CLOCK_WRITE_SECONDS late.
+        with store.con:
+            db.set_meta(store.con, "last_scan_epoch", f"{time.time() - sync.CLOCK_WRITE_SECONDS - 1:.3f}")
+        before = other.pragma("data_version")
+        store.sync(embed=False)
+        assert other.pragma("data_version") != before
+        assert time.time() - float(db.get_meta(other, "last_scan_epoch")) < 5
+    finally:
+        other.close()
+
+
 def test_touch_without_change_is_unchanged(vault, store):
     path = vault.memory("a.md", "mem_a")
     run(store)

@@ -104,6 +104,7 @@ def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
     vault.memory("late.md", "mem_late")
     with store.con:
         db.set_meta(store.con, "last_scan_epoch", "0")
+    store.scanned_at = None  # the watcher's start-up scan, as this process knows it
     store.scan_in_background = watcher.request_scan
     assert store.ensure_fresh() is None  # asked for, not done inline
     assert wait_for(lambda: "mem_late" in ids(store))

@@ -515,9 +515,7 @@ def run_freshness(args, work: Path) -> dict:
     for i in range(n):
         for case in ("stale", "recent"):
             if case == "stale":
-                from marchdb import db
-
-                last = float(db.get_meta(probe.con, "last_scan_epoch") or 0)
+                last = probe.last_scan() or 0.0
                 wait = DIRTY_CHECK_S + 0.3 - (time.time() - last)
                 if wait > 0:
                     time.sleep(wait)
