@@ -133,7 +133,10 @@ class Store:
         return self.cfg.memory_root
 
     def close(self) -> None:
-        """Close the index connections."""
+        """Close the index connections (first leaving this process's last
+        scan time in the index when it is newer than the index's own)."""
+        if self._con is not None and self.scanned_at is not None:
+            self._keep_scan_clock(self._con, self.scanned_at)
         if self._reader is not None:
             self._reader.close()
             self._reader = None
@@ -143,6 +146,21 @@ class Store:
         if self._sql is not None:
             self._sql.close()
         self._vindex = None
+
+    @staticmethod
+    def _keep_scan_clock(con: apsw.Connection, scanned_at: float) -> None:
+        # A scan that changed nothing kept its time in memory only
+        # (sync.CLOCK_WRITE_SECONDS); the next process to start (a hook
+        # after the engine stopped) would scan again for nothing. Best
+        # effort and never waiting: a busy or read-only index means one
+        # scan more later, never one less.
+        try:
+            if scanned_at > scan_epoch(db.get_meta(con, "last_scan_epoch")):
+                con.set_busy_timeout(0)
+                with db.transaction(con):
+                    db.set_meta(con, "last_scan_epoch", f"{scanned_at:.3f}")
+        except apsw.Error:
+            pass
 
     @property
     def sql_engine(self) -> sqlfuncs.Engine:

@@ -87,6 +87,22 @@ def test_a_scan_that_changes_nothing_writes_nothing_to_the_index(vault, store):
         other.close()
 
 
+def test_a_process_leaving_puts_its_last_scan_in_the_index(vault, store):
+    # Else a hook right after the engine stopped scanned again for nothing.
+    vault.memory("a.md", "mem_a")
+    store.sync(embed=False)
+    with store.con:
+        db.set_meta(store.con, "last_scan_epoch", f"{time.time() - 30:.3f}")
+    scanned_at = store.sync(embed=False).scanned_at  # written to memory only
+    assert float(db.get_meta(store.con, "last_scan_epoch")) < scanned_at
+    store.close()
+    other = db.connect(store.cfg.index_path)
+    try:
+        assert float(db.get_meta(other, "last_scan_epoch")) == pytest.approx(scanned_at, abs=0.001)
+    finally:
+        other.close()
+
+
 def test_touch_without_change_is_unchanged(vault, store):
     path = vault.memory("a.md", "mem_a")
     run(store)

@@ -148,7 +148,8 @@ def main() -> int:
     for i in range(args.paced):
         time.sleep(args.pause)
         paced_engine.append(client.request(home, "memory_recall", {"text": texts[-1 - i]}, ident)[1])
-    log(f"paced (a {args.pause:g} s pause before each): hook {summary(paced_hook)}, engine {summary(paced_engine)}")
+    if paced_hook:
+        log(f"paced (a {args.pause:g} s pause before each): hook {summary(paced_hook)}, engine {summary(paced_engine)}")
     rss = _rss_mb(client.engine_pid(home))
     daemon.stop(home)
 
@@ -166,8 +167,8 @@ def main() -> int:
         "hook_cold_ms": summary(cold),
         "engine_warm_after_cold_ms": summary(ready),
         "pause_s": args.pause,
-        "hook_paced_ms": summary(paced_hook),
-        "engine_recall_paced_ms": summary(paced_engine),
+        "hook_paced_ms": summary(paced_hook) if paced_hook else None,
+        "engine_recall_paced_ms": summary(paced_engine) if paced_engine else None,
         "engine_rss_mb": rss,
     }
     print(table(result))
@@ -207,6 +208,8 @@ def table(r: dict) -> str:
         f"{'':40} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>4}",
     ]
     for name, s in rows:
+        if s is None:  # not measured (--paced 0)
+            continue
         lines.append(f"{name:40} {s['p50']:>8} {s['p95']:>8} {s['max']:>8} {s['n']:>4}")
     return "\n".join(lines)
 
