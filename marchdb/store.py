@@ -132,10 +132,11 @@ class Store:
         """The memory root (only this folder is indexed)."""
         return self.cfg.memory_root
 
-    def close(self) -> None:
+    def close(self, keep_clock: bool = True) -> None:
         """Close the index connections (first leaving this process's last
-        scan time in the index when it is newer than the index's own)."""
-        if self._con is not None and self.scanned_at is not None:
+        scan time in the index when it is newer than the index's own, unless
+        ``keep_clock`` is False: the file is being replaced or was)."""
+        if keep_clock and self._con is not None and self.scanned_at is not None:
             self._keep_scan_clock(self._con, self.scanned_at)
         if self._reader is not None:
             self._reader.close()
@@ -267,7 +268,7 @@ class Store:
         from the new file: a full scan repairs that). The new file cannot
         reuse the inode: ours still holds the old one open."""
         if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
-            self.close()
+            self.close(keep_clock=False)  # never a write into the deleted file
             return True
         return False
 
@@ -331,7 +332,7 @@ class Store:
         back: they are copied into the new index (a notice says how many
         rows, or that the old index could not be read and they are lost).
         """
-        self.close()
+        self.close(keep_clock=False)  # its clock would only be written into the file deleted below
         self.cfg.check_index_place()
         ownership.check_owned(self.cfg.index_path)  # before the lock file is made next to it
         self.cfg.require_root()  # a root that will be refused: nothing deleted first

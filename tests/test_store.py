@@ -227,3 +227,27 @@ def test_each_notice_is_told_once(store):
     store.notices += ["index rebuilt", "the model is missing", "index rebuilt"]
     assert store.take_notices() == ["index rebuilt", "the model is missing"]
     assert store.take_notices() == []  # told, then gone
+
+
+def test_following_a_replaced_index_writes_nothing_into_the_old_file(mixed_vault, cfg):
+    # A scan that changed nothing keeps its time in memory and leaves it in
+    # the index on close; the close that follows a rebuild by another
+    # process must not leave it in the deleted file.
+    import time
+
+    from marchdb.store import Store
+
+    with Store(cfg) as server, Store(cfg) as other:
+        server.sync(embed=False)
+        with server.con:
+            db.set_meta(server.con, "last_scan_epoch", f"{time.time() - 30:.3f}")
+        server.sync(embed=False)  # nothing changed: the scan's time stays in memory
+        olds = []
+        for suffix in ("", "-wal"):
+            old = cfg.index_path.with_name(f"old{suffix}")
+            os.link(f"{cfg.index_path}{suffix}", old)  # the deleted files stay reachable here
+            olds.append(old)
+        before = [(p.stat().st_size, p.stat().st_mtime_ns) for p in olds]
+        other.rebuild(embed=False)
+        assert server.follow_index()
+        assert [(p.stat().st_size, p.stat().st_mtime_ns) for p in olds] == before
