@@ -393,6 +393,8 @@ def search(
         _emit(result)
         return
     _say_notices(result)
+    for warning in result.get("warnings", []):  # files rg could not read or names it left out
+        say(f"warning: {one_line(warning)}", err=True)
     if not result["results"]:
         say("no match")
     for hit in result["results"]:
@@ -500,7 +502,8 @@ def _read_stdin_body(what: str = "body") -> str:
     raw = stream.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:  # read no further: its real size is not known, only that it is too big
         raise InvalidInput(
-            f"the {what} on stdin is over {MAX_BODY_BYTES:,} bytes, the limit; split it into several memories"
+            f"the {what} on stdin is over {MAX_BODY_BYTES:,} bytes; a memory {what} is limited to "
+            f"{MAX_BODY_BYTES:,} bytes; split it into several memories"
         )
     try:
         return raw.decode("utf-8")

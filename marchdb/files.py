@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .client import open_private
+from .errors import FileError
 
 #: Hidden temp files of atomic writes (sync, the watcher and search skip them).
 TEMP_PREFIX = ".marchdb-tmp-"
@@ -315,8 +316,7 @@ def vault_lock(root: Path) -> Iterator[None]:
         if held is not None:
             held[1] += 1
         else:
-            # No-follow: a link planted at that name must not make us create a file elsewhere.
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = _open_vault_lock(path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except BaseException:
@@ -330,6 +330,25 @@ def vault_lock(root: Path) -> Iterator[None]:
             if held[1] == 0:
                 del _VAULT_HELD[path]
                 os.close(held[0])
+
+
+def _open_vault_lock(path: str) -> int:
+    """The vault lock's descriptor: a regular file, created when missing.
+    No-follow (a link planted at that name must not make us create a file
+    elsewhere) and non-blocking (a FIFO planted there would block the open,
+    and with it every writer, while the index lock is held)."""
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    advice = "delete it (marchdb creates its lock file again); nothing was written"
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FileError(f"{path} is a symbolic link, not marchdb's lock file: {advice}") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FileError(f"{path} is not a regular file, so it is not marchdb's lock file: {advice}")
+    return fd
 
 
 def fsync_dir(folder: Path) -> None:

@@ -519,6 +519,11 @@ class Store:
             raise InvalidInput(f"the run id (--run, run_id) must be text of at most {MAX_RUN_ID_CHARS} characters")
         if conversation is not None and (not isinstance(conversation, str) or len(conversation) > MAX_RUN_ID_CHARS):
             raise InvalidInput(f"conversation must be text of at most {MAX_RUN_ID_CHARS} characters")
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1
+        ):
+            # as recallMinScore: below 0 (or NaN) every memory would be hinted, above 1 none ever
+            raise InvalidInput(f"threshold={threshold!r} is out of range; use a number from 0 to 1, e.g. 0.5")
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1

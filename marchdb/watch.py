@@ -246,7 +246,15 @@ class Watcher:
                 if root_due:
                     self._next_root_check = time.monotonic() + ROOT_CHECK_SECONDS
             if root_due:
-                self._follow_root()  # outside _cond: it may stop and start the platform watcher
+                try:
+                    self._follow_root()  # outside _cond: it may stop and start the platform watcher
+                except Exception as exc:  # noqa: BLE001 - the watcher's thread must not end
+                    if self.mode == "watching":
+                        self.mode = "polling"
+                        self.log(
+                            f"following the memory root failed ({type(exc).__name__}: {exc}); "
+                            f"falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s"
+                        )
                 continue
             with self._cond:
                 if not self._pending and not self._full_scan:

@@ -27,6 +27,7 @@ from marchdb import files, notes
 from marchdb.cli import app
 from marchdb.config import load_config
 from marchdb.errors import ConfigError, FileError, IndexUnavailable, InvalidInput, MarchError, NotFound
+from marchdb.files import VAULT_LOCK_NAME
 from marchdb.save import MAX_BODY_BYTES
 from marchdb.store import MAX_RUN_ID_CHARS, Store
 from marchdb.watch import Watcher
@@ -350,6 +351,8 @@ def test_3_a_file_name_that_is_not_utf8_is_reported_never_a_crash(tmp_path, vaul
         result = marchdb_cli(home, *args, root=vault.root)
         assert result.exit_code == 0, (args, result.output, result.exception)
     assert "caf\\xe9.md" in marchdb_cli(home, "doctor", root=vault.root).stdout
+    searched = marchdb_cli(home, "search", "latte", root=vault.root)
+    assert "warning:" in searched.stderr and "UTF-8" in searched.stderr  # text mode says it too
 
 
 def test_3_the_watcher_survives_a_bad_name_and_keeps_indexing(tmp_path, vault, bm25_cfg):
@@ -484,6 +487,39 @@ def test_5_a_fifo_or_link_as_a_profile_is_an_error_not_a_hang(tmp_path, bm25_sto
     os.symlink(tmp_path / "elsewhere.md", user)
     with pytest.raises(FileError, match="symbolic link"):
         bm25_store.context()
+
+
+@pytest.mark.parametrize("plant", ["fifo", "link"])
+def test_5_a_fifo_or_link_as_the_vault_lock_is_an_error_not_a_hang(tmp_path, vault, bm25_store, plant):
+    lock = vault.root / VAULT_LOCK_NAME
+    if plant == "fifo":
+        os.mkfifo(lock)
+    else:
+        (tmp_path / "elsewhere").write_text("theirs")
+        os.symlink(tmp_path / "elsewhere", lock)
+    outcome: dict = {}
+
+    def attempt():
+        for name, call in (
+            ("save", lambda: bm25_store.save(name="Blocked", description="d", tags=["t"], body="b", embed=False)),
+            ("log", lambda: bm25_store.log("Blocked", "text")),
+        ):
+            try:
+                call()
+                outcome[name] = "written"
+            except FileError as exc:
+                outcome[name] = str(exc)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "a writer hung on the planted lock file"
+    for message in outcome.values():
+        assert str(lock) in message and "delete it" in message
+    assert set(outcome) == {"save", "log"}
+    assert not list(vault.root.rglob("*.md")), "nothing may be written"
+    if plant == "link":
+        assert (tmp_path / "elsewhere").read_text() == "theirs"
 
 
 # ---------------------------------------------------------------- 6. a newline in a file name
@@ -805,6 +841,12 @@ def test_12_a_bad_threshold_in_the_environment_is_refused(tmp_path, vault, value
     assert "MARCH_MEMORY_RECALL_MIN_SCORE" in err
 
 
+@pytest.mark.parametrize("value", [-5, float("nan"), float("inf"), 2, "0.5", True])
+def test_12_a_bad_threshold_in_the_api_is_refused(bm25_store, value):
+    with pytest.raises(InvalidInput, match="threshold"):
+        bm25_store.recall("anything at all", threshold=value)
+
+
 def test_12_a_config_json_that_is_a_fifo_does_not_hang(tmp_path, vault):
     home = tmp_path / "home"
     home.mkdir()
@@ -833,7 +875,7 @@ def test_12_endless_stdin_stops_at_the_body_limit(tmp_path, vault):
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == InvalidInput.exit_code, err
     assert written < MAX_BODY_BYTES + 4 * 1024 * 1024  # the pipe buffer, not the whole stream
-    assert "Traceback" not in err.decode() and "over 65,536 bytes, the limit" in err.decode()
+    assert "Traceback" not in err.decode() and "a memory body is limited to 65,536 bytes" in err.decode()
 
 
 def test_12_any_sqlite_error_escaping_a_command_is_one_line(tmp_path, vault):

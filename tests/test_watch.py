@@ -187,3 +187,26 @@ def test_a_failing_scan_is_said_once_and_not_retried_every_few_seconds(watched, 
     assert wait_for(lambda: calls)
     time.sleep(0.5)  # ten root checks
     assert len(calls) == 1 and sum("sync failed unexpectedly" in m for m in said) == 1
+
+
+def test_a_failing_root_check_falls_back_to_polling_and_says_so(tmp_path, vault, monkeypatch):
+    cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})
+    logs: list[str] = []
+    with Store(cfg) as store:
+        watcher = Watcher(store, log=logs.append, debounce=0.05).start()
+        try:
+            assert watcher.wait_idle(30) and watcher.mode == "watching"
+
+            def fails():
+                raise RuntimeError("an odd file system")
+
+            monkeypatch.setattr(watcher, "_follow_root", fails)  # a fault injected into this one watcher
+            check_root_every(watcher, monkeypatch, 0.05)
+            assert wait_for(lambda: watcher.mode == "polling"), logs
+            assert any("an odd file system" in m and "falling back" in m for m in logs), logs
+            vault.memory("later.md", "mem_later")
+            assert wait_for(lambda: "mem_later" in ids(store), timeout=20), logs
+            assert watcher._thread.is_alive()
+            assert sum("an odd file system" in m for m in logs) == 1  # said once, not every check
+        finally:
+            watcher.stop()
