@@ -432,6 +432,8 @@ def score(
         }
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
+        if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
+            signals["rank_score"] = r["rank_score"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)

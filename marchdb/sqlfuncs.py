@@ -60,6 +60,8 @@ RECALL_COLUMNS = (
     "bm25_raw",
     "bm25_ratio",
     "bm25",
+    "rank_score",
+    "temperature",
     "temp_adj",
     "recency",
     "use",
@@ -368,6 +370,15 @@ _NO_ARGUMENT = (
 
 def _json(rows: list[dict[str, Any]]) -> str:
     return json.dumps(rows, ensure_ascii=False)
+
+
+def hint_for(message: str) -> str:
+    """What to add to an SQL error that calls a table-valued ``march_*``
+    function as a scalar one (``SELECT march_recall('...')``): ``""`` for any other error."""
+    for name in ("march_recall", "march_similar"):
+        if message.endswith(f"no such function: {name}"):
+            return f"; {name} is a table: SELECT * FROM {name}(...) (or {name}_json(...) for one JSON value)"
+    return ""
 
 
 def register(con: apsw.Connection, engine: Engine) -> None:

@@ -90,8 +90,9 @@ def adjustment(r: float, u: float, p: float) -> tuple[float, float]:
 
 
 def rerank(con: apsw.Connection, hints: Sequence[Hint], now: dt.datetime | None = None) -> list[Hint]:
-    """``hints`` ordered by score + temperature adjustment + project bonus
-    (ties: by dense cosine, as ``sql/recall.sql`` orders them). Each hint's ``signals`` gain
+    """``hints`` ordered by score (``rank_score`` where ``sql/recall.sql``
+    ranks a candidate apart from its score) + temperature adjustment +
+    project bonus (ties: by dense cosine, as ``sql/recall.sql`` orders them). Each hint's ``signals`` gain
     ``recency``, ``use``, ``priority``, ``temperature`` and ``temp_adj``;
     ``score`` is left as it is (the hint rules read it). Calling it again
     (another ``now``) recomputes, never accumulates."""
@@ -110,7 +111,11 @@ def rerank(con: apsw.Connection, hints: Sequence[Hint], now: dt.datetime | None 
 
     def key(hint: Hint) -> tuple[float, float]:
         cos = hint.signals.get("dense_cos")
-        order = hint.score + hint.signals["temp_adj"] + hint.signals.get("project_bonus", 0.0)
+        order = (
+            hint.signals.get("rank_score", hint.score)
+            + hint.signals["temp_adj"]
+            + hint.signals.get("project_bonus", 0.0)
+        )
         return order, cos if isinstance(cos, float) else -math.inf
 
     return sorted(hints, key=key, reverse=True)

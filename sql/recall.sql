@@ -111,7 +111,7 @@ body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     FROM bm25_sig b CROSS JOIN chunks c ON c.mem_rid = b.rid GROUP BY c.mem_rid
 ),
 signals AS (
-    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,
+    SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json, m.cjk AS meta_cjk,
            ms.cos AS meta_cos, bs.cos AS body_cos,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
@@ -137,23 +137,35 @@ calibrated AS (
            CASE WHEN bm25_raw IS NULL THEN NULL
                 ELSE 1.0 - exp(-(bm25_raw / :bm25_max * length_factor) / :bm25_tau) END AS bm25
     FROM signals
+),
+scored AS (
+    SELECT *,
+           CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
+                     THEN CASE WHEN :few_memories THEN dense
+                               -- both signals must agree: a word match cannot lift
+                               -- what the dense signal calls unrelated (dense < :agree)
+                               ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
+                                    * min(1.0, dense / max(:agree, 1e-9)) END
+                ELSE coalesce(dense_alone, bm25, 0.0) END AS score
+    FROM calibrated
 )
 SELECT *,
-       CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
-                 THEN CASE WHEN :few_memories THEN dense
-                           -- both signals must agree: a word match cannot lift
-                           -- what the dense signal calls unrelated (dense < :agree)
-                           ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
-                                * min(1.0, dense / max(:agree, 1e-9)) END
-            ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+       -- The order. A memory in another script than the message (an English
+       -- note, a Chinese question) can share no word with it, so its missing
+       -- BM25 says nothing: it is ranked by the plain dense curve, not the
+       -- stricter dense_alone one. Its score, which the threshold reads,
+       -- stays dense_alone: across scripts the model's cosines do not tell
+       -- related from unrelated well enough to hint on them (README).
+       CASE WHEN bm25 IS NULL AND dense IS NOT NULL AND (:q_cjk >= 0.5) != (meta_cjk >= 0.5)
+            THEN max(score, dense) ELSE score END AS rank_score,
        -- project: a ranking bonus for memories tagged with the current
        -- project (or below it), never a filter; the threshold sees score alone.
        CASE WHEN :project_tag IS NOT NULL AND EXISTS (
                 SELECT 1 FROM json_each(tags_json) t
                 WHERE t.value = :project_tag OR substr(t.value, 1, length(:project_tag) + 1) = :project_tag || '/')
             THEN :project_bonus ELSE 0.0 END AS project_bonus
-FROM calibrated
-ORDER BY score + project_bonus DESC, dense_cos DESC
+FROM scored
+ORDER BY rank_score + project_bonus DESC, dense_cos DESC
 LIMIT :limit;
 
 -- name: knn_coarse
@@ -210,6 +222,7 @@ bm25_sig AS MATERIALIZED (
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 )
 SELECT *, 1.0 - exp(-bm25_ratio / :bm25_tau) AS bm25, 1.0 - exp(-bm25_ratio / :bm25_tau) AS score,
+       1.0 - exp(-bm25_ratio / :bm25_tau) AS rank_score,
        CASE WHEN :project_tag IS NOT NULL AND EXISTS (
                 SELECT 1 FROM json_each(tags_json) t
                 WHERE t.value = :project_tag OR substr(t.value, 1, length(:project_tag) + 1) = :project_tag || '/')

@@ -300,3 +300,25 @@ def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store
     assert any(c["signals"].get("project_bonus") for c in data["candidates"])
     context = tools.call(bm25_store, "memory_context", {"text": "zebra", "project": "x"})
     assert context["hints"] and context["hints"][0]["signals"].get("project_bonus")
+
+
+def test_a_memory_in_the_other_script_ranks_by_its_meaning(mixed_vault, model_store):
+    # Chinese notes that share words with a Chinese question (medicine after
+    # breakfast), and the English memory that answers it (the dog's): no word
+    # can match across scripts, so the English one is ranked by the normal
+    # dense curve, not the stricter one for memories no word supports (which
+    # put the ten Chinese notes first: 0.421 against 0.369).
+    for i in range(recall_mod.SMALL_VAULT):
+        mixed_vault.memory(
+            f"zh/{i}.md",
+            f"mem_zh{i}",
+            name=f"感冒药 {i}" if i < 10 else f"城市公园 {i}",
+            description=f"早饭后吃感冒药，一次两片，第{i}天" if i < 10 else f"周末去第{i}个公园散步，看湖和樱花",
+            tags=["生活"],
+            body="早饭后吃药，多喝水。" if i < 10 else "公园里人不多。",
+        )
+    model_store.sync()
+    res = model_store.recall("我的狗早饭时要吃什么药？", explain=True)
+    first = res.candidates[0]
+    assert first.id == "mem_dog", [(c.id, round(c.score, 3), c.signals.get("rank_score")) for c in res.candidates[:5]]
+    assert "bm25" not in first.signals and first.signals["rank_score"] > first.score  # ranked apart from its score

@@ -160,8 +160,10 @@ def _convert_set(src: Path, out: Path, conv: str) -> None:
 
 
 def base_name(name: str) -> str:
-    """The shared set a set or variant comes from ("a+b" for several)."""
-    return VARIANTS.get(name, (Path(name).name, ""))[0]
+    """The shared set a set or variant comes from ("a+b" for several); a
+    path to a variant's folder counts as the variant (its own sources' questions are not off-topic)."""
+    short = Path(name).name
+    return VARIANTS.get(short, (short, ""))[0]
 
 
 def other_questions(name: str) -> list[str]:
@@ -175,7 +177,7 @@ def other_questions(name: str) -> list[str]:
 
 def in_language_offtopic(name: str) -> list[str]:
     """Questions in the vault's language and script that no set answers."""
-    lang = LANGUAGE.get(name, LANGUAGE.get(base_name(name), "en"))
+    lang = LANGUAGE.get(Path(name).name, LANGUAGE.get(base_name(name), "en"))
     if lang == "en+zh":
         return read_lines("offtopic_en.txt") + read_lines("offtopic_zh.txt")
     if lang == "zh-hant":

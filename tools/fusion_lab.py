@@ -223,11 +223,12 @@ class Arrays:
         dcg = np.bincount(self.item[ok], weights=gain, minlength=self.n_items)
         return np.divide(dcg, self.idcg, out=np.zeros_like(dcg), where=self.idcg > 0)
 
-    def hints(self, score: np.ndarray, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-        """Per message: whether anything is hinted, and whether a relevant
-        memory is among the (at most 3) hints."""
+    def hints(self, score: np.ndarray, order: np.ndarray, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+        """Per message: whether anything is hinted (``score`` at the
+        threshold), and whether a relevant memory is among the (at most 3)
+        hints, taken in the ranking ``order``."""
         eligible = self.desc & (score >= threshold)
-        rank = self.ranks(np.where(eligible, score, -np.inf))
+        rank = self.ranks(np.where(eligible, order, -np.inf))
         top = eligible & (rank < 3)
         any_hint = np.bincount(self.item[eligible], minlength=self.n_items) > 0
         rel_hint = np.bincount(self.item[top & (self.grade > 0)], minlength=self.n_items) > 0
@@ -269,6 +270,19 @@ def score_rule(a: Arrays, p: dict) -> np.ndarray:
     agree = np.minimum(1.0, dense / max(p["agree"], 1e-9))
     out = np.where(both, (p["w"] * dense + (1 - p["w"]) * b) * agree, np.where(np.isnan(d), b, alone))
     return np.nan_to_num(out, nan=0.0)
+
+
+def rank_rule(a: Arrays, p: dict, score: np.ndarray) -> np.ndarray:
+    """The order ``sql/recall.sql`` ranks by (``rank_score``): the score,
+    except a memory in another script than the message with no BM25 (no word
+    can match across scripts): the plain dense curve instead of dense_alone."""
+    calib = a.calibs.get(p["xoff"], a.calib)
+    offset = calib["script_offset"] * p["xoff"]
+    curve = calibrate.curves(calib, a.texts, p["dense_k"], p["alone_k"])
+    d = np.fmax(a.meta + offset * a.meta_across, a.body_cos(offset)) - a.bg
+    dense = sig((d - curve["dense_mid"]) / curve["dense_scale"])
+    across = (a.meta_across > 0) & np.isnan(a.raw) & ~np.isnan(d)
+    return np.where(across, np.fmax(score, np.nan_to_num(dense)), score)
 
 
 #: The constants in marchdb now.
@@ -327,8 +341,9 @@ GRID = {
 def evaluate(a: Arrays, p: dict, threshold: float = 0.5) -> dict:
     """Figures of rule ``p`` on one set, by half."""
     score = score_rule(a, p)
-    nd = a.ndcg(score)
-    any_hint, rel_hint = a.hints(score, threshold)
+    order = rank_rule(a, p, score)
+    nd = a.ndcg(order)
+    any_hint, rel_hint = a.hints(score, order, threshold)
     if not hasattr(a, "single_ndcg"):
         a.single_ndcg = {k: a.ndcg(np.nan_to_num(s, nan=-1.0), v) for k, (s, v) in a.single.items()}
     out = {}
