@@ -27,7 +27,7 @@ import apsw
 import sqlite_vec
 from datasette import hookimpl
 
-from .errors import MarchError
+from .errors import InvalidInput, MarchError
 from .sqlfuncs import SIMILAR_K, Engine
 
 
@@ -100,7 +100,8 @@ def vec0_for_datasette() -> str:
 def _fail(name: str, exc: MarchError) -> None:
     # pysqlite3 reports any exception of a function as "user-defined function
     # raised exception", without its message: the server log gets it.
-    print(f"marchdb browse: {name}: {exc}", file=sys.stderr)
+    message = str(exc)
+    print(f"marchdb browse: {message if message.startswith(name) else f'{name}: {message}'}", file=sys.stderr)
 
 
 def _json_or_error(name: str, compute) -> str:
@@ -119,6 +120,8 @@ def register_functions(conn: Any, attached: _Attached) -> None:
 
     def march_embed(text=None, kind="query", *extra):
         try:
+            if extra:
+                raise InvalidInput("march_embed takes a text and optionally 'query' or 'passage'")
             return engine.embed(text, kind)
         except MarchError as exc:
             _fail("march_embed", exc)
@@ -131,11 +134,23 @@ def register_functions(conn: Any, attached: _Attached) -> None:
             _fail("march_match", exc)
             raise
 
-    def march_recall_json(text=None, trigger="user", run_id=None, project=None, *extra):
-        return _json_or_error("march_recall_json", lambda: engine.recall(con, text, trigger, run_id, project))
+    def march_recall_json(text=None, trigger="user", run_id=None, project=None, conversation=None, *extra):
+        def rows():
+            if extra:  # as the apsw function: an argument too many is an error, not dropped
+                raise InvalidInput(
+                    "march_recall_json takes a text, optionally a trigger, a run id, a project and a conversation"
+                )
+            return engine.recall(con, text, trigger, run_id, project, conversation)
+
+        return _json_or_error("march_recall_json", rows)
 
     def march_similar_json(mem_id=None, k=SIMILAR_K, *extra):
-        return _json_or_error("march_similar_json", lambda: engine.similar(con, mem_id, k))
+        def rows():
+            if extra:
+                raise InvalidInput("march_similar_json takes a memory id and optionally k")
+            return engine.similar(con, mem_id, k)
+
+        return _json_or_error("march_similar_json", rows)
 
     conn.create_function("march_embed", -1, march_embed, deterministic=True)
     conn.create_function("march_fts", 1, engine.fts_text, deterministic=True)

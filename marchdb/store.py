@@ -778,7 +778,7 @@ class Store:
         except (apsw.ReadOnlyError, apsw.AuthError):
             raise InvalidInput(READ_ONLY_SQL) from None
         except apsw.Error as exc:
-            raise InvalidInput(f"SQL error: {exc}") from None
+            raise InvalidInput(f"SQL error: {exc}{sqlfuncs.hint_for(str(exc))}") from None
         return columns, rows
 
     def reader(self) -> apsw.Connection:

@@ -91,6 +91,8 @@ def test_canned_queries_without_a_model(tmp_path, mixed_vault):
         assert fts_row == [{"t": " 记忆 忆系 系统 "}]
         logged = _rows(ds, "/marchdb.json?sql=select+march_recall_json('cache','user','run-x')+as+j")
         assert "read-only" in json.loads(logged[0]["j"])[0]["error"]
+        extra = _rows(ds, "/marchdb.json?sql=select+march_recall_json('cache','user',null,null,null,'x')+as+j")
+        assert "takes a text" in json.loads(extra[0]["j"])[0]["error"]  # an argument too many is not dropped
         assert _get(ds, "/marchdb.json?sql=delete+from+memory_index").status_code == 400
         tables = {t["name"]: t["hidden"] for t in _get(ds, "/marchdb.json").json()["tables"]}
         assert tables["memory_index"] is False and tables["fts_data"] is True

@@ -110,6 +110,8 @@ def test_cli_and_shell_report_function_errors_on_one_line(tmp_path, mixed_vault)
     result = runner.invoke(app, [*base, "sql", "SELECT * FROM march_similar('mem_nope')"], env=env)
     assert result.exit_code == NotFound.exit_code
     assert result.stderr.strip() == "error: march_similar: no memory has id mem_nope in the index"
+    scalar = runner.invoke(app, [*base, "sql", "SELECT march_recall('cache')"], env=env)
+    assert scalar.exit_code == InvalidInput.exit_code and "march_recall is a table: SELECT * FROM" in scalar.stderr
     # The interactive shell prints the message and carries on.
     with Store(load_config(home=tmp_path / "home", root=mixed_vault.root, model="/nope.gguf", env={})) as store:
         out, err = io.StringIO(), io.StringIO()
