@@ -69,19 +69,42 @@ def test_writer_lock_is_reentrant_and_exclusive(tmp_path):
     import threading
 
     entered = threading.Event()
+    nested_done = threading.Event()
+    outer_released = threading.Event()
 
     def other_thread():
         with db.writer_lock(tmp_path / "i"):
             entered.set()
 
-    with db.writer_lock(tmp_path / "i"):
-        with db.writer_lock(tmp_path / "i"):  # the same thread again: no deadlock
-            worker = threading.Thread(target=other_thread, daemon=True)
-            worker.start()
-            assert not entered.wait(0.3), "another thread got the lock while it was held"
-        assert not entered.wait(0.1), "released by the inner exit while the outer still holds it"
-    assert entered.wait(5), "the lock was never released"
-    worker.join(5)
+    def holder():
+        # Nested in a thread of its own: if re-entry broke, the inner ``with`` would block for
+        # ever; here the join below times out and the test fails instead of hanging.
+        with db.writer_lock(tmp_path / "i"):
+            with db.writer_lock(tmp_path / "i"):  # the same thread again: no deadlock
+                nested_done.set()
+                worker = threading.Thread(target=other_thread, daemon=True)
+                worker.start()
+                assert not entered.wait(0.3), "another thread got the lock while it was held"
+            assert not entered.wait(0.1), "released by the inner exit while the outer still holds it"
+        outer_released.set()
+        worker.join(5)
+
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            holder()
+        except BaseException as exc:  # carried to the test thread, which fails with it
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the nested acquisition deadlocked (the lock is not re-entrant)"
+    if errors:
+        raise errors[0]
+    assert nested_done.is_set() and outer_released.is_set()
+    assert entered.is_set(), "the lock was never released"
 
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell on this machine")
