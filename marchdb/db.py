@@ -411,6 +411,12 @@ def ensure_vector_tables(con: apsw.Connection, dim: int) -> None:
         con.execute(_sql_text("vectors_bits.sql").replace("{dim}", str(int(dim))))
 
 
+def has_vector_tables(con: apsw.Connection) -> bool:
+    """Whether the vec0 tables exist (made by ``ensure_vector_tables`` once a
+    model's dimension is known, dropped with every vector on a model change)."""
+    return has_table(con, "vec_meta")
+
+
 def drop_vector_tables(con: apsw.Connection) -> None:
     """Drop every vector (the model changed: everything is re-embedded)."""
     for table in ("vec_meta", "vec_chunk", "vec_meta_bits", "vec_chunk_bits"):

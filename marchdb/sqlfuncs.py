@@ -250,7 +250,7 @@ class Engine:
             ).fetchone()
             if row is None:
                 raise NotFound(f"march_similar: no memory has id {mem_id} in the index", mem_id)
-            if row[0] is None or not db.has_table(con, "vec_meta"):
+            if row[0] is None or not db.has_vector_tables(con):
                 raise ModelError(
                     f"march_similar: memory {mem_id} has no vector yet; run `marchdb sync` with an embedding model"
                 )

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from ..db import get_meta, has_table, scalar
+from ..db import get_meta, has_vector_tables, scalar
 from .vectors import K_COARSE
 
 #: Float32 copies up to this many bytes (~43,000 memories of e5-small);
@@ -150,7 +150,7 @@ class VectorIndex:
         state = (index_id, fingerprint, gen)
         if state == self.state:
             return bool(self.kinds)
-        if not has_table(con, "vec_meta"):
+        if not has_vector_tables(con):
             self.kinds, self.state = {}, state
             return False
         if self.state is None or self.state[:2] != state[:2] or not self.kinds:

@@ -23,6 +23,7 @@ from ..db import (
     ensure_vector_tables,
     get_meta,
     has_table,
+    has_vector_tables,
     set_meta,
     transaction,
     writer_lock,
@@ -98,7 +99,7 @@ def usable(con: apsw.Connection, fingerprint: str | None = None) -> bool:
     current = get_meta(con, "model_fingerprint")
     if current is None or (fingerprint is not None and current != fingerprint):
         return False
-    return has_table(con, "vec_meta")
+    return has_vector_tables(con)
 
 
 def has_bits(con: apsw.Connection) -> bool:
@@ -171,7 +172,7 @@ def collect_garbage(con: apsw.Connection) -> int:
             "(kind = 'meta' AND NOT EXISTS (SELECT 1 FROM memory_index m WHERE m.meta_hash = v.hash)) OR "
             "(kind = 'chunk' AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.hash = v.hash))"
         ).fetchall()
-        has_tables = has_table(con, "vec_meta")
+        has_tables = has_vector_tables(con)
         bits = has_tables and has_bits(con)
         for vid, kind in stale:
             if has_tables:
