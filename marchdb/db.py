@@ -208,6 +208,12 @@ def file_holders(con: apsw.Connection, mem_id: str) -> list[str]:
     return [r[0] for r in con.execute("SELECT path FROM files WHERE mem_id = ? ORDER BY path", (mem_id,))]
 
 
+def id_taken(con: apsw.Connection, mem_id: str) -> bool:
+    """Whether any file's frontmatter declares ``mem_id`` (``file_holders``
+    without listing them: enough to pick a free id or accept a held one)."""
+    return con.execute("SELECT 1 FROM files WHERE mem_id = ?", (mem_id,)).fetchone() is not None
+
+
 def get_meta(con: apsw.Connection, key: str, default: str | None = None) -> str | None:
     """A value of the ``meta`` table."""
     for (value,) in con.execute("SELECT value FROM meta WHERE key = ?", (key,)):

@@ -520,7 +520,7 @@ def checked_id(con, raw: object) -> str:
         return validate_id(raw)
     except InvalidInput:
         ident = raw.strip() if isinstance(raw, str) else None
-        if ident and con.execute("SELECT 1 FROM files WHERE mem_id = ?", (ident,)).fetchone():
+        if ident and db.id_taken(con, ident):
             return ident
         raise
 
@@ -673,7 +673,7 @@ class Saver:
         when = dt.datetime.now(dt.UTC)
         if mem_id is None:
             mem_id = new_id(note.name, when)
-            while con.execute("SELECT 1 FROM files WHERE mem_id = ?", (mem_id,)).fetchone():
+            while db.id_taken(con, mem_id):
                 mem_id = new_id(note.name, when)
         stamp = format_time(when)
         note = replace(note, id=mem_id, created_at=stamp, updated_at=stamp)
