@@ -278,8 +278,13 @@ def unusual_root(root: Path, home: Path) -> str | None:
 def _in_plain_sight(path: str, folder: str) -> bool:
     """Whether ``path`` is ``folder`` or lies below it outside any hidden
     folder (one a scan would walk into); both real paths."""
+    # Imported here: the warm engine's client path (a hook, a quick recall) loads config but not files,
+    # whose imports (secrets, threading, typing) would add to every hook's start-up; only a Store asks this.
+    from .files import hidden
+
     inside = os.path.relpath(path, folder)
-    return not inside.startswith("..") and not any(part.startswith(".") for part in Path(inside).parts)
+    # The scan's own rule, so the two cannot drift; "." is the folder itself, where the scan starts.
+    return inside == "." or not hidden(inside)
 
 
 def _read_limited(path: Path) -> bytes:

@@ -1,0 +1,36 @@
+"""Settings: which folders may be a memory root and where the index may lie."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marchdb.config import load_config, unusual_root
+from marchdb.errors import ConfigError
+
+
+def test_a_root_holding_marchs_home_in_plain_sight_is_refused_but_not_in_a_hidden_folder(tmp_path):
+    # The same rule as a scan's (files.hidden): a home the scan would walk into is refused.
+    root = tmp_path / "vault"
+    for home in (root / "mh", root / "notes" / "mh"):
+        assert "holds marchdb's home" in (unusual_root(root, home) or "")
+    for home in (root / ".march", root / "notes" / ".cache" / "mh"):
+        assert unusual_root(root, home) is None
+    assert "marchdb's home" in (unusual_root(root, root) or "")  # the folder itself: not a vault either
+
+
+def test_the_index_may_lie_in_a_hidden_folder_of_the_root_only(tmp_path):
+    root, home = tmp_path / "vault", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+
+    def place(index):
+        (home / "config.json").write_text(json.dumps({"indexPath": str(index)}))
+        load_config(home=home, root=root, env={}).check_index_place()
+
+    for index in (root / "idx.sqlite", root / "sub" / "idx.sqlite"):
+        with pytest.raises(ConfigError, match="is inside the memory root"):
+            place(index)
+    for index in (root / ".marchdb" / "idx.sqlite", root / "sub" / ".x" / "idx.sqlite", tmp_path / "idx.sqlite"):
+        place(index)
