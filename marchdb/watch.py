@@ -209,15 +209,12 @@ class Watcher:
             self._scan_wanted.clear()
             self.request_scan()
 
-    def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Block until no change is pending (for tests and tools)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._cond:
-                if not self._pending and not self._full_scan and not self._busy:
-                    return True
-            time.sleep(0.02)
-        return False
+    @property
+    def idle(self) -> bool:
+        """Whether no change is waiting or being applied: the index holds
+        every change the watcher has seen."""
+        with self._cond:
+            return not self._pending and not self._full_scan and not self._busy
 
     # ------------------------------------------------------------ worker
 

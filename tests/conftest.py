@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,17 @@ class TinyEmbedder(Embedder):
 
     def embed(self, texts, kind, progress=None):
         return self._vectors(texts)
+
+
+def wait_idle(watcher, timeout: float = 30.0) -> bool:
+    """Block until ``watcher`` has applied every change it has seen (False
+    when ``timeout`` seconds pass first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if watcher.idle:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 # ---------------------------------------------------------------- the real model

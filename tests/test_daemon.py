@@ -19,6 +19,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from conftest import wait_idle
 
 from marchdb import client, daemon, db
 from marchdb.config import load_config
@@ -477,7 +478,7 @@ def test_the_dirty_check_a_request_asks_for_starts_once_its_answer_is_sent(bm25_
     engine._start_watcher()
     watcher = engine.watcher
     try:
-        assert watcher.wait_idle()  # its start-up scan is done
+        assert wait_idle(watcher)  # its start-up scan is done
         watcher._observer.stop()  # the watcher hears nothing now: only the dirty check finds changes
         watcher._observer.join(5)
         mixed_vault.memory("late.md", "mem_late", name="Late arrival", description="Heard by no watcher")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+from conftest import wait_idle
 from typer.testing import CliRunner
 
 from marchdb import files, notes
@@ -360,15 +361,15 @@ def test_3_the_watcher_survives_a_bad_name_and_keeps_indexing(tmp_path, vault, b
     with Store(bm25_cfg) as store:
         watcher = Watcher(store, log=logs.append, debounce=0.05).start()
         try:
-            assert watcher.wait_idle(30)
+            assert wait_idle(watcher, 30)
             _bad_names(vault)
             vault.memory("later.md", "mem_later")
             assert wait_for(lambda: "mem_later" in ids(store)), logs
-            assert watcher.wait_idle(30)  # the next file is a batch of its own
+            assert wait_idle(watcher, 30)  # the next file is a batch of its own
             vault.memory("last.md", "mem_last")
             assert wait_for(lambda: "mem_last" in ids(store)), logs
             assert watcher._thread.is_alive()
-            assert watcher.wait_idle(30)
+            assert wait_idle(watcher, 30)
             assert ("caf\\xe9.md", "bad_file_name") in kinds(store)  # reported without waiting for a dirty check
         finally:
             watcher.stop()
@@ -450,12 +451,12 @@ def test_5_a_fifo_named_md_never_blocks_a_writer_while_a_watcher_runs(tmp_path, 
     with Store(bm25_cfg) as store:
         watcher = Watcher(store, debounce=0.05).start()
         try:
-            assert watcher.wait_idle(30)
+            assert wait_idle(watcher, 30)
             os.mkfifo(vault.root / "x.md")
             os.mkfifo(vault.root / "a.md.tmp")
             os.replace(vault.root / "a.md.tmp", vault.root / "a.md")  # an indexed memory becomes a FIFO
             # The watcher has heard of both: the FIFO in a.md's place took it out of the index.
-            assert wait_for(lambda: "mem_a" not in ids(store)) and watcher.wait_idle(30)
+            assert wait_for(lambda: "mem_a" not in ids(store)) and wait_idle(watcher, 30)
             proc = subprocess.run(
                 [sys.executable, "-m", "marchdb", "--home", str(bm25_cfg.home), "--root", str(vault.root)]
                 + ["save", "--name", "Writer", "-d", "from another process", "-t", "t", "--body", "b", "--json"],
@@ -465,7 +466,7 @@ def test_5_a_fifo_named_md_never_blocks_a_writer_while_a_watcher_runs(tmp_path, 
                 env={**os.environ, "MARCH_EMBED_MODEL": NO_MODEL},
             )
             assert proc.returncode == 0, proc.stderr
-            assert watcher.wait_idle(30)
+            assert wait_idle(watcher, 30)
             assert store.search("pipe")["results"] == []
             with pytest.raises((FileError, NotFound)):
                 store.open("mem_a")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import wait_idle
 from typer.testing import CliRunner
 
 from marchdb.cli import app
@@ -333,7 +334,7 @@ def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixe
     try:
         local("memory_recall", {"text": "warm up"})  # starts the watcher
         watcher = local.watcher
-        assert watcher.wait_idle()
+        assert wait_idle(watcher)
         watcher._observer.stop()  # it hears nothing now: only the dirty check finds changes
         watcher._observer.join(5)
         mixed_vault.memory("late.md", "mem_late", name="Late arrival", description="Heard by no watcher")
@@ -351,7 +352,7 @@ def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixe
         watcher.request_scan = request_scan
         out = local("memory_recall", {"text": "Dog's medication carprofen tablet", "run_id": "r1"})
         assert [h["id"] for h in out["hints"]] == ["mem_dog"] and logged_first == [True]
-        assert watcher.wait_idle()
+        assert wait_idle(watcher)
         assert "mem_late" in {r[0] for r in local.store.con.execute("SELECT id FROM memory_index")}
     finally:
         if local.watcher is not None:

@@ -6,6 +6,7 @@ import os
 import time
 
 import pytest
+from conftest import wait_idle
 
 from marchdb import db
 from marchdb.config import load_config
@@ -18,7 +19,7 @@ def watched(tmp_path, vault):
     cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})
     store = Store(cfg)
     watcher = Watcher(store, debounce=0.05).start()
-    assert watcher.wait_idle(30)
+    assert wait_idle(watcher, 30)
     yield store, watcher
     watcher.stop()
     store.close()
@@ -74,7 +75,7 @@ def test_editor_save_by_rename_and_temp_files(watched, vault):
     assert wait_for(
         lambda: store.con.execute("SELECT name FROM memory_index WHERE id='mem_n'").fetchone() == ("After",)
     )
-    assert watcher.wait_idle(10)
+    assert wait_idle(watcher, 10)
     files = {r[0] for r in store.con.execute("SELECT path FROM files")}
     assert files == {"note.md"}  # the temp file never entered the index
 
@@ -169,7 +170,7 @@ def test_a_root_swapped_while_events_keep_coming_never_deadlocks(watched, vault,
             time.sleep(0.01)
     vault.memory("last.md", "mem_last")
     assert wait_for(lambda: "mem_last" in ids(store), timeout=20)
-    assert watcher.wait_idle(20)
+    assert wait_idle(watcher, 20)
 
 
 def test_a_failing_scan_is_said_once_and_not_retried_every_few_seconds(watched, vault, monkeypatch):
@@ -195,7 +196,7 @@ def test_a_failing_root_check_falls_back_to_polling_and_says_so(tmp_path, vault,
     with Store(cfg) as store:
         watcher = Watcher(store, log=logs.append, debounce=0.05).start()
         try:
-            assert watcher.wait_idle(30) and watcher.mode == "watching"
+            assert wait_idle(watcher, 30) and watcher.mode == "watching"
 
             def fails():
                 raise RuntimeError("an odd file system")

@@ -136,8 +136,10 @@ class VectorIndex:
         self.coarse = False
         self.center: np.ndarray | None = None
         self.dim = 0
-        self.loads = 0  # full loads, for tests and diagnostics
-        self.refreshes = 0  # incremental refreshes
+        # Full loads and incremental refreshes, counted for the tests alone (nothing in marchdb or tools/
+        # reads them): the only sign of which upkeep ran that needs no wrapping of the methods below.
+        self.loads = 0
+        self.refreshes = 0
 
     # ---------------------------------------------------------------- upkeep
 
