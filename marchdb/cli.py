@@ -118,7 +118,7 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
         try:
             return client.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden)
         except client.RemoteError as exc:
-            raise remote_error(exc.kind, str(exc), exc.exit_code) from None
+            raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
         except client.Unavailable as exc:
             if not exc.may_redo(op):
                 raise Unanswered(unanswered_message(op, exc)) from None

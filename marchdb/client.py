@@ -9,9 +9,10 @@ the network.
 The protocol is one request per connection: a JSON object on one line,
 ``{"v": 1, "op": "memory_recall", "args": {...}, "identity": {...}}``, and
 one JSON line back, ``{"ok": true, "data": {...}, "ms": 12.3}`` or
-``{"ok": false, "error": {"kind", "message", "exit_code"}}``. ``identity``
-is the client's resolved memory root, index and model: an engine serving
-another configuration refuses, and the client answers in-process instead.
+``{"ok": false, "error": {"kind", "message", "exit_code", ...}}``, with the
+error's own fields beside (``id``, ``paths``). ``identity`` is the client's
+resolved memory root, index and model: an engine serving another
+configuration refuses, and the client answers in-process instead.
 
 This module is what a hook imports to stay fast: the standard library only.
 """
@@ -75,11 +76,14 @@ DEADLINE_MARGIN = 0.5
 
 
 class RemoteError(Exception):
-    """The engine ran the request and refused it (a ``MarchError`` there)."""
+    """The engine ran the request and refused it (a ``MarchError`` there;
+    ``fields``: what that error carried besides its message, such as a
+    conflict's ``paths``)."""
 
-    def __init__(self, kind: str, message: str, exit_code: int):
+    def __init__(self, kind: str, message: str, exit_code: int, fields: dict | None = None):
         super().__init__(message)
         self.kind, self.exit_code = kind, exit_code
+        self.fields = fields or {}
 
 
 def identity(cfg) -> dict:
@@ -348,7 +352,10 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
     # because this client had stopped waiting: nothing was done, answer here.
     if error.get("kind") in ("other_config", "stopping", "protocol", "expired"):
         raise Unavailable(error["kind"], str(error.get("message", "")))
-    raise RemoteError(str(error.get("kind", "error")), str(error.get("message", "")), int(error.get("exit_code", 1)))
+    fields = {k: v for k, v in error.items() if k not in ("kind", "message", "exit_code")}
+    raise RemoteError(
+        str(error.get("kind", "error")), str(error.get("message", "")), int(error.get("exit_code", 1)), fields
+    )
 
 
 # ---------------------------------------------------------------- starting

@@ -333,7 +333,7 @@ class Engine:
         except (ValueError, RecursionError):  # RecursionError: nested past any request's depth
             return _refusal("protocol", "the request is not JSON", 2)
         except MarchError as exc:
-            return _refusal(exc.kind, str(exc), exc.exit_code)
+            return _refusal(exc.kind, str(exc), exc.exit_code, exc.to_dict())
         except (apsw.CorruptError, apsw.NotADBError) as exc:
             # This process's connections will not recover (a -wal file another
             # process deleted under them heals in a new one): stop, and the
@@ -429,8 +429,11 @@ def _refuse(conn: socket.socket) -> None:
         conn.sendall(refusal)
 
 
-def _refusal(kind: str, message: str, exit_code: int) -> dict:
-    return {"ok": False, "error": {"kind": kind, "message": message, "exit_code": exit_code}}
+def _refusal(kind: str, message: str, exit_code: int, data: dict | None = None) -> dict:
+    # The fields an error's to_dict adds (NotFound's id, Conflict's paths) travel too: the client
+    # rebuilds the same error with them (errors.remote_error).
+    fields = {k: v for k, v in (data or {}).items() if k not in ("status", "message")}
+    return {"ok": False, "error": {**fields, "kind": kind, "message": message, "exit_code": exit_code}}
 
 
 def code_folders() -> list[Path]:

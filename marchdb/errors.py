@@ -9,6 +9,7 @@ equal).
 from __future__ import annotations
 
 import re
+from typing import Self
 
 
 def check_text(value: object, what: str) -> None:
@@ -77,6 +78,12 @@ class MarchError(Exception):
         """The error as data (``status``, ``message``) for front-ends that answer in JSON."""
         return {"status": self.kind, "message": str(self)}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Self:
+        """The error back from its ``to_dict`` data (what the warm engine
+        sends); ``KeyError`` when a field of the class is missing."""
+        return cls(data["message"])
+
 
 class InvalidInput(MarchError):
     """A caller passed something marchdb refuses (bad id, empty name, ...)."""
@@ -113,6 +120,11 @@ class NotFound(MarchError):
         """``{"status": "not_found", "id", "message"}``."""
         return {"status": self.kind, "id": self.mem_id, "message": str(self)}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Self:
+        """The error back from its ``to_dict`` data."""
+        return cls(data["message"], data["id"])
+
 
 class Conflict(MarchError):
     """Several files hold the same memory id; the user must fix them."""
@@ -128,6 +140,11 @@ class Conflict(MarchError):
     def to_dict(self) -> dict:
         """``{"status": "conflict", "id", "paths", "message"}``."""
         return {"status": self.kind, "id": self.mem_id, "paths": self.paths, "message": str(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Self:
+        """The error back from its ``to_dict`` data."""
+        return cls(data["message"], data["id"], data["paths"])
 
 
 class IndexUnavailable(MarchError):
@@ -184,11 +201,41 @@ def unanswered_message(op: str, why: object) -> str:
     )
 
 
-def remote_error(kind: str, message: str, exit_code: int) -> MarchError:
-    """A ``MarchError`` the warm engine raised, rebuilt on the client's side
-    with its message, kind and exit code."""
-    exc = MarchError(message)
-    exc.kind, exc.exit_code = kind, exit_code
+#: The errors a refusal of the warm engine names by ``kind``, rebuilt as themselves.
+_BY_KIND: dict[str, type[MarchError]] = {
+    cls.kind: cls
+    for cls in (
+        InvalidInput,
+        ConfigError,
+        ModelError,
+        NotFound,
+        Conflict,
+        IndexUnavailable,
+        FileError,
+        Retry,
+        Expired,
+        Unanswered,
+        SearchFailed,
+    )
+}
+
+
+def remote_error(kind: str, message: str, exit_code: int, fields: dict | None = None) -> MarchError:
+    """A ``MarchError`` the warm engine raised, rebuilt on the client's side:
+    the same class (``except Conflict`` catches it) with the fields its
+    ``to_dict`` carried (``NotFound``'s id, ``Conflict``'s paths), its
+    message and its exit code."""
+    exc: MarchError | None = None
+    cls = _BY_KIND.get(kind)
+    if cls is not None:
+        try:
+            exc = cls.from_dict({**(fields or {}), "message": message})
+        except (KeyError, TypeError):
+            pass  # an engine of another version left a field out: the plain error below still says it all
+    if exc is None:
+        exc = MarchError(message)
+        exc.kind = kind
+    exc.exit_code = exit_code
     return exc
 
 

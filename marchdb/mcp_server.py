@@ -230,7 +230,7 @@ def through_engine(cfg, local: _Local) -> Callable[[str, dict], dict]:
             try:
                 return client.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
             except client.RemoteError as exc:
-                raise remote_error(exc.kind, str(exc), exc.exit_code) from None
+                raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
             except client.Unavailable as exc:
                 if not exc.may_redo(op):
                     raise Unanswered(unanswered_message(op, exc)) from None

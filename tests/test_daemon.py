@@ -377,6 +377,41 @@ def test_the_engine_stops_when_its_index_is_corrupt(bm25_engine):
     assert bm25_engine.stopping.is_set()  # the next client starts an engine that opens it afresh
 
 
+def test_a_conflict_through_the_engine_is_a_conflict_with_its_paths(bm25_engine, mixed_vault):
+    # The client rebuilt every refusal as a bare MarchError: the exit code survived, but
+    # `except Conflict` missed it and the paths of the files to fix were lost on the way.
+    import socket
+
+    from marchdb.errors import Conflict, remote_error
+
+    mixed_vault.memory("elsewhere/dog-copy.md", "mem_dog")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bm25_engine.home.mkdir(parents=True, exist_ok=True)
+    listener.bind(str(client.socket_path(bm25_engine.home)))
+    listener.listen(1)
+
+    def serve_one():  # what the engine's loop does with a connection: answer its line
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(json.dumps(bm25_engine.answer(client._read_line(conn))).encode() + b"\n")
+
+    thread = threading.Thread(target=serve_one, daemon=True)
+    thread.start()
+    with pytest.raises(client.RemoteError) as caught:
+        client.request(bm25_engine.home, "memory_save", {"id": "mem_dog", "body": "b"}, bm25_engine.identity)
+    thread.join(10)
+    listener.close()
+    exc = caught.value
+    rebuilt = remote_error(exc.kind, str(exc), exc.exit_code, exc.fields)  # as the CLI and MCP server do
+    assert isinstance(rebuilt, Conflict) and rebuilt.exit_code == Conflict.exit_code == 6
+    assert rebuilt.mem_id == "mem_dog"
+    assert rebuilt.paths == [
+        str(mixed_vault.root / "2026/05/week2/mem_dog.md"),
+        str(mixed_vault.root / "elsewhere/dog-copy.md"),
+    ]
+    assert str(rebuilt).startswith("2 files hold id mem_dog")
+
+
 def test_a_write_the_engine_took_is_never_done_twice(tmp_path):
     import socket
 
