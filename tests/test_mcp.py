@@ -169,6 +169,12 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         "search": cli("search", "cache"),
         "context": cli("context", "why does the prompt cache miss?"),
         "log": cli("log", "CLI capture", "from the CLI"),
+        # Saves last, of memories no recall above asks about; topics of their own, so that no
+        # save is taken for a near-duplicate of the other front-end's.
+        "created": cli(
+            "save", "--name", "Green tea", "-d", "Brew it at 80 degrees", "-t", "tea", "--body", "Not boiling"
+        ),
+        "updated": cli("save", "--id", "mem_dog", "-t", "pets", "-t", "health", "-t", "vet"),
     }
     out = call(
         server,
@@ -185,6 +191,17 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
             ("search", "memory_search", {"query": "cache"}),
             ("context", "memory_context", {"text": "why does the prompt cache miss?"}),
             ("log", "memory_log", {"title": "MCP capture", "text": "from the MCP server"}),
+            (
+                "created",
+                "memory_save",
+                {
+                    "name": "Bicycle tyre pressure",
+                    "description": "Road bike tyres take 6 bar, the gravel bike 3",
+                    "tags": ["cycling"],
+                    "body": "Check the pressure every week; tyres lose air slowly.",
+                },
+            ),
+            ("updated", "memory_save", {"id": "mem_hike", "tags": ["户外", "hiking"]}),
         ],
     )
     for key, data in via_cli.items():
@@ -194,6 +211,8 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
         assert set(data) - {"notices"} == set(mcp_data) - {"notices"}, key
     assert via_cli["recall"]["hints"][0].keys() == out["recall"][1]["hints"][0].keys()
     assert out["recorded"][1]["hints"] == [] and out["recorded"][1]["recorded"][0]["id"] == "mem_cache"
+    for key in ("created", "updated"):
+        assert via_cli[key]["status"] == out[key][1]["status"] == key, (via_cli[key], out[key])
 
 
 def test_the_server_is_a_thin_front_over_the_warm_engine(server, tmp_path):
