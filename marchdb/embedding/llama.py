@@ -453,6 +453,19 @@ class LlamaEmbedder(Embedder):
         """CPU threads llama.cpp uses."""
         return self._threads
 
+    def info(self) -> dict:
+        """What ``marchdb model info`` shows: ``{"path", "bytes", "dim",
+        "pooling", "fingerprint", "n_ctx", "prefixes"}``."""
+        return {
+            "path": str(self.path),
+            "bytes": self.path.stat().st_size,
+            "dim": self.dim,
+            "pooling": self.pooling,
+            "fingerprint": self.fingerprint,
+            "n_ctx": self.n_ctx,
+            "prefixes": self.prefixes,
+        }
+
     # -- public embedding API -------------------------------------------------
 
     def embed(self, texts: Sequence[str], kind: Kind, progress: Progress | None = None) -> np.ndarray:

