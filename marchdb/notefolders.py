@@ -7,7 +7,8 @@ from the frontmatter, from ``#tags`` in the text and from the folder (seed
 003's ``decisions/`` → ``decision``, ``people/`` → ``person``…; seed 004's
 ``user/`` → ``user`` + ``profile``…; any other folder path as one nested tag);
 a folder named ``archive`` or ``.archive`` gives status ``archived``. Other
-frontmatter fields are kept as they are.
+frontmatter fields are kept as they are. A note without a description that
+is empty or holds only headings is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -98,6 +99,19 @@ def first_sentence(body: str) -> str:
         match = _SENTENCE.match(plain)
         return one_line(match.group(1) if match else plain, DESCRIPTION_CHARS)
     return ""
+
+
+def _only_headings(body: str) -> str | None:
+    """Why a note's text holds nothing to remember when it is nothing but
+    headings (``# Empty``), else None. Entry headings of a daily log
+    (``### 09:10 - title``) are what was logged, so they count as text."""
+    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    headings = [m.group(1) for m in (_HEADING.match(ln) for ln in lines) if m]
+    if not headings or len(headings) < len(lines) or entry_titles(body):
+        return None
+    shown = one_line("; ".join(headings), 100)
+    what = "a heading" if len(headings) == 1 else "headings"
+    return f"the note holds only {what} ({shown}), no text: nothing to remember"
 
 
 def _split_frontmatter(text: str) -> tuple[dict, str]:
@@ -214,6 +228,11 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     body = body.strip("\n")
     if not body.strip() and not meta.get("description"):
         return Skip(origin, "the note is empty")
+    if not meta.get("description") and (only := _only_headings(body)):
+        # Its description would be its name: a memory with nothing to remember,
+        # whose hint line matches any message about its title. (A daily log's
+        # entry headings are what was logged: not "only headings".)
+        return Skip(origin, only)
     folders = rel.split("/")[:-1]
     stem = rel.rsplit("/", 1)[-1][:-3]
     day_match = _DAY_FILE.match(rel.rsplit("/", 1)[-1])

@@ -420,3 +420,24 @@ def test_the_path_named_may_be_a_link_but_links_inside_are_not_followed(vault, s
     os.symlink(vault.root, tmp_path / "into-root")
     with pytest.raises(InvalidInput, match="inside the memory root"):
         store.import_("obsidian", tmp_path / "into-root")
+
+
+def test_a_note_that_is_only_a_heading_is_skipped_and_says_so(vault, store, tmp_path):
+    # It was imported as a memory whose description was its name: nothing to remember,
+    # and a hint line that matches anything about its title (empty chats are skipped too).
+    src = tmp_path / "notes"
+    put(src, "empty.md", "# Empty\n")
+    put(src, "outline.md", "---\ntags: [plans]\n---\n# Plans\n\n## Later\n\n")
+    put(src, "described.md", "---\ndescription: The plan is in the title\n---\n# Ship it\n")
+    put(src, "memory/2026-11-03.md", "### 09:10 - Finished the code review\n")
+    out = store.import_("workspace", src, apply=True, embed=False)
+    rows = {r["origin"]: r for r in out["items"]}
+    assert {o: r["action"] for o, r in rows.items()} == {
+        "empty.md": "skip",
+        "outline.md": "skip",
+        "described.md": "created",
+        "memory/2026-11-03.md": "created",  # an entry's title is what was logged
+    }
+    assert rows["empty.md"]["detail"] == "the note holds only a heading (Empty), no text: nothing to remember"
+    assert rows["outline.md"]["detail"] == "the note holds only headings (Plans; Later), no text: nothing to remember"
+    assert (out["created"], out["skipped"], out["problems"]) == (2, 2, 0)
