@@ -20,7 +20,8 @@ Rules:
 * idempotent: every memory gets ``source: KIND:...`` in its frontmatter, and a
   source already in the vault (any status) is skipped, so a second import
   creates nothing twice (delete an imported memory and the next import
-  brings it back);
+  brings it back); a chat grown since or a note changed since its import
+  is skipped too, saying so and how to bring the change in;
 * never overwrites: only new files, through save's ``create_file`` (a taken
   name gets ``-2``; placed with a link, never a replace); nothing in the vault
   is changed and the source is only read; a source inside the memory root is
@@ -48,9 +49,9 @@ from . import db
 from .clock import format_time, parse_time
 from .config import unusual_root
 from .errors import FileError, InvalidInput, mend_surrogates
-from .files import is_inside
+from .files import is_inside, read_file
 from .notefolders import read_notes
-from .notes import BadNote, Note, new_id, parse_note, render_note
+from .notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from .save import create_file
 from .sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip, source_key
 from .sync import sync_files
@@ -224,19 +225,49 @@ class Importer:
 
     def _skipped(self, item: Item, mem_id: str) -> str:
         """Why an item is skipped as imported already — and, for a chat that
-        went on after its import (a session imported while still open), that
-        the memory lacks its newer messages (an import never rewrites it)."""
-        if item.source.split(":", 1)[0] in NOTE_KINDS:
-            return "imported already"
-        newest = item.updated or item.created
-        row = self.con.execute("SELECT updated_at FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
+        went on after its import (a session imported while still open) or a
+        note edited since, that the memory lacks the change (an import never
+        rewrites a memory)."""
+        row = self.con.execute("SELECT updated_at, path FROM memory_index WHERE id = ?", (mem_id,)).fetchone()
         was = parse_time(row[0]) if row else None
+        if item.source.split(":", 1)[0] in NOTE_KINDS:
+            newest = max(t for t in (item.created, item.updated, item.changed) if t is not None)
+            # A newer file time alone is no change (a checkout, a copy, a sync tool
+            # touches files): the note must also read differently from its memory.
+            if was is None or format_time(newest) <= format_time(was) or self._holds(row[1], item):
+                return "imported already"
+            return (
+                f"imported already, but the note has changed since (last changed {format_time(newest)}, the memory "
+                f"holds it as of {format_time(was)}); the memory is not rewritten: to bring the change in, copy it "
+                f"into {mem_id} (marchdb save --id {mem_id}, or edit its file), or move {mem_id} out of the vault "
+                "and import again"
+            )
+        newest = item.updated or item.created
         # At the index's millisecond precision: an export's times carry microseconds.
         if was is None or format_time(newest) <= format_time(was):
             return "imported already"
         return (
             f"imported already, but it has grown since (last message {format_time(newest)}, the memory ends "
             f"at {format_time(was)}); to bring in the rest, move {mem_id} out of the vault and import again"
+        )
+
+    def _holds(self, rel: str, item: Item) -> bool:
+        """Whether the memory file ``rel`` holds what ``item`` would write
+        (name, description, text, and tags when the same kind of import made
+        it: the folder tags of ``workspace`` and ``obsidian`` differ); a file
+        that cannot be read does not."""
+        try:
+            data, _ = read_file(self.root / rel, MAX_FILE_BYTES, root=self.root)
+            note = parse_note(data)
+        except (OSError, BadNote, ValueError):
+            return False
+
+        def text(body: str) -> str:
+            return body.replace("\r\n", "\n").strip("\n").rstrip()
+
+        same_kind = str(note.extra.get("source", "")).split(":", 1)[0] == item.source.split(":", 1)[0]
+        return (note.name, note.description, text(note.body)) == (item.name, item.description, text(item.body)) and (
+            note.tags == item.tags or not same_kind
         )
 
     def _known(self) -> dict[str, str]:

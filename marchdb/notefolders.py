@@ -303,6 +303,7 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         slug=slug,
         extra=extra,
         warnings=warnings,
+        changed=mtime,
     )
 
 

@@ -57,6 +57,10 @@ class Item:
     #: Other keys of the same source: a note file imported as another kind of
     #: folder (``workspace`` then ``obsidian``) is the same file.
     aliases: tuple[str, ...] = ()
+    #: When the source last changed, as far as it can be told (a note file's
+    #: last change; its frontmatter times may be older than an edit): a later
+    #: import says that it changed since.
+    changed: dt.datetime | None = None
 
     def known_as(self, known: dict[str, str]) -> str | None:
         """The id of the memory already imported from this source, if any."""

@@ -441,3 +441,48 @@ def test_a_note_that_is_only_a_heading_is_skipped_and_says_so(vault, store, tmp_
     assert rows["empty.md"]["detail"] == "the note holds only a heading (Empty), no text: nothing to remember"
     assert rows["outline.md"]["detail"] == "the note holds only headings (Plans; Later), no text: nothing to remember"
     assert (out["created"], out["skipped"], out["problems"]) == (2, 2, 0)
+
+
+def test_a_note_changed_since_its_import_says_so_and_is_never_rewritten(vault, store, tmp_path):
+    # It was skipped as "imported already", silently: the change never reached the vault
+    # and nobody was told. Chats already say they have grown since.
+    src = tmp_path / "notes"
+    kafka = put(src, "kafka.md", "# Kafka\n\nPartitions are the unit of order.\n")
+    touched = put(src, "touched.md", "# Touched\n\nA note a checkout gives today's time.\n")
+    dated = put(src, "dated.md", "---\nupdated: 2024-01-05\n---\n# Dated\n\nIts own time says 2024.\n")
+    old = time.time() - 86400 * 10
+    for path in (kafka, touched, dated):
+        os.utime(path, (old, old))
+    first = store.import_("obsidian", src, apply=True, embed=False)
+    assert first["created"] == 3
+    mem_file = {r["origin"]: Path(r["path"]) for r in first["items"]}
+    before = {origin: path.read_bytes() for origin, path in mem_file.items()}
+    put(src, "kafka.md", "# Kafka\n\nPartitions are the unit of order. Keys pick the partition.\n")
+    put(src, "dated.md", "---\nupdated: 2024-01-05\n---\n# Dated\n\nIts own time says 2024, the file says today.\n")
+    os.utime(touched, None)  # a newer time, the same text: no change
+    for apply in (False, True):
+        again = store.import_("obsidian", src, apply=apply, embed=False)
+        rows = {r["origin"]: r for r in again["items"]}
+        assert {o: r["action"] for o, r in rows.items()} == {
+            "kafka.md": "skip",
+            "touched.md": "skip",
+            "dated.md": "skip",
+        }
+        assert rows["touched.md"]["detail"] == "imported already"
+        for origin in ("kafka.md", "dated.md"):
+            detail, mem_id = rows[origin]["detail"], rows[origin]["id"]
+            assert detail.startswith("imported already, but the note has changed since (last changed "), detail
+            assert f"marchdb save --id {mem_id}" in detail and f"move {mem_id} out of the vault" in detail
+        assert again["created"] == 0
+    assert {origin: path.read_bytes() for origin, path in mem_file.items()} == before  # never rewritten
+
+
+def test_a_note_imported_as_another_kind_is_not_taken_for_a_changed_one(vault, store, workspace):
+    # workspace and obsidian give a note different folder tags: a touched file imported
+    # as the other kind is the same note, not one changed since.
+    store.import_("workspace", workspace, apply=True, embed=False)
+    for path in workspace.rglob("*.md"):
+        os.utime(path, (time.time() + 60, time.time() + 60))
+    again = store.import_("obsidian", workspace, embed=False)
+    decision = next(r for r in again["items"] if r["origin"] == "memory/decisions/db-choice.md")
+    assert decision["detail"] == "imported already"
