@@ -62,7 +62,8 @@ def import_(
     no_embed: bool = typer.Option(False, "--no-embed", help="Leave the new memories' vectors to the next sync."),
     as_json: bool = JsonOpt,
 ):
-    """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply."""
+    """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply
+    (which exits 8 when some items were problems, once the rest is imported)."""
     if apply and dry_run:
         raise InvalidInput("--apply and --dry-run contradict each other; pass one")
     store = _store(ctx)
@@ -72,9 +73,15 @@ def import_(
     finally:
         progress.close()
     notes = _notices(store, as_json)
+    # Items that could not be imported are an error for scripts too (as an
+    # archive that failed is for maintain): exit 8 once the rest is imported
+    # and everything is said. A dry run changes nothing and only reports.
+    failed = data["applied"] and data["problems"] > 0
     if as_json:
         data["notices"] = notes
         _emit(data)
+        if failed:
+            raise typer.Exit(FileError.exit_code)
         return
     shown = {"create": 20, "created": 20, "skip": 100, "problem": 100}
     for action in ("created", "create", "skip", "problem"):
@@ -88,7 +95,8 @@ def import_(
         if len(rows) > shown[action]:
             say(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
     if data["applied"]:
-        say(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}")
+        why = " (the problem lines above say why; the rest was imported)" if failed else ""
+        say(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}{why}")
     else:
         say(
             f"dry run: {data['created']} would be created, {data['skipped']} skipped, {data['problems']} problems; "
@@ -96,6 +104,8 @@ def import_(
         )
     for warning in data.get("embed_warnings", []):
         say(f"warning: {one_line(warning)}", err=True)
+    if failed:
+        raise typer.Exit(FileError.exit_code)
 
 
 @command(app, "maintain")

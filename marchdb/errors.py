@@ -255,7 +255,11 @@ EXIT_CODES: list[tuple[int, str]] = [
     (NotFound.exit_code, "no memory has that id"),
     (Conflict.exit_code, "several files hold that id, or a file marchdb cannot read still holds it"),
     (IndexUnavailable.exit_code, "the index file cannot be opened or written"),
-    (FileError.exit_code, "a memory, profile or settings file cannot be read or written"),
+    (
+        FileError.exit_code,
+        "a memory, profile or settings file cannot be read or written (`import --apply`, "
+        "`maintain --apply`: some items could not be done, the rest was)",
+    ),
     (EXIT_DUPLICATE, "save wrote nothing: a near-duplicate memory exists"),
     (Retry.exit_code, "something changed meanwhile; nothing was written, try again"),
     (SearchFailed.exit_code, "ripgrep is missing or failed"),

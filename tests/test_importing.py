@@ -486,3 +486,28 @@ def test_a_note_imported_as_another_kind_is_not_taken_for_a_changed_one(vault, s
     again = store.import_("obsidian", workspace, embed=False)
     decision = next(r for r in again["items"] if r["origin"] == "memory/decisions/db-choice.md")
     assert decision["detail"] == "imported already"
+
+
+def test_an_import_with_problems_exits_8_once_the_rest_is_imported(tmp_path, vault):
+    # --apply ended with exit 0 when items were problems: a script saw success while a
+    # note stayed out of the vault. A dry run only reports, so it exits 0.
+    src = tmp_path / "notes"
+    put(src, "good.md", "# Good\n\nA note that imports.\n")
+    put(src, "broken.md", "---\ntitle: [unclosed\n---\nbody\n")
+    runner = CliRunner()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    dry = runner.invoke(app, [*base, "import", "obsidian", str(src)], env=env)
+    assert dry.exit_code == 0, dry.output
+    assert "dry run: 1 would be created, 0 skipped, 1 problems" in dry.stdout
+    done = runner.invoke(app, [*base, "import", "obsidian", str(src), "--apply", "--no-embed"], env=env)
+    assert done.exit_code == 8, done.output
+    assert "problem  broken.md: the frontmatter is not valid YAML" in done.stdout
+    assert "created 1, skipped 0, problems 1 (the problem lines above say why; the rest was imported)" in done.stdout
+    assert len(list(vault.root.rglob("*.md"))) == 1
+    again = runner.invoke(app, [*base, "import", "obsidian", str(src), "--apply", "--no-embed", "--json"], env=env)
+    assert again.exit_code == 8 and json.loads(again.stdout)["problems"] == 1
+    put(src, "broken.md", "---\ntitle: fixed\n---\nbody\n")
+    fixed = runner.invoke(app, [*base, "import", "obsidian", str(src), "--apply", "--no-embed"], env=env)
+    assert fixed.exit_code == 0, fixed.output
+    assert "created 1, skipped 1, problems 0" in fixed.stdout
