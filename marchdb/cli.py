@@ -298,7 +298,10 @@ def _log_size(row: dict) -> str:
         rows = "1 row" if row["rows"] == 1 else f"{row['rows']:,} rows"
         return f"{row['log']} {rows} (keeps the last {row['keep_rows']:,}{since})"
     size = f"{row['bytes']:,} bytes" if row["bytes"] < 10_240 else f"{row['bytes'] / 1024:,.0f} KB"
-    return f"{row['file']} {size} (rotated at {row['keep_bytes'] / 1024:,.0f} KB)"
+    bound = f"{row['keep_bytes'] / 1024:,.0f} KB"
+    if not row.get("rotated", True):  # the engine's output: truncated at a start, never rotated
+        return f"{row['file']} {size} (begun afresh when an engine starts past {bound})"
+    return f"{row['file']} {size} (rotated at {bound})"
 
 
 @command(app, "open")

@@ -43,7 +43,9 @@ HOOK_HOSTS = ("claude-code", "generic")
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
 #: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
-#: ``logs/daemon.out`` (what engines print) starts afresh past this size.
+#: What engines started in the background print (``logs/daemon.out``), begun
+#: afresh when an engine starts and finds it past ``DAEMON_OUT_BYTES``.
+DAEMON_OUT = "daemon.out"
 DAEMON_OUT_BYTES = 1024 * 1024
 #: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
 #: longer ones are reached through /proc/self/fd.
@@ -375,12 +377,12 @@ def start(home: Path, args: list[str] | None = None) -> str | None:
 
     try:
         make_private_dirs(home / LOG_DIR, top=home)
-        path = home / LOG_DIR / "daemon.out"
+        path = home / LOG_DIR / DAEMON_OUT
         # Two lines an engine start; begun afresh past a bound, never grown for good.
         big = os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) > DAEMON_OUT_BYTES
         out = open_private(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if big else os.O_APPEND))
     except OSError as exc:
-        return f"cannot write {home / LOG_DIR / 'daemon.out'}: {exc.strerror or exc}"
+        return f"cannot write {home / LOG_DIR / DAEMON_OUT}: {exc.strerror or exc}"
     try:
         os.set_blocking(out, True)
         subprocess.Popen(

@@ -7,12 +7,13 @@ CLI, the MCP server and any other front-end show the same words.
 
 from __future__ import annotations
 
+import stat
 import unicodedata
 from pathlib import Path
 
 import apsw
 
-from . import logfile
+from . import client, logfile
 from .db import rows
 
 #: What to do about each kind of problem in ``diag_problems``.
@@ -81,6 +82,23 @@ def lookalike_ids(con: apsw.Connection) -> list[dict]:
 
 def logs(con: apsw.Connection, logs_dir: Path) -> list[dict]:
     """How big each log is and what bounds it: the index's logs
-    (``diag_logs``: rows, keep_rows, oldest) and marchdb's log files
-    (bytes, keep_bytes per file; ``logfile``)."""
-    return rows(con, "SELECT * FROM diag_logs") + logfile.sizes(logs_dir)
+    (``diag_logs``: rows, keep_rows, oldest), marchdb's log files
+    (bytes, keep_bytes per file; ``logfile``) and the engine's output
+    (``engine_output``)."""
+    return rows(con, "SELECT * FROM diag_logs") + logfile.sizes(logs_dir) + engine_output(logs_dir)
+
+
+def engine_output(logs_dir: Path) -> list[dict]:
+    """What engines started in the background print (``daemon.out``), as
+    ``logfile.sizes`` gives a log file, with ``rotated`` False: it is not
+    rotated but begun afresh when an engine starts and finds it past
+    ``keep_bytes`` (``client.start``). ``[]`` when there is none (or a link,
+    never followed)."""
+    path = Path(logs_dir) / client.DAEMON_OUT
+    try:
+        st = path.lstat()
+    except OSError:
+        return []
+    if not stat.S_ISREG(st.st_mode):
+        return []
+    return [{"file": client.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": client.DAEMON_OUT_BYTES, "rotated": False}]

@@ -100,13 +100,18 @@ def _rotate(path: Path, backups: int) -> None:
 
 def sizes(folder: Path) -> list[dict]:
     """Every marchdb log file in ``folder`` (``*.log`` and their rotated
-    copies): ``{"file", "bytes", "keep_bytes"}``, by name."""
+    copies): ``{"file", "bytes", "keep_bytes", "rotated": True}``, by name."""
     out = []
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             if ".log" not in entry.name or entry.name.endswith(".lock") or not entry.is_file(follow_symlinks=False):
                 continue
             out.append(
-                {"file": entry.name, "bytes": entry.stat(follow_symlinks=False).st_size, "keep_bytes": MAX_BYTES}
+                {
+                    "file": entry.name,
+                    "bytes": entry.stat(follow_symlinks=False).st_size,
+                    "keep_bytes": MAX_BYTES,
+                    "rotated": True,
+                }
             )
     return out

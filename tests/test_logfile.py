@@ -71,3 +71,25 @@ def test_a_record_with_a_path_that_is_not_utf8_is_still_one_json_line(tmp_path):
     path = tmp_path / "logs" / "lifecycle.log"
     logfile.append(path, {"op": "import", "path": "/tmp/caf\udce9"})
     assert json.loads(path.read_text())["path"] == "/tmp/caf\udce9"
+
+
+def test_doctor_reports_the_engines_output_file_too(tmp_path, vault):
+    # logs/daemon.out (what a background engine prints) was left out: only *.log files were sized.
+    from typer.testing import CliRunner
+
+    from marchdb import client
+    from marchdb.cli import app
+
+    logfile.append(tmp_path / "home" / "logs" / logfile.LIFECYCLE, {"op": "test"})
+    out_file = tmp_path / "home" / "logs" / "daemon.out"
+    out_file.write_text("marchdb serve: warming up\n")
+    runner = CliRunner()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    text = runner.invoke(app, [*base, "doctor"], env=env)
+    assert text.exit_code == 0, text.output
+    assert "daemon.out 26 bytes (begun afresh when an engine starts past 1,024 KB)" in text.stdout
+    data = json.loads(runner.invoke(app, [*base, "doctor", "--json"], env=env).stdout)
+    (row,) = [r for r in data["logs"] if r.get("file") == "daemon.out"]
+    assert row == {"file": "daemon.out", "bytes": 26, "keep_bytes": client.DAEMON_OUT_BYTES, "rotated": False}
+    assert [r["rotated"] for r in data["logs"] if r.get("file") == logfile.LIFECYCLE] == [True]
