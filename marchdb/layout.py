@@ -51,9 +51,9 @@ def _field_spans(head: list[str], why: list[str]) -> dict[str, tuple[int, int]] 
 _FENCE = re.compile(r"-{3,}[ \t]*")
 
 
-def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = None) -> str | None:
-    """``text`` (a memory file) with only ``fields`` (and ``updated_at``)
-    rewritten from ``new``; comments, key order, quoting, flow lists and
+def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = None, stamp: bool = True) -> str | None:
+    """``text`` (a memory file) with only ``fields`` (and ``updated_at``,
+    unless ``stamp`` is False) rewritten from ``new``; comments, key order, quoting, flow lists and
     unknown keys elsewhere stay byte for byte, and so do a byte-order mark,
     CRLF (or mixed) line ends and a fence written ``---  ``: new lines end
     like the opening fence. ``"body"`` in ``fields`` replaces the body. None
@@ -81,7 +81,7 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
     if spans is None:
         return None
     head = raw[1:end]
-    keys = [f for f in fields if f != "body"] + ["updated_at"]
+    keys = [f for f in fields if f != "body"] + (["updated_at"] if stamp else [])
     # Bottom-up, so the spans above stay valid; fields not there go last.
     for key in sorted((k for k in keys if k in spans), key=lambda k: -spans[k][0]):
         start, stop = spans[key]

@@ -22,8 +22,9 @@ with ``priority: high``. Imports tag seed 003's ``decisions/`` notes
 ``decision`` and seed 004's ``user/`` notes ``profile``, so they stay too.
 
 A dry run unless ``apply``; applying acts on the archive proposals only,
-each through save's update path (``status: archived`` and ``updated_at``
-are the only lines rewritten; the file stays where it is). Archived memories
+each through save's update path (``status: archived`` is the only line
+rewritten: filing is no update, so ``updated_at`` stays, and so does the
+undo; the file stays where it is). Archived memories
 leave recall and default search, and stay readable by ``open`` and by
 ``search --archived``; ``marchdb save --id ID --status active`` brings one
 back. Merge and describe proposals need a person and are never applied.
@@ -77,8 +78,9 @@ class Proposal:
     reason: str
     applied: bool = False
     error: str | None = None
-    #: What an applied archive changed: the memory's ``status`` and
-    #: ``updated_at`` before (recorded in lifecycle.log; ``undo`` puts the status back).
+    #: What an applied archive changed: the memory's ``status`` before, and its
+    #: ``updated_at`` (kept as it was; both recorded in lifecycle.log; ``undo``
+    #: puts the status back).
     was: dict | None = None
 
     @property

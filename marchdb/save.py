@@ -9,7 +9,9 @@ Rules (seed 000, "主动回忆工具"):
   vault); a taken name gets ``-2``, ``-3``... and no file is ever overwritten.
 * An update (the id exists) changes only the fields passed; ``tags``
   replace the old ones; ``created_at`` and any extra frontmatter fields the
-  user added are kept; ``updated_at`` is set; the file stays where it is.
+  user added are kept; ``updated_at`` is set — except when the status alone
+  moves into or out of ``archived`` (filing, not an edit: recency and
+  ``maintain`` read ``updated_at``); the file stays where it is.
   Identical values write nothing (status ``unchanged``).
 * Reconcile before writing (seed 003): a new memory whose name equals an
   active memory's name (ignoring case), or whose metadata is nearly the same
@@ -159,8 +161,9 @@ class Changes:
             out.append("priority")
         return out
 
-    def apply(self, note: Note, raw_tags: object, now: str) -> Note:
-        """``note`` with the passed fields replaced and ``updated_at`` = ``now``.
+    def apply(self, note: Note, raw_tags: object, now: str | None) -> Note:
+        """``note`` with the passed fields replaced and ``updated_at`` = ``now``
+        (the caller passes the note's own to keep it).
 
         When tags are not passed and the file's own tag list means the same
         tags, that list is written back as the user wrote it (their spelling,
@@ -392,9 +395,13 @@ def update_file(
                 return "unchanged", note, []
             current = latest
             continue
-        new = changes.apply(note, _raw_tags(current), now)
+        # Filing a memory into the archive or bringing it back (maintain --apply,
+        # its undo line) changes no word of it: updated_at stays, or recency
+        # would warm it and maintain would take a month-old unused log for new.
+        refile = changed == ["status"] and "archived" in (note.status, changes.status)
+        new = changes.apply(note, _raw_tags(current), note.updated_at if refile else now)
         why: list[str] = []
-        edited = edit_note(current.decode("utf-8"), new, changed, why)
+        edited = edit_note(current.decode("utf-8"), new, changed, why, stamp=not refile)
         if edited is None:
             raise FileError(
                 f"cannot update {path} in place: {why[0] if why else 'its layout is unusual'}; rewriting it whole "

@@ -511,3 +511,16 @@ def test_an_import_with_problems_exits_8_once_the_rest_is_imported(tmp_path, vau
     fixed = runner.invoke(app, [*base, "import", "obsidian", str(src), "--apply", "--no-embed"], env=env)
     assert fixed.exit_code == 0, fixed.output
     assert "created 1, skipped 1, problems 0" in fixed.stdout
+
+
+def test_an_archived_memory_still_says_its_note_changed_since(vault, store, tmp_path):
+    # Archiving wrote today's updated_at, so a note edited before the archive looked
+    # older than its memory: "imported already", the edit never mentioned again.
+    note = put(tmp_path / "notes", "kafka.md", "# Kafka\n\nPartitions are the unit of order.\n")
+    os.utime(note, (time.time() - 86400 * 10,) * 2)
+    (row,) = store.import_("obsidian", note, apply=True, embed=False)["items"]
+    put(tmp_path / "notes", "kafka.md", "# Kafka\n\nPartitions are the unit of order, keys pick one.\n")
+    os.utime(note, (time.time() - 86400 * 5,) * 2)  # edited five days ago
+    assert store.save(id=row["id"], status="archived", embed=False)["status"] == "updated"  # archived today
+    (again,) = store.import_("obsidian", note, embed=False)["items"]
+    assert again["action"] == "skip" and "the note has changed since" in again["detail"], again

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import pytest
 from test_save import snapshot
 from typer.testing import CliRunner
 
@@ -104,9 +105,8 @@ def test_apply_archives_reversibly_and_archived_memories_leave_recall_and_search
     describe = next(p for p in report["proposals"] if p["action"] == "describe")
     assert not describe["applied"]  # needs a person
     after = path.read_text()
-    # Only the status line changed, and updated_at was added.
-    restored = "\n".join(ln for ln in after.split("\n") if not ln.startswith("updated_at:"))
-    assert restored.replace("status: archived", "status: active") == before
+    # Only the status line changed: archiving is no update (no updated_at was added).
+    assert after.replace("status: archived", "status: active") == before
     assert "# kept comment" in after and notes.parse_note(after.encode()).status == "archived"
     assert {k: v for k, v in snapshot(vault.root).items() if "log.md" not in k} == others
     assert store.status()["archived"] == 1
@@ -189,7 +189,6 @@ def test_near_duplicates_are_proposed_for_a_merge_with_the_real_model(vault, mod
 
 
 def test_bad_day_counts_are_refused(store):
-    import pytest
 
     from marchdb.errors import InvalidInput
 
@@ -248,3 +247,34 @@ def test_the_undo_of_an_archived_deprecated_memory_puts_it_back_deprecated(vault
     assert done["was"]["status"] == "deprecated" and done["was"]["updated_at"].startswith("20")
     store.save(id="mem_dep", status=done["undo"].rsplit(" ", 1)[1], embed=False)
     assert notes.parse_note((vault.root / "dep.md").read_bytes()).status == "deprecated"
+
+
+def test_archiving_and_its_undo_leave_updated_at_alone(vault, store):
+    # Both wrote today's updated_at: the memory came back "fresh" (recency, +temperature)
+    # and maintain called a 45-day-old unused log "last written 0 days ago" for 30 days.
+    from marchdb import temperature
+
+    log = mem(vault, "log.md", "log_old", tags=["daily-log"], created=60, updated=45)
+    dep = mem(vault, "dep.md", "mem_dep", status="deprecated", created=400, updated=120)
+    store.sync(embed=False)
+    stamps = {p: notes.parse_note(p.read_bytes()).updated_at for p in (log, dep)}
+    report = store.maintain(apply=True)
+    assert sorted(p["ids"][0] for p in report["proposals"] if p["applied"]) == ["log_old", "mem_dep"]
+    for path, stamp in stamps.items():
+        assert notes.parse_note(path.read_bytes()).status == "archived"
+        assert notes.parse_note(path.read_bytes()).updated_at == stamp
+    undo = {p["ids"][0]: p["undo"].rsplit(" ", 1)[1] for p in report["proposals"] if p["applied"]}
+    for mem_id, status in undo.items():
+        assert store.save(id=mem_id, status=status, embed=False)["status"] == "updated"
+    for path, stamp in stamps.items():
+        assert notes.parse_note(path.read_bytes()).updated_at == stamp
+    row = store.con.execute("SELECT created_at, updated_at FROM memory_index WHERE id = 'log_old'").fetchone()
+    assert temperature.recency(row[1], row[0], NOW) == pytest.approx(0.5 ** (45 / 30), rel=1e-3)
+    # Put back as it was, the unused log is what it was: proposed again, at its real age.
+    again = by_id(store.maintain())
+    assert again["log_old"]["reason"].startswith("daily log last written 45 days ago")
+    # Any other change is an update, as before: a status other than archived, a new description.
+    store.save(id="log_old", status="deprecated", embed=False)
+    assert notes.parse_note(log.read_bytes()).updated_at > stamps[log]
+    store.save(id="mem_dep", description="retired in May", embed=False)
+    assert notes.parse_note(dep.read_bytes()).updated_at > stamps[dep]
