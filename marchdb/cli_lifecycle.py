@@ -112,6 +112,7 @@ def import_(
 def maintain_(
     ctx: typer.Context,
     apply: bool = typer.Option(False, "--apply", help="Archive what is proposed for the archive (default: a dry run)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only propose, change nothing (the default)."),
     log_days: int = typer.Option(30, "--log-days", help="Propose unused daily logs older than this many days."),
     deprecated_days: int = typer.Option(
         90, "--deprecated-days", help="Propose memories deprecated for this many days."
@@ -119,6 +120,8 @@ def maintain_(
     as_json: bool = JsonOpt,
 ):
     """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
+    if apply and dry_run:  # as import says it
+        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
     store = _store(ctx)
     data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
     notes = _notices(store, as_json)

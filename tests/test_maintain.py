@@ -278,3 +278,17 @@ def test_archiving_and_its_undo_leave_updated_at_alone(vault, store):
     assert notes.parse_note(log.read_bytes()).updated_at > stamps[log]
     store.save(id="mem_dep", description="retired in May", embed=False)
     assert notes.parse_note(dep.read_bytes()).updated_at > stamps[dep]
+
+
+def test_maintain_takes_dry_run_as_import_does_and_refuses_it_with_apply(tmp_path, vault):
+    # `import --dry-run` was accepted and `maintain --dry-run` was an unknown option.
+    path = mem(vault, "log.md", "log_old", tags=["daily-log"], created=45)
+    before = path.read_bytes()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    dry = CliRunner().invoke(app, [*base, "maintain", "--dry-run"], env=env)
+    assert dry.exit_code == 0, dry.output
+    assert "archive  log_old" in dry.stdout and "dry run: 1 archive; nothing was changed" in dry.stdout
+    both = CliRunner().invoke(app, [*base, "maintain", "--dry-run", "--apply"], env=env)
+    assert both.exit_code == 2 and "--apply and --dry-run contradict each other; pass one" in both.stderr
+    assert path.read_bytes() == before
