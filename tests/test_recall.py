@@ -287,12 +287,21 @@ def test_project_tag_is_a_ranking_bonus_never_a_filter(vault, bm25_store):
 
 
 def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store):
+    # The threshold goes between the project memory's score and its score plus the
+    # bonus (threshold 1.0 held even under a recall that let the bonus lift scores).
     topic_vault(vault, n=0)
-    vault.memory("z.md", "mem_z", name="Zebra", description="zebra", tags=["project/x"])
+    vault.memory("z.md", "mem_z", name="Zebra", description="zebra herd", tags=["project/x"])
+    vault.memory("y.md", "mem_y", name="Zebra", description="zebra zebra", tags=["animals"])
     bm25_store.sync()
-    below = bm25_store.recall("zebra", explain=True, threshold=1.0, project="x")
-    cand = next(c for c in below.candidates if c.id == "mem_z")
-    assert below.hints == [] and cand.signals["project_bonus"] > 0 and cand.reason.startswith("score below")
+    first = {c.id: c for c in bm25_store.recall("zebra", explain=True, threshold=0.0, project="x").candidates}
+    z, y = first["mem_z"], first["mem_y"]
+    bonus = z.signals["project_bonus"]
+    assert bonus > 0 and z.score < y.score < z.score + bonus, (z.score, bonus, y.score)  # the bonus decides the order
+    threshold = (z.score + y.score) / 2
+    below = bm25_store.recall("zebra", explain=True, threshold=threshold, project="x")
+    assert [c.id for c in below.candidates][:2] == ["mem_z", "mem_y"]  # it ranks first...
+    assert [h.id for h in below.hints] == ["mem_y"]  # ...and is no hint
+    assert next(c for c in below.candidates if c.id == "mem_z").reason.startswith("score below")
     # The same goes for every front-end: tools.call, the CLI and the MCP tool take "project".
     from marchdb import tools
 
