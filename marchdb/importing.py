@@ -234,7 +234,7 @@ class Importer:
             newest = max(t for t in (item.created, item.updated, item.changed) if t is not None)
             # A newer file time alone is no change (a checkout, a copy, a sync tool
             # touches files): the note must also read differently from its memory.
-            if was is None or format_time(newest) <= format_time(was) or self._holds(row[1], item):
+            if row is None or was is None or format_time(newest) <= format_time(was) or self._holds(row[1], item):
                 return "imported already"
             return (
                 f"imported already, but the note has changed since (last changed {format_time(newest)}, the memory "
