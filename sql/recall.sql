@@ -110,7 +110,12 @@ body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
     FROM bm25_sig b CROSS JOIN chunks c ON c.mem_rid = b.rid GROUP BY c.mem_rid
 ),
-signals AS (
+-- signals and scored are MATERIALIZED: SQLite evaluates a plain CTE's
+-- expressions again at every reference (score, rank_score and the ORDER BY
+-- each recomputed dense, bm25 and the joins above); stored once for the
+-- ~150 candidates, the statement takes ~1 ms less (10.6 -> 9.5 ms p50 inside
+-- a warm recall at 10,000 memories, same rows).
+signals AS MATERIALIZED (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json, m.cjk AS meta_cjk,
            ms.cos AS meta_cos, bs.cos AS body_cos,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
@@ -138,7 +143,7 @@ calibrated AS (
                 ELSE 1.0 - exp(-(bm25_raw / :bm25_max * length_factor) / :bm25_tau) END AS bm25
     FROM signals
 ),
-scored AS (
+scored AS MATERIALIZED (
     SELECT *,
            CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
                      THEN CASE WHEN :few_memories THEN dense
