@@ -347,17 +347,28 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
         answer = json.loads(line)
     except ValueError:
         raise Unavailable("bad answer", "the engine's answer is not JSON") from None
+    # An answer of another shape (an engine of another version, or not ours)
+    # is no answer: the caller runs the operation itself.
+    odd = Unavailable("bad answer", "the engine's answer does not have the protocol's shape")
+    if not isinstance(answer, dict):
+        raise odd
     if answer.get("ok"):
-        return answer.get("data") or {}, float(answer.get("ms") or 0.0)
+        result, ms = answer.get("data") or {}, answer.get("ms") or 0.0
+        if not isinstance(result, dict) or isinstance(ms, bool) or not isinstance(ms, (int, float)):
+            raise odd
+        return result, float(ms)
     error = answer.get("error") or {}
+    if not isinstance(error, dict):
+        raise odd
     # "expired": the engine dropped the request, or rolled its recall back,
     # because this client had stopped waiting: nothing was done, answer here.
     if error.get("kind") in ("other_config", "stopping", "protocol", "expired"):
         raise Unavailable(error["kind"], str(error.get("message", "")))
+    code = error.get("exit_code", 1)
+    if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 125:
+        raise odd
     fields = {k: v for k, v in error.items() if k not in ("kind", "message", "exit_code")}
-    raise RemoteError(
-        str(error.get("kind", "error")), str(error.get("message", "")), int(error.get("exit_code", 1)), fields
-    )
+    raise RemoteError(str(error.get("kind", "error")), str(error.get("message", "")), code, fields)
 
 
 # ---------------------------------------------------------------- starting

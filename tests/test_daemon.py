@@ -412,6 +412,53 @@ def test_a_conflict_through_the_engine_is_a_conflict_with_its_paths(bm25_engine,
     assert str(rebuilt).startswith("2 files hold id mem_dog")
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"[1, 2]",
+        b'{"ok": false, "error": "boom"}',
+        b'{"ok": false, "error": {"kind": "invalid_input", "message": "m", "exit_code": "five"}}',
+        b'{"ok": false, "error": {"kind": "invalid_input", "message": "m", "exit_code": null}}',
+        b'{"ok": false, "error": {"kind": "invalid_input", "message": "m", "exit_code": 1e400}}',
+        b'{"ok": true, "data": [1], "ms": 1}',
+        b'{"ok": true, "data": {}, "ms": "x"}',
+    ],
+)
+def test_an_answer_of_another_shape_is_no_answer(tmp_path, answer):
+    # An engine of another version, or a process that is not ours: the client must say
+    # "unavailable" (the caller answers itself), never fail with a TypeError or ValueError.
+    import socket
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(client.socket_path(home)))
+    listener.listen(1)
+
+    def serve_one():
+        conn, _ = listener.accept()
+        with conn:
+            client._read_line(conn)
+            conn.sendall(answer + b"\n")
+
+    thread = threading.Thread(target=serve_one, daemon=True)
+    thread.start()
+    with pytest.raises(client.Unavailable, match="bad answer"):
+        client.request(home, "memory_recall", {"text": "x"}, None)
+    thread.join(10)
+    listener.close()
+
+
+def test_a_conflict_from_an_engine_with_odd_fields_is_still_an_error_with_its_code():
+    from marchdb.errors import Conflict, MarchError, NotFound, remote_error
+
+    assert isinstance(remote_error("not_found", "no memory has id x", 5, {"id": "x"}), NotFound)
+    odd = remote_error("conflict", "2 files hold id x", 6, {"id": "x", "paths": "abc"})
+    assert type(odd) is MarchError and odd.exit_code == 6 and odd.kind == "conflict"  # not ['a', 'b', 'c']
+    assert type(remote_error("conflict", "m", 6, {})) is MarchError  # a field left out: the plain error
+    assert isinstance(remote_error("conflict", "m", 6, {"id": "x", "paths": ["a"]}), Conflict)
+
+
 def test_a_write_the_engine_took_is_never_done_twice(tmp_path):
     import socket
 
