@@ -344,8 +344,15 @@ def _open_vault_lock(path: str) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise FileError(f"{path} is a symbolic link, not marchdb's lock file: {advice}") from None
+        if exc.errno in (errno.EISDIR, errno.ENXIO):  # a folder, a socket
+            raise FileError(f"{path} is not a regular file, so it is not marchdb's lock file: {advice}") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
         os.close(fd)
         raise FileError(f"{path} is not a regular file, so it is not marchdb's lock file: {advice}")
     return fd

@@ -490,11 +490,18 @@ def test_5_a_fifo_or_link_as_a_profile_is_an_error_not_a_hang(tmp_path, bm25_sto
         bm25_store.context()
 
 
-@pytest.mark.parametrize("plant", ["fifo", "link"])
+@pytest.mark.parametrize("plant", ["fifo", "link", "folder", "socket"])
 def test_5_a_fifo_or_link_as_the_vault_lock_is_an_error_not_a_hang(tmp_path, vault, bm25_store, plant):
+    import socket
+
     lock = vault.root / VAULT_LOCK_NAME
     if plant == "fifo":
         os.mkfifo(lock)
+    elif plant == "folder":
+        lock.mkdir()
+    elif plant == "socket":
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(lock))
     else:
         (tmp_path / "elsewhere").write_text("theirs")
         os.symlink(tmp_path / "elsewhere", lock)
