@@ -307,7 +307,7 @@ def _merge_proposals(
 
 def apply(con: apsw.Connection, root: Path, index_path, proposals: list[Proposal], now: str) -> list[str]:
     """Archive what the archive proposals name, through save's update path;
-    the caller holds the writer lock. Returns the paths written. A proposal
+    the caller holds the writer lock and the vault's (``files.vault_lock``). Returns the paths written. A proposal
     that cannot be applied gets its ``error`` and the others go on."""
     written = []
     for prop in proposals:
@@ -320,9 +320,10 @@ def apply(con: apsw.Connection, root: Path, index_path, proposals: list[Proposal
             continue
         path = Path(root) / holders[0]
         try:
-            base, _ = read_file(path, MAX_FILE_BYTES)
+            # root: no folder between it and the file may have become a link since the scan
+            base, _ = read_file(path, MAX_FILE_BYTES, root=root)
             before = parse_note(base)
-            state, _note, _changed = update_file(path, mem_id, Changes(status="archived"), base, now)
+            state, _note, _changed = update_file(path, mem_id, Changes(status="archived"), base, now, root=root)
         except (OSError, MarchError, BadNote) as exc:
             prop.error = f"not archived: {exc}"
             continue

@@ -25,7 +25,7 @@ from .clock import utc_now_iso
 from .config import Config, ensure_layout, load_config
 from .embedding import calibrate, load_embedder, vectors
 from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
-from .files import read_file, walk
+from .files import read_file, vault_lock, walk
 from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from .recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
 from .recall import recall as recall_hints
@@ -677,7 +677,12 @@ class Store:
         root = self.cfg.require_root()
         # Applying: proposals are made and acted on under one hold of the
         # writer lock, so nothing changes between the two.
-        with db.writer_lock(self.cfg.index_path) if apply else contextlib.nullcontext():
+        # And the vault's lock, as save takes it: another home's save into this
+        # vault waits rather than writing the file being archived meanwhile.
+        with (
+            db.writer_lock(self.cfg.index_path) if apply else contextlib.nullcontext(),
+            vault_lock(root) if apply else contextlib.nullcontext(),
+        ):
             if apply:
                 self.sync(embed=False)
             else:

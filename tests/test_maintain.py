@@ -292,3 +292,28 @@ def test_maintain_takes_dry_run_as_import_does_and_refuses_it_with_apply(tmp_pat
     both = CliRunner().invoke(app, [*base, "maintain", "--dry-run", "--apply"], env=env)
     assert both.exit_code == 2 and "--apply and --dry-run contradict each other; pass one" in both.stderr
     assert path.read_bytes() == before
+
+
+def test_apply_never_writes_through_a_folder_linked_since_the_scan(tmp_path, vault, store):
+    # Proposals come from the index; between them and the write a folder on the path may
+    # have become a link to a folder outside the memory root: nothing is written there.
+    import os
+    import shutil
+
+    from marchdb import maintain
+    from marchdb.clock import utc_now_iso
+
+    mem(vault, "2026/10/week1/log.md", "log_old", tags=["daily-log"], created=45)
+    store.sync(embed=False)
+    proposals, _notes = maintain.propose(store.con)
+    assert [p.ids for p in proposals if p.action == "archive"] == [["log_old"]]
+    outside = tmp_path / "outside"
+    shutil.copytree(vault.root / "2026/10/week1", outside)
+    shutil.rmtree(vault.root / "2026/10/week1")
+    os.symlink(outside, vault.root / "2026/10/week1")
+    before = (outside / "log.md").read_bytes()
+    written = maintain.apply(store.con, vault.root, store.cfg.index_path, proposals, utc_now_iso())
+    assert written == []
+    (archive,) = [p for p in proposals if p.action == "archive"]
+    assert not archive.applied and "not archived" in archive.error
+    assert (outside / "log.md").read_bytes() == before
