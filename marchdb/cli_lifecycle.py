@@ -52,6 +52,19 @@ def log_(
         say(f"warning: {one_line(warning)}", err=True)
 
 
+def _apply_or_dry_run(apply: bool, dry_run: bool) -> None:
+    """``import`` and ``maintain``: both flags at once is a contradiction, said the same way."""
+    if apply and dry_run:
+        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
+
+
+def _some_failed(failed: bool) -> None:
+    """``import --apply`` / ``maintain --apply``: items that could not be done are
+    an error for scripts too — exit 8, once the rest is done and everything is said."""
+    if failed:
+        raise typer.Exit(FileError.exit_code)
+
+
 @command(app, "import")
 def import_(
     ctx: typer.Context,
@@ -64,8 +77,7 @@ def import_(
 ):
     """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply
     (which exits 8 when some items were problems, once the rest is imported)."""
-    if apply and dry_run:
-        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
+    _apply_or_dry_run(apply, dry_run)
     store = _store(ctx)
     progress = _Progress(not as_json)
     try:
@@ -73,15 +85,11 @@ def import_(
     finally:
         progress.close()
     notes = _notices(store, as_json)
-    # Items that could not be imported are an error for scripts too (as an
-    # archive that failed is for maintain): exit 8 once the rest is imported
-    # and everything is said. A dry run changes nothing and only reports.
-    failed = data["applied"] and data["problems"] > 0
+    failed = data["applied"] and data["problems"] > 0  # a dry run changes nothing and only reports
     if as_json:
         data["notices"] = notes
         _emit(data)
-        if failed:
-            raise typer.Exit(FileError.exit_code)
+        _some_failed(failed)
         return
     shown = {"create": 20, "created": 20, "skip": 100, "problem": 100}
     for action in ("created", "create", "skip", "problem"):
@@ -104,8 +112,7 @@ def import_(
         )
     for warning in data.get("embed_warnings", []):
         say(f"warning: {one_line(warning)}", err=True)
-    if failed:
-        raise typer.Exit(FileError.exit_code)
+    _some_failed(failed)
 
 
 @command(app, "maintain")
@@ -120,19 +127,16 @@ def maintain_(
     as_json: bool = JsonOpt,
 ):
     """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
-    if apply and dry_run:  # as import says it
-        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
+    _apply_or_dry_run(apply, dry_run)
     store = _store(ctx)
     data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
     notes = _notices(store, as_json)
-    # An archive that failed (a file that cannot be edited in place) is an
-    # error for scripts too: exit 8 once everything is said.
+    # an archive that failed: a file that cannot be edited in place, a folder now a link
     failed = sum(1 for p in data["proposals"] if p["error"]) if data["applied"] else 0
     if as_json:
         data["notices"] = notes
         _emit(data)
-        if failed:
-            raise typer.Exit(FileError.exit_code)
+        _some_failed(bool(failed))
         return
     for prop in data["proposals"]:
         done = (
@@ -150,7 +154,6 @@ def maintain_(
             f"{counts}; archived {archived}{f', {failed} failed (the lines above say why)' if failed else ''} "
             "(each line above says how to undo it; lifecycle.log keeps them)"
         )
-        if failed:
-            raise typer.Exit(FileError.exit_code)
+        _some_failed(bool(failed))
     else:
         say(f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)")

@@ -52,7 +52,7 @@ from .errors import FileError, InvalidInput, mend_surrogates
 from .files import is_inside, read_file
 from .notefolders import read_notes
 from .notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
-from .save import create_file
+from .save import create_file, norm_body
 from .sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip, source_key
 from .sync import sync_files
 
@@ -181,10 +181,11 @@ class Importer:
         found = readers(kind, source, self.root)
         batch: list[tuple[Item, Row]] = []
         seen: set[str] = set()
-        # What is in the vault already, so that an item imported before costs
-        # no more than a look-up — the check below renders and parses a whole
-        # file. A dry run scans first; --apply takes the index as it is, since
-        # _write scans and looks again under the writer lock anyway.
+        # What is in the vault already, by source key: an item imported before
+        # is found by a look-up (a note whose file is newer is then read once,
+        # to tell a real change from a touched file). A dry run scans first;
+        # --apply takes the index as it is, since _write scans and looks again
+        # under the writer lock anyway.
         if not apply:
             sync_files(self.con, self.root, self.index_path)
         known = self._known()
@@ -261,14 +262,9 @@ class Importer:
             note = parse_note(data)
         except (OSError, BadNote, ValueError):
             return False
-
-        def text(body: str) -> str:
-            return body.replace("\r\n", "\n").strip("\n").rstrip()
-
         same_kind = str(note.extra.get("source", "")).split(":", 1)[0] == item.source.split(":", 1)[0]
-        return (note.name, note.description, text(note.body)) == (item.name, item.description, text(item.body)) and (
-            note.tags == item.tags or not same_kind
-        )
+        held = (note.name, note.description, norm_body(note.body))
+        return held == (item.name, item.description, norm_body(item.body)) and (note.tags == item.tags or not same_kind)
 
     def _known(self) -> dict[str, str]:
         return dict(

@@ -151,7 +151,7 @@ class Changes:
             out.append("name")
         if self.description is not None and self.description != note.description:
             out.append("description")
-        if self.body is not None and _norm_body(self.body) != _norm_body(note.body):
+        if self.body is not None and norm_body(self.body) != norm_body(note.body):
             out.append("body")
         if self.tags is not None and self.tags != note.tags:
             out.append("tags")
@@ -187,9 +187,10 @@ class Changes:
         )
 
 
-def _norm_body(body: str) -> str:
-    # Leading/trailing blank lines are not content (render_note drops them too),
-    # and a CRLF file's body means the same as the caller's "\n" text.
+def norm_body(body: str) -> str:
+    """A body as compared for "is it the same text": leading and trailing
+    blank lines are not content (render_note drops them too), and a CRLF
+    file's body means the same as the caller's "\\n" text."""
     return body.replace("\r\n", "\n").strip("\n").rstrip()
 
 

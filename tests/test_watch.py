@@ -199,6 +199,10 @@ def test_a_failing_root_check_falls_back_to_polling_and_says_so(tmp_path, vault,
             assert wait_idle(watcher, 30) and watcher.mode == "watching"
 
             def fails():
+                observer = watcher._observer
+                if observer is not None and observer.is_alive():  # no events from now on: only polling can find files
+                    observer.stop()
+                    observer.join(5)
                 raise RuntimeError("an odd file system")
 
             monkeypatch.setattr(watcher, "_follow_root", fails)  # a fault injected into this one watcher

@@ -152,8 +152,13 @@ PAIRS = [
 
 
 def plain_order(cands):
-    """The ranking without temperature: score, then dense cosine (as sql/recall.sql orders)."""
-    return sorted(cands, key=lambda c: (c.score, c.signals.get("dense_cos") or -math.inf), reverse=True)
+    """The ranking without temperature: the ranking key (the score, or
+    rank_score where it differs), then dense cosine, as sql/recall.sql orders."""
+    return sorted(
+        cands,
+        key=lambda c: (c.signals.get("rank_score", c.score), c.signals.get("dense_cos") or -math.inf),
+        reverse=True,
+    )
 
 
 def open_store(memories: list[dict], work: Path, model: str | None) -> Store:
