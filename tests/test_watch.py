@@ -206,6 +206,9 @@ def test_a_failing_root_check_falls_back_to_polling_and_says_so(tmp_path, vault,
                 raise RuntimeError("an odd file system")
 
             monkeypatch.setattr(watcher, "_follow_root", fails)  # a fault injected into this one watcher
+            monkeypatch.setattr("marchdb.watch.FALLBACK_SCAN_SECONDS", 0.2)  # poll soon, not in 5 s
+            with watcher._cond:
+                watcher._next_poll = 0.0
             check_root_every(watcher, monkeypatch, 0.05)
             assert wait_for(lambda: watcher.mode == "polling"), logs
             assert any("an odd file system" in m and "falling back" in m for m in logs), logs
