@@ -23,6 +23,7 @@ Why it is put together this way:
 from __future__ import annotations
 
 import asyncio
+import importlib
 import re
 import signal
 import socket
@@ -112,6 +113,14 @@ def build(store) -> Any:
     from datasette.plugins import pm
 
     from . import browse_plugin
+
+    # Datasette's default error handler prints a rich traceback, locals and
+    # all, for every query it refuses (a typo in the SQL box, a write) when
+    # rich is importable, and typer brings rich. Without it, a refused query
+    # prints nothing and a real failure (a 500) still prints its traceback.
+    # (Looked up after datasette.plugins, which loads it as a default plugin:
+    # imported first, it would be registered half-initialised, with no handler.)
+    setattr(importlib.import_module("datasette.handle_exception"), "rich", None)  # noqa: B010 - not typed there
 
     path = store.cfg.index_path
     if any(c in str(path) for c in "?#%"):

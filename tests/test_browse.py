@@ -63,7 +63,7 @@ def _close(ds) -> None:
 
 
 @needs_datasette
-def test_canned_queries_without_a_model(tmp_path, mixed_vault):
+def test_canned_queries_without_a_model(tmp_path, mixed_vault, capfd):
     mixed_vault.write("bad.md", "---\nid: [x\n---\n")
     cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, model=str(tmp_path / "none.gguf"), env={})
     with Store(cfg) as store:
@@ -93,7 +93,10 @@ def test_canned_queries_without_a_model(tmp_path, mixed_vault):
         assert "read-only" in json.loads(logged[0]["j"])[0]["error"]
         extra = _rows(ds, "/marchdb.json?sql=select+march_recall_json('cache','user',null,null,null,'x')+as+j")
         assert "takes a text" in json.loads(extra[0]["j"])[0]["error"]  # an argument too many is not dropped
+        capfd.readouterr()
         assert _get(ds, "/marchdb.json?sql=delete+from+memory_index").status_code == 400
+        printed = capfd.readouterr()
+        assert "Traceback" not in printed.out + printed.err  # a refused query is no crash to print
         tables = {t["name"]: t["hidden"] for t in _get(ds, "/marchdb.json").json()["tables"]}
         assert tables["memory_index"] is False and tables["fts_data"] is True
     finally:
