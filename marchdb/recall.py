@@ -119,6 +119,12 @@ class Hint:
     signals: dict = field(default_factory=dict)
     reason: str | None = None  # why it was cut (explain mode); None when kept
 
+    @property
+    def rank_score(self) -> float:
+        """The key ``sql/recall.sql`` ranks by: the score, unless the
+        candidate is ranked apart from it (a memory in the other script)."""
+        return self.signals.get("rank_score", self.score)
+
     def line(self, with_description: bool = True) -> str:
         """The seed's hint line ``- <id> | score=0.62 | <name> | <short description>``."""
         return hint_line(self.id, self.score, self.name, self.description if with_description else "")

@@ -227,8 +227,7 @@ class Engine:
             }
             for key in _SIGNAL_COLUMNS:
                 row[key] = sig.get(key)
-            # the key recall ranks by: the score unless ranked apart from it, so ORDER BY rank_score works
-            row["rank_score"] = sig.get("rank_score", cand.score)
+            row["rank_score"] = cand.rank_score  # never NULL, so ORDER BY rank_score works
             row.update(status=sig.get("status"), description=cand.description, path=cand.path)
             rows.append(row)
         return rows

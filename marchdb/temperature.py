@@ -111,11 +111,7 @@ def rerank(con: apsw.Connection, hints: Sequence[Hint], now: dt.datetime | None 
 
     def key(hint: Hint) -> tuple[float, float]:
         cos = hint.signals.get("dense_cos")
-        order = (
-            hint.signals.get("rank_score", hint.score)
-            + hint.signals["temp_adj"]
-            + hint.signals.get("project_bonus", 0.0)
-        )
+        order = hint.rank_score + hint.signals["temp_adj"] + hint.signals.get("project_bonus", 0.0)
         return order, cos if isinstance(cos, float) else -math.inf
 
     return sorted(hints, key=key, reverse=True)

@@ -156,7 +156,7 @@ def plain_order(cands):
     rank_score where it differs), then dense cosine, as sql/recall.sql orders."""
     return sorted(
         cands,
-        key=lambda c: (c.signals.get("rank_score", c.score), c.signals.get("dense_cos") or -math.inf),
+        key=lambda c: (c.rank_score, c.signals.get("dense_cos") or -math.inf),
         reverse=True,
     )
 

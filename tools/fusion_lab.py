@@ -134,7 +134,7 @@ def collect(name: str, n_other: int) -> dict:
                     "body_chars": body_chars.get(c.id, 0),
                     "bm25_raw": c.signals.get("bm25_raw"),
                     "shipped": c.score,
-                    "shipped_rank": c.signals.get("rank_score", c.score),
+                    "shipped_rank": c.rank_score,
                 }
             )
         out.append(
