@@ -27,8 +27,8 @@ import apsw
 import sqlite_vec
 from datasette import hookimpl
 
-from .errors import InvalidInput, MarchError
-from .sqlfuncs import SIMILAR_K, Engine
+from .errors import MarchError
+from .sqlfuncs import SIMILAR_K, Engine, no_extra
 
 
 @dataclass
@@ -120,8 +120,7 @@ def register_functions(conn: Any, attached: _Attached) -> None:
 
     def march_embed(text=None, kind="query", *extra):
         try:
-            if extra:
-                raise InvalidInput("march_embed takes a text and optionally 'query' or 'passage'")
+            no_extra("march_embed", extra)
             return engine.embed(text, kind)
         except MarchError as exc:
             _fail("march_embed", exc)
@@ -136,18 +135,14 @@ def register_functions(conn: Any, attached: _Attached) -> None:
 
     def march_recall_json(text=None, trigger="user", run_id=None, project=None, conversation=None, *extra):
         def rows():
-            if extra:  # as the apsw function: an argument too many is an error, not dropped
-                raise InvalidInput(
-                    "march_recall_json takes a text, optionally a trigger, a run id, a project and a conversation"
-                )
+            no_extra("march_recall_json", extra)  # as the apsw function does
             return engine.recall(con, text, trigger, run_id, project, conversation)
 
         return _json_or_error("march_recall_json", rows)
 
     def march_similar_json(mem_id=None, k=SIMILAR_K, *extra):
         def rows():
-            if extra:
-                raise InvalidInput("march_similar_json takes a memory id and optionally k")
+            no_extra("march_similar_json", extra)
             return engine.similar(con, mem_id, k)
 
         return _json_or_error("march_similar_json", rows)

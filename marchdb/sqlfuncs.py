@@ -382,6 +382,21 @@ def hint_for(message: str) -> str:
     return ""
 
 
+#: What each variadic function takes, said when it is given an argument too
+#: many (here and in the Datasette plugin: an extra argument is an error, never dropped).
+TAKES = {
+    "march_embed": "a text and optionally 'query' or 'passage'",
+    "march_recall_json": "a text, optionally a trigger, a run id, a project and a conversation",
+    "march_similar_json": "a memory id and optionally k",
+}
+
+
+def no_extra(name: str, extra: tuple) -> None:
+    """Refuse arguments past what ``name`` takes (``TAKES``)."""
+    if extra:
+        raise InvalidInput(f"{name} takes {TAKES[name]}")
+
+
 def register(con: apsw.Connection, engine: Engine) -> None:
     """Register every ``march_*`` function of ``engine`` on ``con``.
 
@@ -391,20 +406,15 @@ def register(con: apsw.Connection, engine: Engine) -> None:
     """
 
     def march_embed(text=None, kind="query", *extra):
-        if extra:
-            raise InvalidInput("march_embed takes a text and optionally 'query' or 'passage'")
+        no_extra("march_embed", extra)
         return engine.embed(text, kind)
 
     def march_recall_json(text=None, trigger="user", run_id=None, project=None, conversation=None, *extra):
-        if extra:
-            raise InvalidInput(
-                "march_recall_json takes a text, optionally a trigger, a run id, a project and a conversation"
-            )
+        no_extra("march_recall_json", extra)
         return _json(engine.recall(con, text, trigger, run_id, project, conversation))
 
     def march_similar_json(mem_id=None, k=SIMILAR_K, *extra):
-        if extra:
-            raise InvalidInput("march_similar_json takes a memory id and optionally k")
+        no_extra("march_similar_json", extra)
         return _json(engine.similar(con, mem_id, k))
 
     # Deterministic for one connection's model: SQLite may then compute
