@@ -142,10 +142,12 @@ class Watcher:
             self._observer = observer
             self.mode = "watching"
         except (OSError, RuntimeError, ImportError) as exc:
-            self.mode = "polling"
-            self.log(
-                f"file watcher unavailable ({exc}); falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s"
-            )
+            self._poll_instead(f"file watcher unavailable ({exc})")
+
+    def _poll_instead(self, why: str) -> None:
+        """Fall back to a full scan every ``FALLBACK_SCAN_SECONDS``, and say why."""
+        self.mode = "polling"
+        self.log(f"{why}; falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s")
 
     def _follow_root(self) -> None:
         """Follow the memory root when the folder at its path changed: gone
@@ -247,11 +249,7 @@ class Watcher:
                     self._follow_root()  # outside _cond: it may stop and start the platform watcher
                 except Exception as exc:  # noqa: BLE001 - the watcher's thread must not end
                     if self.mode == "watching":
-                        self.mode = "polling"
-                        self.log(
-                            f"following the memory root failed ({type(exc).__name__}: {exc}); "
-                            f"falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s"
-                        )
+                        self._poll_instead(f"following the memory root failed ({type(exc).__name__}: {exc})")
                 continue
             with self._cond:
                 if not self._pending and not self._full_scan:
@@ -273,8 +271,7 @@ class Watcher:
             observer = self._observer
             # (At a clean stop the observer is stopped first: not a failure to announce.)
             if observer is not None and not observer.is_alive() and self.mode == "watching" and not self._stop:
-                self.mode = "polling"
-                self.log(f"file watcher stopped; falling back to a full scan every {FALLBACK_SCAN_SECONDS:.0f}s")
+                self._poll_instead("file watcher stopped")
 
     def _apply(self, paths: list[str] | None) -> None:
         from .errors import MarchError
