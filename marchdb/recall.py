@@ -58,7 +58,13 @@ W_DENSE = 0.5
 BM25_K1 = 1.2
 #: The BM25 share is taken of at least BM25_FLOOR * (k1 + 1) * ln N: the
 #: information it takes to single out one memory of N (1.0: exactly that).
-BM25_FLOOR = 0.0
+#: 0.5 is a word held by sqrt(N) memories: a message of common words alone
+#: ("can you help me with this" in a 10,000-memory vault mixing languages,
+#: where English chat words are rare: its whole ceiling was 4.5, a chat log
+#: holding it all got a hint) is no longer a strong match. Every shared set's
+#: figures stay the same to three decimals from 0 to 0.75
+#: (tools/fusion_lab.py); 1.0 hints fewer locomo questions.
+BM25_FLOOR = 0.5
 #: Bodies longer than BM25_LREF characters get their BM25 share multiplied
 #: by (BM25_LREF / length) ** BM25_LPEN: a long chat log holds the words of
 #: almost any question somewhere (tools/fusion_lab.py chose both).

@@ -331,3 +331,27 @@ def test_a_memory_in_the_other_script_ranks_by_its_meaning(mixed_vault, model_st
     first = res.candidates[0]
     assert first.id == "mem_dog", [(c.id, round(c.score, 3), c.signals.get("rank_score")) for c in res.candidates[:5]]
     assert "bm25" not in first.signals and first.signals["rank_score"] > first.score  # ranked apart from its score
+
+
+def test_a_message_of_common_words_is_no_strong_match(vault, bm25_store):
+    """BM25's share is taken of at least a word held by sqrt(N) memories
+    (recall.BM25_FLOOR): a message whose only word sits in a third of the
+    vault matches one memory fully and still says little about it."""
+    n = 64
+    for i in range(n):
+        common = i % 8 < 3  # 24 of 64 hold "weekly": informative (under half), yet common
+        vault.memory(
+            f"m{i}.md",
+            f"mem_{i}",
+            name=f"Note {i}" + (" weekly" if common else ""),
+            description=f"something about item {i}" + (", weekly" if common else ""),
+            tags=["misc"],
+            body=("Weekly. " if common else "") + f"Item {i}.",
+        )
+    vault.memory("z.md", "mem_zebra", name="Zebra", description="zebra crossing paint", tags=["misc"], body="Zebra.")
+    bm25_store.sync()
+    assert bm25_store.recall("weekly").hints == []
+    ceiling, terms = recall_mod.bm25_terms(bm25_store.con, ["weekly"])
+    assert terms == ["weekly"]  # matched, and its whole ceiling is below the floor
+    assert ceiling < recall_mod.BM25_FLOOR * (recall_mod.BM25_K1 + 1) * math.log(n + 1)
+    assert [h.id for h in bm25_store.recall("zebra").hints] == ["mem_zebra"]  # one rare word still is
