@@ -388,8 +388,10 @@ def score(
         "match": fts.match_expression(informative),
         # A query of common words holds little information however much of
         # it a memory matches: the share is taken of at least what it takes
-        # to single out one memory among all (ln N nats).
-        "bm25_max": max(ceiling, BM25_FLOOR * (BM25_K1 + 1.0) * math.log(max(total, 2))),
+        # to single out one memory among all (ln N nats). Not below
+        # SMALL_VAULT, where IDF means nothing (a word of one memory in three
+        # has a ceiling near 0) and BM25 alone scores only without a model.
+        "bm25_max": max(ceiling, BM25_FLOOR * (BM25_K1 + 1.0) * math.log(total) if total >= SMALL_VAULT else 0.0),
         "bm25_tau": calibrate.BM25_TAU,
         "bm25_lref": BM25_LREF,
         "bm25_lpen": BM25_LPEN,
