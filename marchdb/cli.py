@@ -314,6 +314,8 @@ def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), a
         _say_notices(data)
         if data["status"] == "ok":
             say(data["markdown"], nl=False)
+            if data.get("superseded_by"):
+                say(f"note: superseded by {', '.join(data['superseded_by'])}", err=True)
         elif data["status"] == "conflict":
             say(f"conflict: {one_line(data['message'])}:", err=True)
             for path in data["paths"]:
@@ -433,6 +435,11 @@ def save(
     ),
     status: Optional[str] = typer.Option(None, "--status", help="active | deprecated | archived"),
     priority: Optional[str] = typer.Option(None, "--priority", help="high | normal | low: a small ranking nudge."),
+    supersedes: Optional[list[str]] = typer.Option(
+        None,
+        "--supersedes",
+        help="Repeatable: the id of an older memory this one replaces (recall stops hinting it); '' removes.",
+    ),
     force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
     as_json: bool = JsonOpt,
 ):
@@ -448,6 +455,7 @@ def save(
         "tags": tag or None,
         "status": status,
         "priority": priority,
+        "supersedes": [x for x in supersedes if x.strip()] if supersedes else None,
         "force": force,
     }
     result = _call(ctx, "memory_save", args)

@@ -85,12 +85,15 @@ def edit_note(text: str, new: Note, fields: list[str], why: list[str] | None = N
     # Bottom-up, so the spans above stay valid; fields not there go last.
     for key in sorted((k for k in keys if k in spans), key=lambda k: -spans[k][0]):
         start, stop = spans[key]
+        if key not in FIELD_ORDER and key not in new.extra:  # an extra field removed (``supersedes: []``)
+            del head[start:stop]
+            continue
         lines = render_field(key, _value(new, key))
         comment = _inline_comment(bare[1 + start]) if stop - start == 1 else None
         if comment and len(lines) == 1:  # `status: deprecated  # retired` keeps its note
             lines = [f"{lines[0]}  {comment}"]
         head[start:stop] = [line + eol for line in lines]
-    for key in (k for k in keys if k not in spans):
+    for key in (k for k in keys if k not in spans and (k in FIELD_ORDER or k in new.extra)):
         head.extend(line + eol for line in render_field(key, _value(new, key)))
     if "body" in fields:
         body = new.body if new.body.endswith("\n") else new.body + "\n"

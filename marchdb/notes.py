@@ -46,6 +46,9 @@ STATUSES = ("active", "deprecated", "archived")
 #: The optional ``priority:`` field (seed 003's 优先级) and the value the
 #: ranking gives each word (``temperature``): a nudge, never a filter.
 PRIORITIES = {"high": 1.0, "normal": 0.0, "medium": 0.0, "low": -1.0, "高": 1.0, "中": 0.0, "低": -1.0}
+#: The optional ``supersedes:`` field: the ids of older memories this one
+#: replaces (recall leaves them out while this one is active; ``recall``).
+MAX_SUPERSEDES = 20
 
 
 # Fast C loader when PyYAML was built with libyaml; the pure-Python one is
@@ -381,6 +384,14 @@ def parse_note(data: bytes, stem: str = "") -> Note:
 
     if meta.get("priority") is not None and priority_value(meta["priority"]) is None:
         problems.append(Problem("invalid_field", f"priority {meta['priority']!r} is not one of high, normal, low"))
+    if meta.get("supersedes") is not None and supersedes_ids(meta["supersedes"]) is None:
+        problems.append(
+            Problem(
+                "invalid_field",
+                f"supersedes {str(meta['supersedes'])[:60]!r} is not an id or a list of at most "
+                f"{MAX_SUPERSEDES} ids; ignored",
+            )
+        )
 
     extra = {k: v for k, v in meta.items() if k not in FIELD_ORDER}
     return Note(
@@ -424,6 +435,24 @@ def priority_value(raw: object) -> float | None:
     if not isinstance(raw, str):
         return None
     return PRIORITIES.get(raw.strip().lower())
+
+
+def supersedes_ids(raw: object) -> list[str] | None:
+    """The ids a ``supersedes:`` field names (one id, or a list of at most
+    ``MAX_SUPERSEDES``), each as ``validate_id`` takes it, without
+    repeats; None when it is anything else (an empty list is no id)."""
+    values = [raw] if isinstance(raw, str) else raw
+    if not isinstance(values, list) or len(values) > MAX_SUPERSEDES:
+        return None
+    out: list[str] = []
+    for value in values:
+        try:
+            ident = validate_id(value)
+        except InvalidInput:
+            return None
+        if ident not in out:
+            out.append(ident)
+    return out
 
 
 def _text_field(meta: dict, key: str, problems: list[Problem]) -> str:

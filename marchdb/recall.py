@@ -531,8 +531,11 @@ def apply_rules(
     display: list[Hint] = []
     for cand in scored:
         status = cand.signals.get("status")
+        superseded_by = cand.signals.get("superseded_by")
         if status != "active":
             cand.reason = f"status is {status}"
+        elif superseded_by:
+            cand.reason = f"superseded by {superseded_by}"
         elif not cand.description:
             cand.reason = "no description"
         elif cand.id in blocked:
@@ -546,6 +549,7 @@ def apply_rules(
         if (
             trigger == "assistant"
             and status == "active"
+            and not superseded_by
             and cand.id not in displayed
             and cand.id not in blocked
             and len(display) < ASSISTANT_MAX_DISPLAY

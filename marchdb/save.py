@@ -71,6 +71,7 @@ from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, wri
 from .layout import edit_note
 from .notes import (
     MAX_FILE_BYTES,
+    MAX_SUPERSEDES,
     MAX_TAG_CHARS,
     MAX_TAGS,
     STATUSES,
@@ -85,6 +86,7 @@ from .notes import (
     priority_value,
     render_note,
     slugify,
+    supersedes_ids,
     utc_now_iso,
     validate_id,
 )
@@ -122,6 +124,7 @@ class Changes:
     tags: list[str] | None = None
     status: str | None = None
     priority: str | None = None  # the ``priority:`` field (an extra field of the file)
+    supersedes: list[str] | None = None  # the ``supersedes:`` field ([] removes it)
 
     def complete(self) -> bool:
         """Whether every field a new memory needs was passed."""
@@ -141,8 +144,20 @@ class Changes:
             created_at=None,
             updated_at=None,
             body=self.body,
-            extra={} if self.priority is None else {"priority": self.priority},
+            extra=self._extra({}),
         )
+
+    def _extra(self, extra: dict) -> dict:
+        """``extra`` (a file's fields beyond the seed's) with the passed
+        ``priority`` and ``supersedes`` (an empty list removes the field)."""
+        out = dict(extra)
+        if self.priority is not None:
+            out["priority"] = self.priority
+        if self.supersedes is not None:
+            out.pop("supersedes", None)
+            if self.supersedes:
+                out["supersedes"] = self.supersedes if len(self.supersedes) > 1 else self.supersedes[0]
+        return out
 
     def differences(self, note: Note) -> list[str]:
         """Names of the passed fields whose value differs from ``note``'s."""
@@ -159,6 +174,8 @@ class Changes:
             out.append("status")
         if self.priority is not None and self.priority != note.extra.get("priority"):
             out.append("priority")
+        if self.supersedes is not None and self.supersedes != (supersedes_ids(note.extra.get("supersedes")) or []):
+            out.append("supersedes")
         return out
 
     def apply(self, note: Note, raw_tags: object, now: str | None) -> Note:
@@ -182,7 +199,7 @@ class Changes:
             tags=tags,
             status=self.status if self.status is not None else note.status,
             updated_at=now,
-            extra=note.extra if self.priority is None else {**note.extra, "priority": self.priority},
+            extra=self._extra(note.extra),
             problems=[],
         )
 
@@ -226,6 +243,7 @@ def validate_changes(
     tags: object = None,
     status: object = None,
     priority: object = None,
+    supersedes: object = None,
 ) -> Changes:
     """Check and normalise caller input; raise ``InvalidInput`` on anything bad.
 
@@ -272,6 +290,14 @@ def validate_changes(
         if not isinstance(priority, str) or priority_value(priority) is None:
             raise InvalidInput(f"priority must be high, normal or low, got {str(priority)[:40]!r}")
         changes.priority = priority.strip().lower()
+    if supersedes is not None:
+        ids = supersedes_ids(list(supersedes) if isinstance(supersedes, tuple) else supersedes)
+        if ids is None:
+            raise InvalidInput(
+                f"supersedes must be an id or a list of at most {MAX_SUPERSEDES} ids of older memories this one "
+                f"replaces, got {str(supersedes)[:60]!r}"
+            )
+        changes.supersedes = ids
     return changes
 
 

@@ -421,7 +421,8 @@ class Store:
         }
 
     def open(self, mem_id: str, log: bool = True) -> dict:
-        """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown"}``.
+        """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown",
+        "superseded_by"}`` (the active memories whose ``supersedes:`` names it).
 
         Raises ``NotFound`` for an unknown id and ``Conflict`` (with every
         path) when several files hold it. Reads the file as it is now; the
@@ -474,7 +475,8 @@ class Store:
         if log:
             with db.transaction(self.con):
                 self.con.execute("INSERT INTO open_log(mem_id) VALUES (?)", (mem_id,))
-        return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text}
+        newer = [r[0] for r in self.con.execute("SELECT by_id FROM superseded WHERE id = ? ORDER BY by_id", (mem_id,))]
+        return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text, "superseded_by": newer}
 
     def recall(
         self,
@@ -603,6 +605,7 @@ class Store:
         tags: list[str] | str | None = None,
         status: str | None = None,
         priority: str | None = None,
+        supersedes: list[str] | str | None = None,
         force: bool = False,
         embed: bool = True,
     ) -> dict:
@@ -611,7 +614,10 @@ class Store:
         A new memory needs name, description, body and a tag; an update (an
         existing ``id``) changes only the fields passed. ``priority``
         (high | normal | low) writes the optional ``priority:`` field, a
-        small ranking nudge (``temperature``). Returns ``{"status":
+        small ranking nudge (``temperature``). ``supersedes`` (ids of
+        older memories this one replaces; ``[]`` removes the field) writes
+        the ``supersedes:`` field: recall leaves those memories out while
+        this one is active, and ranks them below it. Returns ``{"status":
         created|updated|unchanged|duplicate, "id", "path", "message",
         "warnings"}`` (``duplicate``: nothing written, a near-twin exists;
         update it by id, or pass ``force=True``). Raises ``InvalidInput`` for
@@ -619,8 +625,15 @@ class Store:
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
-        changes = save_mod.validate_changes(name, description, body, tags, status, priority)
+        changes = save_mod.validate_changes(name, description, body, tags, status, priority, supersedes)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
+        for target in changes.supersedes or []:
+            if target == mem_id:
+                raise InvalidInput(f"memory {target} cannot supersede itself; name the older memories it replaces")
+            if not db.id_taken(self.con, target) and self.cfg.memory_root.is_dir():
+                self.sync(embed=False)  # a file written a moment ago (as open does)
+            if not db.id_taken(self.con, target):
+                raise NotFound(f"no memory has id {target}, so it cannot be superseded; check the id", target)
         root = self.cfg.require_root()
         twin_probe = None
         if embed and changes.complete() and not force:

@@ -35,6 +35,7 @@ from .notes import (
     metadata_text,
     parse_note,
     priority_value,
+    supersedes_ids,
     text_hash,
 )
 from .sources import index_key
@@ -483,13 +484,18 @@ class Syncer:
 
 def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
     """The lifecycle fields of ``note`` (``memory_attrs``: priority for the
-    ranking, source for import's idempotency); no row when it has neither."""
+    ranking, source for import's idempotency; no row when it has neither) and
+    the ids it supersedes (``supersedes``)."""
     priority = priority_value(note.extra.get("priority"))
     source = note.extra.get("source")
     source = index_key(source) if isinstance(source, str) and source.strip() else None
     con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
     if priority is not None or source is not None:
         con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))
+    con.execute("DELETE FROM supersedes WHERE rid = ?", (rid,))
+    for target in supersedes_ids(note.extra.get("supersedes")) or []:
+        if target != note.id:
+            con.execute("INSERT INTO supersedes(rid, target) VALUES (?, ?)", (rid, target))
 
 
 def sync_files(

@@ -104,14 +104,33 @@ def rerank(con: apsw.Connection, hints: Sequence[Hint], now: dt.datetime | None 
         row[0]: row[1:] for row in con.execute(_statement(), {"ids": json.dumps([h.id for h in hints]), "since": since})
     }
     for hint in hints:
-        created_at, updated_at, priority, hinted, opened = facts.get(hint.id, (None, None, None, 0, 0))
+        created_at, updated_at, priority, hinted, opened, by = facts.get(hint.id, (None, None, None, 0, 0, None))
         r, u, p = recency(updated_at, created_at, now), use(hinted, opened), float(priority or 0.0)
         temp, adj = adjustment(r, u, p)
         hint.signals.update(recency=r, use=u, priority=p, temperature=temp, temp_adj=adj)
+        if by is not None:
+            hint.signals["superseded_by"] = by
+        else:
+            hint.signals.pop("superseded_by", None)
 
     def key(hint: Hint) -> tuple[float, float]:
         cos = hint.signals.get("dense_cos")
         order = hint.rank_score + hint.signals["temp_adj"] + hint.signals.get("project_bonus", 0.0)
         return order, cos if isinstance(cos, float) else -math.inf
 
-    return sorted(hints, key=key, reverse=True)
+    keys = {h.id: key(h) for h in hints}
+    # A superseded memory goes right below the memory that replaces it when
+    # both are candidates (an answer of old goes below the answer of now);
+    # the hint rules leave it out anyway. Chains settle within len(hints) passes.
+    for _ in range(len(hints)):
+        moved = False
+        for hint in hints:
+            by = keys.get(hint.signals.get("superseded_by"))  # type: ignore[arg-type]
+            if by is not None and keys[hint.id] >= by:
+                keys[hint.id] = (
+                    (by[0], by[1] - 1.0) if math.isfinite(by[1]) else (math.nextafter(by[0], -math.inf), by[1])
+                )
+                moved = True
+        if not moved:
+            break
+    return sorted(hints, key=lambda h: keys[h.id], reverse=True)

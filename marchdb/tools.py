@@ -38,6 +38,7 @@ SEARCH = (
 OPEN = (
     "Open one memory by its id and return its full Markdown (frontmatter and body). "
     "Recall hints and memory_search results give ids; call this when you need a memory's details. "
+    "superseded_by lists newer memories that replace it (read those for what holds now). "
     "Returns status 'not_found' for an unknown id, and status 'conflict' with every file path when "
     "several files claim the same id (ask the user to fix them)."
 )
@@ -48,7 +49,7 @@ SAVE = (
     "memory is about), body (the memory itself, Markdown) and tags (at least one: lowercase "
     "words, '/ - _ . + #' allowed, e.g. project/march-cli, cache, node.js). To update one, pass its id "
     "and only the fields to change: omitted fields keep their values, and tags, when given, "
-    "replace all old tags. Set status to 'deprecated' to retire a memory. If a memory with the "
+    "replace all old tags. Set status to 'deprecated' to retire a memory; when a new memory replaces an older one whose facts changed, pass supersedes=[its id] so recall hints only the new one. If a memory with the "
     "same name already exists, nothing is written and you get its id: update that memory "
     "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
     "before this returns. No description or tags at hand? memory_log appends a quick note to "
@@ -87,6 +88,8 @@ ARGS = {
     "status": "'active', 'deprecated' or 'archived' (both leave search and recall; archived ones "
     "stay searchable with include_archived).",
     "priority": "'high', 'normal' or 'low': a small ranking nudge in recall (never a filter); omit to keep it.",
+    "supersedes": "Ids of older memories this one replaces (a fact that changed): recall stops hinting them "
+    "while this one is active. [] removes the field; omit to keep it.",
     "include_archived": "Search archived memories too.",
     "title": "One line saying what happened (the entry's heading).",
     "log_text": "Details of the entry (optional).",

@@ -11,6 +11,25 @@ CREATE TABLE memory_attrs (
 );
 CREATE INDEX memory_attrs_source ON memory_attrs(source) WHERE source IS NOT NULL;
 
+-- `supersedes:` the ids of older memories a memory replaces (notes.supersedes_ids).
+-- The target may be any id, known or not: a file indexed later is replaced then.
+CREATE TABLE supersedes (
+    rid    INTEGER NOT NULL REFERENCES memory_index(rid) ON DELETE CASCADE,
+    target TEXT NOT NULL,
+    PRIMARY KEY (rid, target)
+) WITHOUT ROWID;
+CREATE INDEX supersedes_target ON supersedes(target);
+
+-- The memories an active memory replaces, and by which (recall leaves them
+-- out, temperature.sql; open says so). Two memories naming each other
+-- replace neither: which one is meant cannot be told.
+CREATE VIEW superseded AS
+SELECT old.id, new.id AS by_id, new.path AS by_path
+FROM supersedes s
+JOIN memory_index new ON new.rid = s.rid AND new.status = 'active'
+JOIN memory_index old ON old.id = s.target AND old.rid != new.rid
+WHERE NOT EXISTS (SELECT 1 FROM supersedes back WHERE back.rid = old.rid AND back.target = new.id);
+
 -- Temperature, maintenance and the memory_use view read the logs per memory
 -- (and time).
 CREATE INDEX recall_log_mem_at ON recall_log(mem_id, at);

@@ -137,6 +137,29 @@ def test_save_search_open_round_trip(cli, vault):
     assert "New body from stdin" in js(cli("open", created["id"], "--json"))["markdown"]
     bad = cli("save", "--name", " ", "--description", "d", "--tag", "x", "--body", "b")
     assert bad.exit_code == 2 and bad.stderr.startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
+    # A memory that replaces it: the old one says so when opened.
+    newer = js(
+        cli(
+            "save",
+            "--name",
+            "Deploy day now",
+            "--description",
+            "We deploy on Thursdays",
+            "--tag",
+            "process",
+            "--body",
+            "Thursdays.",
+            "--supersedes",
+            created["id"],
+            "--json",
+        )
+    )
+    assert js(cli("open", created["id"], "--json"))["superseded_by"] == [newer["id"]]
+    assert f"note: superseded by {newer['id']}" in cli("open", created["id"]).stderr
+    gone = cli("save", "--id", newer["id"], "--supersedes", "mem_nope")
+    assert gone.exit_code == 5 and "no memory has id mem_nope" in gone.stderr
+    assert js(cli("save", "--id", newer["id"], "--supersedes", "", "--json"))["status"] == "updated"
+    assert js(cli("open", created["id"], "--json"))["superseded_by"] == []
 
 
 def test_recall_json_shape_bm25_fallback(cli, vault):

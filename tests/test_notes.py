@@ -316,3 +316,21 @@ def test_an_id_with_invisible_or_direction_characters_is_indexed_and_told():
         assert any(p.kind == "invalid_field" and shown in p.detail for p in note.problems), note.problems
     plain = parse_note(b"---\nid: mem_caf\xc3\xa9\nname: n\ndescription: d\ntags: [t]\n---\nb\n", "a")
     assert plain.problems == []
+
+
+@pytest.mark.parametrize(
+    ("value", "ids"),
+    [
+        ("mem_a", ["mem_a"]),
+        ("[mem_a, mem_b, mem_a]", ["mem_a", "mem_b"]),
+        ("[]", []),
+        ("3", None),
+        ('"two words"', None),
+        ("{a: b}", None),
+        ("[" + ", ".join(f"m{i}" for i in range(21)) + "]", None),
+    ],
+)
+def test_supersedes_field(value, ids):
+    note = parse_note(f"---\nid: mem_new\nname: n\nsupersedes: {value}\n---\nBody.\n".encode())
+    assert notes.supersedes_ids(note.extra.get("supersedes")) == ids
+    assert any("supersedes" in p.detail for p in note.problems) == (ids is None)

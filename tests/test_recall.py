@@ -355,3 +355,38 @@ def test_a_message_of_common_words_is_no_strong_match(vault, bm25_store):
     assert terms == ["weekly"]  # matched, and its whole ceiling is below the floor
     assert ceiling < recall_mod.BM25_FLOOR * (recall_mod.BM25_K1 + 1) * math.log(n + 1)
     assert [h.id for h in bm25_store.recall("zebra").hints] == ["mem_zebra"]  # one rare word still is
+
+
+def test_a_superseded_memory_ranks_below_its_successor_and_is_no_hint(vault, bm25_store):
+    topic_vault(vault, n=0)
+    vault.write(
+        "old.md",
+        "---\nid: mem_old\nname: Deploy day tuesday zebra\ndescription: we deploy on tuesdays zebra\n"
+        "tags: [team]\ncreated_at: 2025-01-01T00:00:00.000Z\n---\nDeploy zebra deploy.\n",
+    )
+    new = vault.write(
+        "new.md",
+        "---\nid: mem_new\nname: Deploy day\ndescription: we deploy on thursdays\ntags: [team]\n"
+        "supersedes: [mem_old]\ncreated_at: 2026-11-01T00:00:00.000Z\n---\nThursdays.\n",
+    )
+    bm25_store.sync()
+    plain = bm25_store.recall("deploy day zebra tuesdays", explain=True, threshold=0.0)
+    order = [c.id for c in plain.candidates]
+    assert order.index("mem_old") == order.index("mem_new") + 1  # right below, though it matches more words
+    old = next(c for c in plain.candidates if c.id == "mem_old")
+    assert old.reason == "superseded by mem_new" and old.signals["superseded_by"] == "mem_new"
+    assert "mem_old" not in {h.id for h in plain.hints} and "mem_new" in {h.id for h in plain.hints}
+    assert old.score > next(c for c in plain.candidates if c.id == "mem_new").score  # its score is left alone
+    assert bm25_store.open("mem_old", log=False)["superseded_by"] == ["mem_new"]
+    # Retired, the successor replaces nothing: the old memory is back.
+    new.write_text(new.read_text().replace("tags: [team]", "tags: [team]\nstatus: deprecated"))
+    bm25_store.sync()
+    assert "mem_old" in {h.id for h in bm25_store.recall("deploy day zebra tuesdays", threshold=0.0).hints}
+    assert bm25_store.open("mem_old", log=False)["superseded_by"] == []
+    # Two memories naming each other replace neither.
+    new.write_text(new.read_text().replace("status: deprecated\n", ""))
+    old_path = vault.root / "old.md"
+    old_path.write_text(old_path.read_text().replace("tags: [team]", "tags: [team]\nsupersedes: mem_new"))
+    bm25_store.sync()
+    both = bm25_store.recall("deploy day zebra tuesdays", explain=True, threshold=0.0)
+    assert all("superseded_by" not in c.signals for c in both.candidates if c.id in ("mem_old", "mem_new"))

@@ -547,3 +547,32 @@ def test_a_field_written_with_a_tab_is_updated_like_any_other(vault, store):
     assert store.save(id="mem_tabs", description="new words", embed=False)["status"] == "updated"
     text = path.read_text()
     assert "name:\tTabs\n" in text and "description: new words\n" in text
+
+
+def test_supersedes_is_written_checked_and_removed(vault, store):
+    old = vault.write("obs.md", OBSIDIAN_NOTE)  # a hand-written memory: never rewritten by what replaces it
+    before = old.read_bytes()
+    store.sync(embed=False)
+    res = create(store, name="Deploy day", supersedes=["mem_obs"])
+    assert res["status"] == "created"
+    path = Path(res["path"])
+    assert "\nsupersedes: mem_obs\n" in path.read_text(encoding="utf-8") and old.read_bytes() == before
+    rid = store.con.execute("SELECT rid FROM memory_index WHERE id = ?", (res["id"],)).fetchone()[0]
+    assert store.con.execute("SELECT target FROM supersedes WHERE rid = ?", (rid,)).fetchall() == [("mem_obs",)]
+    assert store.save(id=res["id"], supersedes="mem_obs", embed=False)["status"] == "unchanged"
+    with pytest.raises(NotFound, match="no memory has id mem_nope"):
+        store.save(id=res["id"], supersedes=["mem_nope"], embed=False)
+    with pytest.raises(InvalidInput, match="cannot supersede itself"):
+        store.save(id=res["id"], supersedes=[res["id"]], embed=False)
+    for bad in (3, ["a b"], ["x"] * 0 + [f"mem_{i}" for i in range(notes.MAX_SUPERSEDES + 1)]):
+        with pytest.raises(InvalidInput, match="supersedes must be an id or a list"):
+            store.save(id=res["id"], supersedes=bad, embed=False)
+    # [] removes the field, and only that line
+    text = path.read_text(encoding="utf-8")
+    assert store.save(id=res["id"], supersedes=[], embed=False)["status"] == "updated"
+    after = path.read_text(encoding="utf-8")
+    assert "supersedes" not in after
+    assert [l for l in after.splitlines() if not l.startswith("updated_at")] == [
+        l for l in text.splitlines() if not l.startswith(("updated_at", "supersedes"))
+    ]
+    assert store.con.execute("SELECT count(*) FROM supersedes").fetchone()[0] == 0

@@ -71,6 +71,7 @@ def write_vault(memories: list[dict], root: Path) -> None:
             created_at=notes.format_time(created) if created else None,
             updated_at=None,
             body=m.get("body") or "",
+            extra=m.get("extra") or {},
         )
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,10 @@
    memories; one neutral question per subject. Reported: the share of
    questions where the newer memory ranks above the older one, without and
    with temperature, and whether any hint decision (score >= threshold)
-   changed (it must not: temperature only reorders).
+   changed (it must not: temperature only reorders). Then the same vault
+   with each newer memory naming the older one in ``supersedes:`` (what
+   ``marchdb save --supersedes`` writes): newer first, and older ones still
+   hinted (none should be).
 2. **Benchmark sets** (``../shared/bench``; default locomo, cmrc2018,
    cranfield; the same cached index as ``tools/bench_recall.py``): nDCG@10 /
    MRR@10 of the hybrid ranking without temperature, with it (now), and "as
@@ -170,7 +173,7 @@ def open_store(memories: list[dict], work: Path, model: str | None) -> Store:
     return store
 
 
-def pairs_vault() -> list[dict]:
+def pairs_vault(declared: bool = False) -> list[dict]:
     filler = [
         json.loads(l) for l in (BENCH / "cranfield" / "memories.jsonl").read_text().splitlines()[:100] if l.strip()
     ]
@@ -185,13 +188,14 @@ def pairs_vault() -> list[dict]:
                     "tags": ["team"],
                     "created_at": notes.format_time(when),
                     "body": desc + ".",
+                    "extra": {"supersedes": f"pair{i}-old"} if declared and kind == "new" else {},
                 }
             )
     return out
 
 
-def run_pairs(work: Path, model: str | None) -> dict:
-    memories = pairs_vault()
+def run_pairs(work: Path, model: str | None, declared: bool = False) -> dict:
+    memories = pairs_vault(declared)
     digest = hashlib.sha256(json.dumps(memories, sort_keys=True).encode()).hexdigest()[:12]
     store = open_store(memories, work / f"pairs-{digest}", model)
     emb = store.embedder()
@@ -199,7 +203,7 @@ def run_pairs(work: Path, model: str | None) -> dict:
     threshold = store.cfg.min_score
     qvecs = emb.embed_queries([p[4] for p in PAIRS])
     newer_first = {"plain": 0, "temperature": 0}
-    changed = 0
+    changed = old_hinted = 0
     rows = []
     for i, qvec in enumerate(qvecs):
         cands = score(store.con, PAIRS[i][4], qvec, calib, limit=500)
@@ -214,6 +218,8 @@ def run_pairs(work: Path, model: str | None) -> dict:
             label: [c.id for c in ranked if c.score >= threshold and c.description] for label, ranked in orders.items()
         }
         changed += set(hinted["plain"]) != set(hinted["temperature"])
+        # with the hint rules (a superseded memory is never a hint)
+        old_hinted += f"pair{i}-old" in {h.id for h in store.recall(PAIRS[i][4]).hints}
         gap = next(c.score for c in cands if c.id == f"pair{i}-old") - next(
             c.score for c in cands if c.id == f"pair{i}-new"
         )
@@ -224,6 +230,7 @@ def run_pairs(work: Path, model: str | None) -> dict:
         "pairs": n,
         "newer_first": {k: round(v / n, 4) for k, v in newer_first.items()},
         "hint_decisions_changed": changed,
+        "older_hinted": old_hinted,
         "rows": rows,
     }
 
@@ -275,12 +282,19 @@ def main() -> int:
     work = args.work.resolve()
     result = {"max_adjust": temperature.MAX_ADJUST, "half_life_days": temperature.HALF_LIFE_DAYS}
     result["pairs"] = run_pairs(work / "temperature", args.model)
-    p = result["pairs"]
+    result["pairs_declared"] = run_pairs(work / "temperature", args.model, declared=True)
+    p, d = result["pairs"], result["pairs_declared"]
     print(f"\npairs: {p['pairs']} subjects, an older and a newer memory each, among 100 unrelated ones")
     print(
         f"newer ranked first: without temperature {p['newer_first']['plain']:.1%}, with {p['newer_first']['temperature']:.1%}"
     )
-    print(f"hint decisions changed by temperature: {p['hint_decisions_changed']}")
+    print(
+        f"hint decisions changed by temperature: {p['hint_decisions_changed']}; older memory hinted: {p['older_hinted']}"
+    )
+    print(
+        f"each newer naming the older in supersedes: newer ranked first {d['newer_first']['temperature']:.1%}, "
+        f"older memory hinted: {d['older_hinted']}"
+    )
     if not args.pairs_only:
         result["sets"] = [run_set(s.resolve(), work / "recall", args.model) for s in sets]
         print(
