@@ -7,7 +7,8 @@ What it proposes, each with its reason:
 * **archive** a memory whose status has been ``deprecated`` for
   ``deprecated_days`` days (since its ``updated_at`` or its file's last
   change, whichever is later: a note deprecated by hand in an editor keeps
-  its grace period);
+  its grace period), or that an active memory has superseded (its
+  ``supersedes:``) and that has not changed for as long;
 * **merge** active memories whose metadata vectors (name + description +
   tags) are nearly the same, as clusters listing every id;
 * **describe** a memory without a description (it is never a hint);
@@ -157,8 +158,9 @@ def propose(
     rows = db.rows(
         con,
         "SELECT m.rid, m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
-        "m.mtime_ms, u.recalled, u.opened, u.priority, u.source FROM memory_index m JOIN diag_usage u ON u.id = m.id "
-        "ORDER BY m.path",
+        "m.mtime_ms, u.recalled, u.opened, u.priority, u.source, "
+        "(SELECT min(s.by_id) FROM superseded s WHERE s.id = m.id) AS superseded_by "
+        "FROM memory_index m JOIN diag_usage u ON u.id = m.id ORDER BY m.path",
     )
     keep: set[str] = set()
     for r in rows:
@@ -179,15 +181,16 @@ def propose(
                     )
                 )
                 continue
-        if r["status"] == "deprecated":
+        if r["status"] == "deprecated" or (r["status"] == "active" and r["superseded_by"]):
             age = _age_days(now, r["updated_at"], mtime)
             if age is not None and age > deprecated_days:
+                why = "deprecated" if r["status"] == "deprecated" else f"superseded by {r['superseded_by']}"
                 proposals.append(
                     Proposal(
                         "archive",
                         [r["id"]],
                         [r["path"]],
-                        f"deprecated, unchanged for {age:.0f} days (more than {deprecated_days})",
+                        f"{why}, unchanged for {age:.0f} days (more than {deprecated_days})",
                     )
                 )
                 continue
