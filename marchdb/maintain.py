@@ -159,8 +159,9 @@ def propose(
         con,
         "SELECT m.rid, m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
         "m.mtime_ms, u.recalled, u.opened, u.priority, u.source, "
-        "(SELECT min(s.by_id) FROM superseded s WHERE s.id = m.id) AS superseded_by "
-        "FROM memory_index m JOIN diag_usage u ON u.id = m.id ORDER BY m.path",
+        "s.by_id AS superseded_by, coalesce(n.updated_at, n.created_at) AS superseded_at "
+        "FROM memory_index m JOIN diag_usage u ON u.id = m.id "
+        "LEFT JOIN superseded s ON s.id = m.id LEFT JOIN memory_index n ON n.id = s.by_id ORDER BY m.path",
     )
     keep: set[str] = set()
     for r in rows:
@@ -182,15 +183,16 @@ def propose(
                 )
                 continue
         if r["status"] == "deprecated" or (r["status"] == "active" and r["superseded_by"]):
-            age = _age_days(now, r["updated_at"], mtime)
+            # superseded: counted from the later of its own change and its successor's
+            age = _age_days(now, r["updated_at"], mtime, r["superseded_at"] if r["status"] == "active" else None)
             if age is not None and age > deprecated_days:
-                why = "deprecated" if r["status"] == "deprecated" else f"superseded by {r['superseded_by']}"
+                state = "deprecated" if r["status"] == "deprecated" else f"superseded by {r['superseded_by']}"
                 proposals.append(
                     Proposal(
                         "archive",
                         [r["id"]],
                         [r["path"]],
-                        f"{why}, unchanged for {age:.0f} days (more than {deprecated_days})",
+                        f"{state}, unchanged for {age:.0f} days (more than {deprecated_days})",
                     )
                 )
                 continue

@@ -112,7 +112,7 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
         id: Annotated[str | None, Field(description=tools.ARGS["save_id"])] = None,
         status: Annotated[str | None, Field(description=tools.ARGS["status"])] = None,
         priority: Annotated[str | None, Field(description=tools.ARGS["priority"])] = None,
-        supersedes: Annotated[list[str] | None, Field(description=tools.ARGS["supersedes"])] = None,
+        supersedes: Annotated[list[str] | str | None, Field(description=tools.ARGS["supersedes"])] = None,
         force: Annotated[bool, Field(description=tools.ARGS["force"])] = False,
     ) -> dict:
         return call(

@@ -384,14 +384,8 @@ def parse_note(data: bytes, stem: str = "") -> Note:
 
     if meta.get("priority") is not None and priority_value(meta["priority"]) is None:
         problems.append(Problem("invalid_field", f"priority {meta['priority']!r} is not one of high, normal, low"))
-    if meta.get("supersedes") is not None and supersedes_ids(meta["supersedes"]) is None:
-        problems.append(
-            Problem(
-                "invalid_field",
-                f"supersedes {str(meta['supersedes'])[:60]!r} is not an id or a list of at most "
-                f"{MAX_SUPERSEDES} ids; ignored",
-            )
-        )
+    if meta.get("supersedes") is not None:
+        problems += [Problem("invalid_field", f"{p}; left out") for p in read_supersedes(meta["supersedes"])[1]]
 
     extra = {k: v for k, v in meta.items() if k not in FIELD_ORDER}
     return Note(
@@ -437,22 +431,32 @@ def priority_value(raw: object) -> float | None:
     return PRIORITIES.get(raw.strip().lower())
 
 
-def supersedes_ids(raw: object) -> list[str] | None:
-    """The ids a ``supersedes:`` field names (one id, or a list of at most
-    ``MAX_SUPERSEDES``), each as ``validate_id`` takes it, without
-    repeats; None when it is anything else (an empty list is no id)."""
+def read_supersedes(raw: object) -> tuple[list[str], list[str]]:
+    """``(ids, problems)`` of a ``supersedes:`` field: one id or a list of
+    ids, each as a memory's ``id:`` may be written (text, at most
+    ``MAX_ID_LEN`` characters, no control characters; hand-written ids may
+    hold spaces), without repeats. A bad entry is left out on its own and
+    said; past ``MAX_SUPERSEDES`` entries the rest are left out."""
     values = [raw] if isinstance(raw, str) else raw
-    if not isinstance(values, list) or len(values) > MAX_SUPERSEDES:
-        return None
+    if not isinstance(values, list):
+        return [], [f"supersedes {str(raw)[:60]!r} is not an id or a list of ids"]
+    problems = []
+    if len(values) > MAX_SUPERSEDES:
+        problems.append(f"supersedes names {len(values)} ids; only the first {MAX_SUPERSEDES} count")
+        values = values[:MAX_SUPERSEDES]
     out: list[str] = []
     for value in values:
-        try:
-            ident = validate_id(value)
-        except InvalidInput:
-            return None
-        if ident not in out:
+        ident = value.strip() if isinstance(value, str) else ""
+        if not ident or len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
+            problems.append(f"supersedes entry {str(value)[:60]!r} is not a memory id")
+        elif ident not in out:
             out.append(ident)
-    return out
+    return out, problems
+
+
+def supersedes_ids(raw: object) -> list[str]:
+    """The ids a ``supersedes:`` field names (``read_supersedes`` without its problems)."""
+    return read_supersedes(raw)[0]
 
 
 def _text_field(meta: dict, key: str, problems: list[Problem]) -> str:

@@ -84,6 +84,7 @@ from .notes import (
     normalize_tags,
     parse_note,
     priority_value,
+    read_supersedes,
     render_note,
     slugify,
     supersedes_ids,
@@ -174,7 +175,10 @@ class Changes:
             out.append("status")
         if self.priority is not None and self.priority != note.extra.get("priority"):
             out.append("priority")
-        if self.supersedes is not None and self.supersedes != (supersedes_ids(note.extra.get("supersedes")) or []):
+        if self.supersedes is not None and (
+            self.supersedes != supersedes_ids(note.extra.get("supersedes"))
+            or (not self.supersedes and "supersedes" in note.extra)  # [] clears even a value that names no id
+        ):
             out.append("supersedes")
         return out
 
@@ -202,6 +206,28 @@ class Changes:
             extra=self._extra(note.extra),
             problems=[],
         )
+
+
+def superseders(con, mem_id: str, depth: int = 20) -> set[str]:
+    """The ids of the memories that supersede ``mem_id``, directly or
+    through others (at most ``depth`` steps): saving one of them as
+    superseded by ``mem_id`` would make a ring (``sql/superseded.sql``)."""
+    found: set[str] = set()
+    frontier = [mem_id]
+    for _ in range(depth):
+        nxt = [
+            r[0]
+            for ident in frontier
+            for r in con.execute(
+                "SELECT n.id FROM supersedes s JOIN memory_index n ON n.rid = s.rid WHERE s.target = ?", (ident,)
+            )
+            if r[0] not in found
+        ]
+        found.update(nxt)
+        frontier = nxt
+        if not frontier:
+            break
+    return found
 
 
 def norm_body(body: str) -> str:
@@ -291,12 +317,12 @@ def validate_changes(
             raise InvalidInput(f"priority must be high, normal or low, got {str(priority)[:40]!r}")
         changes.priority = priority.strip().lower()
     if supersedes is not None:
-        ids = supersedes_ids(list(supersedes) if isinstance(supersedes, tuple) else supersedes)
-        if ids is None:
-            raise InvalidInput(
-                f"supersedes must be an id or a list of at most {MAX_SUPERSEDES} ids of older memories this one "
-                f"replaces, got {str(supersedes)[:60]!r}"
-            )
+        values = list(supersedes) if isinstance(supersedes, tuple) else supersedes
+        if isinstance(values, list) and len(values) > MAX_SUPERSEDES:
+            raise InvalidInput(f"supersedes names {len(values)} ids; a memory replaces at most {MAX_SUPERSEDES}")
+        ids, problems = read_supersedes(values)
+        if problems:
+            raise InvalidInput(f"{problems[0]}; pass the ids of the older memories this one replaces")
         changes.supersedes = ids
     return changes
 
@@ -681,7 +707,7 @@ class Saver:
             twin = find_same_name(con, new.name)
             if twin is None and twin_probe is not None:
                 twin = find_similar(con, *twin_probe)
-            if twin is not None:
+            if twin is not None and twin["id"] not in (changes.supersedes or []):  # the one it replaces may look alike
                 message = (
                     f"{twin['why']} (id {twin['id']}); pass its id to update it, or force it "
                     "(--force; force=true in the tool) to add a new one"

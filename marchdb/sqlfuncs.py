@@ -68,6 +68,7 @@ RECALL_COLUMNS = (
     "priority",
     "project_bonus",
     "status",
+    "superseded_by",
     "description",
     "path",
 )
@@ -228,7 +229,12 @@ class Engine:
             for key in _SIGNAL_COLUMNS:
                 row[key] = sig.get(key)
             row["rank_score"] = cand.rank_score  # never NULL, so ORDER BY rank_score works
-            row.update(status=sig.get("status"), description=cand.description, path=cand.path)
+            row.update(
+                status=sig.get("status"),
+                superseded_by=sig.get("superseded_by"),
+                description=cand.description,
+                path=cand.path,
+            )
             rows.append(row)
         return rows
 

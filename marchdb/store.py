@@ -422,7 +422,8 @@ class Store:
 
     def open(self, mem_id: str, log: bool = True) -> dict:
         """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown",
-        "superseded_by"}`` (the active memories whose ``supersedes:`` names it).
+        "superseded_by"}`` (the newest active memory that replaces it, as a list:
+        ``sql/superseded.sql``).
 
         Raises ``NotFound`` for an unknown id and ``Conflict`` (with every
         path) when several files hold it. Reads the file as it is now; the
@@ -627,9 +628,15 @@ class Store:
         """
         changes = save_mod.validate_changes(name, description, body, tags, status, priority, supersedes)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
+        above = save_mod.superseders(self.con, mem_id) if mem_id is not None and changes.supersedes else set()
         for target in changes.supersedes or []:
             if target == mem_id:
                 raise InvalidInput(f"memory {target} cannot supersede itself; name the older memories it replaces")
+            if target in above:
+                raise InvalidInput(
+                    f"{target} already supersedes {mem_id} (directly or through others); memories that replace "
+                    "each other replace none, so remove one of the two `supersedes`"
+                )
             if not db.id_taken(self.con, target) and self.cfg.memory_root.is_dir():
                 self.sync(embed=False)  # a file written a moment ago (as open does)
             if not db.id_taken(self.con, target):

@@ -22,7 +22,7 @@ import apsw
 
 from . import fts
 from .clock import utc_now_iso
-from .db import bump_meta, get_meta, scalar, set_meta, transaction, writer_lock
+from .db import bump_meta, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
 from .errors import ConfigError, Retry
 from .files import folder_identity, read_file, stat_paths, walk
 from .notes import (
@@ -304,6 +304,8 @@ class Syncer:
             if walk_problems is not None:
                 self.con.execute(f"DELETE FROM problems WHERE kind IN ({','.join('?' * len(WALK_KINDS))})", WALK_KINDS)
                 self.con.executemany("INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)", walk_problems)
+            # Who replaces whom follows every change of a memory (its supersedes:, status, description).
+            self.con.execute(sql_file("superseded.sql"))
 
     def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> None:
         con = self.con
@@ -493,7 +495,7 @@ def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
     if priority is not None or source is not None:
         con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))
     con.execute("DELETE FROM supersedes WHERE rid = ?", (rid,))
-    for target in supersedes_ids(note.extra.get("supersedes")) or []:
+    for target in supersedes_ids(note.extra.get("supersedes")):
         if target != note.id:
             con.execute("INSERT INTO supersedes(rid, target) VALUES (?, ?)", (rid, target))
 

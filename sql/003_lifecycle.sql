@@ -20,15 +20,16 @@ CREATE TABLE supersedes (
 ) WITHOUT ROWID;
 CREATE INDEX supersedes_target ON supersedes(target);
 
--- The memories an active memory replaces, and by which (recall leaves them
--- out, temperature.sql; open says so). Two memories naming each other
--- replace neither: which one is meant cannot be told.
-CREATE VIEW superseded AS
-SELECT old.id, new.id AS by_id, new.path AS by_path
-FROM supersedes s
-JOIN memory_index new ON new.rid = s.rid AND new.status = 'active'
-JOIN memory_index old ON old.id = s.target AND old.rid != new.rid
-WHERE NOT EXISTS (SELECT 1 FROM supersedes back WHERE back.rid = old.rid AND back.target = new.id);
+-- The memories that another one replaces, and by which: recall leaves them
+-- out (temperature.sql), open says so, maintain proposes archiving them.
+-- Derived from `supersedes` and the memories' status by sql/superseded.sql,
+-- which sync runs after every change of the memories (the walk is too costly
+-- to run per recall in a vault where many memories replace many others).
+CREATE TABLE superseded (
+    id      TEXT PRIMARY KEY,   -- the memory replaced
+    by_id   TEXT NOT NULL,      -- the newest active memory that replaces it
+    by_path TEXT NOT NULL
+) WITHOUT ROWID;
 
 -- Temperature, maintenance and the memory_use view read the logs per memory
 -- (and time).

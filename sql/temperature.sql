@@ -2,7 +2,7 @@
 -- recall needs about its candidates (:ids, a JSON array of memory ids).
 --   hinted  times hinted (injected for a user message or an assistant output) since :since
 --   opened  opens since :since that followed a hint of the same memory within a day
---   superseded_by  an active memory whose `supersedes:` names this one (view superseded)
+--   superseded_by  the memory that replaces this one (table superseded, sql/superseded.sql)
 -- Both come from the kept logs (bounded, sql/003_lifecycle.sql).
 WITH ids(id) AS (SELECT DISTINCT value FROM json_each(:ids)),
 -- CROSS JOIN: from the ~60 candidates into the logs' (mem_id, at) indexes. With a
@@ -24,10 +24,10 @@ opens AS (
 )
 SELECT ids.id, m.created_at, m.updated_at, a.priority,
        coalesce(h.n, 0) AS hinted, coalesce(op.n, 0) AS opened,
-       -- an active memory that replaces this one (its `supersedes:`), if any
-       (SELECT min(s.by_id) FROM superseded s WHERE s.id = ids.id) AS superseded_by
+       sup.by_id AS superseded_by
 FROM ids
 JOIN memory_index m ON m.id = ids.id
 LEFT JOIN memory_attrs a ON a.rid = m.rid
 LEFT JOIN hints h ON h.mem_id = ids.id
-LEFT JOIN opens op ON op.mem_id = ids.id;
+LEFT JOIN opens op ON op.mem_id = ids.id
+LEFT JOIN superseded sup ON sup.id = ids.id;

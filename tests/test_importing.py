@@ -524,3 +524,18 @@ def test_an_archived_memory_still_says_its_note_changed_since(vault, store, tmp_
     assert store.save(id=row["id"], status="archived", embed=False)["status"] == "updated"  # archived today
     (again,) = store.import_("obsidian", note, embed=False)["items"]
     assert again["action"] == "skip" and "the note has changed since" in again["detail"], again
+
+
+def test_another_tools_supersedes_is_kept_under_another_name(vault, store, tmp_path):
+    # An architecture-decision note's `supersedes: "[[adr-0003]]"` made the note a problem; an
+    # id-shaped one would have meant marchdb's field, though the ids are the other tool's.
+    src = tmp_path / "adr"
+    put(src, "adr-4.md", '---\nsupersedes: "[[adr-0003]]"\n---\n# Use Postgres\nWe move to Postgres.\n')
+    put(src, "adr-5.md", "---\nsupersedes: adr-0004\n---\n# Use Kafka\nWe move to Kafka.\n")
+    report = store.import_("obsidian", src, apply=True, embed=False)
+    assert report["created"] == 2, report["items"]
+    texts = [p.read_text() for p in vault.root.rglob("*.md")]
+    assert any('original_supersedes: "[[adr-0003]]"' in t or "original_supersedes: '[[adr-0003]]'" in t for t in texts)
+    assert any("original_supersedes: adr-0004" in t for t in texts)
+    assert all("\nsupersedes:" not in t for t in texts)
+    assert store.con.execute("SELECT count(*) FROM supersedes").fetchone()[0] == 0

@@ -322,10 +322,14 @@ def test_apply_never_writes_through_a_folder_linked_since_the_scan(tmp_path, vau
 def test_a_long_superseded_memory_is_proposed_for_the_archive(vault, store):
     mem(vault, "old.md", "mem_old", created=400, updated=200)
     mem(vault, "recent.md", "mem_recent", created=30)
-    mem(vault, "new.md", "mem_new", created=10, extra="supersedes: [mem_old, mem_recent]\n")
+    mem(vault, "new.md", "mem_new", created=100, extra="supersedes: [mem_old, mem_recent]\n")
     mem(vault, "dec.md", "mem_dec", tags=("decision",), created=400, updated=200)
-    mem(vault, "new2.md", "mem_new2", created=10, extra="supersedes: mem_dec\n")
+    mem(vault, "new2.md", "mem_new2", created=100, extra="supersedes: mem_dec\n")
+    mem(vault, "old3.md", "mem_old3", created=400, updated=200)
+    mem(vault, "new3.md", "mem_new3", created=10, extra="supersedes: mem_old3\n")
     store.sync(embed=False)
     found = by_id(store.maintain(now=NOW))
     assert found["mem_old"]["action"] == "archive" and "superseded by mem_new" in found["mem_old"]["reason"]
+    assert "unchanged for 100 days" in found["mem_old"]["reason"]  # since its successor was written
     assert "mem_recent" not in found and "mem_dec" not in found  # too recent; a decision is never proposed
+    assert "mem_old3" not in found  # old, but superseded only ten days ago

@@ -8,6 +8,7 @@ import pytest
 
 from marchdb import recall as recall_mod
 from marchdb.config import load_config
+from marchdb.errors import InvalidInput
 from marchdb.store import Store
 
 
@@ -390,3 +391,51 @@ def test_a_superseded_memory_ranks_below_its_successor_and_is_no_hint(vault, bm2
     bm25_store.sync()
     both = bm25_store.recall("deploy day zebra tuesdays", explain=True, threshold=0.0)
     assert all("superseded_by" not in c.signals for c in both.candidates if c.id in ("mem_old", "mem_new"))
+
+
+def _versions(vault, specs):
+    """Memories on one subject: (id, supersedes, extra frontmatter lines)."""
+    for ident, supersedes, extra in specs:
+        lines = [
+            "---",
+            f"id: {ident}",
+            f"name: Zebra feeding {ident}",
+            "description: zebra feeding times" if "no-description" not in extra else "",
+            "tags: [zebra]",
+        ]
+        lines += [f"supersedes: {supersedes}"] if supersedes else []
+        lines += [line for line in extra if line != "no-description"]
+        vault.write(f"{ident}.md", "\n".join(l for l in lines if l) + "\n---\nZebra feeding.\n")
+
+
+def test_supersedes_chains_rings_and_replacements_that_are_no_hint(vault, bm25_store):
+    topic_vault(vault, n=0)
+    _versions(
+        vault,
+        [
+            ("v1", None, []),
+            ("v2", "v1", ["status: deprecated"]),  # retired, itself replaced by v3: v1 stays replaced
+            ("v3", "v2", []),
+            ("r1", "r3", []),  # a ring of three replaces none
+            ("r2", "r1", []),
+            ("r3", "r2", []),
+            ("n1", None, []),
+            ("n2", "n1", ["no-description"]),  # never a hint: hides nothing
+        ],
+    )
+    bm25_store.sync()
+    by = {c.id: c.signals.get("superseded_by") for c in bm25_store.recall("zebra feeding", explain=True).candidates}
+    assert by["v1"] == "v3" and by["v3"] is None
+    assert by["r1"] is by["r2"] is by["r3"] is None
+    assert by["n1"] is None
+    assert dict(bm25_store.con.execute("SELECT id, by_id FROM superseded").fetchall()) == {"v1": "v3", "v2": "v3"}
+    # save refuses to close a ring, and does not take the memory it replaces for a duplicate
+    with pytest.raises(InvalidInput, match="already supersedes v1"):
+        bm25_store.save(id="v1", supersedes=["v3"], embed=False)
+    same = bm25_store.save(
+        name="Zebra feeding n1", description="d", body="b", tags=["zebra"], supersedes=["n1"], embed=False
+    )
+    assert same["status"] == "created"
+    assert bm25_store.save(name="Zebra feeding n1", description="d", body="b", tags=["z"], embed=False)["status"] == (
+        "duplicate"
+    )

@@ -564,8 +564,12 @@ def test_supersedes_is_written_checked_and_removed(vault, store):
         store.save(id=res["id"], supersedes=["mem_nope"], embed=False)
     with pytest.raises(InvalidInput, match="cannot supersede itself"):
         store.save(id=res["id"], supersedes=[res["id"]], embed=False)
-    for bad in (3, ["a b"], ["x"] * 0 + [f"mem_{i}" for i in range(notes.MAX_SUPERSEDES + 1)]):
-        with pytest.raises(InvalidInput, match="supersedes must be an id or a list"):
+    for bad, message in (
+        (3, "not an id or a list"),
+        (["mem_obs", "a\nb"], "is not a memory id"),
+        ([f"mem_{i}" for i in range(notes.MAX_SUPERSEDES + 1)], "replaces at most"),
+    ):
+        with pytest.raises(InvalidInput, match=message):
             store.save(id=res["id"], supersedes=bad, embed=False)
     # [] removes the field, and only that line
     text = path.read_text(encoding="utf-8")
@@ -576,3 +580,10 @@ def test_supersedes_is_written_checked_and_removed(vault, store):
         l for l in text.splitlines() if not l.startswith(("updated_at", "supersedes"))
     ]
     assert store.con.execute("SELECT count(*) FROM supersedes").fetchone()[0] == 0
+
+
+def test_an_empty_supersedes_clears_a_value_that_names_no_id(vault, store):
+    path = vault.write("odd.md", "---\nid: mem_odd\nname: Odd\ndescription: d\ntags: [t]\nsupersedes: 3\n---\nB.\n")
+    store.sync(embed=False)
+    assert store.save(id="mem_odd", supersedes=[], embed=False)["status"] == "updated"
+    assert "supersedes" not in path.read_text()

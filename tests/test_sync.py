@@ -491,3 +491,19 @@ def test_ids_that_read_alike_are_named_in_doctor(vault, store):
     alike = {r["path"]: r["detail"] for r in store.doctor()["problems"] if r["kind"] == "lookalike_id"}
     assert set(alike) == {"a.md", "b.md", "c.md", "d.md"}
     assert "reads like 'mem_A'" in alike["a.md"] and len(mem_rows(store)) == 5  # told, not dropped
+
+
+def test_many_memories_replacing_many_others_resolve_to_the_newest(vault, store):
+    # Each of 60 memories supersedes the 20 before it: a graph whose walk grows as the square
+    # of its size (bounded in sql/superseded.sql); the newest replaces all the others.
+    for i in range(60):
+        sup = f"supersedes: [{', '.join(f'm{j}' for j in range(max(0, i - 20), i))}]\n" if i else ""
+        vault.write(
+            f"m{i}.md",
+            f"---\nid: m{i}\nname: n{i}\ndescription: d\ntags: [t]\nupdated_at: 2026-01-01T00:{i:02d}:00Z\n{sup}---\nB.\n",
+        )
+    store.sync(embed=False)
+    assert dict(store.con.execute("SELECT id, by_id FROM superseded").fetchall()) == {f"m{i}": "m59" for i in range(59)}
+    (vault.root / "m59.md").unlink()  # gone: the one before it holds now
+    store.sync(embed=False)
+    assert store.con.execute("SELECT DISTINCT by_id FROM superseded").fetchall() == [("m58",)]
