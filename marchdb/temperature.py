@@ -92,7 +92,8 @@ def adjustment(r: float, u: float, p: float) -> tuple[float, float]:
 def rerank(con: apsw.Connection, hints: Sequence[Hint], now: dt.datetime | None = None) -> list[Hint]:
     """``hints`` ordered by score (``rank_score`` where ``sql/recall.sql``
     ranks a candidate apart from its score) + temperature adjustment +
-    project bonus (ties: by dense cosine, as ``sql/recall.sql`` orders them). Each hint's ``signals`` gain
+    project bonus (ties: by dense cosine, as ``sql/recall.sql`` orders them), a memory another one
+    supersedes right below it (``superseded_by``). Each hint's ``signals`` gain
     ``recency``, ``use``, ``priority``, ``temperature`` and ``temp_adj``;
     ``score`` is left as it is (the hint rules read it). Calling it again
     (another ``now``) recomputes, never accumulates."""
