@@ -267,13 +267,13 @@ class Engine:
             blob = vector[0]
             # Several memories may share a metadata vector, and the memory
             # itself comes back first: ask for a few more than k.
-            found = con.execute(
+            found = con.execute(  # the LIMIT written in: see recall.inline_limits
                 "WITH knn AS MATERIALIZED (SELECT rowid AS vid, distance FROM vec_meta "
                 "  WHERE embedding MATCH :vec AND k = :k) "
                 "SELECT m.id, m.name, 1.0 - knn.distance AS cos, m.description, m.path, m.cjk "
                 "FROM knn JOIN vectors v ON v.vid = knn.vid JOIN memory_index m ON m.meta_hash = v.hash "
-                "WHERE m.id != :id AND m.status = 'active' ORDER BY knn.distance, m.id LIMIT :limit",
-                {"vec": blob, "k": min(int(k) + 8, 4096), "id": mem_id, "limit": int(k)},
+                f"WHERE m.id != :id AND m.status = 'active' ORDER BY knn.distance, m.id LIMIT {int(k)}",
+                {"vec": blob, "k": min(int(k) + 8, 4096), "id": mem_id},
             ).fetchall()
             calib = calibrate.load(con, db.get_meta(con, "model_fingerprint"))
             own = con.execute("SELECT cjk FROM memory_index WHERE id = ?", (mem_id,)).fetchone()

@@ -439,3 +439,27 @@ def test_supersedes_chains_rings_and_replacements_that_are_no_hint(vault, bm25_s
     assert bm25_store.save(name="Zebra feeding n1", description="d", body="b", tags=["z"], embed=False)["status"] == (
         "duplicate"
     )
+
+
+def test_limits_are_written_into_the_statement_as_numbers():
+    # A bound LIMIT re-prepares the whole statement at every recall (see inline_limits).
+    params = {"limit": 60, "k_bm25": 40, "k_dense": 40, "k_chunk": 80, "k_coarse": 400}
+    for name, sql in recall_mod.statements().items():
+        written = recall_mod.inline_limits(sql, params)
+        assert "LIMIT :" not in written, name
+    assert recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": 7}) == "SELECT 1 LIMIT 7"
+    with pytest.raises(ValueError):
+        recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": "7; DROP TABLE memory_index"})
+
+
+def test_recall_runs_no_statement_with_a_bound_limit(vault, bm25_store):
+    vault.memory("a.md", "mem_a", name="Friday releases", description="we ship releases on friday", body="Notes.")
+    bm25_store.sync()
+    seen = []
+    bm25_store.con.exec_trace = lambda _cur, sql, _bindings: seen.append(sql) or True
+    try:
+        bm25_store.recall("can we ship the release on friday?", run_id="r1")
+    finally:
+        bm25_store.con.exec_trace = None
+    assert any("fts MATCH" in sql for sql in seen)
+    assert not [sql for sql in seen if "LIMIT :" in sql or "LIMIT ?" in sql]
