@@ -20,6 +20,7 @@ nothing logged.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -341,7 +342,18 @@ def inline_limits(sql: str, params: dict) -> str:
     written in (tools/bench_hosts.py's queries, paired). The values are our
     own integers, never a user's text; each distinct one is its own cached
     statement."""
-    return _LIMIT_PARAM.sub(lambda m: f"LIMIT {int(params[m.group(1)])}", sql)
+    return _write_limits(sql, tuple((name, int(params[name])) for name in _limit_names(sql)))
+
+
+@functools.lru_cache(maxsize=64)
+def _limit_names(sql: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_LIMIT_PARAM.findall(sql)))
+
+
+@functools.lru_cache(maxsize=256)  # a few statements times a few limits
+def _write_limits(sql: str, limits: tuple[tuple[str, int], ...]) -> str:
+    values = dict(limits)
+    return _LIMIT_PARAM.sub(lambda m: f"LIMIT {values[m.group(1)]}", sql)
 
 
 def _run(con: apsw.Connection, sql: str, params: dict) -> tuple[list, list[str]]:
