@@ -342,7 +342,7 @@ def inline_limits(sql: str, params: dict) -> str:
     written in (tools/bench_hosts.py's queries, paired). The values are our
     own integers, never a user's text; each distinct one is its own cached
     statement."""
-    return _write_limits(sql, tuple((name, int(params[name])) for name in _limit_names(sql)))
+    return _write_limits(sql, tuple((name, int(params[name])) for name in _limit_names(sql) if name in params))
 
 
 @functools.lru_cache(maxsize=64)
@@ -353,7 +353,7 @@ def _limit_names(sql: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=256)  # a few statements times a few limits
 def _write_limits(sql: str, limits: tuple[tuple[str, int], ...]) -> str:
     values = dict(limits)
-    return _LIMIT_PARAM.sub(lambda m: f"LIMIT {values[m.group(1)]}", sql)
+    return _LIMIT_PARAM.sub(lambda m: f"LIMIT {values[m.group(1)]}" if m.group(1) in values else m.group(0), sql)
 
 
 def _run(con: apsw.Connection, sql: str, params: dict) -> tuple[list, list[str]]:

@@ -448,6 +448,8 @@ def test_limits_are_written_into_the_statement_as_numbers():
         written = recall_mod.inline_limits(sql, params)
         assert "LIMIT :" not in written, name
     assert recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": 7}) == "SELECT 1 LIMIT 7"
+    # a name without a value stays a parameter (SQLite asks for its binding as before)
+    assert recall_mod.inline_limits("SELECT 1 LIMIT :other", {"limit": 7}) == "SELECT 1 LIMIT :other"
     with pytest.raises(ValueError):
         recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": "7; DROP TABLE memory_index"})
 
