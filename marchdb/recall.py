@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import re
 import time
 import weakref
@@ -340,9 +341,11 @@ def inline_limits(sql: str, params: dict) -> str:
     fifth of the hybrid statement's time, and a warm recall at 10,000
     memories spent 12.0 ms p50 in it with bound LIMITs, 8.7 ms with them
     written in (tools/bench_hosts.py's queries, paired). The values are our
-    own integers, never a user's text; each distinct one is its own cached
-    statement."""
-    return _write_limits(sql, tuple((name, int(params[name])) for name in _limit_names(sql) if name in params))
+    own integers (anything else is a ``TypeError``, never text in the SQL);
+    each distinct one is its own cached statement."""
+    return _write_limits(
+        sql, tuple((name, operator.index(params[name])) for name in _limit_names(sql) if name in params)
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -450,18 +450,48 @@ def test_limits_are_written_into_the_statement_as_numbers():
     assert recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": 7}) == "SELECT 1 LIMIT 7"
     # a name without a value stays a parameter (SQLite asks for its binding as before)
     assert recall_mod.inline_limits("SELECT 1 LIMIT :other", {"limit": 7}) == "SELECT 1 LIMIT :other"
-    with pytest.raises(ValueError):
-        recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": "7; DROP TABLE memory_index"})
+    for bad in ("7; DROP TABLE memory_index", 7.5):
+        with pytest.raises(TypeError):
+            recall_mod.inline_limits("SELECT 1 LIMIT :limit", {"limit": bad})
+
+
+def _traced(con, action) -> list[str]:
+    seen: list[str] = []
+    con.exec_trace = lambda _cur, sql, _bindings: seen.append(sql) or True
+    try:
+        action()
+    finally:
+        con.exec_trace = None
+    assert seen
+    assert not [sql for sql in seen if "LIMIT :" in sql or "LIMIT ?" in sql]
+    return seen
 
 
 def test_recall_runs_no_statement_with_a_bound_limit(vault, bm25_store):
     vault.memory("a.md", "mem_a", name="Friday releases", description="we ship releases on friday", body="Notes.")
     bm25_store.sync()
-    seen = []
-    bm25_store.con.exec_trace = lambda _cur, sql, _bindings: seen.append(sql) or True
-    try:
-        bm25_store.recall("can we ship the release on friday?", run_id="r1")
-    finally:
-        bm25_store.con.exec_trace = None
+    seen = _traced(bm25_store.con, lambda: bm25_store.recall("can we ship the release on friday?", run_id="r1"))
     assert any("fts MATCH" in sql for sql in seen)
-    assert not [sql for sql in seen if "LIMIT :" in sql or "LIMIT ?" in sql]
+
+
+@pytest.mark.parametrize("path", ["vec0", "memory", "coarse"])
+def test_hybrid_recall_runs_no_statement_with_a_bound_limit(vault, store, monkeypatch, path):
+    from conftest import TinyEmbedder
+
+    from marchdb.embedding import vectors
+    from marchdb.embedding.vecindex import VectorIndex
+
+    for i in range(3):
+        vault.memory(f"m{i}.md", f"mem_{i}", name=f"Friday release {i}", description="we ship on friday", body="B.")
+    store.sync(embed=False)
+    emb = TinyEmbedder("tiny-8", dim=8)  # a multiple of 8: the sign-bit tables exist
+    vectors.embed_pending(store.con, emb, store.cfg.index_path)
+    if path == "coarse":
+        monkeypatch.setattr(recall_mod, "COARSE_FROM", 1)
+    vindex = VectorIndex() if path == "memory" else None
+    seen = _traced(
+        store.con, lambda: recall_mod.recall(store.con, "ship on friday?", embedder=emb, run_id="r1", vindex=vindex)
+    )
+    marker = {"vec0": "k = :k_dense", "memory": "query_cosine(", "coarse": "vec_quantize_binary("}[path]
+    assert any(marker in sql for sql in seen)
+    _traced(store.con, lambda: store.con.execute("SELECT * FROM march_similar('mem_0')").fetchall())
