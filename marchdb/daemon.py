@@ -224,7 +224,12 @@ class Engine:
             self.log(f"not watching: {exc}")
             return
         self.watcher = start_watcher(self.store, log=lambda m: self.log(f"watch: {m}"))
+        self.watcher.quiet_for = self._quiet_for  # a dirty check's scan waits for a quiet moment
         self.store.scan_in_background = self.watcher.want_scan  # started once the answer is sent
+
+    def _quiet_for(self) -> float:
+        """Seconds since a client was last served (0 while one is)."""
+        return 0.0 if self.busy.locked() else max(0.0, time.monotonic() - self.last_request)
 
     def _shutdown(self) -> None:
         self.stopping.set()  # requests still queued (idle, outdated, SIGTERM alike) are answered "stopping"

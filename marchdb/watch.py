@@ -37,6 +37,13 @@ MAX_INCREMENTAL = 2000
 #: How often an idle watcher checks that its root is the folder it watches
 #: (a root renamed away and another put in its place sends no event).
 ROOT_CHECK_SECONDS = 5.0
+#: A dirty check's scan (``start_wanted_scan``) waits until clients have been
+#: quiet this long, at most SCAN_DEFER_SECONDS: requests one after the other
+#: otherwise met the scan's stat walk on the other core and in the interpreter
+#: (tools/bench_hosts.py: ~1 recall in 7 of a back-to-back run embedded on one
+#: thread beside it and took ~50 ms against ~30; see README "Hooks and the CLI").
+SCAN_QUIET_SECONDS = 0.5
+SCAN_DEFER_SECONDS = 5.0
 
 
 class Watcher:
@@ -59,6 +66,12 @@ class Watcher:
         self._pending: set[str] = set()
         self._full_scan = True  # the start-up scan
         self._scan_wanted = threading.Event()
+        # The pending full scan is only a dirty check's (nothing else asked for
+        # one): it may wait for a quiet moment (``quiet_for``).
+        self._deferrable = False
+        #: Seconds since a client was last served (0 while one is), from the
+        #: process serving clients; None: scans never wait.
+        self.quiet_for: Callable[[], float] | None = None
         self._last_event = 0.0
         self._cond = threading.Condition()
         self._stop = False
@@ -105,10 +118,12 @@ class Watcher:
                     continue
                 if not name_ok(rel):
                     self._full_scan = True  # only a full scan reports a name that is not UTF-8
+                    self._deferrable = False
                     continue
                 if event.is_directory or not is_memory_path(rel):
                     if event.is_directory and event.event_type in ("moved", "deleted", "created"):
                         self._full_scan = True  # a whole folder came or went
+                        self._deferrable = False
                     continue
                 self._pending.add(rel)
             self._last_event = time.monotonic()
@@ -174,6 +189,7 @@ class Watcher:
         with self._cond:
             if rescan or self._retry_on_timer:
                 self._full_scan = True
+                self._deferrable = False
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop watching and wait for the current batch to finish."""
@@ -188,13 +204,17 @@ class Watcher:
         self._thread.join(timeout)
         self.store.close()
 
-    def request_scan(self) -> None:
+    def request_scan(self, when_quiet: bool = False) -> None:
         """Ask for a full light scan on the watcher's thread (non-blocking):
-        the dirty check of a process whose watcher keeps the index fresh."""
+        the dirty check of a process whose watcher keeps the index fresh.
+        ``when_quiet``: it may wait for a quiet moment (``start_wanted_scan``)."""
         with self._cond:
             if not self._full_scan:
                 self._full_scan = True
+                self._deferrable = when_quiet
                 self._cond.notify()
+            elif not when_quiet:
+                self._deferrable = False
 
     def want_scan(self) -> None:
         """Note a dirty check for ``start_wanted_scan`` to ask for: a
@@ -206,10 +226,13 @@ class Watcher:
         self._scan_wanted.set()
 
     def start_wanted_scan(self) -> None:
-        """Ask for the scan ``want_scan`` noted, if any (a request is answered)."""
+        """Ask for the scan ``want_scan`` noted, if any (a request is
+        answered). It runs once clients have been quiet for
+        ``SCAN_QUIET_SECONDS`` (``quiet_for``), or after ``SCAN_DEFER_SECONDS``
+        at the latest; a change the watcher hears of is applied at once."""
         if self._scan_wanted.is_set():
             self._scan_wanted.clear()
-            self.request_scan()
+            self.request_scan(when_quiet=True)
 
     @property
     def idle(self) -> bool:
@@ -230,6 +253,7 @@ class Watcher:
                     if self.mode != "watching" and now >= self._next_poll:
                         self._next_poll = now + FALLBACK_SCAN_SECONDS
                         self._full_scan = True
+                        self._deferrable = False
                         break
                     # Woken by events too, yet the root check keeps its time:
                     # events from the old folder must not put it off.
@@ -257,6 +281,7 @@ class Watcher:
                 # Debounce: wait until events have been quiet for a moment.
                 while not self._stop and time.monotonic() - self._last_event < self.debounce:
                     self._cond.wait(self.debounce)
+                self._wait_for_quiet()
                 full = self._full_scan or self._retry_full or len(self._pending) > MAX_INCREMENTAL
                 self._retry_full = False
                 paths = None if full else sorted(self._pending)
@@ -272,6 +297,18 @@ class Watcher:
             # (At a clean stop the observer is stopped first: not a failure to announce.)
             if observer is not None and not observer.is_alive() and self.mode == "watching" and not self._stop:
                 self._poll_instead("file watcher stopped")
+
+    def _wait_for_quiet(self) -> None:
+        # Holding _cond; quiet_for takes no lock. An event, a stop or another
+        # reason for a full scan ends the wait (they clear _deferrable).
+        quiet_for = self.quiet_for
+        give_up = time.monotonic() + SCAN_DEFER_SECONDS
+        while self._deferrable and quiet_for is not None and not self._stop and not self._pending:
+            left = min(SCAN_QUIET_SECONDS - quiet_for(), give_up - time.monotonic())
+            if left <= 0:
+                break
+            self._cond.wait(left)
+        self._deferrable = False
 
     def _apply(self, paths: list[str] | None) -> None:
         from .errors import MarchError

@@ -571,10 +571,10 @@ def test_the_dirty_check_a_request_asks_for_starts_once_its_answer_is_sent(bm25_
         answered_first: list[bool] = []
         asked = watcher.request_scan
 
-        def request_scan():
+        def request_scan(**kwargs):
             # What the client can read at that moment: the whole answer, already sent.
             answered_first.append(theirs.recv(65536, socket.MSG_PEEK | socket.MSG_DONTWAIT).endswith(b"\n"))
-            asked()
+            asked(**kwargs)
 
         watcher.request_scan = request_scan
         line = {"v": client.PROTOCOL, "op": "memory_recall", "args": {"text": "Late arrival"}, "identity": None}

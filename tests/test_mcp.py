@@ -363,10 +363,10 @@ def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixe
         logged_first: list[bool] = []
         asked = watcher.request_scan
 
-        def request_scan():
+        def request_scan(**kwargs):
             # The call's recall is done and logged by the time the scan is asked for.
             logged_first.append(local.store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1)
-            asked()
+            asked(**kwargs)
 
         watcher.request_scan = request_scan
         out = local("memory_recall", {"text": "Dog's medication carprofen tablet", "run_id": "r1"})

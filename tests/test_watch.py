@@ -113,6 +113,40 @@ def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
     assert wait_for(lambda: time.time() - float(db.get_meta(store.con, "last_scan_epoch")) < 10)
 
 
+def test_a_dirty_checks_scan_waits_for_clients_to_be_quiet(watched, vault, monkeypatch):
+    store, watcher = watched
+    monkeypatch.setattr("marchdb.watch.SCAN_DEFER_SECONDS", 30.0)
+    watcher._observer.stop()  # only a scan finds changes now
+    watcher._observer.join(5)
+    busy = {"on": True}
+    watcher.quiet_for = lambda: 0.0 if busy["on"] else 60.0
+    vault.memory("late.md", "mem_late")
+    watcher.want_scan()
+    watcher.start_wanted_scan()
+    time.sleep(0.5)
+    assert "mem_late" not in ids(store) and not watcher.idle  # waiting: a client is being served
+    busy["on"] = False
+    assert wait_for(lambda: "mem_late" in ids(store))  # a quiet moment: the scan ran
+
+
+def test_a_waiting_scan_runs_after_its_bound_and_at_once_for_a_change(watched, vault, monkeypatch):
+    store, watcher = watched
+    watcher.quiet_for = lambda: 0.0  # clients never stop
+    monkeypatch.setattr("marchdb.watch.SCAN_DEFER_SECONDS", 1.0)
+    started = time.monotonic()
+    watcher.want_scan()
+    watcher.start_wanted_scan()
+    assert wait_idle(watcher)
+    assert time.monotonic() - started >= 0.9  # it waited, then ran anyway
+
+    monkeypatch.setattr("marchdb.watch.SCAN_DEFER_SECONDS", 60.0)
+    watcher.want_scan()
+    watcher.start_wanted_scan()
+    vault.memory("new.md", "mem_new")  # heard by the watcher: applied without waiting for quiet
+    assert wait_for(lambda: "mem_new" in ids(store), timeout=30.0)
+    assert wait_idle(watcher, 30.0)
+
+
 def test_a_root_replaced_by_another_folder_is_watched_again(watched, vault, tmp_path, monkeypatch):
     # The platform watcher kept watching the old folder: changes in the new one went unheard.
     store, watcher = watched
