@@ -637,10 +637,12 @@ class Store:
                     f"{target} already supersedes {mem_id} (directly or through others); memories that replace "
                     "each other replace none, so remove one of the two `supersedes`"
                 )
-            if not db.id_taken(self.con, target) and self.cfg.memory_root.is_dir():
-                self.sync(embed=False)  # a file written a moment ago (as open does)
-            if not db.id_taken(self.con, target):
-                raise NotFound(f"no memory has id {target}, so it cannot be superseded; check the id", target)
+        unknown = [t for t in changes.supersedes or [] if not db.id_taken(self.con, t)]
+        if unknown and self.cfg.memory_root.is_dir():
+            self.sync(embed=False)  # files written a moment ago (as open does): one scan for all of them
+            unknown = [t for t in unknown if not db.id_taken(self.con, t)]
+        if unknown:
+            raise NotFound(f"no memory has id {unknown[0]}, so it cannot be superseded; check the id", unknown[0])
         root = self.cfg.require_root()
         twin_probe = None
         if embed and changes.complete() and not force:
