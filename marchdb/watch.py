@@ -118,13 +118,11 @@ class Watcher:
                 if rel is None:
                     continue
                 if not name_ok(rel):
-                    self._full_scan = True  # only a full scan reports a name that is not UTF-8
-                    self._deferrable = False
+                    self._scan_now()  # only a full scan reports a name that is not UTF-8
                     continue
                 if event.is_directory or not is_memory_path(rel):
                     if event.is_directory and event.event_type in ("moved", "deleted", "created"):
-                        self._full_scan = True  # a whole folder came or went
-                        self._deferrable = False
+                        self._scan_now()  # a whole folder came or went
                     continue
                 self._pending.add(rel)
             self._last_event = time.monotonic()
@@ -189,8 +187,7 @@ class Watcher:
                 rescan = True
         with self._cond:
             if rescan or self._retry_on_timer:
-                self._full_scan = True
-                self._deferrable = False
+                self._scan_now()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop watching and wait for the current batch to finish."""
@@ -210,12 +207,18 @@ class Watcher:
         the dirty check of a process whose watcher keeps the index fresh.
         ``when_quiet``: it may wait for a quiet moment (``start_wanted_scan``)."""
         with self._cond:
-            if not self._full_scan:
-                self._full_scan = True
-                self._deferrable = when_quiet
+            if not when_quiet:
+                self._scan_now()
                 self._cond.notify()
-            elif not when_quiet:
-                self._deferrable = False
+            elif not self._full_scan:
+                self._full_scan = True
+                self._deferrable = True
+                self._cond.notify()
+
+    def _scan_now(self) -> None:
+        # Holding _cond: a full scan for a reason that must not wait for quiet clients.
+        self._full_scan = True
+        self._deferrable = False
 
     def want_scan(self) -> None:
         """Note a dirty check for ``start_wanted_scan`` to ask for: a
@@ -253,8 +256,7 @@ class Watcher:
                         break
                     if self.mode != "watching" and now >= self._next_poll:
                         self._next_poll = now + FALLBACK_SCAN_SECONDS
-                        self._full_scan = True
-                        self._deferrable = False
+                        self._scan_now()
                         break
                     # Woken by events too, yet the root check keeps its time:
                     # events from the old folder must not put it off.
