@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from . import fts, temperature
+from . import bridge, fts, temperature
 from .config import DEFAULT_MIN_SCORE
 from .db import get_meta, scalar, sql_file, transaction
 from .embedding import calibrate
@@ -305,6 +305,48 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
     return max(ceiling, 1e-6), [term for term, _ in informative]
 
 
+def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> tuple[float, list[str]]:
+    """The BM25 ceiling and the terms worth matching of ``text`` put into the
+    other language (``words.translate``), as ``bm25_terms`` gives them for
+    its own words.
+
+    The ceiling is what a memory holding every content word of the message
+    would score. A word has several translations, of which a memory holds
+    one at best: each word counts once, at its best-informed translation
+    the vault holds (sum of IDF * (k1 + 1) over its FTS terms). A word with
+    no translation the vault holds (a name, a word the dictionary lacks)
+    counts at the mean of the others: a message of which one word in three
+    translates cannot be matched whole by that word ("How long has Melanie
+    been creating art?" is not answered by a paragraph on art). The terms
+    are every translation's informative terms (``bm25_terms``).
+    """
+    pairs = words.translate(text)
+    terms: list[str] = []
+    per_source: list[list[list[str]]] = []
+    for _, translations in pairs:
+        options = [fts.query_terms(translation) for translation in translations]
+        per_source.append(options)
+        terms.extend(t for option in options for t in option if t not in terms)
+    terms = terms[: fts.MAX_QUERY_TERMS]
+    _, informative = bm25_terms(con, terms)
+    if not informative:
+        return 1.0, []
+    stem_of = {term: stem for term in terms for _, stem in fts.stems(con, [term])[:1]}
+    total = memory_count(con)
+    df = document_frequencies(con, list(stem_of.values()))
+    values = []
+    for options in per_source:
+        held = [[df.get(stem_of.get(t, ""), 0) for t in option] for option in options]
+        best = max(
+            (sum(math.log((total - n + 0.5) / (n + 0.5)) for n in ns if n) for ns in held if any(ns)),
+            default=None,
+        )
+        values.append(best)
+    known = [max(v, 1e-6) for v in values if v is not None]
+    ceiling = sum(known) + (len(values) - len(known)) * sum(known) / len(known)
+    return max(ceiling * (BM25_K1 + 1.0), 1e-6), informative
+
+
 #: Document frequencies by index file, valid while meta.fts_gen is unchanged:
 #: fts5vocab counts a term's documents by walking its whole posting list
 #: (~0.25 ms per common term at 10,000 memories, ~2 ms at 100,000).
@@ -394,6 +436,10 @@ def _cosine_slot(con: apsw.Connection) -> _CosineSlot:
     return slot
 
 
+#: The signals a Hint carries (the BM25-only statement has no dense ones, nor xbm25_raw).
+_SIGNALS = ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "xbm25_raw", "bm25_ratio", "bm25")
+
+
 def score(
     con: apsw.Connection,
     text: str,
@@ -403,10 +449,13 @@ def score(
     w_dense: float | None = None,
     vindex: VectorIndex | None = None,
     project_tag: str | None = None,
+    words: bridge.Dictionary | None = None,
 ) -> list[Hint]:
     """Score candidate memories for ``text``; best first (``project_tag``:
     memories holding that tag get ``PROJECT_BONUS`` in the order, not in
-    their score), with every signal.
+    their score), with every signal. ``words``: the dictionary that puts
+    the text's words into the other language, for memories in that one
+    (``bridge``); without it they share none.
 
     With ``vindex`` (a process's in-memory copy of the vectors, see
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
@@ -415,6 +464,8 @@ def score(
     ceiling, informative = bm25_terms(con, fts.query_terms(text))
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)
+    # not below SMALL_VAULT (see bm25_max)
+    floor = BM25_FLOOR * (BM25_K1 + 1.0) * math.log(total) if total >= SMALL_VAULT else 0.0
     params = {
         "few_memories": int(total < SMALL_VAULT),
         "match": fts.match_expression(informative),
@@ -423,7 +474,7 @@ def score(
         # to single out one memory among all (ln N nats). Not below
         # SMALL_VAULT, where IDF means nothing (a word of one memory in three
         # has a ceiling near 0) and BM25 alone scores only without a model.
-        "bm25_max": max(ceiling, BM25_FLOOR * (BM25_K1 + 1.0) * math.log(total) if total >= SMALL_VAULT else 0.0),
+        "bm25_max": max(ceiling, floor),
         "bm25_tau": calibrate.BM25_TAU,
         "bm25_lref": BM25_LREF,
         "bm25_lpen": BM25_LPEN,
@@ -436,7 +487,10 @@ def score(
         import numpy as np
 
         center = calibration.get("probe_center")
+        xceiling, xinformative = bridge_terms(con, text, words) if words is not None else (1.0, [])
         params.update(
+            xmatch=fts.match_expression(xinformative),
+            xbm25_max=max(xceiling, floor),
             qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),
             k_dense=K_DENSE,
             k_chunk=K_CHUNK,
@@ -471,11 +525,7 @@ def score(
     out = []
     for row in rows:
         r = dict(zip(names, row))
-        signals = {
-            k: r[k]
-            for k in ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "bm25_ratio", "bm25")
-            if r[k] is not None
-        }
+        signals = {k: r[k] for k in _SIGNALS if r.get(k) is not None}
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
         if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
@@ -612,13 +662,14 @@ def recall(
     project_tag: str | None = None,
     conversation: str | None = None,
     deadline: float | None = None,
+    words: bridge.Dictionary | None = None,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
     vectors to search instead of the vec0 tables; ``record_only``: log what
     passes as recorded, inject nothing (``RecallResult.recorded``);
     ``project_tag``: the current project's tag, a ranking bonus (``score``);
-    ``conversation``: see ``apply_rules``; ``deadline`` (a ``time.time()``):
+    ``conversation``: see ``apply_rules``; ``words``: see ``score``; ``deadline`` (a ``time.time()``):
     past it, a recall with a run id records nothing and raises ``Expired`` —
     its caller stopped waiting and answered on its own, so these hints were
     never shown and must not suppress anything."""
@@ -631,7 +682,7 @@ def recall(
             mode = "hybrid"
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
-    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag)
+    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag, words=words)
     with transaction(con):
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only, conversation)
         if deadline is not None and run_id is not None and time.time() > deadline:

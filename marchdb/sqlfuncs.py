@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 import apsw
 import apsw.ext
 
-from . import db, fts
+from . import bridge, db, fts
 from . import recall as recall_mod
 from .config import Config
 from .embedding import Embedder, calibrate, vectors
@@ -105,7 +105,9 @@ class Engine:
 
     ``embedder`` returns the loaded model or None (then ``model_error`` says
     why); it is called only when a function needs a vector, so registering
-    the functions never loads a model. Calls are serialised: the model and a
+    the functions never loads a model; ``words`` likewise returns the
+    dictionary recall matches words across languages with (``bridge``), or
+    None. Calls are serialised: the model and a
     shared connection are not safe to use from two threads at once (Datasette
     runs queries on a pool of threads).
     """
@@ -115,10 +117,12 @@ class Engine:
         cfg: Config,
         embedder: Callable[[], Embedder | None],
         model_error: Callable[[], str | None] = lambda: None,
+        words: Callable[[], bridge.Dictionary | None] = lambda: None,
     ):
         self.cfg = cfg
         self._embedder = embedder
         self._model_error = model_error
+        self._words = words
         self._lock = threading.RLock()
         self._writer: apsw.Connection | None = None
         self._calibrations: dict[str, dict] = {}  # measured here when the index holds none
@@ -208,7 +212,10 @@ class Engine:
             )
         with self._lock:
             mode, qvec, calib = self._query_vector(con, value)
-            scored = recall_mod.score(con, value, qvec, calib, w_dense=self.cfg.dense_weight, project_tag=tag)
+            words = self._words() if qvec is not None else None
+            scored = recall_mod.score(
+                con, value, qvec, calib, w_dense=self.cfg.dense_weight, project_tag=tag, words=words
+            )
             threshold = self.cfg.min_score
             if run_id is None:
                 recall_mod.apply_rules(con, scored, str(trigger), None, threshold)

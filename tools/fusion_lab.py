@@ -108,9 +108,10 @@ def collect(name: str, n_other: int) -> dict:
     vecs = emb.embed_queries([t for t, _, _ in texts])
     out = []
     for (text, kind, qid), qv in zip(texts, vecs):
-        cands = recall_mod.score(con, text, qv, calib, limit=100)
+        cands = recall_mod.score(con, text, qv, calib, limit=100, words=store.words())
         q_cjk = fts.cjk_share(text)
         ceiling, _informative = recall_mod.bm25_terms(con, fts.query_terms(text))
+        xceiling, _ = recall_mod.bridge_terms(con, text, store.words())
         rows = []
         for c in cands:
             # raw cosines, and whether the text is in another script than the
@@ -133,6 +134,7 @@ def collect(name: str, n_other: int) -> dict:
                     "n_chunks": len(cos),
                     "body_chars": body_chars.get(c.id, 0),
                     "bm25_raw": c.signals.get("bm25_raw"),
+                    "xbm25_raw": c.signals.get("xbm25_raw"),
                     "shipped": c.score,
                     "shipped_rank": c.rank_score,
                 }
@@ -145,6 +147,7 @@ def collect(name: str, n_other: int) -> dict:
                 "rel": qrels.get(qid, {}) if qid else {},
                 "bg": float(qv @ center),
                 "ceiling": ceiling,
+                "xceiling": xceiling,
                 "cands": rows,
             }
         )
@@ -178,6 +181,7 @@ class Arrays:
         nan = float("nan")
         self.bg = np.array([i["bg"] for i in items])[self.item]
         self.ceiling = np.array([i["ceiling"] for i in items])[self.item]
+        self.xceiling = np.array([i.get("xceiling", 1.0) for i in items])[self.item]
         self.meta = np.array([nan if c["meta"] is None else c["meta"] for _, c, _ in rows])
         self.meta_across = np.array([c["meta_across"] for _, c, _ in rows], dtype=float)
         self.top = np.array([(c["chunks"] + [nan, nan, nan])[:3] for _, c, _ in rows]).reshape(-1, 3)
@@ -188,6 +192,8 @@ class Arrays:
         self.n_chunks = np.array([c["n_chunks"] for _, c, _ in rows], dtype=float)
         self.body_chars = np.array([c["body_chars"] for _, c, _ in rows], dtype=float)
         self.raw = np.array([nan if c["bm25_raw"] is None else c["bm25_raw"] for _, c, _ in rows])
+        # words shared through the dictionary (marchdb/bridge.py), memories in the other script only
+        self.xraw = np.array([nan if c.get("xbm25_raw") is None else c["xbm25_raw"] for _, c, _ in rows])
         self.desc = np.array([c["desc"] for _, c, _ in rows], dtype=bool)
         self.shipped = np.array([c["shipped"] for _, c, _ in rows])
         self.shipped_rank = np.array([c.get("shipped_rank", c["shipped"]) for _, c, _ in rows])
@@ -250,9 +256,9 @@ def score_rule(a: Arrays, p: dict) -> np.ndarray:
 
 def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
     """``(score, rank_score)`` as ``sql/recall.sql`` computes them: the rank
-    is the score, except a memory in another script than the message with no
-    BM25 (no word can match across scripts): its dense curve instead of the
-    dense_alone one. Both from one ``dense``, so a constant the search tries
+    is the score, except for a memory in another script than the message
+    (it shares words only through the dictionary): at least its dense curve
+    instead of the dense_alone one. Both from one ``dense``, so a constant the search tries
     (chunk_k, xk) moves them together."""
     calib = a.calibs.get(p["xoff"], a.calib)
     offset = calib["script_offset"] * p["xoff"]
@@ -276,13 +282,14 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
         dense, alone = np.where(across, xdense, dense), np.where(across, xdense, alone)
     floor = p["floor"] * (recall_mod.BM25_K1 + 1) * math.log(max(a.active, 2))
     length = np.minimum(1.0, (p["lref"] / np.maximum(a.body_chars, 1.0)) ** p["lpen"])
-    ratio = a.raw / np.maximum(a.ceiling, floor) * length
+    # the larger of the two word shares (fmax: the one present where only one is)
+    ratio = np.fmax(a.raw / np.maximum(a.ceiling, floor), a.xraw / np.maximum(a.xceiling, floor)) * length
     b = 1.0 - np.exp(-ratio / p["tau"])
     both = ~np.isnan(d) & ~np.isnan(b)
     agree = np.minimum(1.0, dense / max(p["agree"], 1e-9))
     out = np.where(both, (p["w"] * dense + (1 - p["w"]) * b) * agree, np.where(np.isnan(d), b, alone))
     score = np.nan_to_num(out, nan=0.0)
-    across = (a.meta_across > 0) & np.isnan(a.raw) & ~np.isnan(d)
+    across = (a.meta_across > 0) & ~np.isnan(d)
     return score, np.where(across, np.fmax(score, np.nan_to_num(dense)), score)
 
 
