@@ -272,7 +272,8 @@ def load(cache_dir: Path | None = None) -> Dictionary:
         if _DICT is not None:
             return _DICT
         con = None
-        if cache_dir is not None:
+        # a linked cache folder is not written through (it may lead anywhere)
+        if cache_dir is not None and not cache_dir.is_symlink():
             path = cache_dir / _cache_name()
             con = _open_cache(path)
             if con is None:

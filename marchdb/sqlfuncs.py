@@ -58,6 +58,7 @@ RECALL_COLUMNS = (
     "dense",
     "dense_alone",
     "bm25_raw",
+    "xbm25_raw",
     "bm25_ratio",
     "bm25",
     "rank_score",

@@ -98,6 +98,14 @@ def test_a_damaged_or_planted_cache_file_is_made_again_never_read_through(tmp_pa
     assert target.read_text() == "keep me"
 
 
+def test_a_linked_cache_folder_is_not_written_through(tmp_path, fresh):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "cache").symlink_to(elsewhere)
+    assert bridge.load(tmp_path / "cache").translate("密码")
+    assert not list(elsewhere.iterdir())
+
+
 def test_a_home_where_the_file_cannot_be_written_still_has_the_dictionary(tmp_path, fresh):
     # "cache" is a file here: no folder can be made (as with a read-only home)
     cache = tmp_path / "cache"
