@@ -315,10 +315,13 @@ def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> t
     one at best: each word counts once, at its best-informed translation
     the vault holds (sum of IDF * (k1 + 1) over its FTS terms). A word with
     no translation the vault holds (a name, a word the dictionary lacks)
-    counts at the mean of the others: a message of which one word in three
-    translates cannot be matched whole by that word ("How long has Melanie
-    been creating art?" is not answered by a paragraph on art). The terms
-    are every translation's informative terms (``bm25_terms``).
+    counts as a word no memory holds does among the message's own words, at
+    the largest IDF: a message of which two words in three translate cannot
+    be matched whole by those two ("How long has Melanie been creating
+    art?" is not answered by a paragraph on creating art; counted at the
+    mean of the others instead, it was: tools/bench_recall.py crosslingual,
+    README). The terms are every translation's informative terms
+    (``bm25_terms``).
     """
     pairs = words.translate(text)
     terms: list[str] = []
@@ -342,8 +345,10 @@ def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> t
             default=None,
         )
         values.append(best)
-    known = [max(v, 1e-6) for v in values if v is not None]
-    ceiling = sum(known) + (len(values) - len(known)) * sum(known) / len(known)
+    # a word no memory can be shown to hold weighs what such a word weighs
+    # in bm25_terms: FTS5's IDF of a word held by none
+    unheld = math.log((total + 0.5) / 0.5)
+    ceiling = sum(unheld if v is None else max(v, 1e-6) for v in values)
     return max(ceiling * (BM25_K1 + 1.0), 1e-6), informative
 
 

@@ -362,8 +362,8 @@ def test_a_memory_in_the_other_script_ranks_by_its_meaning(mixed_vault, model_st
 
 def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault, bm25_store):
     """recall.bridge_terms: each word of the message counts once, at its best
-    translation the vault holds; a word with none (a name) at the mean of
-    the others, so one translated word cannot stand for the whole message."""
+    translation the vault holds; a word with none (a name) as a word no
+    memory holds, so the translated words cannot stand for the whole message."""
     n = 60
     for i in range(n):
         description = "一幅艺术作品" if i < 2 else "创造新的方法" if i < 12 else f"园丁笔记第{i}篇"
@@ -376,7 +376,8 @@ def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault,
         t: math.log((n - df + 0.5) / (df + 0.5))
         for t, df in recall_mod.document_frequencies(con, ["艺术", "创造"]).items()
     }
-    assert ceiling == pytest.approx((idf["艺术"] + idf["创造"]) * 1.5 * (recall_mod.BM25_K1 + 1))
+    unheld = math.log((n + 0.5) / 0.5)  # "melanie": as a word no memory holds
+    assert ceiling == pytest.approx((idf["艺术"] + idf["创造"] + unheld) * (recall_mod.BM25_K1 + 1))
     # nothing the vault holds: nothing to match
     assert recall_mod.bridge_terms(con, "Melanie Zxqv", words) == (1.0, [])
     assert recall_mod.bridge_terms(con, "艺术", words) == (1.0, [])  # the message's own language

@@ -132,7 +132,9 @@ def quiet_share(store, emb, calib, texts: list[str], threshold: float) -> float:
     quiet = sum(
         1
         for text, v in zip(texts, vecs)
-        if not any(c.score >= threshold and c.description for c in score(store.con, text, v, calib))
+        if not any(
+            c.score >= threshold and c.description for c in score(store.con, text, v, calib, words=store.words())
+        )
     )
     return quiet / len(texts)
 
@@ -175,7 +177,8 @@ def main() -> int:
     count = dict.fromkeys(halves, 0)
     qvecs = emb.embed_queries([q["text"] for q in queries])
     for q, qvec in zip(queries, qvecs):
-        cands = score(store.con, q["text"], qvec, calib, limit=500)  # the whole union: no cut before ranking
+        # the whole union: no cut before ranking
+        cands = score(store.con, q["text"], qvec, calib, limit=500, words=store.words())
         kept = [c.id for c in cands if c.score >= threshold and c.description][:3]
         for half in ("all", split_of(q["text"])):
             count[half] += 1

@@ -206,7 +206,7 @@ def run_pairs(work: Path, model: str | None, declared: bool = False) -> dict:
     changed = old_hinted = 0
     rows = []
     for i, qvec in enumerate(qvecs):
-        cands = score(store.con, PAIRS[i][4], qvec, calib, limit=500)
+        cands = score(store.con, PAIRS[i][4], qvec, calib, limit=500, words=store.words())
         orders = {"plain": plain_order(cands), "temperature": temperature.rerank(store.con, cands, now=ANCHOR)}
         row = {"question": PAIRS[i][4]}
         for label, ranked in orders.items():
@@ -247,7 +247,7 @@ def run_set(set_dir: Path, work: Path, model: str | None) -> dict:
     sums = {k: {"ndcg@10": 0.0, "mrr@10": 0.0} for k in ("plain", "temperature", "as_if_live")}
     moved = 0
     for q, qvec in zip(queries, emb.embed_queries([q["text"] for q in queries])):
-        cands = score(store.con, q["text"], qvec, calib, limit=500)
+        cands = score(store.con, q["text"], qvec, calib, limit=500, words=store.words())
         orders = {
             "plain": plain_order(cands),
             "temperature": list(cands),
