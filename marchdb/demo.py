@@ -59,6 +59,7 @@ QUERIES = [
     "Why does every request miss the prompt cache?",
     "数据库密码多久换一次？",
     "how does the user like code reviews",
+    "Where should we go hiking this weekend?",  # an English question, a Chinese memory
     "asdf qwer zxcv",
 ]
 
