@@ -42,8 +42,8 @@
 -- "rare" and "deploy" held by three weighs nothing — so BM25 does not enter
 -- the score. Only distinctive words are matched (held by at most one memory
 -- in eight, see recall.bm25_terms), and sharing one lets a candidate use the
--- dense curve instead of the dense_alone one (a word shared through the
--- dictionary too).
+-- dense curve instead of the dense_alone one (words shared through the
+-- dictionary only when their BM25 reaches :agree).
 -- Every constant was chosen on the training halves of the benchmark sets
 -- with tools/fusion_lab.py and reported on the held-out halves (README).
 -- "LIMIT :name" is written into the statement as a number before it runs
@@ -182,7 +182,12 @@ calibrated AS (
 scored AS MATERIALIZED (
     SELECT *,
            CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
-                     THEN CASE WHEN :few_memories THEN dense
+                     THEN CASE WHEN :few_memories THEN
+                                    -- words shared only through the dictionary
+                                    -- must be a real part of the message: one
+                                    -- of a word's many translations is met by
+                                    -- chance ("tournament" in a Chinese paragraph)
+                                    CASE WHEN bm25_raw IS NULL AND bm25 < :agree THEN dense_alone ELSE dense END
                                -- both signals must agree: a word match cannot lift
                                -- what the dense signal calls unrelated (dense < :agree)
                                ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)

@@ -383,6 +383,28 @@ def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault,
     assert recall_mod.bridge_terms(con, "艺术", words) == (1.0, [])  # the message's own language
 
 
+def test_in_a_small_vault_a_word_met_through_the_dictionary_must_be_a_real_part_of_the_message(
+    mixed_vault, model_store
+):
+    # Below SMALL_VAULT memories a shared distinctive word lets the dense
+    # curve decide. Through the dictionary, one of a word's many
+    # translations is often met by chance, so there it takes a word share
+    # of at least AGREE on the BM25 curve (tools/bench_small.py: English
+    # questions hinted Chinese paragraphs in vaults of 5 and 12 otherwise).
+    model_store.sync()
+    hike = "mem_hike"
+    res = model_store.recall("Where should we go hiking this weekend?", explain=True)
+    first = res.candidates[0]
+    assert first.id == hike and first.signals["bm25"] >= recall_mod.AGREE
+    assert first.score == pytest.approx(first.signals["dense"]) and res.hints[0].id == hike
+    res = model_store.recall(
+        "Which newspaper had the weekend crossword with the tricky clue about stocks?", explain=True
+    )
+    cand = next(c for c in res.candidates if c.id == hike)
+    assert cand.signals.get("xbm25_raw") and cand.signals["bm25"] < recall_mod.AGREE, cand.signals
+    assert cand.score == pytest.approx(cand.signals["dense_alone"]) and not res.hints
+
+
 def test_a_message_of_common_words_is_no_strong_match(vault, bm25_store):
     """BM25's share is taken of at least a word held by sqrt(N) memories
     (recall.BM25_FLOOR): a message whose only word sits in a third of the
