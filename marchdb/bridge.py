@@ -108,7 +108,8 @@ class Dictionary:
                         out.append((piece, known[piece]))
         else:
             words = [w for w in fts.query_terms(text) if w not in STOP and w.isalpha() and len(w) > 1]
-            stem_of = {w: stem for w in words for _, stem in fts.stems(self._con, [w])[:1]}
+            with self._lock:  # one connection, shared by an engine's threads
+                stem_of = fts.stem_map(self._con, words)
             known = self._lookup("en", sorted(set(stem_of.values())))
             out.extend((w, known.get(stem_of.get(w, ""), ())) for w in words)
         if len(self._translated) >= _TRANSLATIONS_KEPT:
@@ -210,8 +211,7 @@ def build(con: apsw.Connection) -> None:
 
     def stem(word: str) -> str:
         if word not in stems:
-            found = fts.stems(con, [word])
-            stems[word] = found[0][1] if found else word
+            stems[word] = fts.stem_map(con, [word]).get(word, word)
         return stems[word]
 
     with ref.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as text:

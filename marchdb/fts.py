@@ -135,6 +135,17 @@ def match_expression(terms: list[str]) -> str:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
+def _stem_pairs(con: apsw.Connection, terms: list[str]):
+    # FTS5's own tokenizer (TOKENIZE), one for all the terms
+    name, *args = TOKENIZE.split()
+    tokenizer = con.fts5_tokenizer(name, args)
+    for term in terms:
+        for token in tokenizer(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False):
+            stem = token if isinstance(token, str) else str(token[0])
+            if stem:
+                yield term, stem
+
+
 def stems(con: apsw.Connection, terms: list[str]) -> list[tuple[str, str]]:
     """``(term, stem)`` for each query term (see ``query_terms``), one per
     stem in first-seen order: the stem is what the ``fts`` table stores for
@@ -142,15 +153,19 @@ def stems(con: apsw.Connection, terms: list[str]) -> list[tuple[str, str]]:
     expression should say (FTS5 stems it again; a stem is not always its
     own stem: porter turns "releas" into "relea"). Terms the tokenizer
     drops are left out."""
-    name, *args = TOKENIZE.split()
-    tokenizer = con.fts5_tokenizer(name, args)
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for term in terms:
-        tokens = tokenizer(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
-        for token in tokens:
-            stem = token if isinstance(token, str) else str(token[0])
-            if stem and stem not in seen:
-                seen.add(stem)
-                out.append((term, stem))
+    for term, stem in _stem_pairs(con, terms):
+        if stem not in seen:
+            seen.add(stem)
+            out.append((term, stem))
+    return out
+
+
+def stem_map(con: apsw.Connection, terms: list[str]) -> dict[str, str]:
+    """Each of ``terms``' first stem as the ``fts`` table stores it (see
+    ``stems``), by term. Terms the tokenizer drops are left out."""
+    out: dict[str, str] = {}
+    for term, stem in _stem_pairs(con, terms):
+        out.setdefault(term, stem)
     return out

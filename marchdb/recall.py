@@ -76,6 +76,10 @@ BM25_LPEN = 0.5
 K_DENSE = 40
 K_CHUNK = 80
 K_BM25 = 40
+#: Candidates gathered by the message's words put into the other language
+#: (bridge): they find what the dense signal missed (crosslingual nDCG@10
+#: 0.922 without them, 0.947 with 40), but each costs a cosine.
+K_XBM25 = 10
 SCORED_LIMIT = 60
 #: A message is recalled on its first this many characters. The hint is
 #: about what the message is about, which its start says; without a cap an
@@ -334,7 +338,7 @@ def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> t
     _, informative = bm25_terms(con, terms)
     if not informative:
         return 1.0, []
-    stem_of = {term: stem for term in terms for _, stem in fts.stems(con, [term])[:1]}
+    stem_of = fts.stem_map(con, terms)
     total = memory_count(con)
     df = document_frequencies(con, list(stem_of.values()))
     values = []
@@ -495,6 +499,7 @@ def score(
         xceiling, xinformative = bridge_terms(con, text, words) if words is not None else (1.0, [])
         params.update(
             xmatch=fts.match_expression(xinformative),
+            k_xbm25=K_XBM25,
             xbm25_max=max(xceiling, floor),
             qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),
             k_dense=K_DENSE,

@@ -86,10 +86,10 @@ xbm25_hits AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw, rowid IN (SELECT rid FROM dense_cand) AS dense_hit
     FROM fts WHERE fts MATCH :xmatch
     ORDER BY dense_hit DESC, raw DESC
-    LIMIT :k_bm25 + (SELECT count(*) FROM dense_cand)
+    LIMIT :k_xbm25 + (SELECT count(*) FROM dense_cand)
 ),
 xbm25_top AS MATERIALIZED (
-    SELECT rid FROM xbm25_hits ORDER BY raw DESC LIMIT :k_bm25
+    SELECT rid FROM xbm25_hits ORDER BY raw DESC LIMIT :k_xbm25
 ),
 cand(rid) AS MATERIALIZED (
     SELECT rid FROM dense_cand

@@ -514,7 +514,7 @@ def test_supersedes_chains_rings_and_replacements_that_are_no_hint(vault, bm25_s
 
 def test_limits_are_written_into_the_statement_as_numbers():
     # A bound LIMIT re-prepares the whole statement at every recall (see inline_limits).
-    params = {"limit": 60, "k_bm25": 40, "k_dense": 40, "k_chunk": 80, "k_coarse": 400}
+    params = {"limit": 60, "k_bm25": 40, "k_xbm25": 10, "k_dense": 40, "k_chunk": 80, "k_coarse": 400}
     for name, sql in recall_mod.statements().items():
         written = recall_mod.inline_limits(sql, params)
         assert "LIMIT :" not in written, name
