@@ -103,6 +103,10 @@ MAX_RUN_ID_CHARS = 200
 #: BM25 ceiling. Below LARGE_VAULT (every benchmark set) nothing changes.
 LARGE_VAULT = 20_000
 POSTINGS_BUDGET = 20_000
+#: The most memories the translated words of a message may match (bridge_terms):
+#: in a 10,000-memory vault where two common Chinese words stood in 6,238
+#: memories, scoring them took 12 ms of a recall.
+BRIDGE_POSTINGS = 1_000
 #: Agreement: when the dense signal says "unrelated" (calibrated dense below
 #: AGREE), a word match cannot carry the candidate alone: its fused score is
 #: scaled by dense / AGREE. A rare word of a minority language ("哈哈" in an
@@ -341,6 +345,17 @@ def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> t
     stem_of = fts.stem_map(con, terms)
     total = memory_count(con)
     df = document_frequencies(con, list(stem_of.values()))
+    # FTS5 scores every memory a MATCH finds: the rarest translations up to
+    # BRIDGE_POSTINGS matches; the commoner ones, weak evidence across
+    # languages, still count in the ceiling.
+    kept, postings = [], 0
+    for term in sorted(informative, key=lambda t: df.get(stem_of.get(t, ""), 0)):
+        n = df.get(stem_of.get(term, ""), 0)
+        if postings + n > BRIDGE_POSTINGS:
+            break
+        kept.append(term)
+        postings += n
+    informative = [t for t in informative if t in kept]
     values = []
     for options in per_source:
         held = [[df.get(stem_of.get(t, ""), 0) for t in option] for option in options]
