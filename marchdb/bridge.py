@@ -159,9 +159,10 @@ def parse(lines, stem: Callable[[str], str] = str) -> tuple[dict[str, tuple[str,
     "creating" finds 创造, glossed "to create")."""
     zh_en: dict[str, list[str]] = {}
     en_rank: dict[str, list[tuple[int, str, str]]] = {}
-    # How many headwords hold each character: a stand-in for how common a
-    # word is (CC-CEDICT has no frequencies), so that "cat" gives 猫咪 before
-    # the slang 喵星人 — a word is as common as its rarest character.
+    # How many headwords hold each character: a rough stand-in for how
+    # common a word is (CC-CEDICT has no frequencies), to order the words
+    # that gloss an English word alike — a word is as common as its rarest
+    # character. Rough: "deadline" still gives the slang 死线 first.
     chars: dict[str, int] = {}
     for line in lines:
         m = _LINE.match(line)
