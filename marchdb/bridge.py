@@ -96,7 +96,7 @@ class Dictionary:
             for run in _HAN.findall(text)[:MAX_RUNS]:
                 run = run[:MAX_RUN_CHARS]
                 pieces = {run[i : i + n] for i in range(len(run)) for n in range(2, MAX_WORD_CHARS + 1)}
-                known = self._lookup("zh", sorted(p for p in pieces if len(p) > 1))
+                known = self._lookup("zh", sorted(pieces))
                 for piece, is_word in segment(run, known):
                     if not is_word:
                         # a stretch no word covers, cut at grammar; one

@@ -261,6 +261,24 @@ def text_count(con: apsw.Connection) -> int:
     )
 
 
+def _idf(total: int, n: int) -> float:
+    # FTS5's own IDF of a term held by n of total documents
+    return math.log((total - n + 0.5) / (n + 0.5))
+
+
+def _rarest_within(terms: list[str], df: dict[str, int], budget: int, at_least_one: bool) -> list[str]:
+    # the rarest of ``terms`` whose matches add up to at most ``budget``, in
+    # their own order; with ``at_least_one`` the rarest one whatever it holds
+    kept: set[str] = set()
+    postings = 0
+    for term in sorted(terms, key=lambda t: df[t]):
+        if postings + df[term] > budget and (kept or not at_least_one):
+            break
+        kept.add(term)
+        postings += df[term]
+    return [t for t in terms if t in kept]
+
+
 def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
     """The query's BM25 ceiling and the terms worth matching.
 
@@ -290,7 +308,7 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
     informative = []
     for term, stem in pairs:
         n = df.get(stem, 0)
-        idf = math.log((total - n + 0.5) / (n + 0.5)) if total else 0.0
+        idf = _idf(total, n) if total else 0.0
         # Below SMALL_VAULT memories IDF cannot tell "the" from "carprofen";
         # only a word held by very few memories (one in eight, at least one)
         # says something about them (tools/bench_small.py: chit-chat such as
@@ -302,13 +320,7 @@ def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]
             informative.append((term, stem))
         ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
     if total >= LARGE_VAULT and sum(df[s] for _, s in informative) > POSTINGS_BUDGET:
-        kept: set[str] = set()
-        postings = 0
-        for _, stem in sorted(informative, key=lambda p: df[p[1]]):
-            if kept and postings + df[stem] > POSTINGS_BUDGET:
-                break
-            kept.add(stem)
-            postings += df[stem]
+        kept = set(_rarest_within([s for _, s in informative], df, POSTINGS_BUDGET, at_least_one=True))
         informative = [p for p in informative if p[1] in kept]
     return max(ceiling, 1e-6), [term for term, _ in informative]
 
@@ -348,25 +360,19 @@ def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> t
     # FTS5 scores every memory a MATCH finds: the rarest translations up to
     # BRIDGE_POSTINGS matches; the commoner ones, weak evidence across
     # languages, still count in the ceiling.
-    kept, postings = [], 0
-    for term in sorted(informative, key=lambda t: df.get(stem_of.get(t, ""), 0)):
-        n = df.get(stem_of.get(term, ""), 0)
-        if postings + n > BRIDGE_POSTINGS:
-            break
-        kept.append(term)
-        postings += n
-    informative = [t for t in informative if t in kept]
+    held_by = {t: df.get(stem_of.get(t, ""), 0) for t in informative}
+    informative = _rarest_within(informative, held_by, BRIDGE_POSTINGS, at_least_one=False)
     values = []
     for options in per_source:
         held = [[df.get(stem_of.get(t, ""), 0) for t in option] for option in options]
         best = max(
-            (sum(math.log((total - n + 0.5) / (n + 0.5)) for n in ns if n) for ns in held if any(ns)),
+            (sum(_idf(total, n) for n in ns if n) for ns in held if any(ns)),
             default=None,
         )
         values.append(best)
     # a word no memory can be shown to hold weighs what such a word weighs
     # in bm25_terms: FTS5's IDF of a word held by none
-    unheld = math.log((total + 0.5) / 0.5)
+    unheld = _idf(total, 0)
     ceiling = sum(unheld if v is None else max(v, 1e-6) for v in values)
     return max(ceiling * (BM25_K1 + 1.0), 1e-6), informative
 
