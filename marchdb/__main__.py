@@ -1,5 +1,5 @@
 """``python -m marchdb``: the ``marchdb`` command."""
 
-from .entry import main
+from marchdb.cli.entry import main
 
 main()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import apsw
 
-from . import fts
+from marchdb import fts
 
 #: English words taken from a Chinese word's first this many glosses: the
 #: first senses are the common ones (发布: "to release / to issue / to

@@ -27,7 +27,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import ConfigError, MarchError
+from marchdb.errors import ConfigError, MarchError
 
 DEFAULT_MIN_SCORE = 0.5
 #: The warm engine (``marchdb serve``) exits after this many idle minutes.
@@ -280,7 +280,7 @@ def _in_plain_sight(path: str, folder: str) -> bool:
     folder (one a scan would walk into); both real paths."""
     # Imported here: the warm engine's client path (a hook, a quick recall) loads config but not files,
     # whose imports (secrets, threading, typing) would add to every hook's start-up; only a Store asks this.
-    from .files import hidden
+    from marchdb.files import hidden
 
     inside = os.path.relpath(path, folder)
     # The scan's own rule, so the two cannot drift; "." is the folder itself, where the scan starts.
@@ -448,7 +448,7 @@ def load_config(
     prefix = data.get("projectTagPrefix", "project/")
     if not isinstance(prefix, str):
         raise ConfigError('projectTagPrefix must be a string like "project/" (a memory tagged project/NAME)')
-    from .tags import normalize_tag
+    from marchdb.tags import normalize_tag
 
     try:
         normalize_tag(prefix + "name")
@@ -553,7 +553,7 @@ def ensure_layout(cfg: Config) -> list[Path]:
             try:
                 # The home holds the engine's socket and lock: private to its user.
                 if folder == cfg.home:
-                    from .client import make_private_dirs
+                    from marchdb.engine.client import make_private_dirs
 
                     make_private_dirs(folder)
                 else:

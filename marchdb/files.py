@@ -38,8 +38,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from .client import open_private
-from .errors import FileError
+from marchdb.engine.client import open_private
+from marchdb.errors import FileError
 
 #: Hidden temp files of atomic writes (sync, the watcher and search skip them).
 TEMP_PREFIX = ".marchdb-tmp-"

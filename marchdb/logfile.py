@@ -25,7 +25,7 @@ import os
 import stat
 from pathlib import Path
 
-from .clock import utc_now_iso
+from marchdb.clock import utc_now_iso
 
 #: A log file is rotated before it would grow past this many bytes (the
 #: same bound as the hook and engine logs of ``marchdb serve``).

@@ -21,9 +21,9 @@ from typing import Any
 import frontmatter
 import yaml
 
-from .clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
-from .errors import InvalidInput
-from .tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
+from marchdb.clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
+from marchdb.errors import InvalidInput
+from marchdb.tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
 MAX_FILE_BYTES = 4 * 1024 * 1024

@@ -14,10 +14,10 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from .config import Config, ensure_layout
-from .errors import FileError, InvalidInput
-from .files import read_file
-from .hintline import hint_line
+from marchdb.config import Config, ensure_layout
+from marchdb.errors import FileError, InvalidInput
+from marchdb.files import read_file
+from marchdb.hints import hint_line
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.

@@ -64,12 +64,21 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import db
-from .embedding import vectors
-from .errors import DIRECTION_CONTROLS, Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
-from .files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
-from .layout import edit_note
-from .notes import (
+from marchdb.edit import edit_note
+from marchdb.errors import (
+    DIRECTION_CONTROLS,
+    Conflict,
+    FileError,
+    IndexUnavailable,
+    InvalidInput,
+    NotFound,
+    Retry,
+    check_text,
+)
+from marchdb.files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
+from marchdb.index import db, vectors
+from marchdb.index.sync import sync_files
+from marchdb.notes import (
     MAX_FILE_BYTES,
     MAX_SUPERSEDES,
     MAX_TAG_CHARS,
@@ -91,7 +100,6 @@ from .notes import (
     utc_now_iso,
     validate_id,
 )
-from .sync import sync_files
 
 #: Longest name accepted, in characters (the name is a short title).
 MAX_NAME_CHARS = 200

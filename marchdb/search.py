@@ -59,9 +59,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError, InvalidInput, SearchFailed
-from .files import is_inside, name_ok, read_file
-from .notes import MAX_FILE_BYTES, BadNote, parse_note
+from marchdb.errors import ConfigError, InvalidInput, SearchFailed
+from marchdb.files import is_inside, name_ok, read_file
+from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
 
 #: Matching lines shown per file (a huge file must not flood the agent).
 MAX_MATCHES_PER_FILE = 5

@@ -18,21 +18,24 @@ from typing import TYPE_CHECKING
 import apsw
 import apsw.ext
 
-from . import bridge, capture, client, db, doctor, importing, logfile, maintain, ownership, profiles, sqlfuncs
-from . import save as save_mod
-from . import search as search_mod
-from .clock import utc_now_iso
-from .config import Config, ensure_layout, load_config
-from .embedding import calibrate, load_embedder, vectors
-from .errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
-from .files import read_file, vault_lock, walk
-from .notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
-from .recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
-from .recall import recall as recall_hints
-from .sync import SyncReport, owner_problem, scan_epoch, sync_files
+from marchdb import bridge, logfile, profiles
+from marchdb import save as save_mod
+from marchdb import search as search_mod
+from marchdb.clock import utc_now_iso
+from marchdb.config import Config, ensure_layout, load_config
+from marchdb.embedding import load_embedder
+from marchdb.engine import client
+from marchdb.errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
+from marchdb.files import read_file, vault_lock, walk
+from marchdb.index import calibrate, db, doctor, ownership, sqlfuncs, vectors
+from marchdb.index.recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
+from marchdb.index.recall import recall as recall_hints
+from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
+from marchdb.lifecycle import capture, importing, maintain
+from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 
 if TYPE_CHECKING:
-    from .embedding.vecindex import VectorIndex
+    from marchdb.index.vecindex import VectorIndex
 
 #: Seed 000: a search or recall re-scans when the last scan is older than this.
 DIRTY_CHECK_SECONDS = 5.0
@@ -352,7 +355,7 @@ class Store:
     def export(self, dest: str | os.PathLike, force: bool = False) -> dict:
         """Write the index to ``dest`` as one portable SQLite file (see
         ``export.export_index``; ``force`` replaces an earlier export)."""
-        from .export import export_index
+        from marchdb.index.export import export_index
 
         return export_index(self.con, self.cfg, dest, force=force)
 
@@ -581,7 +584,7 @@ class Store:
         if self.keep_vectors is False or (self.keep_vectors is None and self._recalls < 2):
             return None
         if self._vindex is None:
-            from .embedding.vecindex import VectorIndex  # numpy: only processes that keep vectors
+            from marchdb.index.vecindex import VectorIndex  # numpy: only processes that keep vectors
 
             self._vindex = VectorIndex()
         return self._vindex

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from .errors import InvalidInput
+from marchdb.errors import InvalidInput
 
 #: Longest tag, in characters.
 MAX_TAG_CHARS = 100

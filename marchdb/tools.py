@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import Conflict, NotFound
+from marchdb.errors import Conflict, NotFound
 
 INSTRUCTIONS = (
     "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "

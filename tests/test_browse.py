@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from marchdb import browse
-from marchdb.cli import app
+from marchdb.browse import server as browse
+from marchdb.cli.demo import MEMORIES
+from marchdb.cli.main import app
 from marchdb.config import load_config
-from marchdb.demo import MEMORIES
 from marchdb.store import Store
 
 #: The tests that serve the index need the extra; the one about its absence does not.
@@ -56,7 +56,7 @@ def _rows(ds, path: str) -> list[dict]:
 
 
 def _close(ds) -> None:
-    from marchdb import browse_plugin
+    from marchdb.browse import plugin as browse_plugin
 
     browse_plugin.detach(ds)
     ds.get_database(browse.DB_NAME).close()
@@ -108,7 +108,9 @@ def test_canned_queries_without_a_model(tmp_path, mixed_vault, capfd):
 
 SIDE_BY_SIDE = """
 import asyncio, sys
-from marchdb import browse, browse_plugin, db
+from marchdb.browse import plugin as browse_plugin
+from marchdb.browse import server as browse
+from marchdb.index import db
 from marchdb.config import load_config
 from marchdb.store import Store
 

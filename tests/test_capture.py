@@ -12,10 +12,11 @@ import textwrap
 import pytest
 from typer.testing import CliRunner
 
-from marchdb import db, notes
-from marchdb.capture import DESCRIPTION_CHARS, MAX_TITLE_CHARS, describe
-from marchdb.cli import app
+from marchdb import notes
+from marchdb.cli.main import app
 from marchdb.errors import Conflict, FileError, InvalidInput
+from marchdb.index import db
+from marchdb.lifecycle.capture import DESCRIPTION_CHARS, MAX_TITLE_CHARS, describe
 from marchdb.store import Store
 
 DAY = dt.datetime(2026, 11, 3, 9, 15, tzinfo=dt.UTC).astimezone()  # local, like the log itself
@@ -245,7 +246,7 @@ def test_cli_log_never_waits_on_a_stdin_that_stays_open(tmp_path, vault, monkeyp
     # silent for STDIN_WAIT_SECONDS, it counts as no text (and says so).
     import os
 
-    from marchdb.cli import stdin_has_input
+    from marchdb.cli.app import stdin_has_input
 
     read, write = os.pipe()
     with os.fdopen(read, "r") as silent:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from marchdb.cli import app
+from marchdb.cli.main import app
 from marchdb.config import load_config
 from marchdb.store import Store
 
@@ -366,7 +366,7 @@ def test_exit_code_table_in_the_readme_is_the_real_one():
 
 
 def test_the_quick_path_takes_only_the_plain_forms():
-    from marchdb.entry import _quick_args
+    from marchdb.cli.entry import _quick_args
 
     assert _quick_args(["recall", "hi there", "--run", "r1", "--json"]) == (
         "memory_recall",

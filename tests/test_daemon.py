@@ -21,8 +21,9 @@ import apsw
 import pytest
 from conftest import wait_idle
 
-from marchdb import client, daemon, db
 from marchdb.config import load_config
+from marchdb.engine import client, daemon
+from marchdb.index import db
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
 PROMPT = "why does every request miss the prompt cache?"
@@ -228,7 +229,7 @@ def test_serve_stop_says_when_the_engine_outlived_its_wait(home, monkeypatch):
     # running) is not reported as stopped: exit 10 (try again) and a way out.
     from typer.testing import CliRunner
 
-    from marchdb.cli import app
+    from marchdb.cli.main import app
 
     proc = subprocess.Popen([MARCHDB, "serve"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

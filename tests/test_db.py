@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from marchdb import db
+from marchdb.index import db
 
 
 def test_fresh_index_has_schema_and_vec(tmp_path):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from typer.testing import CliRunner
 
-from marchdb.cli import app
+from marchdb.cli.main import app
 
 
 def _cli(home, root, model=None):

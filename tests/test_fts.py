@@ -45,7 +45,7 @@ def test_inflections_meet_through_the_stemmer(store):
 
 
 def test_schema_uses_the_tokenizer_fts_stems_with():
-    from marchdb.db import schema_sql
+    from marchdb.index.db import schema_sql
 
     assert f"tokenize = '{fts.TOKENIZE}'" in schema_sql()
 

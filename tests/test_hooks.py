@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import client, hooks, logfile
+from marchdb import logfile
+from marchdb.engine import client
 from marchdb.errors import Expired
+from marchdb.hosts import hooks
 from marchdb.store import Store
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
@@ -307,7 +309,7 @@ def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
     # check once pulled in the YAML parser through notes: ~45 ms a prompt; dataclasses, with
     # the inspect module it imports, ~20 ms; typing, for one annotation, ~5 ms).
     code = (
-        "import sys, marchdb.entry, marchdb.client as c, marchdb.config as cfg;"
+        "import sys, marchdb.cli.entry, marchdb.engine.client as c, marchdb.config as cfg;"
         f"conf = cfg.load_config(home={str(tmp_path / 'home')!r}, root={str(tmp_path)!r}, env={{}});"
         "c.identity(conf);"
         "heavy = ('yaml', 'frontmatter', 'numpy', 'apsw', 'typer', 'llama_cpp', 'dataclasses', 'inspect', 'typing');"
@@ -322,7 +324,7 @@ def test_a_hook_answering_without_the_engine_loads_neither_numpy_nor_llama_cpp(c
     # Keyword recall only: numpy (~130 ms, once pulled in through sqlite_vec's package)
     # and the model are for the engine; the first prompt of a session waits for this one.
     code = (
-        "import sys, marchdb.entry as e; e.run_hook({}, ['claude-code']);"
+        "import sys, marchdb.cli.entry as e; e.run_hook({}, ['claude-code']);"
         "print(sorted(m for m in ('numpy', 'llama_cpp', 'sqlite_vec') if m in sys.modules), file=sys.stderr)"
     )
     env = {**os.environ, "MARCH_HOME": str(cfg.home), "MARCH_MEMORY_ROOT": str(mixed_vault.root), "MARCH_DAEMON": "0"}
@@ -351,7 +353,7 @@ def test_writers_waiting_on_a_rotation_keep_the_whole_log_budget(tmp_path):
     # A writer that waited for the lock on a file another had just rotated
     # away rotated a second time: six writers kept ~150 KB of a 768 KB budget.
     code = (
-        "import sys; from pathlib import Path; from marchdb import client\n"
+        "import sys; from pathlib import Path; from marchdb.engine import client\n"
         "for i in range(1500): client.log(Path(sys.argv[1]), 'hooks', f'{sys.argv[2]} {i} ' + 'x' * 150)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), f"w{n}"]) for n in range(4)]
@@ -405,11 +407,11 @@ def test_a_long_session_id_still_gets_hints_and_runs_of_its_own(bm25_store):
     assert len(set(runs)) == 2 and all(len(r) <= 200 for r in runs)
 
 
-#: The ``marchdb`` console script (``marchdb.entry:main``) with the hook's stdin
+#: The ``marchdb`` console script (``marchdb.cli.entry:main``) with the hook's stdin
 #: budget (``EVENT_WAIT_SECONDS``, 5 s) at one second.
 MARCHDB_WITH_A_SHORT_EVENT_WAIT = """
 import sys
-from marchdb import entry
+from marchdb.cli import entry
 entry.EVENT_WAIT_SECONDS = 1.0
 sys.argv[0] = "marchdb"
 sys.exit(entry.main())

@@ -25,13 +25,13 @@ from conftest import wait_idle
 from typer.testing import CliRunner
 
 from marchdb import files, notes
-from marchdb.cli import app
+from marchdb.cli.main import app
 from marchdb.config import load_config
+from marchdb.engine.watch import Watcher
 from marchdb.errors import ConfigError, FileError, IndexUnavailable, InvalidInput, MarchError, NotFound
 from marchdb.files import VAULT_LOCK_NAME
 from marchdb.save import MAX_BODY_BYTES
 from marchdb.store import MAX_RUN_ID_CHARS, Store
-from marchdb.watch import Watcher
 
 NO_MODEL = "/nonexistent/model.gguf"  # BM25 only: these tests are about files and errors, not vectors
 
@@ -186,7 +186,7 @@ def test_1_a_corrupt_index_of_ours_is_still_rebuilt(tmp_path, vault, bm25_cfg):
 
 
 def test_1_our_mark_is_in_the_header_and_a_busy_index_is_never_called_foreign(tmp_path, vault, bm25_cfg):
-    from marchdb import ownership
+    from marchdb.index import ownership
 
     vault.memory("a.md", "mem_a")
     with Store(bm25_cfg) as store:
@@ -247,7 +247,7 @@ def test_2_system_folders_are_refused_as_memory_roots(tmp_path, root):
 
 def test_2_no_watcher_ever_watches_a_system_folder(tmp_path):
     # `marchdb --root / watch` put inotify watches on /proc and /sys and never exited.
-    from marchdb.watch import start_watcher
+    from marchdb.engine.watch import start_watcher
 
     marchdb = str(Path(sys.executable).with_name("marchdb"))
     env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_DAEMON": "0", "MARCH_EMBED_MODEL": NO_MODEL}
@@ -896,14 +896,14 @@ def test_12_any_sqlite_error_escaping_a_command_is_one_line(tmp_path, vault):
     con.close()
     script = (
         "import sys, apsw\n"
-        "from marchdb import db\n"
+        "from marchdb.index import db\n"
         "real = db._connect_raw\n"
         "def tight(path):\n"
         "    con = real(path)\n"
         f"    con.pragma('max_page_count', {pages})\n"
         "    return con\n"
         "db._connect_raw = tight\n"
-        "from marchdb.cli import main\n"
+        "from marchdb.cli.main import main\n"
         "sys.argv = ['marchdb'] + sys.argv[1:]\n"
         "main()\n"
     )
@@ -1088,7 +1088,7 @@ def test_14_every_mcp_request_gets_an_answer(tmp_path, vault):
         said = [m["error"]["message"] for m in mcp.lines if m.get("id") is None]
         assert said[1].endswith("not a batch") and said[-1].endswith("not a number"), said
         # A line past the bound is answered, not read whole (a 400 MB line held 3.5 GB).
-        from marchdb.mcp_wire import MAX_LINE_BYTES
+        from marchdb.mcp.wire import MAX_LINE_BYTES
 
         big = {"name": "memory_search", "arguments": {"query": "x" * (MAX_LINE_BYTES + 10)}}
         mcp.send_line(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": big}))

@@ -14,10 +14,11 @@ import pytest
 from test_save import snapshot
 from typer.testing import CliRunner
 
-from marchdb import db, notes
-from marchdb.cli import app
+from marchdb import notes
+from marchdb.cli.main import app
 from marchdb.errors import InvalidInput
-from marchdb.notefolders import first_sentence
+from marchdb.index import db
+from marchdb.lifecycle.notefolders import first_sentence
 
 
 def put(base: Path, rel: str, text: str | bytes) -> Path:

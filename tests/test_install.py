@@ -8,9 +8,9 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from marchdb import install
-from marchdb.cli import app
+from marchdb.cli.main import app
 from marchdb.errors import FileError
+from marchdb.hosts import install
 
 THEIRS = {
     "model": "opus",
@@ -174,8 +174,8 @@ def test_a_model_file_travels_as_an_absolute_path_and_a_recipe_as_its_name(tmp_p
 
 
 def test_the_engine_and_its_clients_name_one_model_file_one_way(tmp_path, monkeypatch):
-    from marchdb import client
     from marchdb.config import load_config
+    from marchdb.engine import client
 
     monkeypatch.chdir(tmp_path)
     relative = load_config(home=tmp_path / "h", root="vault", model="my-model.gguf", env={})

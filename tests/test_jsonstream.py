@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from marchdb import jsonstream
+from marchdb.lifecycle import jsonstream
 
 
 def items(path, noun="item", problems_as_text=True):

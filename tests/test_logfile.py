@@ -54,7 +54,7 @@ def test_log_files_are_private_to_their_user(tmp_path):
 def test_doctor_reports_the_size_of_every_log(tmp_path, vault):
     from typer.testing import CliRunner
 
-    from marchdb.cli import app
+    from marchdb.cli.main import app
 
     logfile.append(tmp_path / "home" / "logs" / logfile.LIFECYCLE, {"op": "test"})
     runner = CliRunner()
@@ -77,8 +77,8 @@ def test_doctor_reports_the_engines_output_file_too(tmp_path, vault):
     # logs/daemon.out (what a background engine prints) was left out: only *.log files were sized.
     from typer.testing import CliRunner
 
-    from marchdb import client
-    from marchdb.cli import app
+    from marchdb.cli.main import app
+    from marchdb.engine import client
 
     logfile.append(tmp_path / "home" / "logs" / logfile.LIFECYCLE, {"op": "test"})
     out_file = tmp_path / "home" / "logs" / "daemon.out"

@@ -8,9 +8,9 @@ import apsw
 import pytest
 from typer.testing import CliRunner
 
-from marchdb import db, logs
-from marchdb.cli import app
+from marchdb.cli.main import app
 from marchdb.config import load_config
+from marchdb.index import db, logs
 from marchdb.store import Store
 
 

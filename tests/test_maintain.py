@@ -11,7 +11,7 @@ from test_save import snapshot
 from typer.testing import CliRunner
 
 from marchdb import notes
-from marchdb.cli import app
+from marchdb.cli.main import app
 from marchdb.clock import format_time
 
 NOW = dt.datetime.now(dt.UTC)
@@ -202,7 +202,8 @@ def test_bad_day_counts_are_refused(store):
 def test_cli_defaults_are_the_library_defaults():
     import inspect
 
-    from marchdb import cli_lifecycle, maintain
+    from marchdb.cli import lifecycle as cli_lifecycle
+    from marchdb.lifecycle import maintain
 
     params = inspect.signature(cli_lifecycle.maintain_).parameters
     assert params["log_days"].default.default == maintain.LOG_DAYS
@@ -252,7 +253,7 @@ def test_the_undo_of_an_archived_deprecated_memory_puts_it_back_deprecated(vault
 def test_archiving_and_its_undo_leave_updated_at_alone(vault, store):
     # Both wrote today's updated_at: the memory came back "fresh" (recency, +temperature)
     # and maintain called a 45-day-old unused log "last written 0 days ago" for 30 days.
-    from marchdb import temperature
+    from marchdb.index import temperature
 
     log = mem(vault, "log.md", "log_old", tags=["daily-log"], created=60, updated=45)
     dep = mem(vault, "dep.md", "mem_dep", status="deprecated", created=400, updated=120)
@@ -300,8 +301,8 @@ def test_apply_never_writes_through_a_folder_linked_since_the_scan(tmp_path, vau
     import os
     import shutil
 
-    from marchdb import maintain
     from marchdb.clock import utc_now_iso
+    from marchdb.lifecycle import maintain
 
     mem(vault, "2026/10/week1/log.md", "log_old", tags=["daily-log"], created=45)
     store.sync(embed=False)

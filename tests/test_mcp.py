@@ -12,7 +12,7 @@ import pytest
 from conftest import wait_idle
 from typer.testing import CliRunner
 
-from marchdb.cli import app
+from marchdb.cli.main import app
 
 
 @pytest.fixture
@@ -216,7 +216,7 @@ def test_cli_json_and_mcp_answer_with_the_same_fields(server, tmp_path, mixed_va
 
 
 def test_the_server_is_a_thin_front_over_the_warm_engine(server, tmp_path):
-    from marchdb import client, daemon
+    from marchdb.engine import client, daemon
 
     server.env.pop("MARCH_DAEMON")  # the default: share the home's engine
     home = Path(server.env["MARCH_HOME"])
@@ -259,7 +259,7 @@ def _engine_that_answers(home: Path, answers: list[bytes]):
     import socket
     import threading
 
-    from marchdb import client
+    from marchdb.engine import client
 
     path = client.socket_path(home)
     home.mkdir(parents=True, exist_ok=True)
@@ -291,7 +291,7 @@ def test_an_engine_that_is_stopping_is_asked_once_more(tmp_path, mixed_vault, se
     # server asks the next engine, and serves from its own store only if that
     # one cannot answer either.
     from marchdb.config import load_config
-    from marchdb.mcp_server import _Local, through_engine
+    from marchdb.mcp.server import _Local, through_engine
     from marchdb.store import Store
 
     cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, env={})
@@ -319,7 +319,7 @@ def test_a_crash_inside_a_tool_stays_the_sdks_error_and_shows_no_internals(tmp_p
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from pydantic import TypeAdapter, ValidationError
 
-    from marchdb.mcp_server import build_server
+    from marchdb.mcp.server import build_server
 
     def crash(op, args):
         if args["query"] == "pydantic":
@@ -343,9 +343,9 @@ def test_a_crash_inside_a_tool_stays_the_sdks_error_and_shows_no_internals(tmp_p
 
 def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixed_vault):
     # As in the engine: run beside the recall, the stat walk took the core and the GIL it needed.
-    from marchdb import db
     from marchdb.config import load_config
-    from marchdb.mcp_server import _Local
+    from marchdb.index import db
+    from marchdb.mcp.server import _Local
     from marchdb.store import Store
 
     cfg = load_config(home=tmp_path / "home", root=mixed_vault.root, env={})

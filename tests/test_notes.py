@@ -242,7 +242,7 @@ def _note_with(text: str, **changes):
     ],
 )
 def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, gone):
-    from marchdb.layout import edit_note
+    from marchdb.edit import edit_note
 
     out = edit_note(text, _note_with(text, **changes), fields)
     assert out is not None
@@ -254,7 +254,7 @@ def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, 
 
 
 def test_edit_note_declines_layouts_it_cannot_edit_safely():
-    from marchdb.layout import edit_note
+    from marchdb.edit import edit_note
 
     for text in ("---\n{id: m1, name: n}\n---\nb\n", "---\nid: m1\nname: a\nname: b\n---\nb\n"):
         assert edit_note(text, _note_with(text, name="x"), ["name"]) is None

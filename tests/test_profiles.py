@@ -6,7 +6,7 @@ import pytest
 
 from marchdb.config import AGENT_PROFILE, USER_PROFILE
 from marchdb.errors import InvalidInput, MarchError
-from marchdb.hintline import short as shorten
+from marchdb.hints import short as shorten
 from marchdb.profiles import format_context, format_hint_lines, read_profiles
 
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from marchdb import recall as recall_mod
 from marchdb.config import load_config
-from marchdb.embedding import calibrate
 from marchdb.errors import InvalidInput
+from marchdb.index import calibrate
+from marchdb.index import recall as recall_mod
 from marchdb.store import Store
 
 
@@ -549,8 +549,8 @@ def test_recall_runs_no_statement_with_a_bound_limit(vault, bm25_store):
 def test_hybrid_recall_runs_no_statement_with_a_bound_limit(vault, store, monkeypatch, path):
     from conftest import TinyEmbedder
 
-    from marchdb.embedding import vectors
-    from marchdb.embedding.vecindex import VectorIndex
+    from marchdb.index import vectors
+    from marchdb.index.vecindex import VectorIndex
 
     for i in range(3):
         vault.memory(f"m{i}.md", f"mem_{i}", name=f"Friday release {i}", description="we ship on friday", body="B.")

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from conftest import TinyEmbedder
 
-from marchdb import db, notes
-from marchdb.embedding import vectors
+from marchdb import notes
 from marchdb.errors import Conflict, InvalidInput, NotFound
 from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
+from marchdb.index import db, vectors
 from marchdb.save import MAX_BODY_BYTES, Changes, find_similar, update_file, validate_changes
 from marchdb.tools import SAVE as SAVE_TOOL_DESCRIPTION
 

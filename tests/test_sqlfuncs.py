@@ -12,12 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from marchdb import fts
-from marchdb import recall as recall_mod
-from marchdb.cli import app
+from marchdb.cli.demo import MEMORIES
+from marchdb.cli.main import app
 from marchdb.config import load_config
-from marchdb.demo import MEMORIES
 from marchdb.errors import InvalidInput, ModelError, NotFound
-from marchdb.sqlfuncs import RECALL_COLUMNS, SIMILAR_COLUMNS
+from marchdb.index import recall as recall_mod
+from marchdb.index.sqlfuncs import RECALL_COLUMNS, SIMILAR_COLUMNS
 from marchdb.store import Store
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from marchdb import db
+from marchdb.index import db
 
 
 def test_sync_embeds_and_moves_never_reembed(mixed_vault, model_store):
@@ -73,7 +73,7 @@ def test_a_one_memory_vault_still_hints_the_obvious(vault, model_store):
 
 def test_calibration_is_stored_per_model(mixed_vault, model_store):
     model_store.sync()
-    from marchdb.embedding import calibrate
+    from marchdb.index import calibrate
 
     calib = calibrate.load(model_store.con, model_store.embedder().fingerprint)
     assert calib and calib["rel_lo"] < calib["rel_hi"] and len(calib["probe_center"]) == 384
@@ -130,7 +130,7 @@ def test_a_huge_message_is_recalled_on_its_start(mixed_vault, model_store):
     model_store.sync()
     # ~850 KB (an agent pasting a log): without the cap every window of it
     # was embedded, minutes per recall; now the start decides, in a blink.
-    from marchdb.recall import MAX_RECALL_CHARS
+    from marchdb.index.recall import MAX_RECALL_CHARS
 
     message = "Why does every request miss the prompt cache? " + "filler words about nothing. " * 30_000
     whole = model_store.recall(message, explain=True)

@@ -9,9 +9,9 @@ import time
 import apsw
 import pytest
 
-from marchdb import db
 from marchdb.errors import Conflict, NotFound, Retry
-from marchdb.sync import sync_files
+from marchdb.index import db
+from marchdb.index.sync import sync_files
 
 
 def run(store):
@@ -63,7 +63,7 @@ def test_a_scan_that_changes_nothing_writes_nothing_to_the_index(vault, store):
     # Every write makes the other connections drop their page caches: the
     # engine's next recall re-read its pages, and every prompt of a session
     # comes with a scan.
-    from marchdb import sync
+    from marchdb.index import sync
 
     vault.memory("a.md", "mem_a")
     store.sync(embed=False)
@@ -275,7 +275,7 @@ def test_unreadable_file(vault, store):  # pragma: no cover - CI runs as root
 def test_file_vanishing_mid_sync(vault, store, monkeypatch):
     vault.memory("a.md", "mem_a")
     vault.memory("b.md", "mem_b")
-    import marchdb.sync as sync_mod
+    import marchdb.index.sync as sync_mod
 
     real_read = sync_mod.read_one
 
@@ -296,7 +296,7 @@ def test_a_root_swapped_for_another_folder_mid_scan_changes_nothing(vault, store
     for i in range(4):
         vault.memory(f"m{i}.md", f"mem_{i}")
     run(store)
-    import marchdb.sync as sync_mod
+    import marchdb.index.sync as sync_mod
 
     real_walk = sync_mod.walk
     elsewhere = vault.root.parent / "elsewhere"
@@ -316,7 +316,7 @@ def test_a_root_swapped_for_another_folder_mid_scan_changes_nothing(vault, store
 
 
 def test_many_files_span_batches(vault, store):
-    from marchdb.sync import BATCH_FILES
+    from marchdb.index.sync import BATCH_FILES
 
     count = BATCH_FILES + 3  # a full batch, then a partial one
     for i in range(count):

@@ -8,10 +8,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from marchdb import temperature
-from marchdb.cli import app
+from marchdb.cli.main import app
 from marchdb.clock import format_time
-from marchdb.recall import Hint
+from marchdb.index import temperature
+from marchdb.index.recall import Hint
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import db, jsonstream, notes, transcripts
+from marchdb import notes
 from marchdb.errors import InvalidInput
-from marchdb.sources import MAX_BODY_CHARS
-from marchdb.transcripts import MAX_LINE_BYTES
+from marchdb.index import db
+from marchdb.lifecycle import jsonstream, transcripts
+from marchdb.lifecycle.sources import MAX_BODY_CHARS
+from marchdb.lifecycle.transcripts import MAX_LINE_BYTES
 
 SESSION = "2ff46cd5-f4e7-4724-bb20-579dae7956ea"
 CWD = "/Users/tom/tmp/tenant-library"
@@ -669,7 +671,7 @@ def test_a_title_past_any_reason_does_not_push_the_messages_out(vault, store, tm
 
 
 def test_a_thread_past_the_bound_is_said_to_be_long_not_to_loop(monkeypatch):
-    from marchdb import transcripts
+    from marchdb.lifecycle import transcripts
 
     monkeypatch.setattr(transcripts, "MAX_THREAD", 50)
     mapping = {

@@ -9,9 +9,9 @@ import apsw
 import numpy as np
 import pytest
 
-from marchdb import db
-from marchdb.embedding import Embedder, vectors
-from marchdb.embedding.vecindex import VectorIndex
+from marchdb.embedding import Embedder
+from marchdb.index import db, vectors
+from marchdb.index.vecindex import VectorIndex
 from marchdb.store import Store
 
 QUERIES = [

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from conftest import TinyEmbedder
 
-from marchdb import db
-from marchdb.embedding import vectors
+from marchdb.index import db, vectors
 
 
 def counts(con) -> dict:

@@ -8,10 +8,10 @@ import time
 import pytest
 from conftest import wait_idle
 
-from marchdb import db
 from marchdb.config import load_config
+from marchdb.engine.watch import Watcher
+from marchdb.index import db
 from marchdb.store import Store
-from marchdb.watch import Watcher
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def wait_for(predicate, timeout=10.0):
 
 def check_root_every(watcher, monkeypatch, seconds: float) -> None:
     """Make the watcher check its root now, then every ``seconds``."""
-    monkeypatch.setattr("marchdb.watch.ROOT_CHECK_SECONDS", seconds)
+    monkeypatch.setattr("marchdb.engine.watch.ROOT_CHECK_SECONDS", seconds)
     with watcher._cond:
         watcher._next_root_check = 0.0
         watcher._cond.notify()
@@ -115,7 +115,7 @@ def test_dirty_check_runs_on_the_watchers_thread(watched, vault):
 
 def test_a_dirty_checks_scan_waits_for_clients_to_be_quiet(watched, vault, monkeypatch):
     store, watcher = watched
-    monkeypatch.setattr("marchdb.watch.SCAN_DEFER_SECONDS", 30.0)
+    monkeypatch.setattr("marchdb.engine.watch.SCAN_DEFER_SECONDS", 30.0)
     watcher._observer.stop()  # only a scan finds changes now
     watcher._observer.join(5)
     busy = {"on": True}
@@ -132,14 +132,14 @@ def test_a_dirty_checks_scan_waits_for_clients_to_be_quiet(watched, vault, monke
 def test_a_waiting_scan_runs_after_its_bound_and_at_once_for_a_change(watched, vault, monkeypatch):
     store, watcher = watched
     watcher.quiet_for = lambda: 0.0  # clients never stop
-    monkeypatch.setattr("marchdb.watch.SCAN_DEFER_SECONDS", 1.0)
+    monkeypatch.setattr("marchdb.engine.watch.SCAN_DEFER_SECONDS", 1.0)
     started = time.monotonic()
     watcher.want_scan()
     watcher.start_wanted_scan()
     assert wait_idle(watcher)
     assert time.monotonic() - started >= 0.9  # it waited, then ran anyway
 
-    monkeypatch.setattr("marchdb.watch.SCAN_DEFER_SECONDS", 60.0)
+    monkeypatch.setattr("marchdb.engine.watch.SCAN_DEFER_SECONDS", 60.0)
     watcher.want_scan()
     watcher.start_wanted_scan()
     vault.memory("new.md", "mem_new")  # heard by the watcher: applied without waiting for quiet
@@ -240,7 +240,7 @@ def test_a_failing_root_check_falls_back_to_polling_and_says_so(tmp_path, vault,
                 raise RuntimeError("an odd file system")
 
             monkeypatch.setattr(watcher, "_follow_root", fails)  # a fault injected into this one watcher
-            monkeypatch.setattr("marchdb.watch.FALLBACK_SCAN_SECONDS", 0.2)  # poll soon, not in 5 s
+            monkeypatch.setattr("marchdb.engine.watch.FALLBACK_SCAN_SECONDS", 0.2)  # poll soon, not in 5 s
             with watcher._cond:
                 watcher._next_poll = 0.0
             check_root_every(watcher, monkeypatch, 0.05)

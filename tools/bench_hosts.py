@@ -41,8 +41,8 @@ from pathlib import Path
 from bench_latency import fill_vectors, query_texts
 from bench_sync import ensure_vault, machine_info
 
-from marchdb import client, daemon
 from marchdb.config import load_config
+from marchdb.engine import client, daemon
 from marchdb.store import Store
 
 REPO = Path(__file__).resolve().parent.parent

@@ -27,10 +27,9 @@ from pathlib import Path
 import numpy as np
 from bench_sync import ensure_vault, machine_info, pick_entities
 
-from marchdb import db
 from marchdb.config import load_config
-from marchdb.embedding import calibrate, vectors
-from marchdb.embedding.vecindex import VectorIndex
+from marchdb.index import calibrate, db, vectors
+from marchdb.index.vecindex import VectorIndex
 from marchdb.store import Store
 
 REPO = Path(__file__).resolve().parent.parent

@@ -32,7 +32,7 @@ from bench_data import BENCH, CachedEmbedder, cached_store, offtopic, set_dir, s
 
 from marchdb import notes
 from marchdb.config import load_config
-from marchdb.recall import score
+from marchdb.index.recall import score
 
 __all__ = ["BENCH", "load_set", "metrics", "open_set", "rankings", "write_vault"]
 
@@ -165,7 +165,7 @@ def main() -> int:
     if emb is None:
         print(f"no model: {store.notices}", file=sys.stderr)
         return 1
-    from marchdb.embedding import calibrate
+    from marchdb.index import calibrate
 
     calib = calibrate.ensure(store.con, emb)
     threshold = store.cfg.min_score

@@ -34,10 +34,10 @@ from pathlib import Path
 
 from bench_recall import BENCH, load_set, metrics, write_vault
 
-from marchdb import notes, temperature
+from marchdb import notes
 from marchdb.config import load_config
-from marchdb.embedding import calibrate
-from marchdb.recall import score
+from marchdb.index import calibrate, temperature
+from marchdb.index.recall import score
 from marchdb.store import Store
 
 #: "Now" of the pairs vault: recency is measured from here, so the figures do not drift with the calendar.

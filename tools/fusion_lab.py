@@ -44,8 +44,8 @@ from bench_data import QUERY_SETS, offtopic, split_of
 from bench_recall import open_set
 
 from marchdb import fts
-from marchdb import recall as recall_mod
-from marchdb.embedding import calibrate
+from marchdb.index import calibrate
+from marchdb.index import recall as recall_mod
 
 HALVES = ("train", "test")
 #: The body signal: the best chunks' cosines weighted 0.65 / 0.25 / 0.10 (seed 000).

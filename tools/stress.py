@@ -203,7 +203,7 @@ def expected_index(root: Path) -> tuple[dict[str, tuple[str, str]], dict[str, st
 
 def verify_index(index_path: Path, root: Path, vectors: bool = False) -> dict:
     """Compare the index with the files; run SQLite's and FTS5's integrity checks."""
-    from marchdb import db
+    from marchdb.index import db
 
     want, want_files = expected_index(root)
     con = db.connect(index_path)

@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import ModelError
+from marchdb.errors import ModelError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..config import Config
+    from marchdb.config import Config
 
 Kind = Literal["query", "passage"]
 Progress = Callable[[int, int], None]
@@ -68,12 +68,12 @@ class Embedder(ABC):
 def resolve_model_path(cfg: Config, build: bool = True) -> Path:
     """The GGUF file to use: a path from the configuration, or a built-in
     recipe built into the models folder on first need."""
-    from . import recipes
+    from marchdb.embedding import recipes
 
     name = cfg.embedding_model or recipes.DEFAULT_RECIPE
     if name in recipes.RECIPES:
         if build:
-            from .build import build_model
+            from marchdb.embedding.build import build_model
 
             return build_model(name, cfg.models_dir)
         return recipes.get(name).path_in(cfg.models_dir)
@@ -88,6 +88,6 @@ def resolve_model_path(cfg: Config, build: bool = True) -> Path:
 
 def load_embedder(cfg: Config) -> Embedder:
     """Load the configured model (building the default one if needed)."""
-    from .llama import LlamaEmbedder
+    from marchdb.embedding.llama import LlamaEmbedder
 
     return LlamaEmbedder(resolve_model_path(cfg), threads=cfg.threads, prefixes=cfg.prefixes)

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from ..client import make_private_dirs
-from ..errors import ModelError
-from . import gguf_meta as keys
-from .recipes import Recipe, get
+from marchdb.embedding import gguf_meta as keys
+from marchdb.embedding.recipes import Recipe, get
+from marchdb.engine.client import make_private_dirs
+from marchdb.errors import ModelError
 
 # Bump when the GGUF written for the same source changes, so that models built
 # by an older marchdb are rebuilt instead of trusted.

@@ -12,7 +12,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
+from marchdb.errors import ModelError
 
 RECIPE = "marchdb.recipe"
 SOURCE_SHA = "marchdb.source_sha256"

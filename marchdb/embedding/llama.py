@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
-from . import Embedder, Kind, Progress
-from . import gguf_meta as keys
+from marchdb.embedding import Embedder, Kind, Progress
+from marchdb.embedding import gguf_meta as keys
+from marchdb.errors import ModelError
 
 # Query/passage prefixes by model family, matched against the GGUF's
 # general.name (lower-cased, runs of spaces/underscores turned into "-").

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ModelError
+from marchdb.errors import ModelError
 
 DEFAULT_RECIPE = "e5"
 
@@ -134,7 +134,7 @@ def get(name: str) -> Recipe:
 def recipe_of(name: str, metadata: dict[str, str]) -> Recipe | None:
     """The recipe a loaded model was built from: its ``marchdb.recipe`` key,
     else its ``general.name`` (a GGUF converted by other tools)."""
-    from .gguf_meta import RECIPE
+    from marchdb.embedding.gguf_meta import RECIPE
 
     if metadata.get(RECIPE) in RECIPES:
         return RECIPES[metadata[RECIPE]]

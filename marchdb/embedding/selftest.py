@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .recipes import recipe_of
+from marchdb.embedding.recipes import recipe_of
 
 if TYPE_CHECKING:
-    from .llama import LlamaEmbedder
+    from marchdb.embedding.llama import LlamaEmbedder
 
 
 # Pairs chosen so that any sane embedding model separates them widely; the

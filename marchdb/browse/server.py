@@ -1,0 +1,210 @@
+"""``marchdb browse``: look at the index in a browser, through Datasette.
+
+Not a web app of our own: Datasette (the ``browse`` extra) serves the index
+file read-only on 127.0.0.1, with sqlite-vec loaded, the ``march_*``
+functions registered and a few canned queries (``browse_plugin``).
+
+Why it is put together this way:
+
+* Datasette uses ``pysqlite3`` when it is importable, else the stdlib
+  ``sqlite3``, which on many Pythons cannot load extensions; the extra
+  installs ``pysqlite3-binary`` (Linux wheels).
+* Its connections are ``pysqlite3`` ones, with no virtual-table API, so in
+  Datasette ``march_recall`` and ``march_similar`` are the JSON twins
+  (``json_each(march_recall_json(:text))``). They run marchdb's own code on a
+  read-only apsw connection to the same file.
+* The plugin is registered in-process (no entry point): installing the extra
+  changes nothing for other Datasette uses.
+* Datasette opens the file with ``mode=ro``: it sees what sync writes, live,
+  and can write nothing. Arbitrary SQL stays allowed — it cannot change the
+  index, and reading the index in SQL is the point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from marchdb.errors import ConfigError, IndexUnavailable
+from marchdb.index import db
+
+#: The database's name in Datasette's URLs: http://127.0.0.1:PORT/marchdb
+DB_NAME = "marchdb"
+HOST = "127.0.0.1"  # loopback only, on purpose: the index holds the user's memories
+INSTALL_HINT = "marchdb browse needs Datasette: pip install -e '.[browse]' (or pip install 'marchdb[browse]')"
+#: Embedding a message on the first recall loads the model (about a second);
+#: Datasette's default limit of one second would cut such a query short.
+SQL_TIME_LIMIT_MS = 20_000
+
+
+def require_datasette() -> None:
+    """Raise a one-line ``ConfigError`` when Datasette, or an sqlite3 module
+    that can load sqlite-vec, is missing."""
+    try:
+        from datasette.utils.sqlite import sqlite3
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+        raise ConfigError(
+            "Datasette's sqlite3 module cannot load extensions (sqlite-vec); " + INSTALL_HINT.split(": ", 1)[1]
+        )
+
+
+def open_read_only(path: str | Path) -> apsw.Connection:
+    """A read-only apsw connection to the index with sqlite-vec loaded, for
+    the functions Datasette calls."""
+    if not Path(path).is_file():
+        raise IndexUnavailable(f"there is no index at {path} yet; run `marchdb sync` first")
+    try:
+        con = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        con.enable_load_extension(True)
+        con.load_extension(db.vec_extension())
+        con.enable_load_extension(False)
+        con.set_busy_timeout(db.BUSY_TIMEOUT_MS)
+    except apsw.Error as exc:
+        raise IndexUnavailable(f"cannot open the index {path} read-only: {exc}") from None
+    return con
+
+
+def hidden_tables(con: apsw.Connection) -> list[str]:
+    """Tables a person has no use for: shadow tables of FTS5 and vec0, and
+    the sign-bit tables of the coarse KNN."""
+    tables = [(name, kind) for _schema, name, kind, *_rest in con.execute("PRAGMA main.table_list")]
+    virtual = [name for name, kind in tables if kind == "virtual"]
+    names = []
+    for name, kind in tables:
+        # vec0 keeps its vectors in <table>_vector_chunksNN, which SQLite
+        # lists as plain tables, not as shadow tables.
+        vector_chunks = any(re.fullmatch(re.escape(v) + r"_vector_chunks\d+", name) for v in virtual)
+        if kind == "shadow" or vector_chunks or name.endswith("_bits") or name == "sqlite_sequence":
+            names.append(name)
+    return sorted(names)
+
+
+def metadata(con: apsw.Connection) -> dict[str, Any]:
+    """Datasette metadata: titles and hidden tables (the canned queries come
+    from the plugin)."""
+    return {
+        "title": "marchdb",
+        "description": "The marchdb index, read-only. It is rebuilt from the Markdown files: edit those, not this.",
+        "databases": {
+            DB_NAME: {
+                "tables": {name: {"hidden": True} for name in hidden_tables(con)},
+            }
+        },
+    }
+
+
+def build(store) -> Any:
+    """A Datasette instance serving ``store``'s index read-only, with the
+    marchdb plugin attached (``browse_plugin.detach`` when done)."""
+    require_datasette()
+    from datasette.app import Datasette
+    from datasette.database import Database
+    from datasette.plugins import pm
+
+    from marchdb.browse import plugin as browse_plugin
+
+    # Datasette's default error handler prints a rich traceback, locals and
+    # all, for every query it refuses (a typo in the SQL box, a write) when
+    # rich is importable, and typer brings rich. Without it, a refused query
+    # prints nothing and a real failure (a 500) still prints its traceback.
+    # (Looked up after datasette.plugins, which loads it as a default plugin:
+    # imported first, it would be registered half-initialised, with no handler.)
+    setattr(importlib.import_module("datasette.handle_exception"), "rich", None)  # noqa: B010 - not typed there
+
+    path = store.cfg.index_path
+    if any(c in str(path) for c in "?#%"):
+        # Datasette puts the path into an SQLite URI without escaping it.
+        raise ConfigError(f"Datasette cannot open {path} (a ?, # or % in the path); move the index (indexPath)")
+    con = open_read_only(path)
+    if not pm.is_registered(browse_plugin):
+        pm.register(browse_plugin, name="marchdb")
+    ds = Datasette(metadata=metadata(con), settings={"sql_time_limit_ms": SQL_TIME_LIMIT_MS})
+    ds.add_database(Database(ds, path=str(path), is_mutable=True), name=DB_NAME)
+    browse_plugin.attach(ds, store.sql_engine, con)
+    return ds
+
+
+async def check(ds: Any) -> None:
+    """Start Datasette's plugins and run one query through them: a missing
+    extension or function fails here, before the server says it is up."""
+    await ds.invoke_startup()
+    try:
+        await ds.get_database(DB_NAME).execute("SELECT vec_version(), march_fts('x'), count(*) FROM memory_index")
+    except Exception as exc:  # sqlite3 errors of whichever module Datasette uses
+        raise IndexUnavailable(f"Datasette cannot read the index: {exc}") from None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def local_only(app: Any, port: int) -> Any:
+    """``app`` answering only requests that read (GET, HEAD) and name this
+    machine in their ``Host``: bound to loopback, the server is still
+    reachable from a web page through DNS rebinding (evil.example resolving
+    to 127.0.0.1), whose requests carry the page's host name."""
+    hosts = {f"{name}:{port}".encode() for name in ("127.0.0.1", "localhost", "[::1]")}
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            host = dict(scope.get("headers") or []).get(b"host", b"").lower()
+            why = None
+            if host not in hosts:
+                why = (421, b"marchdb browse answers requests for 127.0.0.1 and localhost only\n")
+            elif scope.get("method") not in ("GET", "HEAD"):
+                why = (405, b"marchdb browse is read-only\n")
+            if why is not None:
+                await send(
+                    {"type": "http.response.start", "status": why[0], "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": why[1]})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
+    """Bring the index up to date, then serve it on http://127.0.0.1:PORT
+    until Ctrl-C."""
+    require_datasette()
+    import uvicorn
+
+    if not _port_free(port):
+        raise ConfigError(f"port {port} on {HOST} is in use; pass another one with --port")
+    try:
+        store.ensure_fresh()
+    except ConfigError as exc:  # the memory root is away: the index can still be looked at
+        say(f"note: {exc}; serving the index as it is")
+    for note in store.take_notices():
+        say(f"note: {note}")
+    store.close()  # Datasette and the functions read through connections of their own
+    ds = build(store)
+    try:
+        asyncio.run(check(ds))
+        say(f"marchdb browse: http://{HOST}:{port}/{DB_NAME}  (read-only; Ctrl-C to stop)")
+        # uvicorn ends on SIGTERM by raising it again once it has stopped: with
+        # this handler that is an exit, and the vec0 copy in /tmp is removed
+        # (atexit) instead of left behind at every `kill`.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        uvicorn.run(local_only(ds.app(), port), host=HOST, port=port, log_level="warning", lifespan="on")
+    finally:
+        from marchdb.browse import plugin as browse_plugin
+
+        browse_plugin.detach(ds)

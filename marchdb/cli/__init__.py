@@ -1,0 +1,1 @@
+"""The ``marchdb`` command line: a fast entry point, the typer app and its commands."""

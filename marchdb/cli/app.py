@@ -1,0 +1,258 @@
+"""The ``marchdb`` command line. It wraps the library and formats its data.
+
+Every command takes ``--json`` and then prints exactly one JSON object on
+stdout. Errors print one line on stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any, Optional
+
+import click
+import typer
+
+from marchdb import tools
+from marchdb.cli import render
+from marchdb.errors import (
+    EXIT_PIPE,
+    IndexUnavailable,
+    InvalidInput,
+    MarchError,
+    Unanswered,
+    one_line,
+    remote_error,
+    unanswered_message,
+)
+
+app = typer.Typer(
+    help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+model_app = typer.Typer(help="Build, inspect and self-test the embedding model.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+
+
+def command(group: typer.Typer, *args, **kwargs):
+    """``group.command`` that turns every error into one stderr line and an
+    exit code: a MarchError its own, an SQLite error escaping the library (a
+    full disk, a read-only index) 7, anything else 1 ("a bug"; the traceback
+    with ``MARCHDB_DEBUG=1``)."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            try:
+                result = fn(*a, **kw)
+                sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
+                return result
+            except MarchError as exc:
+                say(f"error: {one_line(exc)}", err=True)
+                raise typer.Exit(exc.exit_code) from None
+            except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+                raise
+            except BrokenPipeError:
+                # The reader went away (`| head`): end quietly with the status
+                # of a command killed by SIGPIPE, never "a bug" (1).
+                render.quiet_stdout()
+                raise typer.Exit(EXIT_PIPE) from None
+            except Exception as exc:
+                apsw = sys.modules.get("apsw")  # loaded by then if SQLite raised it
+                if apsw is not None and isinstance(exc, apsw.Error):
+                    from marchdb.index.db import index_error
+
+                    say(f"error: {one_line(index_error(exc, _index_path()))}", err=True)
+                    raise typer.Exit(IndexUnavailable.exit_code) from None
+                if os.environ.get("MARCHDB_DEBUG"):
+                    raise
+                say(
+                    f"error: unexpected {type(exc).__name__}: {one_line(exc)}; this is a bug, please report it "
+                    "(MARCHDB_DEBUG=1 prints where it happened)",
+                    err=True,
+                )
+                raise typer.Exit(MarchError.exit_code) from None
+
+        return group.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+def _index_path() -> str | None:
+    """The index path of the running command's store, if it has one."""
+    ctx = click.get_current_context(silent=True)
+    store = ((ctx.find_root().obj or {}) if ctx is not None else {}).get("store")
+    return str(store.cfg.index_path) if store is not None else None
+
+
+def _store(ctx: typer.Context):
+    from marchdb.store import Store
+
+    obj = ctx.find_root().obj or {}
+    if "store" not in obj:
+        obj["store"] = Store(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+        ctx.find_root().obj = obj
+    return obj["store"]
+
+
+def _call(ctx: typer.Context, op: str, args: dict) -> dict:
+    """Run an agent operation (``tools.call``) on the warm engine when one
+    serves this home — starting it when none runs and ``daemonAutoStart`` is
+    on — else in this process. ``--root`` / ``--model`` overrides are one-off:
+    they use a running engine only when it serves the same settings."""
+    obj = ctx.find_root().obj or {}
+    if "store" not in obj:
+        from marchdb.config import load_config
+        from marchdb.engine import client
+
+        cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+        overridden = bool(obj.get("root") or obj.get("model"))
+        try:
+            return client.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden)
+        except client.RemoteError as exc:
+            raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
+        except client.Unavailable as exc:
+            if not exc.may_redo(op):
+                raise Unanswered(unanswered_message(op, exc)) from None
+            if exc.reason not in ("not running", "other_config"):
+                say(f"note: answered without the warm engine ({exc})", err=True)
+    return tools.call(_store(ctx), op, args)
+
+
+def _print(text: str | tuple[str, str]) -> None:
+    """Print ``render``'s text: stdout, or ``(stdout, stderr)``."""
+    out, err = (text, "") if isinstance(text, str) else text
+    if err:
+        say(err, err=True, nl=False)
+    say(out, nl=False)
+
+
+def say(message: object = "", err: bool = False, nl: bool = True) -> None:
+    """Print text for a person: what a terminal would act on (an escape
+    sequence in a file name or a memory's text) is shown escaped."""
+    typer.echo(render.terminal(str(message)), err=err, nl=nl)
+
+
+def _emit(data: dict) -> None:
+    typer.echo(render.as_json(data), nl=False)
+
+
+def _notices(store, as_json: bool, warned: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The store's notices, said on stderr in text mode; ``warned``: the
+    warnings this command prints itself — a notice of the same cause ("...:
+    CAUSE") would say it a second time."""
+    notes = store.take_notices()
+    notes = [n for n in notes if not any(n.split(": ", 1)[-1] in w for w in warned)]
+    if not as_json:
+        for note in notes:
+            say(f"note: {one_line(note)}", err=True)
+    return notes
+
+
+def _say_notices(data: dict) -> None:
+    """Text mode: the ``notices`` of a ``tools.call`` answer, on stderr."""
+    for note in data.get("notices", []):
+        say(f"note: {one_line(note)}", err=True)
+
+
+class _Progress:
+    """A progress line with rate and ETA, drawn only on a terminal."""
+
+    def __init__(self, enabled: bool, label: str = "embedding"):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.label = label
+        self.bar: Any = None  # a rich Progress once drawing starts
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total == 0:
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn(f"[bold]{self.label}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                transient=True,
+                console=None,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, rate="")
+        elapsed = self.bar.tasks[0].elapsed or 0.0
+        rate = f"{done / elapsed:.1f} texts/s" if elapsed > 0 and done else ""
+        self.bar.update(self.task, completed=done, rate=rate)
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    home: Optional[str] = typer.Option(None, "--home", help="marchdb home (default $MARCH_HOME or ~/.march)."),
+    root: Optional[str] = typer.Option(None, "--root", help="Memory root folder (wins over env and config)."),
+    model: Optional[str] = typer.Option(None, "--model", help="GGUF embedding model path or recipe name."),
+):
+    ctx.obj = {"home": home, "root": root, "model": model}
+
+
+#: Seconds a stdin nobody asked for ('-') may stay silent before it counts as empty.
+STDIN_WAIT_SECONDS = 10.0
+
+
+def stdin_has_input(wait: float = STDIN_WAIT_SECONDS) -> bool:
+    """Whether stdin is piped (not a terminal, not closed) and brings text (or
+    its end) within ``wait`` seconds. An agent's shell may hand a command a
+    pipe that never closes: `marchdb log "title"` waited on it forever.
+    Silent that long, it is taken for "no text" and said on stderr (a
+    producer slower than that: pass '-', which waits as long as it takes)."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return False
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor: read it
+        return True
+    import select
+
+    try:
+        ready, _, _ = select.select([fd], [], [], wait)
+    except (OSError, ValueError):
+        return True
+    if not ready:
+        say(f"note: nothing came on stdin within {wait:.0f} s; going on without it (pass '-' to wait for it)", err=True)
+    return bool(ready)
+
+
+def _read_stdin_body(what: str = "body") -> str:
+    """The body (or ``what``) piped on stdin, read up to one byte past the save limit: the
+    library refuses anything larger, and ``--body - < /dev/zero`` must not
+    fill the memory before it gets the chance."""
+    from marchdb.save import MAX_BODY_BYTES
+
+    if sys.stdin is None:
+        raise InvalidInput("stdin is closed: pass the text as an argument instead of '-'")
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stdin (an embedding program's)
+        return sys.stdin.read(MAX_BODY_BYTES + 1)
+    raw = stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:  # read no further: its real size is not known, only that it is too big
+        raise InvalidInput(
+            f"the {what} on stdin is over {MAX_BODY_BYTES:,} bytes; a memory {what} is limited to "
+            f"{MAX_BODY_BYTES:,} bytes; split it into several memories"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the {what} on stdin is not UTF-8 text (byte {exc.start}); pipe text") from None

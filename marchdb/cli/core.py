@@ -1,0 +1,322 @@
+"""The core commands of the ``marchdb`` CLI: ``sync``, ``status``, ``doctor``,
+``open``, ``rebuild``, ``recall``, ``search``, ``save``, ``context``, ``demo``.
+
+They register on ``cli.app.app`` (``cli.main`` imports this module) and, like
+every command, only format what the library returns.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from marchdb import tools
+from marchdb.cli import render
+from marchdb.cli.app import (
+    JsonOpt,
+    _call,
+    _emit,
+    _notices,
+    _print,
+    _Progress,
+    _read_stdin_body,
+    _say_notices,
+    _store,
+    app,
+    command,
+    say,
+    stdin_has_input,
+)
+from marchdb.errors import EXIT_DUPLICATE, Conflict, NotFound, one_line
+
+# ---------------------------------------------------------------- core
+
+
+@command(app)
+def sync(
+    ctx: typer.Context,
+    as_json: bool = JsonOpt,
+    no_embed: bool = typer.Option(False, "--no-embed", help="Only the files and BM25 side."),
+):
+    """Scan the memory root and bring the index up to date."""
+    store = _store(ctx)
+    progress = _Progress(not as_json)
+    try:
+        report = store.sync(embed=not no_embed, progress=progress)
+    finally:
+        progress.close()
+    data = report.to_dict()
+    notes = _notices(store, as_json, report.warnings)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    say(
+        f"scanned {report.scanned} files: {report.added} added, {report.updated} updated, "
+        f"{report.moved} moved, {report.removed} removed, {report.unchanged} unchanged; "
+        f"{report.conflicts} conflicts, {report.problems} problems; "
+        f"{report.embedded} texts embedded in {report.seconds:.2f}s"
+    )
+    for warning in report.warnings:
+        say(f"warning: {one_line(warning)}", err=True)
+    if report.problems or report.conflicts:
+        say("run `marchdb doctor` to see the problems and how to fix them")
+
+
+@command(app)
+def status(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Index summary: files, memories, conflicts, problems, model, paths."""
+    store = _store(ctx)
+    data = store.status()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        say(f"{key.ljust(width)}  {'' if value is None else value}")
+
+
+@command(app)
+def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
+    """List every problem with the vault or index, and what to do about each."""
+    store = _store(ctx)
+    data = store.doctor()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    if data["vector_error"]:
+        say(f"vectors: {data['vector_error']}")
+    say("logs: " + "; ".join(_log_size(row) for row in data.get("logs", [])))
+    if data["hook_log"]:
+        say("recent hook events (logs/hooks.log):")
+        for line in data["hook_log"]:
+            say(f"  {line}")
+    problems = data["problems"]
+    if not problems:
+        say("no problems")
+        return
+    by_kind: dict[str, list[dict]] = {}
+    for row in problems:
+        by_kind.setdefault(row["kind"], []).append(row)
+    for kind, items in by_kind.items():
+        say(f"{kind} ({len(items)}): {items[0]['advice']}")
+        for row in items[:50]:
+            say(f"  {one_line(row['path'])}: {one_line(row['detail'])}")  # a name with a newline stays one row
+        if len(items) > 50:
+            say(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
+
+
+def _log_size(row: dict) -> str:
+    if "rows" in row:
+        since = f", since {row['oldest'][:10]}" if row.get("oldest") else ""
+        rows = "1 row" if row["rows"] == 1 else f"{row['rows']:,} rows"
+        return f"{row['log']} {rows} (keeps the last {row['keep_rows']:,}{since})"
+    size = f"{row['bytes']:,} bytes" if row["bytes"] < 10_240 else f"{row['bytes'] / 1024:,.0f} KB"
+    bound = f"{row['keep_bytes'] / 1024:,.0f} KB"
+    if not row.get("rotated", True):  # the engine's output: truncated at a start, never rotated
+        return f"{row['file']} {size} (begun afresh when an engine starts past {bound})"
+    return f"{row['file']} {size} (rotated at {bound})"
+
+
+@command(app, "open")
+def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JsonOpt):
+    """Print a memory's Markdown by id (exit 5: no such id, 6: several files hold it)."""
+    data = _call(ctx, "memory_open", {"id": mem_id})
+    if as_json:
+        _emit(data)
+    else:
+        _say_notices(data)
+        if data["status"] == "ok":
+            say(data["markdown"], nl=False)
+            if data.get("superseded_by"):
+                say(f"note: superseded by {', '.join(data['superseded_by'])}", err=True)
+        elif data["status"] == "conflict":
+            say(f"conflict: {one_line(data['message'])}:", err=True)
+            for path in data["paths"]:
+                say(f"  {one_line(path)}", err=True)
+        else:
+            say(f"not found: {one_line(data['message'])}", err=True)
+    if data["status"] != "ok":
+        raise typer.Exit(Conflict.exit_code if data["status"] == "conflict" else NotFound.exit_code)
+
+
+@command(app)
+def rebuild(
+    ctx: typer.Context,
+    as_json: bool = JsonOpt,
+    no_embed: bool = typer.Option(False, "--no-embed", help="Only the files and BM25 side."),
+):
+    """Delete the index and build it again from the Markdown files."""
+    store = _store(ctx)
+
+    def starting() -> None:
+        if not as_json:
+            say(f"rebuilding {store.cfg.index_path} from {store.root}", err=True)
+
+    progress = _Progress(not as_json)
+    try:
+        report = store.rebuild(embed=not no_embed, progress=progress, starting=starting)
+    finally:
+        progress.close()
+    notes = _notices(store, as_json, report.warnings)
+    if as_json:
+        _emit({**report.to_dict(), "notices": notes})
+    else:
+        say(
+            f"rebuilt: {report.added} memories from {report.scanned} files, "
+            f"{report.embedded} texts embedded in {report.seconds:.2f}s"
+        )
+        for warning in report.warnings:
+            say(f"warning: {one_line(warning)}", err=True)
+
+
+# ---------------------------------------------------------------- recall
+
+
+@command(app)
+def recall(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The user message or assistant output."),
+    run: Optional[str] = typer.Option(
+        None, "--run", help="Agent run id: applies and records the de-duplication rules."
+    ),
+    trigger: str = typer.Option("user", "--trigger", help="user | assistant"),
+    explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
+    project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
+    conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
+    record_only: bool = typer.Option(False, "--record-only", help=tools.ARGS["record_only"]),
+    as_json: bool = JsonOpt,
+):
+    """Passive recall hints for a message (id, score, name, short description)."""
+    args = {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project}
+    if record_only:
+        args["record_only"] = True
+    data = _call(ctx, "memory_recall", args | {"conversation": conversation})
+    _print(render.as_json(data) if as_json else render.recall(data, explain))
+
+
+# ---------------------------------------------------------------- agent tools
+
+
+@command(app)
+def search(
+    ctx: typer.Context,
+    query: str = typer.Argument(..., help="Words or a literal phrase."),
+    limit: int = typer.Option(10, "--limit", "-n", help="Most files to show."),
+    archived: bool = typer.Option(False, "--archived", help="Search archived memories too."),
+    as_json: bool = JsonOpt,
+):
+    """memory_search: ripgrep full-text search of the memory files (not semantic)."""
+    result = _call(ctx, "memory_search", {"query": query, "limit": limit, "include_archived": archived})
+    if as_json:
+        _emit(result)
+        return
+    _say_notices(result)
+    for warning in result.get("warnings", []):  # files rg could not read or names it left out
+        say(f"warning: {one_line(warning)}", err=True)
+    if not result["results"]:
+        say("no match")
+    for hit in result["results"]:
+        say(one_line(f"{hit['path']}  [{hit['id'] or 'no id'}]"))
+        # Like rg/grep: overlapping context is printed once, gaps as "--".
+        lines: dict[int, tuple[str, str]] = {}
+        for m in hit["matches"]:
+            for i, line in enumerate(m.get("before", [])):
+                lines.setdefault(m["line"] - len(m["before"]) + i, ("-", line))
+            lines[m["line"]] = (":", m["text"])
+            for i, line in enumerate(m.get("after", [])):
+                lines.setdefault(m["line"] + 1 + i, ("-", line))
+        previous = None
+        for number in sorted(lines):
+            if previous is not None and number > previous + 1:
+                say("     --")
+            mark, line = lines[number]
+            say(f"  {number:>5}{mark} {line}")
+            previous = number
+    if result.get("truncated"):
+        say("(more files match; raise --limit)")
+
+
+@command(app)
+def save(
+    ctx: typer.Context,
+    mem_id: Optional[str] = typer.Option(None, "--id", help="Update this memory (or create it with this id)."),
+    name: Optional[str] = typer.Option(None, "--name"),
+    description: Optional[str] = typer.Option(None, "--description", "-d"),
+    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Repeatable; replaces all tags on update."),
+    body: Optional[str] = typer.Option(
+        None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."
+    ),
+    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated | archived"),
+    priority: Optional[str] = typer.Option(None, "--priority", help="high | normal | low: a small ranking nudge."),
+    supersedes: Optional[list[str]] = typer.Option(
+        None,
+        "--supersedes",
+        help="Repeatable: the id of an older memory this one replaces (recall stops hinting it); '' removes.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
+    as_json: bool = JsonOpt,
+):
+    """memory_save: create or update a memory (new ones need name, description, body, a tag)."""
+    if body == "-" or (body is None and stdin_has_input()):
+        piped = _read_stdin_body()
+        body = piped if (body == "-" or piped.strip()) else None
+    args = {
+        "id": mem_id,
+        "name": name,
+        "description": description,
+        "body": body,
+        "tags": tag or None,
+        "status": status,
+        "priority": priority,
+        "supersedes": [x for x in supersedes if x.strip()] if supersedes else None,
+        "force": force,
+    }
+    result = _call(ctx, "memory_save", args)
+    if as_json:
+        _emit(result)
+    else:
+        _say_notices(result)
+        say(f"{result['status']}: {result['id']} {result['path']}")
+        if result.get("message") and result["status"] != "created":  # "created memory X at P" says it again
+            say(result["message"])
+        for warning in result.get("warnings", []):
+            say(f"warning: {one_line(warning)}", err=True)
+    if result["status"] == "duplicate":
+        raise typer.Exit(EXIT_DUPLICATE)
+
+
+@command(app)
+def context(
+    ctx: typer.Context,
+    text: Optional[str] = typer.Argument(None, help="The user message to recall for."),
+    run: Optional[str] = typer.Option(None, "--run", help="Agent run id."),
+    project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
+    conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
+    as_json: bool = JsonOpt,
+):
+    """The profiles plus recall hints, ready to put into a prompt."""
+    data = _call(ctx, "memory_context", {"text": text, "run_id": run, "project": project, "conversation": conversation})
+    _print(render.as_json(data) if as_json else render.context(data))
+
+
+@command(app)
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Keep the throwaway vault to look at."),
+    as_json: bool = JsonOpt,
+):
+    """Save a few memories into a throwaway vault, index them and show recall."""
+    from marchdb.cli.demo import run_demo
+
+    progress = _Progress(not as_json)
+    try:
+        data = run_demo(keep=keep, progress=progress, say=(lambda m: None) if as_json else say)
+    finally:
+        progress.close()
+    if as_json:
+        _emit(data)

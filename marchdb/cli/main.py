@@ -1,0 +1,38 @@
+"""``marchdb``'s typer app with every command registered, and its entry point."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+# Each module registers its commands on ``app``.
+from marchdb.cli import core, hosts, index, lifecycle  # noqa: F401
+from marchdb.cli.app import app, say
+from marchdb.errors import one_line
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console entry point. A usage error is one line on stderr too, like
+    every other error (click draws the usage and a box around its message)."""
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:
+        # Click's exceptions, whichever click typer brings (it vendors its own):
+        # a bad option or argument (UsageError, BadParameter, ...) has both.
+        exit_code = getattr(exc, "exit_code", None)
+        if not (hasattr(exc, "format_message") and isinstance(exit_code, int)):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            sys.exit(exit_code)  # the help is printed already
+        ctx = getattr(exc, "ctx", None)
+        where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        say(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
+        sys.exit(exit_code)
+    except (click.exceptions.Abort, typer.Abort):  # Ctrl-C at a prompt, or stdin closed on one
+        say("aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

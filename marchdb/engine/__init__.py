@@ -1,0 +1,1 @@
+"""The warm engine (``marchdb serve``), its client, and the watcher that keeps an index fresh."""

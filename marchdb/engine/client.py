@@ -1,0 +1,520 @@
+"""Talking to the warm engine (``marchdb serve``): find it, start it, ask it.
+
+One engine per ``MARCH_HOME`` holds what is slow to get ready — the model,
+the in-memory vectors, a watcher — and answers the same operations as
+``tools.call`` over a Unix domain socket, ``$MARCH_HOME/marchdb.sock``, mode
+0600: only the user who owns the home can connect, and nothing listens on
+the network.
+
+The protocol is one request per connection: a JSON object on one line,
+``{"v": 1, "op": "memory_recall", "args": {...}, "identity": {...}}``, and
+one JSON line back, ``{"ok": true, "data": {...}, "ms": 12.3}`` or
+``{"ok": false, "error": {"kind", "message", "exit_code", ...}}``, with the
+error's own fields beside (``id``, ``paths``). ``identity`` is the client's
+resolved memory root, index and model: an engine serving another
+configuration refuses, and the client answers in-process instead.
+
+This module is what a hook imports to stay fast: the standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import stat
+import sys
+import time
+from pathlib import Path
+
+PROTOCOL = 1
+SOCKET_NAME = "marchdb.sock"
+#: Held (flock) by the running engine for its whole life: proves it is alive.
+LOCK_NAME = "daemon.lock"
+LOG_DIR = "logs"
+#: Largest request or answer line, in bytes (a hook event carries a prompt of
+#: up to ``hooks.MAX_EVENT_BYTES``).
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+#: Hosts whose hook events marchdb answers (``hooks``).
+HOOK_HOSTS = ("claude-code", "generic")
+#: Largest hook event read from stdin (a prompt can be a long paste; recall
+#: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: What engines started in the background print (``logs/daemon.out``), begun
+#: afresh when an engine starts and finds it past ``DAEMON_OUT_BYTES``.
+DAEMON_OUT = "daemon.out"
+DAEMON_OUT_BYTES = 1024 * 1024
+#: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
+#: longer ones are reached through /proc/self/fd.
+_MAX_SUN_PATH = 100
+
+
+class Unavailable(Exception):
+    """The engine cannot answer this request (not running, starting, another
+    configuration, died mid-request); ``reason`` says which. Callers answer
+    in-process instead — except a write the engine may have done already
+    (``may_redo``)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+    def may_redo(self, op: str) -> bool:
+        """Whether ``op`` may be run in-process after this failure: always,
+        unless it writes and the engine had the request (it may be done)."""
+        return op not in WRITE_OPERATIONS or self.reason not in SENT_REASONS
+
+
+#: Operations that change the vault: never run twice.
+WRITE_OPERATIONS = frozenset({"memory_save", "memory_log"})
+#: ``Unavailable`` reasons after which the engine may have run the request.
+SENT_REASONS = frozenset({"timeout", "connection lost", "bad answer"})
+#: Seconds before the client's timeout at which the engine stops recording:
+#: room for the answer to travel back.
+DEADLINE_MARGIN = 0.5
+
+
+class RemoteError(Exception):
+    """The engine ran the request and refused it (a ``MarchError`` there;
+    ``fields``: what that error carried besides its message, such as a
+    conflict's ``paths``)."""
+
+    def __init__(self, kind: str, message: str, exit_code: int, fields: dict | None = None):
+        super().__init__(message)
+        self.kind, self.exit_code = kind, exit_code
+        self.fields = fields or {}
+
+
+def identity(cfg) -> dict:
+    """What a client and the engine must agree on to share answers (of a
+    ``config.Config``): the memory root, the index and the model setting."""
+    model = cfg.embedding_model or ""
+    if model and (os.sep in model or model.endswith(".gguf")):
+        # A file: the same model given as a relative and an absolute path is one model.
+        model = os.path.abspath(os.path.expanduser(model))
+    return {"root": os.path.abspath(cfg.memory_root), "index": os.path.abspath(cfg.index_path), "model": model}
+
+
+def home_dir(home: str | os.PathLike | None = None) -> Path:
+    """The home a command uses: ``--home``, ``MARCH_HOME`` or ``~/.march``
+    (as ``config.load_config`` resolves it, without reading config.json)."""
+    raw = home or os.environ.get("MARCH_HOME") or "~/.march"
+    return Path(raw).expanduser().absolute()
+
+
+def socket_path(home: Path) -> Path:
+    """Where the engine of ``home`` listens."""
+    return home / SOCKET_NAME
+
+
+# ---------------------------------------------------------------- liveness
+
+
+def untrusted_home(home: Path) -> str | None:
+    """Why the engine files of ``home`` (socket, lock, logs) must not be
+    trusted, or None. The socket answers prompts with context to inject and
+    the lock names a process to signal: in a folder another user owns or can
+    write to, either may be theirs (a fake engine reading every prompt)."""
+    try:
+        st = os.stat(home)
+    except FileNotFoundError:
+        return None  # created (ours, 0700) when the first engine starts
+    except OSError as exc:
+        return f"{home} cannot be read ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{home} is not a folder"
+    if st.st_uid != os.getuid():
+        return f"{home} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o002 or (st.st_mode & 0o020 and not _own_group(st.st_gid)):
+        return f"{home} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}); chmod go-w it"
+    other = _acl_writer(home) if st.st_mode & 0o020 else None  # with an ACL, the group bits are its mask
+    if other:
+        return f"{home} can be written by {other} (an access control list); remove it with setfacl -b"
+    return None
+
+
+#: Linux's POSIX ACL in an extended attribute: a version, then (tag, perm, id) entries.
+_ACL_XATTR = "system.posix_acl_access"
+_ACL_USER, _ACL_GROUP, _ACL_WRITE = 0x02, 0x08, 0x02
+
+
+def _acl_writer(path: Path) -> str | None:
+    # Named users and groups an ACL lets write (through its mask, which the
+    # mode's group bits show: the caller asks only when they grant write).
+    try:
+        raw = os.getxattr(path, _ACL_XATTR, follow_symlinks=False)
+    except (OSError, AttributeError):  # no ACL, no xattr support, not Linux
+        return None
+    import struct
+
+    for offset in range(4, len(raw) - 7, 8):
+        tag, perm, ident = struct.unpack_from("<HHI", raw, offset)
+        if not perm & _ACL_WRITE:
+            continue
+        if tag == _ACL_USER and ident != os.getuid():
+            return f"user {ident}"
+        if tag == _ACL_GROUP and not _own_group(ident):
+            return f"group {ident}"
+    return None
+
+
+def _own_group(gid: int) -> bool:
+    # A umask of 002 (Debian and Ubuntu give users a group of their own)
+    # makes folders group-writable: harmless when nobody else is in it.
+    import grp
+    import pwd
+
+    try:
+        group = grp.getgrgid(gid)
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return False
+    # A group named after the user (the private group), no one else listed in it.
+    return group.gr_name == user and all(member == user for member in group.gr_mem)
+
+
+def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor on ``path`` if it is a regular file (created with
+    ``mode`` when ``flags`` say so), never through a link and never blocking
+    on a FIFO; ``OSError`` otherwise."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def engine_alive(home: Path) -> bool:
+    """Whether an engine process holds ``home``'s lock (running or starting);
+    False for a home whose engine files cannot be trusted (``untrusted_home``)."""
+    if untrusted_home(home):
+        return False
+    try:
+        fd = open_private(home / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False  # none, or not a file an engine made (the engine refuses to start on it)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock if we got it
+    return False
+
+
+def engine_pid(home: Path) -> int | None:
+    """The pid the running engine wrote into its lock file (None if none runs,
+    or when that pid is not a ``marchdb serve`` of this user: a pid is only
+    ever signalled after this check)."""
+    if not engine_alive(home):
+        return None
+    try:
+        fd = open_private(home / LOCK_NAME, os.O_RDONLY)
+        try:
+            text = os.read(fd, 32).decode("ascii").strip()
+        finally:
+            os.close(fd)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    return pid if _is_engine_process(pid) else None
+
+
+def _is_engine_process(pid: int) -> bool:
+    # Another pid namespace (a container sharing the home) writes pids that
+    # mean other processes here; so does a stale or forged lock file.
+    proc = Path("/proc") / str(pid)
+    if not Path("/proc/self").exists():
+        return True  # no /proc (macOS): the lock's owner is vouched for by the home's mode
+    try:
+        if os.stat(proc).st_uid != os.getuid():
+            return False
+        args = (proc / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(b"marchdb" in a for a in args) and b"serve" in args
+
+
+def _socket_kind(path: Path) -> str:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "missing"
+    return "socket" if stat.S_ISSOCK(st.st_mode) else "other"
+
+
+# ---------------------------------------------------------------- requests
+
+
+def _connect(path: Path, timeout: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    dir_fd = None
+    try:
+        target = str(path)
+        if len(os.fsencode(target)) > _MAX_SUN_PATH:
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            target = f"/proc/self/fd/{dir_fd}/{path.name}"
+        sock.connect(target)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+    return sock
+
+
+def _read_line(sock: socket.socket, what: str = "the engine's answer", seconds: float | None = None) -> bytes:
+    """One message line from ``sock`` (``what`` it is, for errors); with
+    ``seconds``, the whole line must arrive within them (a peer sending a
+    byte now and then must not hold the reader for good)."""
+    chunks: list[bytes] = []
+    size = 0
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while True:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Unavailable("timeout", f"{what} did not arrive whole within {seconds:g} s")
+            sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            if deadline is None:
+                raise
+            raise Unavailable("timeout", f"{what} did not arrive whole within {seconds:g} s") from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if chunk.endswith(b"\n") or b"\n" in chunk:
+            break
+        if size > MAX_MESSAGE_BYTES:
+            raise Unavailable("bad answer", f"{what} is over {MAX_MESSAGE_BYTES:,} bytes")
+    line = b"".join(chunks)
+    return line.split(b"\n", 1)[0]
+
+
+def request(home: Path, op: str, args: dict, identity: dict | None = None, timeout: float = 30.0) -> tuple[dict, float]:
+    """Ask the engine of ``home`` to run ``op``; returns ``(data, server ms)``.
+
+    Raises ``Unavailable`` when it cannot answer (and the caller should run
+    the operation itself) and ``RemoteError`` when it refused the request.
+    """
+    path = socket_path(home)
+    why = untrusted_home(home)
+    if why:
+        raise Unavailable("untrusted", f"{why}: its socket is not used")
+    # The engine drops the request, or records nothing, once the client has
+    # stopped waiting: a hint the client never printed must not count as shown.
+    deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
+    message = json.dumps(
+        {"v": PROTOCOL, "op": op, "args": args, "identity": identity, "deadline": deadline}, ensure_ascii=False
+    )
+    data = message.encode("utf-8", "surrogatepass") + b"\n"
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise Unavailable("too large", f"the request is {len(data):,} bytes")
+    try:
+        sock = _connect(path, min(timeout, 2.0))
+    except FileNotFoundError:
+        raise Unavailable("not running") from None
+    except ConnectionRefusedError:
+        if os.path.lexists(path) and not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise Unavailable("cannot start", f"{path} is taken by a file that is not a socket") from None
+        raise Unavailable("not running", "stale socket") from None
+    except OSError as exc:
+        raise Unavailable("cannot connect", exc.strerror or str(exc)) from None
+    try:
+        sock.settimeout(timeout)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        line = _read_line(sock)
+    except TimeoutError:
+        raise Unavailable("timeout", f"no answer within {timeout:.1f}s") from None
+    except OSError as exc:
+        raise Unavailable("connection lost", exc.strerror or str(exc)) from None
+    finally:
+        sock.close()
+    if not line:
+        raise Unavailable("connection lost", "the engine closed the connection without answering")
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        raise Unavailable("bad answer", "the engine's answer is not JSON") from None
+    # An answer of another shape (an engine of another version, or not ours)
+    # is no answer: the caller runs the operation itself.
+    odd = Unavailable("bad answer", "the engine's answer does not have the protocol's shape")
+    if not isinstance(answer, dict):
+        raise odd
+    if answer.get("ok"):
+        result, ms = answer.get("data") or {}, answer.get("ms") or 0.0
+        if not isinstance(result, dict) or isinstance(ms, bool) or not isinstance(ms, (int, float)):
+            raise odd
+        return result, float(ms)
+    error = answer.get("error") or {}
+    if not isinstance(error, dict):
+        raise odd
+    # "expired": the engine dropped the request, or rolled its recall back,
+    # because this client had stopped waiting: nothing was done, answer here.
+    if error.get("kind") in ("other_config", "stopping", "protocol", "expired"):
+        raise Unavailable(error["kind"], str(error.get("message", "")))
+    code = error.get("exit_code", 1)
+    if isinstance(code, bool) or not isinstance(code, int) or not 1 <= code <= 125:
+        raise odd
+    fields = {k: v for k, v in error.items() if k not in ("kind", "message", "exit_code")}
+    raise RemoteError(str(error.get("kind", "error")), str(error.get("message", "")), code, fields)
+
+
+# ---------------------------------------------------------------- starting
+
+
+def start(home: Path, args: list[str] | None = None) -> str | None:
+    """Start an engine for ``home`` in the background (detached, its output
+    to ``logs/daemon.out``). Returns None when started, else why not (a file
+    at the socket path that is not a socket, never ours to remove; a home not
+    to be trusted; a read-only home; a link or FIFO where the output goes)."""
+    if _socket_kind(socket_path(home)) == "other":
+        return f"{socket_path(home)} is taken by a file that is not a socket"
+    why = untrusted_home(home)
+    if why:
+        return why
+    import subprocess  # only when starting one: it is the slowest import of this module
+
+    try:
+        make_private_dirs(home / LOG_DIR, top=home)
+        path = home / LOG_DIR / DAEMON_OUT
+        # Two lines an engine start; begun afresh past a bound, never grown for good.
+        big = os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) > DAEMON_OUT_BYTES
+        out = open_private(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if big else os.O_APPEND))
+    except OSError as exc:
+        return f"cannot write {home / LOG_DIR / DAEMON_OUT}: {exc.strerror or exc}"
+    try:
+        os.set_blocking(out, True)
+        subprocess.Popen(
+            [sys.executable, "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # not killed with the hook or terminal that started it
+            close_fds=True,
+        )
+    except OSError as exc:
+        return f"cannot start {sys.executable}: {exc.strerror or exc}"
+    finally:
+        os.close(out)
+    return None
+
+
+def make_private_dirs(path: Path, top: Path | None = None) -> None:
+    """Create ``path`` with mode 0700, and the missing folders between it and
+    ``top`` (default: ``path`` alone) too; folders above ``top`` get the usual
+    mode. (``mkdir(parents=True)`` gives every folder the umask's mode: a home
+    made group-writable by a umask of 002 is not trusted by its own engine.)"""
+    path = Path(path)
+    top = path if top is None else Path(top)
+    if not os.path.isdir(top.parent):
+        os.makedirs(top.parent, exist_ok=True)
+    missing = []
+    here = path
+    while not os.path.isdir(here) and here != top.parent:
+        missing.append(here)
+        here = here.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+
+
+def wait_gone(home: Path, seconds: float) -> bool:
+    """Wait until no engine of ``home`` is alive (one stopping has let go of
+    its lock); False on timeout."""
+    started = time.monotonic()
+    while engine_alive(home):
+        if time.monotonic() - started > seconds:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def wait_ready(home: Path, seconds: float) -> bool:
+    """Wait until the engine of ``home`` accepts connections (False on timeout,
+    or when no engine process holds the lock a few seconds after the start)."""
+    started = time.monotonic()
+    path = socket_path(home)
+    while time.monotonic() - started < seconds:
+        if _socket_kind(path) == "socket":
+            try:
+                _connect(path, 0.5).close()
+                return True
+            except OSError:
+                pass
+        if time.monotonic() - started > 3.0 and not engine_alive(home):
+            return False  # it died, or refused to start (see logs/daemon.log)
+        time.sleep(0.05)
+    return False
+
+
+def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_args: list[str] | None = None) -> dict:
+    """Run ``op`` on the engine of ``cfg.home``: start it when ``autostart``
+    and none runs, wait up to ``wait`` seconds for it to be warm. Raises
+    ``Unavailable`` when it cannot answer (run the operation in-process) and
+    ``RemoteError`` when it refused the request."""
+    home = cfg.home
+    ident = identity(cfg)
+    try:
+        return request(home, op, args, ident)[0]
+    except Unavailable as exc:
+        if exc.reason not in ("not running", "cannot connect"):
+            raise
+    if not engine_alive(home):
+        if not autostart:
+            raise Unavailable("not running", "and daemonAutoStart is off")
+        why_not = start(home, start_args)
+        if why_not:
+            raise Unavailable("cannot start", why_not)
+    if not wait_ready(home, wait):
+        why = (
+            f"the engine did not answer within {wait:.0f}s"
+            if engine_alive(home)
+            else "the engine stopped while starting, or refused to"
+        )
+        raise Unavailable("not ready", f"{why} (see {home / LOG_DIR}/daemon.log)")
+    return request(home, op, args, ident)[0]
+
+
+# ---------------------------------------------------------------- a log of what went wrong
+
+
+def log(home: Path, name: str, message: str) -> None:
+    """Append one line to ``$MARCH_HOME/logs/<name>.log`` (rotated by size,
+    ``logfile.append_line``). Never raises: a log that cannot be written
+    must not break a hook."""
+    from marchdb import logfile  # only when something is logged: most hooks log nothing
+
+    # To the second, for a person reading the log; not clock.utc_now_iso
+    # (milliseconds, for the index): its datetime import would cost every hook.
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
+    with contextlib.suppress(OSError):
+        make_private_dirs(home / LOG_DIR, top=home)
+        logfile.append_line(home / LOG_DIR / f"{name}.log", line)
+
+
+def read_log(home: Path, name: str, lines: int = 20) -> list[str]:
+    """The last ``lines`` lines of a log (``[]`` when there is none)."""
+    path = home / LOG_DIR / f"{name}.log"
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            tail = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return []
+        return [f"(cannot read {path}: {exc.strerror})"]
+    return tail[-lines:]

@@ -1,0 +1,530 @@
+"""The SQLite index: open it with apsw, load sqlite-vec, apply the schema.
+
+The index is a cache of the Markdown files. On a schema mismatch or a
+corrupt file it is emptied and rebuilt from the files, never migrated.
+All DDL lives in ``sql/*.sql`` (shipped in the package as ``marchdb.sql``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import importlib.util
+import os
+import secrets
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import apsw
+import apsw.bestpractice
+
+from marchdb.clock import utc_now_iso
+from marchdb.engine.client import make_private_dirs
+from marchdb.errors import IndexUnavailable
+from marchdb.index import logs, ownership
+
+
+@functools.cache
+def vec_extension() -> str:
+    """The sqlite-vec loadable extension's path (what ``sqlite_vec.loadable_path()``
+    returns), found without importing the package: its ``__init__`` imports
+    numpy (~130 ms), which a hook answering without the engine, or any
+    command that needs no model, does not need."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise IndexUnavailable("the sqlite-vec package is not installed; run: pip install sqlite-vec")
+    return os.path.normpath(os.path.join(list(spec.submodule_search_locations)[0], "vec0"))
+
+
+#: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
+SCHEMA_VERSION = 4
+BUSY_TIMEOUT_MS = 10_000
+
+
+def _sql_text(name: str) -> str:
+    return resources.files("marchdb.sql").joinpath(name).read_text(encoding="utf-8")
+
+
+def schema_files() -> list[str]:
+    """The numbered schema files, in the order they are applied."""
+    names = [p.name for p in resources.files("marchdb.sql").iterdir() if p.name.endswith(".sql")]
+    return sorted(n for n in names if n[:3].isdigit())
+
+
+def schema_sql() -> str:
+    """All numbered ``sql/NNN_*.sql`` files, concatenated in order."""
+    return "\n".join(_sql_text(n) for n in schema_files())
+
+
+def schema_hash() -> str:
+    """Hash of the schema text: an edited .sql file forces a rebuild even if
+    someone forgot to bump SCHEMA_VERSION."""
+    return hashlib.sha256(schema_sql().encode()).hexdigest()[:16]
+
+
+def sql_file(name: str) -> str:
+    """The text of one file of ``sql/`` (e.g. the recall query)."""
+    return _sql_text(name)
+
+
+def connect(path: str | os.PathLike) -> apsw.Connection:
+    """An apsw connection with sqlite-vec loaded and our best-practice settings.
+
+    Settings are applied to this connection only (not process-wide), so code
+    embedding marchdb keeps its own SQLite defaults.
+    """
+    try:
+        return _connect_raw(path)
+    except apsw.Error as exc:
+        raise IndexUnavailable(f"cannot open the index {path}: {exc}; delete it and run `marchdb rebuild`") from None
+
+
+def connect_read_only(path: str | os.PathLike) -> apsw.Connection:
+    """A connection that cannot write the index: opened ``mode=ro`` (so the
+    SQL shell's dot commands such as ``.restore`` cannot write either),
+    sqlite-vec loaded, and an authorizer that lets reads and introspection
+    (``PRAGMA table_info(files)``) through and nothing else — for reading SQL
+    a person types."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        try:
+            con.enable_load_extension(True)
+            con.load_extension(vec_extension())
+            con.enable_load_extension(False)
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        except apsw.Error:
+            con.close()
+            raise
+    except apsw.Error as exc:
+        raise IndexUnavailable(
+            f"cannot open the index {path} read-only: {exc}; check the folder's permissions"
+        ) from None
+    con.authorizer = _read_only_authorizer
+    return con
+
+
+_READ_OPS = {apsw.SQLITE_SELECT, apsw.SQLITE_READ, apsw.SQLITE_FUNCTION, apsw.SQLITE_RECURSIVE}
+
+
+#: Pragmas that take an argument and only describe (``PRAGMA table_info(files)``).
+_LOOKING_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "foreign_key_check",
+    "integrity_check",
+    "quick_check",
+}
+
+
+def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
+    # Reads, pragmas that only ask (no value given) or describe, and
+    # transactions (a shell's .dump reads inside one; the connection is
+    # read-only, so none can write); nothing else.
+    if op in _READ_OPS or op in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
+        return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
+        return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and str(arg1).lower() == "journal_mode" and arg2 in ("main", "temp"):
+        return apsw.SQLITE_OK  # apsw's Connection.pragma("journal_mode") asks it so (the shell's .dbinfo)
+    return apsw.SQLITE_DENY
+
+
+def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
+    con = apsw.Connection(str(path))
+    try:
+        con.enable_load_extension(True)
+        con.load_extension(vec_extension())
+        con.enable_load_extension(False)
+        apsw.bestpractice.connection_dqs(con)
+        apsw.bestpractice.connection_enable_foreign_keys(con)
+        con.set_busy_timeout(BUSY_TIMEOUT_MS)
+        apsw.bestpractice.connection_wal(con)
+        con.pragma("synchronous", "NORMAL")
+        # 32 MB page cache: a cold sync's random inserts into the chunk-hash
+        # index were half its insert time with the 2 MB default.
+        con.pragma("cache_size", -32768)
+    except apsw.Error:
+        con.close()
+        raise
+    return con
+
+
+def index_error(exc: apsw.Error, path: str | os.PathLike | None = None) -> IndexUnavailable:
+    """An SQLite error that escaped a command, as the one-line error a person
+    can act on (the Markdown files are never at risk: the index is a cache)."""
+    where = f" {path}" if path else ""
+    if isinstance(exc, apsw.FullError):
+        why = "the disk is full; free some space and run the command again"
+    elif isinstance(exc, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
+        why = "it is read-only (permissions, an immutable flag or a read-only mount); make it writable"
+    elif isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        why = "another process holds it for too long; try again"
+    elif isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        why = "it is damaged; run `marchdb rebuild`"
+    elif isinstance(exc, (apsw.IOError, apsw.CantOpenError)):
+        why = "the disk refused a read or a write (full, removed, a file size limit?); check it and try again"
+    else:
+        why = "run `marchdb doctor`, or `marchdb rebuild` if it persists"
+    return IndexUnavailable(f"the index{where} cannot be used: {exc}; {why}")
+
+
+def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict]:
+    """Run a query and return its rows as dicts."""
+    cur = con.execute(sql, params)
+    try:
+        names = [d[0] for d in cur.getdescription()]
+    except apsw.ExecutionCompleteError:
+        return []  # the statement produced no rows
+    return [dict(zip(names, row)) for row in cur]
+
+
+def scalar(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> Any:
+    """The first column of the first row of a query (None when there is no row)."""
+    row = con.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+def has_table(con: apsw.Connection, name: str) -> bool:
+    """Whether the index holds a table (or virtual table) called ``name``; the
+    vec0 tables exist only once a model's dimension is known."""
+    return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def file_holders(con: apsw.Connection, mem_id: str) -> list[str]:
+    """Relative paths of every file whose frontmatter declares ``mem_id``
+    (more than one: a conflict), in path order."""
+    return [r[0] for r in con.execute("SELECT path FROM files WHERE mem_id = ? ORDER BY path", (mem_id,))]
+
+
+def id_taken(con: apsw.Connection, mem_id: str) -> bool:
+    """Whether any file's frontmatter declares ``mem_id`` (``file_holders``
+    without listing them: enough to pick a free id or accept a held one)."""
+    return con.execute("SELECT 1 FROM files WHERE mem_id = ?", (mem_id,)).fetchone() is not None
+
+
+def get_meta(con: apsw.Connection, key: str, default: str | None = None) -> str | None:
+    """A value of the ``meta`` table."""
+    for (value,) in con.execute("SELECT value FROM meta WHERE key = ?", (key,)):
+        return value
+    return default
+
+
+def set_meta(con: apsw.Connection, key: str, value: object) -> None:
+    """Set (or with ``None``, delete) a value of the ``meta`` table."""
+    if value is None:
+        con.execute("DELETE FROM meta WHERE key = ?", (key,))
+    else:
+        con.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, str(value)),
+        )
+
+
+def bump_meta(con: apsw.Connection, key: str) -> None:
+    """Add one to a counter of the ``meta`` table (inside the writer's
+    transaction). Counters tell long-lived processes that their in-memory
+    copies (vectors, term statistics) are out of date."""
+    con.execute(
+        "INSERT INTO meta(key, value) VALUES (?, '1') "
+        "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        (key,),
+    )
+
+
+def _schema_state(con: apsw.Connection) -> str:
+    """'fresh', 'current' or a reason the schema must be rebuilt."""
+    version = con.pragma("user_version")
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if version == 0 and not tables:
+        return "fresh"
+    if con.pragma("application_id") != ownership.APPLICATION_ID:
+        return "index made before marchdb marked its files"
+    if version != SCHEMA_VERSION:
+        return f"schema version {version} != {SCHEMA_VERSION}"
+    if "meta" not in tables or get_meta(con, "schema_hash") != schema_hash():
+        return "schema files changed"
+    return "current"
+
+
+def _drop_everything(con: apsw.Connection) -> None:
+    # Virtual tables first: dropping them removes their shadow tables too.
+    objects = list(
+        con.execute(
+            "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+            "ORDER BY CASE WHEN sql LIKE 'CREATE VIRTUAL%' THEN 0 WHEN type = 'view' THEN 1 ELSE 2 END"
+        )
+    )
+    dropped: set[str] = set()
+    for kind, name, _sql in objects:
+        if kind not in ("table", "view") or name in dropped:
+            continue
+        exists = con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchall()
+        if exists:
+            con.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
+        dropped.add(name)
+
+
+def _apply_schema(con: apsw.Connection) -> str:
+    """(Re)create the schema; the recall/open logs, which the files cannot
+    give back, are carried over (``logs``). Returns what happened to them."""
+    with transaction(con):
+        try:
+            saved = logs.read(con)
+        except apsw.Error:  # an index too old or odd to read its logs
+            saved = None
+        _drop_everything(con)
+        con.execute(schema_sql())
+        copied, skipped = logs.restore(con, saved)
+        set_meta(con, "schema_hash", schema_hash())
+        set_meta(con, "created_at", utc_now_iso())
+        # Tells caches of long-lived processes (vecindex, term statistics)
+        # that this is another index, even when counters and vids restart
+        # from the same values after a rebuild in place.
+        set_meta(con, "index_id", secrets.token_hex(8))
+        con.pragma("user_version", SCHEMA_VERSION)
+        # The mark that lets marchdb prove later that this file is its own
+        # (ownership.py): nothing else is ever rebuilt or deleted.
+        con.pragma("application_id", ownership.APPLICATION_ID)
+    # Into the file's header now, where ownership.py reads it first (in WAL
+    # mode it would wait in the -wal file for the next checkpoint).
+    con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+    return logs.describe(copied, skipped) if saved and saved.rows() else ""
+
+
+def remove_index_files(path: str | os.PathLike) -> None:
+    """Delete an index file and its WAL/SHM companions, once the file has
+    shown it is an index marchdb created (``ownership``); anything else raises
+    ``IndexUnavailable`` and nothing is deleted."""
+    if ownership.check_owned(path) == ownership.MISSING:
+        return  # companions of a file that is not there may be anyone's
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise IndexUnavailable(
+                f"cannot delete the index {path}{suffix}: {exc.strerror} (an immutable flag, a read-only folder?); "
+                "fix that, or set indexPath in config.json to another file"
+            ) from None
+
+
+def _adopt(con: apsw.Connection) -> None:
+    """Mark an exported copy (``marchdb export``) that a home now uses as its
+    index: from then on it holds that home's logs, and another export with
+    ``--force`` must not replace it (``export.check_target``)."""
+    if get_meta(con, "exported_at") and not get_meta(con, "adopted_at"):
+        # Best effort: a read-only, busy or full index still opens (the next
+        # open tries again).
+        with contextlib.suppress(apsw.Error), transaction(con):
+            set_meta(con, "adopted_at", utc_now_iso())
+
+
+def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
+    """Open (creating or rebuilding as needed) the index at ``path``.
+
+    Returns ``(connection, rebuilt)`` where ``rebuilt`` is None when the
+    existing index was usable, else why it was (re)created — the caller says so.
+    A file marchdb did not create is never opened for writing, emptied or
+    deleted: ``IndexUnavailable`` names it (``ownership``).
+    """
+    path = Path(path)
+    try:
+        make_private_dirs(path.parent)  # the home, usually: private (client.untrusted_home)
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot create {path.parent}: {exc.strerror}") from None
+    if ownership.check_owned(path) != ownership.OURS:
+        # The lock (and its file) first, the index file second: an empty file
+        # left by a process killed in between is then provably ours.
+        with writer_lock(path):
+            state = ownership.check_owned(path)  # another process may have made it meanwhile
+            if state != ownership.OURS:
+                new = connect(path)
+                try:
+                    _apply_schema(new)
+                except apsw.Error as exc:
+                    new.close()
+                    raise IndexUnavailable(f"cannot create the index {path}: {exc}; check the disk") from None
+                return new, None if state == ownership.MISSING else "the index file was empty"
+    con = None
+    try:
+        con = _connect_raw(path)
+        state = _schema_state(con)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        if con is not None:
+            con.close()
+        with writer_lock(path):
+            con, kept, unreadable = recreate_index(path)
+        logs_note = ""
+        if kept:
+            logs_note = f"; {kept}"
+        elif unreadable:
+            logs_note = "; its recall/open logs could not be read and are lost"
+        return con, f"the index file was corrupt ({exc}); rebuilt from the Markdown files{logs_note}"
+    except apsw.Error as exc:
+        if con is not None:
+            con.close()
+        raise IndexUnavailable(
+            f"cannot open the index {path}: {exc}; check the file's and folder's permissions"
+        ) from None
+    if state == "current":
+        _adopt(con)
+        return con, None
+    with writer_lock(path):
+        state = _schema_state(con)  # another process may have done it meanwhile
+        if state == "current":
+            return con, None
+        kept = _apply_schema(con)
+    if state == "fresh":
+        return con, "the index file was empty"
+    return con, f"{state}; rebuilt from the Markdown files" + (f" ({kept})" if kept else "")
+
+
+def recreate_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None, str | None]:
+    """Delete the index at ``path`` (``remove_index_files`` checks again that
+    it is ours) and create it empty, with the recall and open logs of the old
+    one copied in: they are what the files cannot give back. The caller holds
+    the ``writer_lock``. Returns the new connection, what was kept
+    (``logs.describe``; None when there were no log rows) and why the old
+    logs could not be read (None when they could)."""
+    saved, unreadable = logs.read_file(path)
+    remove_index_files(path)
+    con = connect(path)
+    _apply_schema(con)
+    kept = None
+    if saved is not None and saved.rows():
+        with transaction(con):
+            kept = logs.describe(*logs.restore(con, saved))
+    return con, kept, unreadable
+
+
+def ensure_vector_tables(con: apsw.Connection, dim: int) -> None:
+    """Create the vec0 tables for a model of dimension ``dim`` (idempotent)."""
+    con.execute(_sql_text("vectors.sql").replace("{dim}", str(int(dim))))
+    if int(dim) % 8 == 0:
+        con.execute(_sql_text("vectors_bits.sql").replace("{dim}", str(int(dim))))
+
+
+def has_vector_tables(con: apsw.Connection) -> bool:
+    """Whether the vec0 tables exist (made by ``ensure_vector_tables`` once a
+    model's dimension is known, dropped with every vector on a model change)."""
+    return has_table(con, "vec_meta")
+
+
+def drop_vector_tables(con: apsw.Connection) -> None:
+    """Drop every vector (the model changed: everything is re-embedded)."""
+    for table in ("vec_meta", "vec_chunk", "vec_meta_bits", "vec_chunk_bits"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
+    con.execute("DELETE FROM vectors")
+
+
+_LOCKS: dict[str, threading.RLock] = {}
+_HELD: dict[str, list[int]] = {}  # path -> [fd, depth]
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
+    """Cross-process (and cross-thread) lock: one index writer at a time.
+
+    SQLite would serialise the writes themselves, but a sync reads files and
+    embeds between its transactions; the lock keeps two syncs from doing the
+    same work twice and racing on the same rows. Readers never take it (WAL
+    lets them read while a writer works). Re-entrant within a thread.
+
+    The wait is a blocking ``flock``: the kernel queues waiters, where
+    polling let a process that had just released the lock win it straight
+    back and starved the others for seconds. Holders keep it only for short
+    steps (a scan, one save, one batch of vectors), and a killed holder
+    releases it with its descriptor.
+    """
+    lock_path = ownership.lock_path(index_path)
+    with _LOCKS_GUARD:
+        local = _LOCKS.setdefault(lock_path, threading.RLock())
+    with local:
+        held = _HELD.get(lock_path)
+        if held is not None:
+            held[1] += 1
+        else:
+            try:
+                # No-follow: a link planted at the lock's name must not make us create a file elsewhere.
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            except OSError as exc:
+                raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException:
+                os.close(fd)
+                raise
+            held = _HELD[lock_path] = [fd, 1]
+        try:
+            yield
+        finally:
+            held[1] -= 1
+            if held[1] == 0:
+                del _HELD[lock_path]
+                os.close(held[0])  # closing the descriptor releases the flock
+
+
+@contextlib.contextmanager
+def embed_lease(index_path: str | os.PathLike, wait: bool = True) -> Iterator[bool]:
+    """Cross-process lease on embedding the index's pending texts: yields
+    whether it is held (``wait=False`` gives up at once when another process,
+    or another Store in this one, is embedding).
+
+    One embedder at a time: a second process waiting here then finds the
+    backlog already done instead of embedding the same texts again, and a
+    quick dirty check skips embedding while the daemon (or a sync) is at it.
+    Killed holders release it with their descriptor.
+    """
+    lock_path = os.path.abspath(f"{index_path}.embed.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+@contextlib.contextmanager
+def transaction(con: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A write transaction that takes SQLite's write lock up front.
+
+    ``with con:`` starts a deferred transaction: one that reads first and
+    writes later fails at once with "database is locked" if another
+    connection wrote in between (WAL cannot upgrade a stale snapshot).
+    BEGIN IMMEDIATE waits (busy timeout) for the lock instead.
+    """
+    if not con.in_transaction:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            # SQLite may have rolled back already (a full disk does): a second
+            # ROLLBACK would fail and hide the real error.
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+    else:
+        with con:
+            yield con

@@ -1,0 +1,105 @@
+"""``marchdb doctor``: every problem with the vault or the index, and what to do.
+
+The problems themselves come from the ``diag_problems`` view (readable from
+the stock sqlite3 shell); this module adds the advice a person needs, so the
+CLI, the MCP server and any other front-end show the same words.
+"""
+
+from __future__ import annotations
+
+import stat
+import unicodedata
+from pathlib import Path
+
+import apsw
+
+from marchdb import logfile
+from marchdb.engine import client
+from marchdb.index.db import rows
+
+#: What to do about each kind of problem in ``diag_problems``.
+ADVICE = {
+    "missing_id": "add an `id:` to the frontmatter if this note should be a memory; otherwise ignore",
+    "invalid_id": "make the id a quoted string without control characters",
+    "missing_description": "add a one-line `description:`; without it the memory is never shown as a hint",
+    "missing_name": "add a `name:`",
+    "duplicate_id": "give all but one of these files a new id (or delete the copies), then `marchdb sync`",
+    "parse_error": "fix the YAML between the `---` lines (quote values that contain ':' or '#'; no aliases or "
+    "merge keys; within the frontmatter limits of the README's 'Limits and safety')",
+    "not_utf8": "re-save the file as UTF-8 text (binary files do not belong in the memory root)",
+    "too_large": "split the file or move it out of the memory root",
+    "unreadable": "fix the file's permissions",
+    "unreadable_dir": "fix the folder's permissions",
+    "invalid_field": "fix the field's type in the frontmatter",
+    "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#), 100 characters each, "
+    "50 per memory",
+    "symlink": "move the real file into the memory root; links are never followed",
+    "not_regular": "replace it with a regular file, or move it out of the memory root (it is never read)",
+    "bad_file_name": "rename the file or folder (its name is not valid UTF-8, e.g. from an old Latin-1 system)",
+    "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
+    "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "
+    "invisible characters are easy to confuse)",
+}
+
+
+#: Lines of the hook log ``marchdb doctor`` shows.
+HOOK_LOG_LINES = 10
+
+
+def advice(kind: str) -> str:
+    """What to do about a problem of ``kind`` ("" when there is nothing to add)."""
+    return ADVICE.get(kind, "")
+
+
+def problems(con: apsw.Connection) -> list[dict]:
+    """Every row of ``diag_problems``, and ids that look alike
+    (``lookalike_ids``), each with its ``advice``, by kind then path."""
+    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path") + lookalike_ids(con)
+    found.sort(key=lambda r: (r["kind"], r["path"]))
+    for row in found:
+        row["advice"] = advice(row["kind"])
+    return found
+
+
+def lookalike_ids(con: apsw.Connection) -> list[dict]:
+    """Memories whose ids differ but read the same (``mem_a`` and ``mem_A``,
+    ``café`` composed and decomposed, full-width letters, a zero-width space):
+    an agent told one may open the other. Computed here, not in SQL: SQLite
+    has no Unicode normalisation."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for mem_id, path in con.execute("SELECT id, path FROM memory_index ORDER BY id"):
+        key = "".join(c for c in unicodedata.normalize("NFKC", mem_id) if unicodedata.category(c) not in ("Cc", "Cf"))
+        groups.setdefault(key.casefold(), []).append((mem_id, path))
+    out = []
+    for members in groups.values():
+        ids = sorted({m for m, _ in members})
+        if len(ids) < 2:
+            continue
+        for mem_id, path in members:
+            others = ", ".join(repr(o) for o in ids if o != mem_id)
+            out.append({"path": path, "kind": "lookalike_id", "detail": f"id {mem_id!r} reads like {others}"})
+    return out
+
+
+def logs(con: apsw.Connection, logs_dir: Path) -> list[dict]:
+    """How big each log is and what bounds it: the index's logs
+    (``diag_logs``: rows, keep_rows, oldest), marchdb's log files
+    (bytes, keep_bytes per file; ``logfile``) and the engine's output
+    (``engine_output``)."""
+    return rows(con, "SELECT * FROM diag_logs") + logfile.sizes(logs_dir) + engine_output(logs_dir)
+
+
+def engine_output(logs_dir: Path) -> list[dict]:
+    """What engines started in the background print (``daemon.out``), as
+    ``logfile.sizes`` gives a log file, with ``rotated`` False: it is not
+    rotated but begun afresh when an engine starts and finds it past
+    ``keep_bytes`` (``client.start``). ``[]`` when there is none (or a link,
+    never followed)."""
+    path = Path(logs_dir) / client.DAEMON_OUT
+    try:
+        st = path.lstat()
+    except OSError:
+        return []
+    if not stat.S_ISREG(st.st_mode):
+        return []
+    return [{"file": client.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": client.DAEMON_OUT_BYTES, "rotated": False}]

@@ -1,0 +1,732 @@
+"""Passive recall (seed 000, "被动召回"): score memories for a message and
+apply the hint rules.
+
+Scoring lives in ``sql/recall.sql``; this module supplies its parameters
+(query vector, FTS expression, the query's BM25 ceiling, the model's
+calibration) and then applies the rules:
+
+* user trigger — at most 3 hints at or above the threshold; a memory hinted
+  in any of the last 10 agent runs of the same conversation is suppressed
+  (rolling window; a run's conversation is given with its first recall, a
+  Claude Code session for the hook; runs without one share one window);
+* assistant trigger — at most 2 hints injected; up to 3 candidates shown for
+  display whatever their score (no description); nothing repeats within a run;
+* within a run, a memory hinted for the user message is not hinted again.
+
+The log of hints lives in the index (``recall_log``, ``runs``), so separate
+processes share it. Without a run id a recall is a dry run: no suppression,
+nothing logged.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import operator
+import re
+import time
+import weakref
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import apsw
+
+from marchdb import bridge, fts
+from marchdb.config import DEFAULT_MIN_SCORE
+from marchdb.errors import Expired, InvalidInput
+from marchdb.hints import hint_line
+from marchdb.index import calibrate, temperature
+from marchdb.index.db import get_meta, scalar, sql_file, transaction
+from marchdb.index.vectors import K_COARSE, has_bits
+from marchdb.index.vectors import usable as vectors_usable
+from marchdb.tags import normalize_tag
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where used: a hook answering without the model skips its ~130 ms import
+
+    from marchdb.index.vecindex import VectorIndex
+
+USER_MAX_HINTS = 3
+ASSISTANT_MAX_HINTS = 2
+ASSISTANT_MAX_DISPLAY = 3
+SUPPRESSION_RUNS = 10
+#: Dense weight of the fusion (BM25 gets the rest). Seed 000 says 0.7;
+#: tools/fusion_lab.py chose 0.5 on the training halves of the benchmark sets
+#: (0.7 ranks worse on locomo, where words matter most). ``recallDenseWeight``
+#: in config.json sets it.
+W_DENSE = 0.5
+#: FTS5's BM25 k1 (its default): a term's score tends to IDF * (k1 + 1).
+BM25_K1 = 1.2
+#: The BM25 share is taken of at least BM25_FLOOR * (k1 + 1) * ln N: the
+#: information it takes to single out one memory of N (1.0: exactly that).
+#: 0.5 is a word held by sqrt(N) memories: a message of common words alone
+#: ("can you help me with this" in a 10,000-memory vault mixing languages,
+#: where English chat words are rare: its whole ceiling was 4.5, a chat log
+#: holding it all got a hint) is no longer a strong match. Every shared set's
+#: figures stay the same to three decimals from 0 to 0.75
+#: (tools/fusion_lab.py); 1.0 hints fewer locomo questions.
+BM25_FLOOR = 0.5
+#: Bodies longer than BM25_LREF characters get their BM25 share multiplied
+#: by (BM25_LREF / length) ** BM25_LPEN: a long chat log holds the words of
+#: almost any question somewhere (tools/fusion_lab.py chose both).
+BM25_LREF = 3000.0
+BM25_LPEN = 0.5
+#: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
+K_DENSE = 40
+K_CHUNK = 80
+K_BM25 = 40
+#: Candidates gathered by the message's words put into the other language
+#: (bridge): they find what the dense signal missed (crosslingual nDCG@10
+#: 0.922 without them, 0.947 with 40), but each costs a cosine.
+K_XBM25 = 10
+SCORED_LIMIT = 60
+#: A message is recalled on its first this many characters. The hint is
+#: about what the message is about, which its start says; without a cap an
+#: 850 KB paste took 3 minutes to embed (every window of it), holding up
+#: the agent. ~2 model windows of English, ~4 of Chinese.
+MAX_RECALL_CHARS = 4000
+#: From this many vectors, KNN runs on sign bits and re-ranks exactly
+#: (tools/bench_latency.py: exact float KNN took ~180 ms at 260k vectors).
+COARSE_FROM = 60_000
+#: Below this many memories word statistics mean nothing: only distinctive
+#: terms are matched (bm25_terms), and BM25 does not enter the score
+#: (sql/recall.sql, :few_memories).
+SMALL_VAULT = 50
+#: Longest agent run id (and conversation id) accepted: it is stored with every hint of the run.
+MAX_RUN_ID_CHARS = 200
+#: FTS5 scores every memory a MATCH finds (~0.85 µs each here): 69,000 matches
+#: of three common Chinese bigrams cost ~60 ms at 100,000 memories. From
+#: LARGE_VAULT memories on, MATCH keeps the query's rarest terms up to
+#: POSTINGS_BUDGET matches in all (always at least the rarest term); the terms
+#: left out are the commonest, with the least weight, and still count in the
+#: BM25 ceiling. Below LARGE_VAULT (every benchmark set) nothing changes.
+LARGE_VAULT = 20_000
+POSTINGS_BUDGET = 20_000
+#: The most memories the translated words of a message may match (bridge_terms):
+#: in a 10,000-memory vault where two common Chinese words stood in 6,238
+#: memories, scoring them took 12 ms of a recall.
+BRIDGE_POSTINGS = 1_000
+#: Agreement: when the dense signal says "unrelated" (calibrated dense below
+#: AGREE), a word match cannot carry the candidate alone: its fused score is
+#: scaled by dense / AGREE. A rare word of a minority language ("哈哈" in an
+#: English vault) or English function words in a Chinese one otherwise
+#: looked like strong matches (tools/bench_small.py, mixed vaults); so did
+#: "how are you today" against a chat log that says "today" (0.25 let it
+#: through). Chosen by tools/fusion_lab.py on the train halves (0.25-0.35).
+AGREE = 0.3
+#: Ranking bonus of a memory tagged with the current project (seed 000: the
+#: project is a ranking signal, never a filter). It reorders candidates but
+#: never lifts one over the threshold: hints are cut on the score without it.
+#: A design choice, not a tuned one: no benchmark set has projects. 0.05 lets
+#: a project memory pass an unrelated one scoring up to 0.05 higher.
+PROJECT_BONUS = 0.05
+
+
+@dataclass
+class Hint:
+    """One recall hint: never the body, only what the seed's hint line shows."""
+
+    id: str
+    score: float
+    name: str
+    description: str
+    path: str
+    signals: dict = field(default_factory=dict)
+    reason: str | None = None  # why it was cut (explain mode); None when kept
+
+    @property
+    def rank_score(self) -> float:
+        """The key ``sql/recall.sql`` ranks by: the score, unless the
+        candidate is ranked apart from it (a memory in the other script)."""
+        return self.signals.get("rank_score", self.score)
+
+    def line(self, with_description: bool = True) -> str:
+        """The seed's hint line ``- <id> | score=0.62 | <name> | <short description>``."""
+        return hint_line(self.id, self.score, self.name, self.description if with_description else "")
+
+    def to_dict(self, with_reason: bool = False) -> dict:
+        """JSON-ready form."""
+        data = asdict(self)
+        data["score"] = round(self.score, 4)
+        data["signals"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.signals.items()}
+        if not with_reason:
+            data.pop("reason")
+        return data
+
+
+@dataclass
+class RecallResult:
+    """Hints to inject (in order), display-only candidates, what was recorded
+    without injecting (``record_only``), and with explain every scored
+    candidate with the reason it was cut."""
+
+    trigger: str
+    run_id: str | None
+    threshold: float
+    hints: list[Hint]
+    display: list[Hint] = field(default_factory=list)
+    candidates: list[Hint] = field(default_factory=list)
+    recorded: list[Hint] = field(default_factory=list)
+    mode: str = "hybrid"  # or "bm25" when no vectors can be used
+    warning: str | None = None
+    explained: bool = False
+
+    def text(self) -> str:
+        """The hints as seed 000's ``[recall]`` lines, one per hint ("" for none)."""
+        return "\n".join(h.line() for h in self.hints)
+
+    def to_dict(self) -> dict:
+        """The result as data, the same for every front-end: ``hints``,
+        ``text`` (the hint lines), ``trigger``, ``run_id``, ``threshold``,
+        ``mode``, ``warning``; ``display`` for the assistant trigger (no
+        descriptions, seed 000), ``recorded`` when there were any, and
+        ``candidates`` (each with its ``reason``) when explained."""
+        data: dict = {
+            "hints": [h.to_dict() for h in self.hints],
+            "text": self.text(),
+            "trigger": self.trigger,
+            "run_id": self.run_id,
+            "threshold": self.threshold,
+            "mode": self.mode,
+            "warning": self.warning,
+        }
+        if self.trigger == "assistant":
+            data["display"] = [{"id": h.id, "score": round(h.score, 4), "name": h.name} for h in self.display]
+        if self.recorded:
+            data["recorded"] = [h.to_dict() for h in self.recorded]
+        if self.explained:
+            data["candidates"] = [h.to_dict(with_reason=True) for h in self.candidates]
+        return data
+
+
+def project_tag(prefix: str, project: str | None) -> str | None:
+    """The tag that marks memories of ``project`` (``prefix`` + name,
+    normalised as tags are: "March CLI" -> ``project/march-cli``), or None
+    without a project (or when the name cannot be a tag)."""
+    if not project or not project.strip():
+        return None
+    try:
+        return normalize_tag(prefix + project.strip())
+    except InvalidInput:
+        return None
+
+
+_STATEMENTS: dict[str, str] | None = None
+
+
+def _swap(sql: str, block: str, fragment: str) -> str:
+    """``sql`` with its ``-- block:begin`` … ``-- block:end`` part replaced."""
+    head, rest = sql.split(f"-- {block}:begin", 1)
+    _, tail = rest.split(f"-- {block}:end", 1)
+    return head + fragment + "\n" + tail
+
+
+def statements() -> dict[str, str]:
+    """The named statements of ``sql/recall.sql``, plus the hybrid
+    statement's variants: ``hybrid_coarse`` (sign-bit KNN for large indexes)
+    and ``hybrid_memory`` (KNN and cosines from in-memory vectors)."""
+    global _STATEMENTS
+    if _STATEMENTS is None:
+        parts = re.split(r"^-- name: (\w+)\s*$", sql_file("recall.sql"), flags=re.M)
+        found = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+        exact = found["hybrid"]
+        found["hybrid_coarse"] = _swap(exact, "knn", found["knn_coarse"])
+        found["hybrid_memory"] = _swap(_swap(exact, "knn", found["knn_memory"]), "cos", found["cos_memory"])
+        _STATEMENTS = found
+    return _STATEMENTS
+
+
+def vector_count(con: apsw.Connection) -> int:
+    """How many vectors the index holds (decides exact or coarse KNN)."""
+    return scalar(con, "SELECT count(*) FROM vectors")
+
+
+def memory_count(con: apsw.Connection) -> int:
+    """Active memories in the index: the N of BM25's IDF (only they are in
+    the ``fts`` table, so only they shape its statistics)."""
+    return int(get_meta(con, "fts_docs", "0") or 0) or scalar(
+        con, "SELECT count(*) FROM memory_index WHERE status = 'active'"
+    )
+
+
+def text_count(con: apsw.Connection) -> int:
+    """Texts a message is compared with: the active memories' metadata
+    texts and body chunks (how many chances a look-alike has, see
+    ``calibrate.curves``)."""
+    return int(get_meta(con, "recall_texts", "0") or 0) or scalar(
+        con,
+        "SELECT (SELECT count(*) FROM memory_index WHERE status = 'active') + (SELECT count(*) FROM chunks c "
+        "JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active')",
+    )
+
+
+def _idf(total: int, n: int) -> float:
+    # FTS5's own IDF of a term held by n of total documents
+    return math.log((total - n + 0.5) / (n + 0.5))
+
+
+def _rarest_within(terms: list[str], df: dict[str, int], budget: int, at_least_one: bool) -> list[str]:
+    # the rarest of ``terms`` whose matches add up to at most ``budget``, in
+    # their own order; with ``at_least_one`` the rarest one whatever it holds
+    kept: set[str] = set()
+    postings = 0
+    for term in sorted(terms, key=lambda t: df[t]):
+        if postings + df[term] > budget and (kept or not at_least_one):
+            break
+        kept.add(term)
+        postings += df[term]
+    return [t for t in terms if t in kept]
+
+
+def bm25_terms(con: apsw.Connection, terms: list[str]) -> tuple[float, list[str]]:
+    """The query's BM25 ceiling and the terms worth matching.
+
+    ``terms`` are a query's terms (``fts.query_terms``); their statistics
+    are read under their stems (``fts.stems``: "releases" counts as
+    "releas", as the index stores it), and the terms returned are the
+    query's own words, one per stem (FTS5 stems a MATCH itself).
+
+    The ceiling is the score a memory would get if it matched every query
+    term perfectly: sum of IDF * (k1 + 1), with FTS5's own IDF formula. A term
+    no memory holds gets the largest IDF — so nonsense words keep the ratio
+    low. Terms held by half the memories or more get FTS5's floor IDF
+    (1e-6): they cannot change a score, so they are left out of the MATCH,
+    which keeps "the", "why", "的" from dragging every memory into it. In a
+    vault of fewer than SMALL_VAULT memories only distinctive terms (held by
+    at most one memory in eight) are matched. In very large vaults the commonest
+    remaining terms may be left out too (``POSTINGS_BUDGET``).
+    """
+    if not terms:
+        return 1.0, []
+    pairs = fts.stems(con, terms)
+    if not pairs:
+        return 1.0, []
+    total = memory_count(con)
+    df = document_frequencies(con, [stem for _, stem in pairs])
+    ceiling = 0.0
+    informative = []
+    for term, stem in pairs:
+        n = df.get(stem, 0)
+        idf = _idf(total, n) if total else 0.0
+        # Below SMALL_VAULT memories IDF cannot tell "the" from "carprofen";
+        # only a word held by very few memories (one in eight, at least one)
+        # says something about them (tools/bench_small.py: chit-chat such as
+        # "ok thanks" got hints from 38% of 12-memory chat vaults otherwise).
+        if total < SMALL_VAULT:
+            if 0 < n <= max(1, total // 8):
+                informative.append((term, stem))
+        elif n > 0 and idf > 1e-6:
+            informative.append((term, stem))
+        ceiling += max(idf, 1e-6) * (BM25_K1 + 1.0)
+    if total >= LARGE_VAULT and sum(df[s] for _, s in informative) > POSTINGS_BUDGET:
+        kept = set(_rarest_within([s for _, s in informative], df, POSTINGS_BUDGET, at_least_one=True))
+        informative = [p for p in informative if p[1] in kept]
+    return max(ceiling, 1e-6), [term for term, _ in informative]
+
+
+def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> tuple[float, list[str]]:
+    """The BM25 ceiling and the terms worth matching of ``text`` put into the
+    other language (``words.translate``), as ``bm25_terms`` gives them for
+    its own words.
+
+    The ceiling is what a memory holding every content word of the message
+    would score. A word has several translations, of which a memory holds
+    one at best: each word counts once, at its best-informed translation
+    the vault holds (sum of IDF * (k1 + 1) over its FTS terms). A word with
+    no translation the vault holds (a name, a word the dictionary lacks)
+    counts as a word no memory holds does among the message's own words, at
+    the largest IDF: a message of which two words in three translate cannot
+    be matched whole by those two ("How long has Melanie been creating
+    art?" is not answered by a paragraph on creating art; counted at the
+    mean of the others instead, it was: tools/bench_recall.py crosslingual,
+    README). The terms are every translation's informative terms
+    (``bm25_terms``).
+    """
+    pairs = words.translate(text)
+    terms: list[str] = []
+    per_source: list[list[list[str]]] = []
+    for _, translations in pairs:
+        options = [fts.query_terms(translation) for translation in translations]
+        per_source.append(options)
+        terms.extend(t for option in options for t in option if t not in terms)
+    terms = terms[: fts.MAX_QUERY_TERMS]
+    _, informative = bm25_terms(con, terms)
+    if not informative:
+        return 1.0, []
+    stem_of = fts.stem_map(con, terms)
+    total = memory_count(con)
+    df = document_frequencies(con, list(stem_of.values()))
+    # FTS5 scores every memory a MATCH finds: the rarest translations up to
+    # BRIDGE_POSTINGS matches; the commoner ones, weak evidence across
+    # languages, still count in the ceiling.
+    held_by = {t: df.get(stem_of.get(t, ""), 0) for t in informative}
+    informative = _rarest_within(informative, held_by, BRIDGE_POSTINGS, at_least_one=False)
+    values = []
+    for options in per_source:
+        held = [[df.get(stem_of.get(t, ""), 0) for t in option] for option in options]
+        best = max(
+            (sum(_idf(total, n) for n in ns if n) for ns in held if any(ns)),
+            default=None,
+        )
+        values.append(best)
+    # a word no memory can be shown to hold weighs what such a word weighs
+    # in bm25_terms: FTS5's IDF of a word held by none
+    unheld = _idf(total, 0)
+    ceiling = sum(unheld if v is None else max(v, 1e-6) for v in values)
+    return max(ceiling * (BM25_K1 + 1.0), 1e-6), informative
+
+
+#: Document frequencies by index file, valid while meta.fts_gen is unchanged:
+#: fts5vocab counts a term's documents by walking its whole posting list
+#: (~0.25 ms per common term at 10,000 memories, ~2 ms at 100,000).
+_DF_CACHE: dict[str, tuple[tuple, dict[str, int]]] = {}
+_DF_CACHE_TERMS = 100_000
+
+
+def document_frequencies(con: apsw.Connection, terms: list[str]) -> dict[str, int]:
+    """How many memories hold each term (absent: none), cached per process."""
+    gen = (get_meta(con, "index_id"), get_meta(con, "fts_gen"))
+    cached_gen, cache = _DF_CACHE.get(con.filename, (None, {}))
+    if cached_gen != gen or len(cache) > _DF_CACHE_TERMS:
+        cache = {}
+        _DF_CACHE[con.filename] = (gen, cache)
+    missing = [t for t in terms if t not in cache]
+    if missing:
+        found: dict[Any, Any] = {
+            term: doc
+            for term, doc in con.execute(statements()["idf"], {"terms": json.dumps(missing, ensure_ascii=False)})
+        }
+        cache.update({t: found.get(t, 0) for t in missing})
+    return {t: cache[t] for t in terms}
+
+
+_LIMIT_PARAM = re.compile(r"\bLIMIT :(\w+)")
+
+
+def inline_limits(sql: str, params: dict) -> str:
+    """``sql`` with each ``LIMIT :name`` written as the number ``params[name]``.
+
+    Why: SQLite (3.54, as apsw bundles it) re-prepares a statement whose
+    LIMIT is a bound parameter every time that parameter is bound, i.e. at
+    every run: perf showed ``sqlite3Reprepare`` under ``sqlite3_step`` for a
+    fifth of the hybrid statement's time, and a warm recall at 10,000
+    memories spent 12.0 ms p50 in it with bound LIMITs, 8.7 ms with them
+    written in (tools/bench_hosts.py's queries, paired). The values are our
+    own integers (anything else is a ``TypeError``, never text in the SQL);
+    each distinct one is its own cached statement."""
+    return _write_limits(
+        sql, tuple((name, operator.index(params[name])) for name in _limit_names(sql) if name in params)
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _limit_names(sql: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_LIMIT_PARAM.findall(sql)))
+
+
+@functools.lru_cache(maxsize=256)  # a few statements times a few limits
+def _write_limits(sql: str, limits: tuple[tuple[str, int], ...]) -> str:
+    values = dict(limits)
+    return _LIMIT_PARAM.sub(lambda m: f"LIMIT {values[m.group(1)]}" if m.group(1) in values else m.group(0), sql)
+
+
+def _run(con: apsw.Connection, sql: str, params: dict) -> tuple[list, list[str]]:
+    cur = con.execute(inline_limits(sql, params), params)
+    try:
+        names = [d[0] for d in cur.getdescription()]
+    except apsw.ExecutionCompleteError:
+        return [], []
+    return cur.fetchall(), names
+
+
+class _CosineSlot:
+    """What ``query_cosine(kind, vid)`` answers from on one connection: the
+    query of the recall running on it."""
+
+    query: Any = None
+
+    def cosine(self, kind: str, vid: int) -> float | None:
+        if self.query is None:
+            raise apsw.SQLError("query_cosine() is recall's own function; it is only valid inside a recall")
+        return self.query.cosine(kind, vid)
+
+
+# One slot per connection, its function registered once: registering a
+# function again expires every prepared statement of the connection, so each
+# recall re-prepared its statement (~0.5 ms of a warm recall, measured).
+_SLOTS: weakref.WeakKeyDictionary[apsw.Connection, _CosineSlot] = weakref.WeakKeyDictionary()
+
+
+def _cosine_slot(con: apsw.Connection) -> _CosineSlot:
+    slot = _SLOTS.get(con)
+    if slot is None:
+        slot = _SLOTS[con] = _CosineSlot()
+        con.create_scalar_function("query_cosine", slot.cosine, 2)  # type: ignore[arg-type]
+    return slot
+
+
+#: The signals a Hint carries (the BM25-only statement has no dense ones, nor xbm25_raw).
+_SIGNALS = ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "xbm25_raw", "bm25_ratio", "bm25")
+
+
+def score(
+    con: apsw.Connection,
+    text: str,
+    qvec: np.ndarray | None,
+    calibration: dict,
+    limit: int = SCORED_LIMIT,
+    w_dense: float | None = None,
+    vindex: VectorIndex | None = None,
+    project_tag: str | None = None,
+    words: bridge.Dictionary | None = None,
+) -> list[Hint]:
+    """Score candidate memories for ``text``; best first (``project_tag``:
+    memories holding that tag get ``PROJECT_BONUS`` in the order, not in
+    their score), with every signal. ``words``: the dictionary that puts
+    the text's words into the other language, for memories in that one
+    (``bridge``); without it they share none.
+
+    With ``vindex`` (a process's in-memory copy of the vectors, see
+    ``vecindex``) the nearest neighbours and cosines come from it; otherwise
+    from the vec0 tables, in SQL.
+    """
+    ceiling, informative = bm25_terms(con, fts.query_terms(text))
+    w_dense = W_DENSE if w_dense is None else w_dense
+    total = memory_count(con)
+    # not below SMALL_VAULT (see bm25_max)
+    floor = BM25_FLOOR * (BM25_K1 + 1.0) * math.log(total) if total >= SMALL_VAULT else 0.0
+    params = {
+        "few_memories": int(total < SMALL_VAULT),
+        "match": fts.match_expression(informative),
+        # A query of common words holds little information however much of
+        # it a memory matches: the share is taken of at least what it takes
+        # to single out one memory among all (ln N nats). Not below
+        # SMALL_VAULT, where IDF means nothing (a word of one memory in three
+        # has a ceiling near 0) and BM25 alone scores only without a model.
+        "bm25_max": max(ceiling, floor),
+        "bm25_tau": calibrate.BM25_TAU,
+        "bm25_lref": BM25_LREF,
+        "bm25_lpen": BM25_LPEN,
+        "k_bm25": K_BM25,
+        "limit": limit,
+        "project_tag": project_tag,
+        "project_bonus": PROJECT_BONUS,
+    }
+    if qvec is not None:
+        import numpy as np
+
+        center = calibration.get("probe_center")
+        xceiling, xinformative = bridge_terms(con, text, words) if words is not None else (1.0, [])
+        params.update(
+            xmatch=fts.match_expression(xinformative),
+            k_xbm25=K_XBM25,
+            xbm25_max=max(xceiling, floor),
+            qvec=np.ascontiguousarray(qvec, dtype=np.float32).tobytes(),
+            k_dense=K_DENSE,
+            k_chunk=K_CHUNK,
+            # The query's background: its mean cosine to the probe passages.
+            dense_bg=float(np.dot(qvec, np.asarray(center, dtype=np.float32))) if center else 0.0,
+            q_cjk=fts.cjk_share(text),
+            script_offset=calibration.get("script_offset", 0.0) * calibration.get("script_weight", 1.0),
+            w_dense=w_dense,
+            agree=AGREE,
+            **calibrate.curves(calibration, text_count(con)),
+        )
+        if vindex is not None and vindex.sync(con):
+            query = vindex.query(qvec)
+            params.update(
+                knn_meta=json.dumps(query.knn("meta", K_DENSE)), knn_chunk=json.dumps(query.knn("chunk", K_CHUNK))
+            )
+            _cosine_slot(con).query = query
+            sql = statements()["hybrid_memory"]
+        else:
+            coarse = vector_count(con) >= COARSE_FROM and has_bits(con)
+            if coarse:
+                params.update(center=bytes.fromhex(get_meta(con, "vector_center") or ""), k_coarse=K_COARSE)
+            sql = statements()["hybrid_coarse" if coarse else "hybrid"]
+    else:
+        sql = statements()["bm25"]
+    slot = _SLOTS.get(con)
+    try:
+        rows, names = _run(con, sql, params)
+    finally:
+        if slot is not None:
+            slot.query = None  # only valid while this recall runs
+    out = []
+    for row in rows:
+        r = dict(zip(names, row))
+        signals = {k: r[k] for k in _SIGNALS if r.get(k) is not None}
+        if r["project_bonus"]:
+            signals["project_bonus"] = r["project_bonus"]
+        if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
+            signals["rank_score"] = r["rank_score"]
+        hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
+        hint.signals["status"] = r["status"]
+        out.append(hint)
+    return temperature.rerank(con, out)  # recency, use, priority: reorders, never changes a score
+
+
+# ---------------------------------------------------------------- hint rules
+
+
+def _register_run(con: apsw.Connection, run_id: str, conversation: str | None) -> None:
+    # A run keeps the conversation it was first registered with.
+    con.execute(
+        "INSERT INTO runs(run_id, conversation) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (run_id, conversation),
+    )
+
+
+def suppressed_ids(con: apsw.Connection, run_id: str, conversation: str | None) -> set[str]:
+    """Memories hinted in the current run or in the 10 runs of its
+    conversation (the one stored with the run) before it: other
+    conversations never saw those hints."""
+    return {
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT l.mem_id FROM recall_log l WHERE l.trigger IN ('user', 'assistant') AND l.run_id IN "
+            "(SELECT run_id FROM runs WHERE conversation IS :conversation "
+            f" AND seq <= (SELECT seq FROM runs WHERE run_id = :run) ORDER BY seq DESC LIMIT {SUPPRESSION_RUNS + 1})",
+            {"run": run_id, "conversation": conversation},
+        )
+    }
+
+
+def seen_in_run(con: apsw.Connection, run_id: str, triggers: tuple[str, ...]) -> set[str]:
+    """Memories logged in this run under the given triggers."""
+    marks = ",".join("?" * len(triggers))
+    return {
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT mem_id FROM recall_log WHERE run_id = ? AND trigger IN ({marks})", (run_id, *triggers)
+        )
+    }
+
+
+def apply_rules(
+    con: apsw.Connection,
+    scored: list[Hint],
+    trigger: str,
+    run_id: str | None,
+    threshold: float,
+    record_only: bool = False,
+    conversation: str | None = None,
+) -> tuple[list[Hint], list[Hint], list[Hint]]:
+    """Split scored candidates into (hints, display, all-with-reasons) and log
+    what is injected or shown. Runs inside the caller's transaction.
+
+    ``record_only`` (seed 000: the result at the end of an agent run is only
+    recorded): what would be hinted is logged as ``record`` and returned as
+    the hints (the caller keeps them apart), but is not injected — so it
+    suppresses nothing later. ``conversation``: what the run belongs to (a
+    chat, a host's session); the 10-run window counts that conversation's
+    runs only, and runs without one share a window."""
+    if trigger not in ("user", "assistant"):
+        raise ValueError(f"trigger must be 'user' or 'assistant', not {trigger!r}")
+    if run_id is not None:
+        _register_run(con, run_id, conversation)
+        if trigger == "user":
+            # the conversation the run was first registered with, which may not be the one given now
+            known = scalar(con, "SELECT conversation FROM runs WHERE run_id = ?", (run_id,))
+            blocked = suppressed_ids(con, run_id, known)
+            blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs" + (
+                " of this conversation" if known is not None else ""
+            )
+        else:
+            blocked = seen_in_run(con, run_id, ("user", "assistant"))
+            blocked_reason = "already hinted in this run"
+        displayed = seen_in_run(con, run_id, ("user", "assistant", "display"))
+    else:
+        blocked, blocked_reason, displayed = set(), "", set()
+    cap = USER_MAX_HINTS if trigger == "user" else ASSISTANT_MAX_HINTS
+    hints: list[Hint] = []
+    display: list[Hint] = []
+    for cand in scored:
+        status = cand.signals.get("status")
+        superseded_by = cand.signals.get("superseded_by")
+        if status != "active":
+            cand.reason = f"status is {status}"
+        elif superseded_by:
+            cand.reason = f"superseded by {superseded_by}"
+        elif not cand.description:
+            cand.reason = "no description"
+        elif cand.id in blocked:
+            cand.reason = blocked_reason
+        elif cand.score < threshold:
+            cand.reason = f"score below threshold {threshold:.2f}"
+        elif len(hints) >= cap:
+            cand.reason = f"beyond the {cap} hints per {trigger} message"
+        else:
+            hints.append(cand)
+        if (
+            trigger == "assistant"
+            and status == "active"
+            and not superseded_by
+            and cand.id not in displayed
+            and cand.id not in blocked
+            and len(display) < ASSISTANT_MAX_DISPLAY
+        ):
+            display.append(cand)
+    if record_only:
+        display = []
+        for hint in hints:
+            hint.reason = "recorded, not injected (end of the run)"
+    if run_id is not None:
+        rows = [(run_id, "record" if record_only else trigger, h.id, h.score) for h in hints]
+        rows += [(run_id, "display", h.id, h.score) for h in display if h not in hints]
+        con.executemany("INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES (?, ?, ?, ?)", rows)
+    return hints, display, scored
+
+
+def recall(
+    con: apsw.Connection,
+    text: str,
+    embedder=None,
+    trigger: str = "user",
+    run_id: str | None = None,
+    threshold: float = DEFAULT_MIN_SCORE,
+    explain: bool = False,
+    w_dense: float | None = None,
+    vindex: VectorIndex | None = None,
+    record_only: bool = False,
+    project_tag: str | None = None,
+    conversation: str | None = None,
+    deadline: float | None = None,
+    words: bridge.Dictionary | None = None,
+) -> RecallResult:
+    """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
+    the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
+    vectors to search instead of the vec0 tables; ``record_only``: log what
+    passes as recorded, inject nothing (``RecallResult.recorded``);
+    ``project_tag``: the current project's tag, a ranking bonus (``score``);
+    ``conversation``: see ``apply_rules``; ``words``: see ``score``; ``deadline`` (a ``time.time()``):
+    past it, a recall with a run id records nothing and raises ``Expired`` —
+    its caller stopped waiting and answered on its own, so these hints were
+    never shown and must not suppress anything."""
+    text = text[:MAX_RECALL_CHARS]
+    mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
+    if embedder is not None:
+        if vectors_usable(con, embedder.fingerprint):
+            calib = calibrate.ensure(con, embedder)
+            qvec = embedder.embed_queries([text])[0]
+            mode = "hybrid"
+        else:
+            warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
+    scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag, words=words)
+    with transaction(con):
+        hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only, conversation)
+        if deadline is not None and run_id is not None and time.time() > deadline:
+            raise Expired("the caller stopped waiting for this recall; nothing was recorded")  # rolls back
+    return RecallResult(
+        trigger=trigger,
+        run_id=run_id,
+        threshold=threshold,
+        hints=[] if record_only else hints,
+        recorded=hints if record_only else [],
+        display=display if trigger == "assistant" else [],
+        candidates=everything if explain else [],
+        mode=mode,
+        warning=warning,
+        explained=explain,
+    )

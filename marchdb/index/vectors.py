@@ -1,0 +1,242 @@
+"""Dense vectors in the index: which model, which texts, resumable embedding.
+
+Vectors are keyed by (kind, content hash) in the plain ``vectors`` table and
+stored in the vec0 tables ``vec_meta`` / ``vec_chunk`` under the same rowid.
+A moved or renamed file keeps its hashes, so it is never embedded again; a
+new model fingerprint drops every vector and re-embeds. Each batch commits on
+its own, so a killed run leaves a consistent index and the next sync resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import apsw
+
+from marchdb.errors import ModelError
+from marchdb.index.db import (
+    bump_meta,
+    drop_vector_tables,
+    embed_lease,
+    ensure_vector_tables,
+    get_meta,
+    has_table,
+    has_vector_tables,
+    set_meta,
+    transaction,
+    writer_lock,
+)
+from marchdb.notes import metadata_text
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import
+
+#: Coarse candidates per kind re-ranked by cosine, in the SQL path of recall
+#: (vec0 ``bit`` tables) and in the in-memory coarse tier (``vecindex``).
+K_COARSE = 400
+#: Texts embedded per transaction (and per progress step).
+EMBED_BATCH = 32
+
+
+def bump_generation(con: apsw.Connection) -> None:
+    """Mark that vectors were added or deleted (inside the writing
+    transaction): processes holding vectors in memory refresh on it."""
+    bump_meta(con, "vector_gen")
+
+
+def _blob(vec: np.ndarray) -> bytes:
+    import numpy as np
+
+    return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
+
+
+def prepare_model(con: apsw.Connection, embedder) -> bool:
+    """Point the index at ``embedder``'s model; drop all vectors when it
+    changed. Returns True when vectors were dropped (all is re-embedded)."""
+    fingerprint, dim = embedder.fingerprint, embedder.dim
+    current = get_meta(con, "model_fingerprint")
+    if current == fingerprint and get_meta(con, "dim") == str(dim) and get_meta(con, "vector_center"):
+        if dim % 8 == 0 and not has_bits(con):
+            with transaction(con):  # an index made before the coarse tables existed
+                ensure_vector_tables(con, dim)
+                _backfill_bits(con)
+        return False
+    center = vector_center(embedder)
+    with transaction(con):
+        drop_vector_tables(con)
+        set_meta(con, "model_fingerprint", fingerprint)
+        set_meta(con, "dim", dim)
+        set_meta(con, "vector_center", center.tobytes().hex())
+        ensure_vector_tables(con, dim)
+        bump_generation(con)
+        # Calibration belongs to a model; a new model needs a new one.
+        con.execute("DELETE FROM meta WHERE key LIKE 'calibration%'")
+    return current is not None
+
+
+def vector_center(embedder) -> np.ndarray:
+    """The model's common direction: the mean of its probe passages' vectors
+    (see ``probes``), subtracted before taking sign bits for the coarse KNN."""
+    import numpy as np
+
+    from marchdb.index.probes import PAIRS
+
+    return embedder.embed_passages(list(dict.fromkeys(p for _, _, p in PAIRS))).mean(axis=0).astype(np.float32)
+
+
+def center_blob(con: apsw.Connection) -> bytes:
+    """The stored centre vector as a float32 blob."""
+    return bytes.fromhex(get_meta(con, "vector_center") or "")
+
+
+def usable(con: apsw.Connection, fingerprint: str | None = None) -> bool:
+    """Whether the index holds vector tables of the model ``fingerprint``
+    (None: of any model) — the question recall, save's twin check, maintain
+    and the SQL functions ask before they read a vector."""
+    current = get_meta(con, "model_fingerprint")
+    if current is None or (fingerprint is not None and current != fingerprint):
+        return False
+    return has_vector_tables(con)
+
+
+def has_bits(con: apsw.Connection) -> bool:
+    """Whether the index keeps sign-bit tables (dimension a multiple of 8)."""
+    return has_table(con, "vec_meta_bits")
+
+
+def _backfill_bits(con: apsw.Connection) -> None:
+    center = center_blob(con)
+    for table in ("vec_meta", "vec_chunk"):
+        con.execute(
+            f"INSERT INTO {table}_bits(rowid, embedding) "
+            f"SELECT rowid, vec_quantize_binary(vec_sub(embedding, ?)) FROM {table}",
+            (center,),
+        )
+
+
+def pending_texts(con: apsw.Connection) -> list[tuple[str, str, str]]:
+    """``(kind, hash, text)`` of every active memory's metadata and chunks
+    that has no vector yet, metadata first."""
+    out: list[tuple[str, str, str]] = []
+    for meta_hash, name, desc, tags_json in con.execute(
+        "SELECT meta_hash, name, description, tags_json FROM memory_index m WHERE status = 'active' "
+        "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash) "
+        "GROUP BY meta_hash"
+    ):
+        out.append(("meta", meta_hash, metadata_text(name, desc, json.loads(tags_json))))
+    for chash, text in con.execute(
+        "SELECT c.hash, c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid "
+        "WHERE m.status = 'active' "
+        "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash) "
+        "GROUP BY c.hash"
+    ):
+        out.append(("chunk", chash, text))
+    return out
+
+
+def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.ndarray) -> int:
+    """Insert vectors for ``(kind, hash)`` items in one transaction; items
+    another process stored meanwhile are skipped. Returns how many were new."""
+    added = 0
+    with transaction(con):
+        center = center_blob(con)
+        bits = has_bits(con)
+        for (kind, h), vec in zip(items, vecs):
+            row = con.execute(
+                "INSERT INTO vectors(kind, hash) VALUES (?, ?) ON CONFLICT DO NOTHING RETURNING vid", (kind, h)
+            ).fetchone()
+            if row is None:
+                continue
+            table = "vec_meta" if kind == "meta" else "vec_chunk"
+            blob = _blob(vec)
+            con.execute(f"INSERT INTO {table}(rowid, embedding) VALUES (?, ?)", (row[0], blob))
+            if bits:
+                con.execute(
+                    f"INSERT INTO {table}_bits(rowid, embedding) VALUES (?, vec_quantize_binary(vec_sub(?, ?)))",
+                    (row[0], blob, center),
+                )
+            added += 1
+        if added:
+            bump_generation(con)
+    return added
+
+
+def collect_garbage(con: apsw.Connection) -> int:
+    """Delete vectors no memory refers to any more. Returns how many."""
+    with transaction(con):
+        stale = con.execute(
+            "SELECT vid, kind FROM vectors v WHERE "
+            "(kind = 'meta' AND NOT EXISTS (SELECT 1 FROM memory_index m WHERE m.meta_hash = v.hash)) OR "
+            "(kind = 'chunk' AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.hash = v.hash))"
+        ).fetchall()
+        has_tables = has_vector_tables(con)
+        bits = has_tables and has_bits(con)
+        for vid, kind in stale:
+            if has_tables:
+                table = "vec_meta" if kind == "meta" else "vec_chunk"
+                con.execute(f"DELETE FROM {table} WHERE rowid = ?", (vid,))
+                if bits:
+                    con.execute(f"DELETE FROM {table}_bits WHERE rowid = ?", (vid,))
+            con.execute("DELETE FROM vectors WHERE vid = ?", (vid,))
+        if stale:
+            bump_generation(con)
+    return len(stale)
+
+
+def embed_pending(
+    con: apsw.Connection,
+    embedder,
+    index_path: str | os.PathLike,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = EMBED_BATCH,
+    limit: int | None = None,
+    wait: bool = True,
+) -> int | None:
+    """Embed every text (or the first ``limit``) that lacks a vector for
+    ``embedder``'s model. Returns how many were stored, or None when another
+    process holds the embedding lease and ``wait`` is False.
+
+    The model runs outside any lock or transaction; each batch is then
+    written under the writer lock in its own short transaction, so readers
+    and savers are never held up by a long embedding run. The whole run holds
+    ``db.embed_lease``, so no two processes embed the same backlog.
+    """
+    if (
+        get_meta(con, "vectors_complete") == embedder.fingerprint
+        and get_meta(con, "model_fingerprint") == embedder.fingerprint
+    ):
+        return 0  # nothing was written since the last complete pass: stay a stat walk
+    with embed_lease(index_path, wait) as held:
+        return _embed_held(con, embedder, index_path, progress, batch, limit) if held else None
+
+
+def _embed_held(con, embedder, index_path, progress, batch: int, limit: int | None) -> int:
+    with writer_lock(index_path):
+        prepare_model(con, embedder)
+        collect_garbage(con)
+        pending = pending_texts(con)
+        todo = pending[:limit]
+    total = len(todo)
+    done = 0
+    if progress:
+        progress(0, total)
+    # Similar lengths together make the model's batches efficient.
+    for start in range(0, total, batch):
+        part = todo[start : start + batch]
+        vecs = embedder.embed_passages([t for _, _, t in part])
+        with writer_lock(index_path):
+            if get_meta(con, "model_fingerprint") != embedder.fingerprint:
+                raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+            done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+        if progress:
+            progress(min(start + batch, total), total)
+    with transaction(con):
+        set_meta(con, "vector_error", None)
+        # Re-checked inside the transaction: another process may have added
+        # memories since our list was made.
+        if len(todo) == len(pending) and not pending_texts(con):
+            set_meta(con, "vectors_complete", embedder.fingerprint)
+    return done

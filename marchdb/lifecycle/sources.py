@@ -1,0 +1,154 @@
+"""What an import reads, item by item — shared by the readers of Markdown
+folders (``notefolders``) and of chats (``transcripts``), and by ``importing``,
+which writes the items:
+
+* ``Item`` — one memory an import would create;
+* ``Skip`` — a source item left out on purpose (with the reason);
+* ``Bad`` — one that could not be read (malformed, half-written, too large).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import hashlib
+import unicodedata
+from dataclasses import dataclass, field
+
+from marchdb.errors import InvalidInput
+from marchdb.hints import short
+from marchdb.notes import MAX_TAGS, normalize_tag
+
+KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
+#: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
+NOTE_KINDS = KINDS[:3]
+#: Longest body imported, in characters (a longer conversation is cut, and the report says so):
+#: ~75 chunks, ~4 s of embedding on 2 cores. The memory points at the day and
+#: the session; the whole transcript stays where it was.
+MAX_BODY_CHARS = 60_000
+#: Longest description made from a source (it is one hint line).
+DESCRIPTION_CHARS = 300
+#: What an undocumented format may throw at a reader (a field of an
+#: unexpected type, JSON nested too deep): reported for that item, and the
+#: import goes on.
+SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError, OverflowError)
+
+
+@dataclass
+class Item:
+    """One memory an import would create."""
+
+    source: str  # the idempotency key, written as `source:`
+    origin: str  # where it came from, for people (a path, path#conversation)
+    name: str
+    description: str
+    body: str
+    tags: list[str]
+    created: dt.datetime
+    updated: dt.datetime | None = None
+    status: str = "active"
+    want_id: str | None = None  # an id it should get when free (daily logs: log_YYYY-MM-DD)
+    slug: str | None = None  # its file name, when not the name's slug (daily logs: daily-log)
+    extra: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    #: The key an earlier marchdb wrote for this source (folder name + path):
+    #: a memory holding it counts as this source, imported already.
+    legacy_source: str | None = None
+    #: Other keys of the same source: a note file imported as another kind of
+    #: folder (``workspace`` then ``obsidian``) is the same file.
+    aliases: tuple[str, ...] = ()
+    #: When the source last changed, as far as it can be told (a note file's
+    #: last change; its frontmatter times may be older than an edit): a later
+    #: import says that it changed since.
+    changed: dt.datetime | None = None
+
+    def known_as(self, known: dict[str, str]) -> str | None:
+        """The id of the memory already imported from this source, if any."""
+        for key in (self.source, self.legacy_source, *self.aliases):
+            if key and index_key(key) in known:  # ``known`` holds keys as the index keeps them
+                return known[index_key(key)]
+        return None
+
+
+@dataclass
+class Skip:
+    """A source item that is not imported, on purpose."""
+
+    origin: str
+    reason: str
+
+
+@dataclass
+class Bad:
+    """A source item that could not be read (malformed, half-written, too large)."""
+
+    origin: str
+    detail: str
+
+
+Found = Item | Skip | Bad
+
+
+#: ``text`` on one line of plain text (``errors.plain_line``: no escape
+#: sequence or direction control, which ``save`` refuses too), cut to
+#: ``limit`` characters with an ellipsis: the hint line's own rule.
+one_line = short
+
+
+def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> list[str]:
+    """Valid tags of ``raw`` (invalid ones dropped), at most ``MAX_TAGS``
+    (the rest dropped, said in ``warnings``), or ``[fallback]``."""
+    tags: list[str] = []
+    for value in raw:
+        try:
+            tag = normalize_tag(value)
+        except InvalidInput:
+            continue
+        if tag not in tags:
+            tags.append(tag)
+    if len(tags) > MAX_TAGS and warnings is not None:
+        warnings.append(f"{len(tags)} tags; the first {MAX_TAGS} are kept (a memory holds at most {MAX_TAGS})")
+    return tags[:MAX_TAGS] or [fallback]
+
+
+#: Longest source key the index keeps (``memory_attrs.source``).
+MAX_SOURCE_CHARS = 500
+
+
+def index_key(source: str) -> str:
+    """A ``source:`` value as the index keeps it (``sync``): runs of
+    whitespace as one space, at most ``MAX_SOURCE_CHARS`` characters."""
+    return " ".join(source.split())[:MAX_SOURCE_CHARS]
+
+
+def source_key(raw: str) -> str:
+    """The ``source:`` an import writes for ``raw`` (a path, an id): a key
+    that reads back from YAML as written and that the index keeps
+    unchanged (``index_key(k) == k``), so the next import finds it. ``%``,
+    control characters, unpaired surrogates (a file name that is not UTF-8)
+    and any whitespace but one space between words are %-escaped (UTF-8
+    bytes); a key longer than the index keeps ends in a hash of the whole."""
+
+    def escaped(c: str) -> str:
+        return "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+
+    out = []
+    for i, c in enumerate(raw):
+        plain_space = c == " " and 0 < i < len(raw) - 1 and raw[i - 1] != " " and not raw[i + 1].isspace()
+        if c == "%" or unicodedata.category(c) in ("Cc", "Cs") or (c.isspace() and not plain_space):
+            out.append(escaped(c))
+        else:
+            out.append(c)
+    key = "".join(out)
+    if len(key) > MAX_SOURCE_CHARS:
+        key = key[: MAX_SOURCE_CHARS - 17].rstrip() + "#" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return key
+
+
+def unreadable(exc: OSError) -> str:
+    """Why a source file could not be read, for its problem line."""
+    if exc.errno == errno.ELOOP:
+        return "a symlink; links are not followed"
+    if exc.errno == errno.EINVAL:
+        return "not a regular file (a FIFO, a socket, a device?); only files are read"
+    return f"cannot read: {exc.strerror or exc}"

@@ -1,0 +1,1 @@
+"""``marchdb mcp``: the memory tools over the Model Context Protocol (stdio)."""

@@ -1,0 +1,277 @@
+"""``marchdb mcp``: the memory tools over MCP (stdio), for any MCP client.
+
+A thin front over the warm engine (``marchdb serve``) of its home, started
+when none runs: the model, the vectors and the watcher live there once, for
+this session, the hooks and the CLI alike, instead of a second copy in every
+MCP session. When the engine cannot be used (``daemonAutoStart`` off and none
+running, or it serves another root) the server holds its own Store: the
+model stays loaded between calls and a watcher thread plus the throttled
+dirty check keep the index fresh. Tool results are ``tools.call``'s data.
+Lines the SDK cannot parse are answered with a JSON-RPC error (``mcp_wire``).
+
+The process ends promptly when the client closes stdin (the SDK's client
+sends SIGTERM after two seconds), on SIGINT and on SIGTERM: it waits for a
+tool call in progress, then leaves with ``os._exit`` — freeing the model and
+joining the watcher's threads at interpreter exit took one to three
+seconds, and the index and the files are crash-safe by design.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from marchdb import tools
+from marchdb.errors import MarchError, Unanswered, one_line, remote_error, unanswered_message
+
+#: The SDK runs each call of a (sync) tool on a worker thread, so calls may
+#: overlap; a store has one connection (its transactions and the per-query
+#: SQL function of recall must not interleave): one at a time. Shutdown waits
+#: for it too.
+ONE_AT_A_TIME = threading.Lock()
+#: Seconds a shutdown waits for a tool call in progress (a save) to finish.
+SHUTDOWN_WAIT_SECONDS = 10.0
+
+
+def argument_errors(exc) -> str:
+    """A pydantic ``ValidationError`` of tool arguments as one line:
+    ``limit: Input should be less than or equal to 100 (got 101); ...``."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        given = "" if err.get("type") == "missing" else f" (got {str(err.get('input'))[:40]!r})"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}{given}")
+    return one_line("; ".join(parts))
+
+
+def build_server(run: Callable[[str, dict], dict], index_path: Path):
+    """An MCPServer exposing marchdb's tools; ``run(op, args)`` answers them
+    (``tools.call`` on a Store, or the warm engine)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from pydantic import ValidationError
+
+    from marchdb import __version__
+
+    class _Server(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            # The SDK checks arguments against the schema first; its pydantic
+            # report spans lines and ends in a URL. One line, as every other
+            # marchdb error: which argument, what is wrong, what was given.
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                # Only the SDK's check of the arguments; a crash stays the SDK's (told as one).
+                if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                    raise
+                # Keeping the cause: the SDK then logs the fields, not the caller's values.
+                raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from exc.__cause__
+
+    server = _Server(name="marchdb", version=__version__, instructions=tools.INSTRUCTIONS)
+
+    def call(op: str, /, **args: Any) -> dict:
+        try:
+            with ONE_AT_A_TIME:
+                return run(op, args)
+        except MarchError as exc:
+            # A tool error the model can read and act on, not a crash.
+            raise ToolError(str(exc)) from None
+        except Exception as exc:
+            apsw = sys.modules.get("apsw")
+            if apsw is not None and isinstance(exc, apsw.Error):  # a full disk, a read-only index
+                from marchdb.index.db import index_error
+
+                raise ToolError(str(index_error(exc, index_path))) from None
+            raise
+
+    @server.tool(name="memory_search", description=tools.SEARCH)
+    def memory_search(
+        query: Annotated[str, Field(description=tools.ARGS["query"])],
+        limit: Annotated[int, Field(description=tools.ARGS["limit"], ge=1, le=100)] = 10,
+        include_archived: Annotated[bool, Field(description=tools.ARGS["include_archived"])] = False,
+    ) -> dict:
+        return call("memory_search", query=query, limit=limit, include_archived=include_archived)
+
+    @server.tool(name="memory_open", description=tools.OPEN)
+    def memory_open(id: Annotated[str, Field(description=tools.ARGS["id"])]) -> dict:
+        return call("memory_open", id=id)
+
+    @server.tool(name="memory_save", description=tools.SAVE)
+    def memory_save(
+        name: Annotated[str | None, Field(description=tools.ARGS["name"])] = None,
+        description: Annotated[str | None, Field(description=tools.ARGS["description"])] = None,
+        body: Annotated[str | None, Field(description=tools.ARGS["body"])] = None,
+        tags: Annotated[list[str] | None, Field(description=tools.ARGS["tags"])] = None,
+        id: Annotated[str | None, Field(description=tools.ARGS["save_id"])] = None,
+        status: Annotated[str | None, Field(description=tools.ARGS["status"])] = None,
+        priority: Annotated[str | None, Field(description=tools.ARGS["priority"])] = None,
+        supersedes: Annotated[list[str] | str | None, Field(description=tools.ARGS["supersedes"])] = None,
+        force: Annotated[bool, Field(description=tools.ARGS["force"])] = False,
+    ) -> dict:
+        return call(
+            "memory_save",
+            id=id,
+            name=name,
+            description=description,
+            body=body,
+            tags=tags,
+            status=status,
+            priority=priority,
+            supersedes=supersedes,
+            force=force,
+        )
+
+    @server.tool(name="memory_log", description=tools.LOG)
+    def memory_log(
+        title: Annotated[str, Field(description=tools.ARGS["title"])],
+        text: Annotated[str | None, Field(description=tools.ARGS["log_text"])] = None,
+    ) -> dict:
+        return call("memory_log", title=title, text=text)
+
+    @server.tool(name="memory_recall", description=tools.RECALL)
+    def memory_recall(
+        text: Annotated[str, Field(description=tools.ARGS["text"])],
+        run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
+        trigger: Annotated[str, Field(description=tools.ARGS["trigger"])] = "user",
+        project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
+        conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
+        record_only: Annotated[bool, Field(description=tools.ARGS["record_only"])] = False,
+    ) -> dict:
+        return call(
+            "memory_recall",
+            text=text,
+            run_id=run_id,
+            trigger=trigger,
+            project=project,
+            conversation=conversation,
+            record_only=record_only,
+        )
+
+    @server.tool(name="memory_context", description=tools.CONTEXT)
+    def memory_context(
+        text: Annotated[str | None, Field(description=tools.ARGS["context_text"])] = None,
+        run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
+        project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
+        conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
+    ) -> dict:
+        return call("memory_context", text=text, run_id=run_id, project=project, conversation=conversation)
+
+    return server
+
+
+class _Local:
+    """The server's own Store, used when the warm engine cannot serve it."""
+
+    def __init__(self, make_store: Callable[[], Any], watch: bool):
+        self.make_store, self.watch = make_store, watch
+        self.store: Any = None
+        self.watcher: Any = None
+
+    def __call__(self, op: str, args: dict) -> dict:
+        if self.store is None:
+            self.store = self.make_store()
+            # A session recalls many times: search the vectors in memory (vecindex).
+            self.store.keep_vectors = True
+        if self.watch and self.watcher is None:
+            from marchdb.engine.watch import start_watcher
+            from marchdb.errors import ConfigError
+
+            self.store.embedder()  # loaded once, shared with the watcher's thread
+            try:
+                # No sync before serving: the watcher thread does the start-up
+                # scan, so a large first embedding run never delays the client.
+                self.watcher = start_watcher(self.store, log=lambda msg: print(f"marchdb: {msg}", file=sys.stderr))
+            except ConfigError:
+                pass  # a root that is missing or not a vault: the call below says so (tried again next call)
+            else:
+                self.store.scan_in_background = self.watcher.want_scan  # started once the call is done
+        try:
+            return tools.call(self.store, op, args)
+        finally:
+            if self.watcher is not None:
+                self.watcher.start_wanted_scan()
+
+
+def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bool = True) -> None:
+    """Run the MCP server on stdio until the client disconnects: through the
+    warm engine of ``cfg.home`` when ``use_engine`` (falling back to a Store
+    of its own, made by ``make_store``, whenever the engine cannot answer).
+    The watcher's thread, if any, is left running: the process is about to
+    exit (``main``)."""
+    import anyio
+
+    from marchdb.engine import client
+    from marchdb.mcp import wire as mcp_wire
+
+    local = _Local(make_store, watch)
+    if use_engine and (cfg.daemon_autostart or client.engine_alive(cfg.home)):
+        run: Callable[[str, dict], dict] = through_engine(cfg, local)
+    else:
+        run = local
+    anyio.run(mcp_wire.serve, build_server(run, cfg.index_path))
+
+
+def through_engine(cfg, local: _Local) -> Callable[[str, dict], dict]:
+    """The MCP server's way to run a tool: on the warm engine of ``cfg.home``,
+    else (from the first time it cannot answer) on ``local``, a Store of this
+    process. An engine stopping (idle, an upgrade) is asked once more, once
+    it is gone: the call starts the next one. A write the engine may have
+    taken is never done again here (``Unanswered``)."""
+    from marchdb.engine import client
+
+    def run(op: str, args: dict) -> dict:
+        for attempt in (1, 2):
+            if local.store is not None:
+                break
+            try:
+                return client.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
+            except client.RemoteError as exc:
+                raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
+            except client.Unavailable as exc:
+                if not exc.may_redo(op):
+                    raise Unanswered(unanswered_message(op, exc)) from None
+                if exc.reason == "stopping" and attempt == 1:
+                    client.wait_gone(cfg.home, 15.0)  # then the call below starts the next one
+                    continue
+                print(f"marchdb: the warm engine cannot answer ({exc}); serving from this process", file=sys.stderr)
+                break
+        return local(op, args)
+
+    return run
+
+
+def _leave(code: int) -> None:
+    """End the process now, once a tool call in progress has finished."""
+    finished = ONE_AT_A_TIME.acquire(timeout=SHUTDOWN_WAIT_SECONDS)
+    try:
+        sys.stderr.flush()
+        sys.stdout.flush()
+    finally:
+        os._exit(code if finished else 1)
+
+
+def main(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bool = True) -> None:
+    """``marchdb mcp``: serve until stdin closes, SIGINT or SIGTERM, then exit
+    at once (see the module's doc). Never returns."""
+
+    def on_signal(signum, _frame):
+        _leave(128 + signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        # A local watcher's thread and the model die with the process: a
+        # watcher mid-scan is like a killed sync (the next scan repairs it),
+        # and nothing it does touches the Markdown files.
+        serve(cfg, make_store, watch=watch, use_engine=use_engine)
+    except Exception as exc:  # noqa: BLE001 - one line, then leave like any other end
+        print(f"marchdb: the MCP server stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _leave(1)
+    _leave(0)
