@@ -553,7 +553,7 @@ def ensure_layout(cfg: Config) -> list[Path]:
             try:
                 # The home holds the engine's socket and lock: private to its user.
                 if folder == cfg.home:
-                    from marchdb.engine.client import make_private_dirs
+                    from marchdb.private import make_private_dirs
 
                     make_private_dirs(folder)
                 else:

@@ -38,8 +38,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from marchdb.engine.client import open_private
 from marchdb.errors import FileError
+from marchdb.private import open_private
 
 #: Hidden temp files of atomic writes (sync, the watcher and search skip them).
 TEMP_PREFIX = ".marchdb-tmp-"

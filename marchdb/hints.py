@@ -7,7 +7,7 @@ that showing hints needs neither numpy nor the index.
 
 from __future__ import annotations
 
-from marchdb.errors import plain_line
+from marchdb.text import plain_line
 
 #: Characters of a description shown in a hint line.
 DESCRIPTION_CHARS = 80

@@ -8,8 +8,8 @@ named are rotated, and never through a symlink.
 
 ``lifecycle.log`` records what ``import --apply`` created and what
 ``maintain --apply`` archived (so a person can see, and undo, what changed);
-``hooks.log`` and ``daemon.log`` are plain text lines (``client.log``: why a
-hook injected nothing, what the engine did), written here too. The recall and
+``hooks.log`` and ``daemon.log`` are plain text lines (``logfile.log``: why a
+hook injected nothing, what the engine did: ``log``), written here too. The recall and
 open logs live in the index and have their own bounds
 (``sql/003_lifecycle.sql``); ``doctor`` reports both.
 
@@ -19,13 +19,15 @@ Only the standard library (a hook imports this when it logs).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
-from marchdb.clock import utc_now_iso
+from marchdb.private import make_private_dirs
 
 #: A log file is rotated before it would grow past this many bytes (the
 #: same bound as the hook and engine logs of ``marchdb serve``).
@@ -50,6 +52,8 @@ def _regular(path: Path) -> bool:
 
 def append(path: Path, record: dict, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
     """Append ``record`` (plus ``at``) as one JSON line (``append_line``)."""
+    from marchdb.clock import utc_now_iso  # datetime: not for the hooks, which log plain lines
+
     text = json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n"
     # A path that is not UTF-8 (a lone surrogate) stays readable JSON: \\udce9.
     line = text.encode("utf-8", "backslashreplace")
@@ -115,3 +119,39 @@ def sizes(folder: Path) -> list[dict]:
                 }
             )
     return out
+
+
+#: The folder of marchdb's logs in its home.
+LOG_DIR = "logs"
+#: What engines started in the background print (``logs/daemon.out``), begun
+#: afresh when an engine starts and finds it past ``DAEMON_OUT_BYTES``.
+DAEMON_OUT = "daemon.out"
+DAEMON_OUT_BYTES = 1024 * 1024
+
+
+def log(home: Path, name: str, message: str) -> None:
+    """Append one line to ``$MARCH_HOME/logs/<name>.log`` (rotated by size,
+    ``append_line``). Never raises: a log that cannot be written
+    must not break a hook."""
+    # To the second, for a person reading the log; not clock.utc_now_iso
+    # (milliseconds, for the index): its datetime import would cost every hook.
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
+    with contextlib.suppress(OSError):
+        make_private_dirs(home / LOG_DIR, top=home)
+        append_line(home / LOG_DIR / f"{name}.log", line)
+
+
+def read_log(home: Path, name: str, lines: int = 20) -> list[str]:
+    """The last ``lines`` lines of a log (``[]`` when there is none)."""
+    path = home / LOG_DIR / f"{name}.log"
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            tail = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return []
+        return [f"(cannot read {path}: {exc.strerror})"]
+    return tail[-lines:]

@@ -571,3 +571,13 @@ def _chunk_section(body: str, max_chars: int) -> list[str]:
     if current:
         chunks.append(current)
     return chunks
+
+
+#: Longest source key the index keeps (``memory_attrs.source``).
+MAX_SOURCE_CHARS = 500
+
+
+def index_key(source: str) -> str:
+    """A ``source:`` value as the index keeps it (``sync``): runs of
+    whitespace as one space, at most ``MAX_SOURCE_CHARS`` characters."""
+    return " ".join(source.split())[:MAX_SOURCE_CHARS]

@@ -65,16 +65,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from marchdb.edit import edit_note
-from marchdb.errors import (
-    DIRECTION_CONTROLS,
-    Conflict,
-    FileError,
-    IndexUnavailable,
-    InvalidInput,
-    NotFound,
-    Retry,
-    check_text,
-)
+from marchdb.errors import Conflict, FileError, IndexUnavailable, InvalidInput, NotFound, Retry, check_text
 from marchdb.files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
 from marchdb.index import db, vectors
 from marchdb.index.sync import sync_files
@@ -100,6 +91,7 @@ from marchdb.notes import (
     utc_now_iso,
     validate_id,
 )
+from marchdb.text import DIRECTION_CONTROLS
 
 #: Longest name accepted, in characters (the name is a short title).
 MAX_NAME_CHARS = 200

@@ -24,12 +24,12 @@ from marchdb import search as search_mod
 from marchdb.clock import utc_now_iso
 from marchdb.config import Config, ensure_layout, load_config
 from marchdb.embedding import load_embedder
-from marchdb.engine import client
 from marchdb.errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
 from marchdb.files import read_file, vault_lock, walk
 from marchdb.index import calibrate, db, doctor, ownership, sqlfuncs, vectors
-from marchdb.index.recall import MAX_RUN_ID_CHARS, RecallResult, project_tag
+from marchdb.index.recall import MAX_RUN_ID_CHARS, project_tag
 from marchdb.index.recall import recall as recall_hints
+from marchdb.index.results import RecallResult
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.lifecycle import capture, importing, maintain
 from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
@@ -421,7 +421,7 @@ class Store:
         return {
             "problems": problems,
             "vector_error": summary.get("vector_error"),
-            "hook_log": client.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
+            "hook_log": logfile.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),
         }
 

@@ -21,6 +21,7 @@ import apsw
 import pytest
 from conftest import wait_idle
 
+from marchdb import logfile, private
 from marchdb.config import load_config
 from marchdb.engine import client, daemon
 from marchdb.index import db
@@ -116,7 +117,7 @@ def test_a_hook_answers_cold_then_warm(home):
     assert context.startswith("[recall]\n- mem_cache | score=")  # keyword recall while the engine starts
     assert any(
         "without the warm engine (none ran; one starts once this hook has answered)" in line
-        for line in client.read_log(home, "hooks")
+        for line in logfile.read_log(home, "hooks")
     )
     assert client.wait_ready(home, 60)
     warm = hook(prompt_event("s2", "how does the user want code reviews done?"))
@@ -140,7 +141,7 @@ def test_oversized_and_huge_events(home):
     huge = "x" * (5 * 1024 * 1024)
     out = marchdb("hook", "claude-code", stdin=huge)
     assert (out.returncode, out.stdout) == (0, "")
-    assert any("over" in line and "bytes" in line for line in client.read_log(home, "hooks"))
+    assert any("over" in line and "bytes" in line for line in logfile.read_log(home, "hooks"))
     # ~1 MB, read from its start; the padding holds no words (words about nothing else lower the score)
     big_prompt = prompt_event("s1", PROMPT + " " + "... " * 260_000)
     out = hook(big_prompt)
@@ -182,7 +183,7 @@ def test_a_socket_path_that_is_not_a_socket_is_never_removed(home):
     squatter.write_text("someone else's file\n")
     out = hook(prompt_event("s1"))
     assert out.returncode == 0 and "mem_cache" in out.stdout  # answered in-process
-    said = "\n".join(client.read_log(home, "hooks"))
+    said = "\n".join(logfile.read_log(home, "hooks"))
     assert "is taken by a file that is not a socket" in said and "stale socket" not in said
     refused = marchdb("serve")
     assert refused.returncode == 3 and "is not a socket" in refused.stderr
@@ -198,7 +199,7 @@ def test_a_missing_vault_gives_no_hint_from_the_stale_index(home, mixed_vault):
     try:
         out = hook(prompt_event("s1"))
         assert (out.returncode, out.stdout) == (0, "")
-        assert any("does not exist" in line for line in client.read_log(home, "hooks"))
+        assert any("does not exist" in line for line in logfile.read_log(home, "hooks"))
     finally:
         away.rename(mixed_vault.root)
 
@@ -612,7 +613,7 @@ def test_a_client_that_sends_a_byte_now_and_then_is_not_waited_for(bm25_engine, 
     served.join(5)
     theirs.close()
     assert not served.is_alive() and time.monotonic() - started < 3
-    assert any("the request did not arrive whole" in line for line in client.read_log(bm25_engine.home, "daemon"))
+    assert any("the request did not arrive whole" in line for line in logfile.read_log(bm25_engine.home, "daemon"))
 
 
 def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed_vault, monkeypatch):
@@ -623,7 +624,7 @@ def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed
     home.mkdir()
     home.chmod(0o1777)
     env = {**os.environ, "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(mixed_vault.root)}
-    assert client.untrusted_home(home) and "can be written by other users" in client.untrusted_home(home)
+    assert private.untrusted_home(home) and "can be written by other users" in private.untrusted_home(home)
     with pytest.raises(client.Unavailable, match="untrusted"):
         client.request(home, "ping", {})
     served = subprocess.run([MARCHDB, "serve"], capture_output=True, text=True, env=env, timeout=60)
@@ -631,7 +632,7 @@ def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed
     answered = hook(prompt_event("s", "Dog's medication carprofen tablet"), env)
     assert answered.returncode == 0 and "mem_dog" in answered.stdout  # answered in-process, no engine
     assert not engine_processes(home) and not client.socket_path(home).exists()
-    assert any("untrusted" in line for line in client.read_log(home, "hooks"))
+    assert any("untrusted" in line for line in logfile.read_log(home, "hooks"))
     # A pid in a lock file is only ever signalled when it is a marchdb engine of this user.
     victim = subprocess.Popen(["sleep", "60"])
     try:
@@ -659,13 +660,13 @@ def test_a_home_an_acl_lets_another_user_write_is_not_trusted(tmp_path):
         set_acl(7)
     except OSError as exc:
         pytest.skip(f"this file system takes no ACL ({exc.strerror})")
-    assert client.untrusted_home(home) == f"{home} can be written by user 65534 (an access control list); " + (
+    assert private.untrusted_home(home) == f"{home} can be written by user 65534 (an access control list); " + (
         "remove it with setfacl -b"
     )
     set_acl(5)  # read and enter, no write
-    if not client._own_group(os.stat(home).st_gid):
+    if not private._own_group(os.stat(home).st_gid):
         pytest.skip("the mask shows as group write, and this user's group is not private")
-    assert client.untrusted_home(home) is None  # reading is no threat
+    assert private.untrusted_home(home) is None  # reading is no threat
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
@@ -711,7 +712,7 @@ def test_a_home_marchdb_creates_is_private_whatever_the_umask(tmp_path):
     assert done.returncode == 0
     assert stat.S_IMODE(os.stat(tmp_path / "a" / "home").st_mode) == 0o700
     assert stat.S_IMODE(os.stat(tmp_path / "a").st_mode) == 0o775  # above the home: as the umask says
-    assert client.untrusted_home(tmp_path / "a" / "home") is None
+    assert private.untrusted_home(tmp_path / "a" / "home") is None
 
 
 def plain_home(tmp_path: Path, mixed_vault, monkeypatch) -> tuple[Path, dict]:
@@ -731,7 +732,7 @@ def test_a_hook_while_the_engine_warms_up_answers_itself_and_starts_no_second_on
         fcntl.flock(fd, fcntl.LOCK_EX)
         answered = hook(prompt_event("warming", "Dog's medication carprofen tablet"), env)
         assert answered.returncode == 0 and "mem_dog" in answered.stdout, answered
-        said = client.read_log(home, "hooks")
+        said = logfile.read_log(home, "hooks")
         assert any("without the warm engine (it is warming up): keyword recall only" in line for line in said), said
         assert engine_processes(home) == []
     finally:
@@ -764,6 +765,6 @@ def test_the_engine_output_file_is_appended_to_then_begun_afresh_past_its_bound(
         return out.read_bytes()
 
     assert start_and_wait(b"the last start\n").startswith(b"the last start\n")
-    big = b"x" * (client.DAEMON_OUT_BYTES + 1)
+    big = b"x" * (logfile.DAEMON_OUT_BYTES + 1)
     after = start_and_wait(big)
     assert not after.startswith(b"x") and len(after) < 10_000

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from marchdb import logfile
-from marchdb.engine import client
 from marchdb.errors import Expired
 from marchdb.hosts import hooks
 from marchdb.store import Store
@@ -156,7 +155,7 @@ def test_a_hook_without_the_engine_never_builds_a_large_index_itself(tmp_path, v
         [MARCHDB, "hook", "claude-code"], input=json.dumps(event), capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0 and done.stdout == ""
-    said = client.read_log(tmp_path / "home", "hooks")
+    said = logfile.read_log(tmp_path / "home", "hooks")
     assert any(f"the index is not built yet ({FIRST_SCAN_INLINE_FILES + 1:,} files" in line for line in said), said
     (vault.root / "m0.md").unlink()  # at the bound, the hook builds it and answers
     done = subprocess.run(
@@ -190,17 +189,17 @@ def test_one_profile_that_cannot_be_read_keeps_the_other_in_the_session(bm25_sto
 
 def test_bad_input_is_explained_in_the_hook_log_and_doctor(bm25_store):
     hooks.handle(bm25_store, "claude-code", "{broken")
-    assert any("not JSON" in line for line in client.read_log(bm25_store.cfg.home, "hooks"))
+    assert any("not JSON" in line for line in logfile.read_log(bm25_store.cfg.home, "hooks"))
     assert any("not JSON" in line for line in bm25_store.doctor()["hook_log"])
 
 
 def test_the_hook_log_is_rotated_by_size(tmp_path):
     for i in range(4000):
-        client.log(tmp_path, "hooks", f"event {i} " + "x" * 100)
+        logfile.log(tmp_path, "hooks", f"event {i} " + "x" * 100)
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
     assert logs == ["hooks.log", "hooks.log.1", "hooks.log.2", "hooks.log.lock"]
     assert all((tmp_path / "logs" / name).stat().st_size <= logfile.MAX_BYTES for name in logs)
-    assert client.read_log(tmp_path, "hooks", 1)[0].endswith("event 3999 " + "x" * 100)
+    assert logfile.read_log(tmp_path, "hooks", 1)[0].endswith("event 3999 " + "x" * 100)
 
 
 def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
@@ -208,7 +207,7 @@ def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
     answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
     assert answer["stdout"] == ""
     assert "does not exist" in answer["note"]
-    assert any("does not exist" in line for line in client.read_log(bm25_store.cfg.home, "hooks"))
+    assert any("does not exist" in line for line in logfile.read_log(bm25_store.cfg.home, "hooks"))
 
 
 def test_a_huge_prompt_is_read_from_its_start(bm25_store):
@@ -324,7 +323,7 @@ def test_a_hook_answering_without_the_engine_loads_neither_numpy_nor_llama_cpp(c
     # Keyword recall only: numpy (~130 ms, once pulled in through sqlite_vec's package)
     # and the model are for the engine; the first prompt of a session waits for this one.
     code = (
-        "import sys, marchdb.cli.entry as e; e.run_hook({}, ['claude-code']);"
+        "import sys, marchdb.hosts.hook as e; e.run_hook({}, ['claude-code']);"
         "print(sorted(m for m in ('numpy', 'llama_cpp', 'sqlite_vec') if m in sys.modules), file=sys.stderr)"
     )
     env = {**os.environ, "MARCH_HOME": str(cfg.home), "MARCH_MEMORY_ROOT": str(mixed_vault.root), "MARCH_DAEMON": "0"}
@@ -353,8 +352,8 @@ def test_writers_waiting_on_a_rotation_keep_the_whole_log_budget(tmp_path):
     # A writer that waited for the lock on a file another had just rotated
     # away rotated a second time: six writers kept ~150 KB of a 768 KB budget.
     code = (
-        "import sys; from pathlib import Path; from marchdb.engine import client\n"
-        "for i in range(1500): client.log(Path(sys.argv[1]), 'hooks', f'{sys.argv[2]} {i} ' + 'x' * 150)\n"
+        "import sys; from pathlib import Path; from marchdb import logfile\n"
+        "for i in range(1500): logfile.log(Path(sys.argv[1]), 'hooks', f'{sys.argv[2]} {i} ' + 'x' * 150)\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), f"w{n}"]) for n in range(4)]
     assert all(p.wait(timeout=120) == 0 for p in procs)
@@ -370,7 +369,7 @@ def test_hook_errors_go_to_the_log_of_the_home_given_with_home(tmp_path):
         [marchdb, "--home", str(home), "hook", "nosuchhost"], input="{}", capture_output=True, text=True, env=env
     )
     assert done.returncode == 0 and done.stdout == ""
-    assert any("unknown host" in line for line in client.read_log(home, "hooks"))
+    assert any("unknown host" in line for line in logfile.read_log(home, "hooks"))
     assert not (elsewhere / ".march").exists()
 
 
@@ -412,7 +411,8 @@ def test_a_long_session_id_still_gets_hints_and_runs_of_its_own(bm25_store):
 MARCHDB_WITH_A_SHORT_EVENT_WAIT = """
 import sys
 from marchdb.cli import entry
-entry.EVENT_WAIT_SECONDS = 1.0
+from marchdb.hosts import hook
+hook.EVENT_WAIT_SECONDS = 1.0
 sys.argv[0] = "marchdb"
 sys.exit(entry.main())
 """
@@ -439,7 +439,7 @@ def test_a_hook_whose_stdin_stays_open_answers_nothing_and_says_why(tmp_path):
         assert proc.wait(timeout=30) == 0 and out == b"", host
         assert time.monotonic() - started < 15, host
         proc.stdin.close()
-        assert any("did not end within 1 s" in line for line in client.read_log(tmp_path / host, "hooks")), host
+        assert any("did not end within 1 s" in line for line in logfile.read_log(tmp_path / host, "hooks")), host
 
 
 def test_the_event_is_read_from_whatever_stdin_is(tmp_path):
@@ -466,7 +466,7 @@ def test_the_event_is_read_from_whatever_stdin_is(tmp_path):
         assert "[agent_profile]" in context_of({"stdout": hook(f)}, "SessionStart")
     with open(os.devnull, "rb") as f:
         assert hook(f) == ""
-    assert any("the event is empty" in line for line in client.read_log(home, "hooks"))
+    assert any("the event is empty" in line for line in logfile.read_log(home, "hooks"))
     ours, theirs = socket.socketpair()
     with ours, theirs:
         ours.sendall(start.encode())
@@ -488,4 +488,4 @@ def test_a_generic_hook_with_a_bad_option_says_which_in_the_hook_log(tmp_path):
             [marchdb, "hook", "generic", *options], input="hi", capture_output=True, text=True, env=env
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
-        assert any(said in line for line in client.read_log(tmp_path / "home", "hooks")), said
+        assert any(said in line for line in logfile.read_log(tmp_path / "home", "hooks")), said

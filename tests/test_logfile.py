@@ -78,7 +78,6 @@ def test_doctor_reports_the_engines_output_file_too(tmp_path, vault):
     from typer.testing import CliRunner
 
     from marchdb.cli.main import app
-    from marchdb.engine import client
 
     logfile.append(tmp_path / "home" / "logs" / logfile.LIFECYCLE, {"op": "test"})
     out_file = tmp_path / "home" / "logs" / "daemon.out"
@@ -91,5 +90,5 @@ def test_doctor_reports_the_engines_output_file_too(tmp_path, vault):
     assert "daemon.out 26 bytes (begun afresh when an engine starts past 1,024 KB)" in text.stdout
     data = json.loads(runner.invoke(app, [*base, "doctor", "--json"], env=env).stdout)
     (row,) = [r for r in data["logs"] if r.get("file") == "daemon.out"]
-    assert row == {"file": "daemon.out", "bytes": 26, "keep_bytes": client.DAEMON_OUT_BYTES, "rotated": False}
+    assert row == {"file": "daemon.out", "bytes": 26, "keep_bytes": logfile.DAEMON_OUT_BYTES, "rotated": False}
     assert [r["rotated"] for r in data["logs"] if r.get("file") == logfile.LIFECYCLE] == [True]

@@ -10,6 +10,7 @@ from marchdb.config import load_config
 from marchdb.errors import InvalidInput
 from marchdb.index import calibrate
 from marchdb.index import recall as recall_mod
+from marchdb.index.results import Hint
 from marchdb.store import Store
 
 
@@ -186,7 +187,7 @@ def test_explain_gives_reasons_and_status_filter(vault, bm25_store):
 
 
 def test_hint_line_format():
-    hint = recall_mod.Hint("mem_1", 0.6234, "Context cache", "x" * 200, "p.md")
+    hint = Hint("mem_1", 0.6234, "Context cache", "x" * 200, "p.md")
     line = hint.line()
     assert line.startswith("- mem_1 | score=0.62 | Context cache | ")
     assert line.endswith("…") and len(line) < 140

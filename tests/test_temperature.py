@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from marchdb.cli.main import app
 from marchdb.clock import format_time
 from marchdb.index import temperature
-from marchdb.index.recall import Hint
+from marchdb.index.results import Hint
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 

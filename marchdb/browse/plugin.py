@@ -35,14 +35,16 @@ from marchdb.index.sqlfuncs import SIMILAR_K, Engine, no_extra
 class _Attached:
     engine: Engine
     con: apsw.Connection  # read-only, sqlite-vec loaded
+    database: str  # the index's name in Datasette's URLs
 
 
 _ATTACHED: weakref.WeakKeyDictionary[Any, _Attached] = weakref.WeakKeyDictionary()
 
 
-def attach(datasette: Any, engine: Engine, con: apsw.Connection) -> None:
-    """Serve ``engine``'s functions (computed on ``con``) in ``datasette``."""
-    _ATTACHED[datasette] = _Attached(engine, con)
+def attach(datasette: Any, engine: Engine, con: apsw.Connection, database: str) -> None:
+    """Serve ``engine``'s functions (computed on ``con``) in ``datasette``,
+    and the marchdb queries on its ``database``."""
+    _ATTACHED[datasette] = _Attached(engine, con, database)
 
 
 def detach(datasette: Any) -> None:
@@ -223,8 +225,7 @@ FROM json_each(march_similar_json(:id)) AS j""",
 @hookimpl
 def canned_queries(datasette, database, actor):
     """The marchdb queries, for the index of an attached instance."""
-    from marchdb.browse.server import DB_NAME
-
-    if database != DB_NAME or datasette not in _ATTACHED:
+    attached = _ATTACHED.get(datasette)
+    if attached is None or database != attached.database:
         return None
     return QUERIES

@@ -131,7 +131,7 @@ def build(store) -> Any:
         pm.register(browse_plugin, name="marchdb")
     ds = Datasette(metadata=metadata(con), settings={"sql_time_limit_ms": SQL_TIME_LIMIT_MS})
     ds.add_database(Database(ds, path=str(path), is_mutable=True), name=DB_NAME)
-    browse_plugin.attach(ds, store.sql_engine, con)
+    browse_plugin.attach(ds, store.sql_engine, con, DB_NAME)
     return ds
 
 

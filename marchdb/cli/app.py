@@ -22,10 +22,10 @@ from marchdb.errors import (
     InvalidInput,
     MarchError,
     Unanswered,
-    one_line,
     remote_error,
     unanswered_message,
 )
+from marchdb.text import one_line
 
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",

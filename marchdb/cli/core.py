@@ -28,7 +28,8 @@ from marchdb.cli.app import (
     say,
     stdin_has_input,
 )
-from marchdb.errors import EXIT_DUPLICATE, Conflict, NotFound, one_line
+from marchdb.errors import EXIT_DUPLICATE, Conflict, NotFound
+from marchdb.text import one_line
 
 # ---------------------------------------------------------------- core
 

@@ -86,7 +86,7 @@ def hook(
     ),
 ):
     """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
-    from marchdb.cli.entry import run_hook
+    from marchdb.hosts.hook import run_hook
 
     obj = ctx.find_root().obj or {}
     flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}

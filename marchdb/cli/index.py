@@ -14,7 +14,8 @@ from typing import Optional
 import typer
 
 from marchdb.cli.app import JsonOpt, _emit, _notices, _store, app, command, model_app, say
-from marchdb.errors import ModelError, one_line
+from marchdb.errors import ModelError
+from marchdb.text import one_line
 
 
 @command(app)

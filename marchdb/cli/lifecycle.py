@@ -24,7 +24,8 @@ from marchdb.cli.app import (
     say,
     stdin_has_input,
 )
-from marchdb.errors import FileError, InvalidInput, one_line
+from marchdb.errors import FileError, InvalidInput
+from marchdb.text import one_line
 
 
 @command(app, "log")

@@ -10,7 +10,7 @@ import typer
 # Each module registers its commands on ``app``.
 from marchdb.cli import core, hosts, index, lifecycle  # noqa: F401
 from marchdb.cli.app import app, say
-from marchdb.errors import one_line
+from marchdb.text import one_line
 
 __all__ = ["app", "main"]
 

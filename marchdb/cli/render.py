@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-from marchdb.errors import ACTS_ON_TERMINAL, escaped
 from marchdb.hints import hint_line
+from marchdb.text import ACTS_ON_TERMINAL, escaped
 
 
 def terminal(text: str) -> str:

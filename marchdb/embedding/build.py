@@ -40,8 +40,8 @@ import numpy as np
 
 from marchdb.embedding import gguf_meta as keys
 from marchdb.embedding.recipes import Recipe, get
-from marchdb.engine.client import make_private_dirs
 from marchdb.errors import ModelError
+from marchdb.private import make_private_dirs
 
 # Bump when the GGUF written for the same source changes, so that models built
 # by an older marchdb are rebuilt instead of trusted.

@@ -19,8 +19,6 @@ This module is what a hook imports to stay fast: the standard library only.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -30,11 +28,13 @@ import sys
 import time
 from pathlib import Path
 
+from marchdb.logfile import DAEMON_OUT, DAEMON_OUT_BYTES, LOG_DIR
+from marchdb.private import make_private_dirs, open_private, untrusted_home
+
 PROTOCOL = 1
 SOCKET_NAME = "marchdb.sock"
 #: Held (flock) by the running engine for its whole life: proves it is alive.
 LOCK_NAME = "daemon.lock"
-LOG_DIR = "logs"
 #: Largest request or answer line, in bytes (a hook event carries a prompt of
 #: up to ``hooks.MAX_EVENT_BYTES``).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -43,10 +43,6 @@ HOOK_HOSTS = ("claude-code", "generic")
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
 #: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
 MAX_EVENT_BYTES = 4 * 1024 * 1024
-#: What engines started in the background print (``logs/daemon.out``), begun
-#: afresh when an engine starts and finds it past ``DAEMON_OUT_BYTES``.
-DAEMON_OUT = "daemon.out"
-DAEMON_OUT_BYTES = 1024 * 1024
 #: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
 #: longer ones are reached through /proc/self/fd.
 _MAX_SUN_PATH = 100
@@ -98,93 +94,12 @@ def identity(cfg) -> dict:
     return {"root": os.path.abspath(cfg.memory_root), "index": os.path.abspath(cfg.index_path), "model": model}
 
 
-def home_dir(home: str | os.PathLike | None = None) -> Path:
-    """The home a command uses: ``--home``, ``MARCH_HOME`` or ``~/.march``
-    (as ``config.load_config`` resolves it, without reading config.json)."""
-    raw = home or os.environ.get("MARCH_HOME") or "~/.march"
-    return Path(raw).expanduser().absolute()
-
-
 def socket_path(home: Path) -> Path:
     """Where the engine of ``home`` listens."""
     return home / SOCKET_NAME
 
 
 # ---------------------------------------------------------------- liveness
-
-
-def untrusted_home(home: Path) -> str | None:
-    """Why the engine files of ``home`` (socket, lock, logs) must not be
-    trusted, or None. The socket answers prompts with context to inject and
-    the lock names a process to signal: in a folder another user owns or can
-    write to, either may be theirs (a fake engine reading every prompt)."""
-    try:
-        st = os.stat(home)
-    except FileNotFoundError:
-        return None  # created (ours, 0700) when the first engine starts
-    except OSError as exc:
-        return f"{home} cannot be read ({exc.strerror})"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{home} is not a folder"
-    if st.st_uid != os.getuid():
-        return f"{home} belongs to another user (uid {st.st_uid})"
-    if st.st_mode & 0o002 or (st.st_mode & 0o020 and not _own_group(st.st_gid)):
-        return f"{home} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}); chmod go-w it"
-    other = _acl_writer(home) if st.st_mode & 0o020 else None  # with an ACL, the group bits are its mask
-    if other:
-        return f"{home} can be written by {other} (an access control list); remove it with setfacl -b"
-    return None
-
-
-#: Linux's POSIX ACL in an extended attribute: a version, then (tag, perm, id) entries.
-_ACL_XATTR = "system.posix_acl_access"
-_ACL_USER, _ACL_GROUP, _ACL_WRITE = 0x02, 0x08, 0x02
-
-
-def _acl_writer(path: Path) -> str | None:
-    # Named users and groups an ACL lets write (through its mask, which the
-    # mode's group bits show: the caller asks only when they grant write).
-    try:
-        raw = os.getxattr(path, _ACL_XATTR, follow_symlinks=False)
-    except (OSError, AttributeError):  # no ACL, no xattr support, not Linux
-        return None
-    import struct
-
-    for offset in range(4, len(raw) - 7, 8):
-        tag, perm, ident = struct.unpack_from("<HHI", raw, offset)
-        if not perm & _ACL_WRITE:
-            continue
-        if tag == _ACL_USER and ident != os.getuid():
-            return f"user {ident}"
-        if tag == _ACL_GROUP and not _own_group(ident):
-            return f"group {ident}"
-    return None
-
-
-def _own_group(gid: int) -> bool:
-    # A umask of 002 (Debian and Ubuntu give users a group of their own)
-    # makes folders group-writable: harmless when nobody else is in it.
-    import grp
-    import pwd
-
-    try:
-        group = grp.getgrgid(gid)
-        user = pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return False
-    # A group named after the user (the private group), no one else listed in it.
-    return group.gr_name == user and all(member == user for member in group.gr_mem)
-
-
-def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
-    """A descriptor on ``path`` if it is a regular file (created with
-    ``mode`` when ``flags`` say so), never through a link and never blocking
-    on a FIFO; ``OSError`` otherwise."""
-    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    return fd
 
 
 def engine_alive(home: Path) -> bool:
@@ -411,25 +326,6 @@ def start(home: Path, args: list[str] | None = None) -> str | None:
     return None
 
 
-def make_private_dirs(path: Path, top: Path | None = None) -> None:
-    """Create ``path`` with mode 0700, and the missing folders between it and
-    ``top`` (default: ``path`` alone) too; folders above ``top`` get the usual
-    mode. (``mkdir(parents=True)`` gives every folder the umask's mode: a home
-    made group-writable by a umask of 002 is not trusted by its own engine.)"""
-    path = Path(path)
-    top = path if top is None else Path(top)
-    if not os.path.isdir(top.parent):
-        os.makedirs(top.parent, exist_ok=True)
-    missing = []
-    here = path
-    while not os.path.isdir(here) and here != top.parent:
-        missing.append(here)
-        here = here.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-
-
 def wait_gone(home: Path, seconds: float) -> bool:
     """Wait until no engine of ``home`` is alive (one stopping has let go of
     its lock); False on timeout."""
@@ -488,33 +384,3 @@ def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_ar
 
 
 # ---------------------------------------------------------------- a log of what went wrong
-
-
-def log(home: Path, name: str, message: str) -> None:
-    """Append one line to ``$MARCH_HOME/logs/<name>.log`` (rotated by size,
-    ``logfile.append_line``). Never raises: a log that cannot be written
-    must not break a hook."""
-    from marchdb import logfile  # only when something is logged: most hooks log nothing
-
-    # To the second, for a person reading the log; not clock.utc_now_iso
-    # (milliseconds, for the index): its datetime import would cost every hook.
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
-    line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
-    with contextlib.suppress(OSError):
-        make_private_dirs(home / LOG_DIR, top=home)
-        logfile.append_line(home / LOG_DIR / f"{name}.log", line)
-
-
-def read_log(home: Path, name: str, lines: int = 20) -> list[str]:
-    """The last ``lines`` lines of a log (``[]`` when there is none)."""
-    path = home / LOG_DIR / f"{name}.log"
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 64 * 1024))
-            tail = fh.read().decode("utf-8", "replace").splitlines()
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return []
-        return [f"(cannot read {path}: {exc.strerror})"]
-    return tail[-lines:]

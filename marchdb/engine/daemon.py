@@ -45,7 +45,7 @@ from typing import Any
 
 import apsw
 
-from marchdb import __version__, tools
+from marchdb import __version__, logfile, private, tools
 from marchdb.config import Config
 from marchdb.engine import client
 from marchdb.errors import ConfigError, Expired, FileError, MarchError
@@ -91,7 +91,7 @@ class Engine:
 
     def log(self, message: str) -> None:
         """One line in ``logs/daemon.log``."""
-        client.log(self.home, "daemon", message)
+        logfile.log(self.home, "daemon", message)
 
     def say(self, message: str) -> None:
         """A line for whoever started ``marchdb serve`` by hand (stderr; a
@@ -132,7 +132,7 @@ class Engine:
             self._shutdown()
 
     def _take_lock(self) -> bool:
-        why = client.untrusted_home(self.home)
+        why = private.untrusted_home(self.home)
         if why:
             raise ConfigError(
                 f"{why}; the engine keeps its socket there, so it does not start: use a home only you can write"
@@ -140,7 +140,7 @@ class Engine:
         lock = self.home / client.LOCK_NAME
         try:
             self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = client.open_private(lock, os.O_RDWR | os.O_CREAT)
+            fd = private.open_private(lock, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
                 raise FileError(f"cannot write {lock}: {exc.strerror}; the engine needs a writable home") from None

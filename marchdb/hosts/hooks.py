@@ -32,10 +32,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from marchdb import profiles
+from marchdb import logfile, profiles
 from marchdb.engine import client
-from marchdb.errors import Expired, MarchError, mend_surrogates
+from marchdb.errors import Expired, MarchError
 from marchdb.files import open_regular
+from marchdb.text import mend_surrogates
 
 #: Claude Code keeps at most 10,000 characters of injected context whole.
 MAX_CONTEXT_CHARS = 9000
@@ -77,7 +78,7 @@ def handle(store, host: str, event: str) -> dict:
     except MarchError as exc:
         answer = Answer(note=f"{type(exc).__name__}: {exc}")
     if answer.note:
-        client.log(store.cfg.home, "hooks", f"{host}: {answer.note}")
+        logfile.log(store.cfg.home, "hooks", f"{host}: {answer.note}")
     return answer.to_dict()
 
 

@@ -25,9 +25,9 @@ import apsw
 import apsw.bestpractice
 
 from marchdb.clock import utc_now_iso
-from marchdb.engine.client import make_private_dirs
 from marchdb.errors import IndexUnavailable
 from marchdb.index import logs, ownership
+from marchdb.private import make_private_dirs
 
 
 @functools.cache
@@ -342,7 +342,7 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
     """
     path = Path(path)
     try:
-        make_private_dirs(path.parent)  # the home, usually: private (client.untrusted_home)
+        make_private_dirs(path.parent)  # the home, usually: private (private.untrusted_home)
     except OSError as exc:
         raise IndexUnavailable(f"cannot create {path.parent}: {exc.strerror}") from None
     if ownership.check_owned(path) != ownership.OURS:

@@ -14,7 +14,6 @@ from pathlib import Path
 import apsw
 
 from marchdb import logfile
-from marchdb.engine import client
 from marchdb.index.db import rows
 
 #: What to do about each kind of problem in ``diag_problems``.
@@ -95,11 +94,11 @@ def engine_output(logs_dir: Path) -> list[dict]:
     rotated but begun afresh when an engine starts and finds it past
     ``keep_bytes`` (``client.start``). ``[]`` when there is none (or a link,
     never followed)."""
-    path = Path(logs_dir) / client.DAEMON_OUT
+    path = Path(logs_dir) / logfile.DAEMON_OUT
     try:
         st = path.lstat()
     except OSError:
         return []
     if not stat.S_ISREG(st.st_mode):
         return []
-    return [{"file": client.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": client.DAEMON_OUT_BYTES, "rotated": False}]
+    return [{"file": logfile.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": logfile.DAEMON_OUT_BYTES, "rotated": False}]

@@ -25,7 +25,6 @@ from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.files import folder_identity, read_file, stat_paths, walk
 from marchdb.index.db import bump_meta, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
-from marchdb.lifecycle.sources import index_key
 from marchdb.notes import (
     MAX_FILE_BYTES,
     BadNote,
@@ -33,6 +32,7 @@ from marchdb.notes import (
     Problem,
     chunk_body,
     content_hash,
+    index_key,
     metadata_text,
     parse_note,
     priority_value,

@@ -42,7 +42,7 @@ from marchdb.clock import format_time, parse_time
 from marchdb.index.db import sql_file
 
 if TYPE_CHECKING:
-    from marchdb.index.recall import Hint
+    from marchdb.index.results import Hint
 
 #: Largest change of a candidate's ranking key (seed 000 scores are 0..1).
 #: Chosen on whole sets with tools/bench_temperature.py (a small grid): with

@@ -47,7 +47,7 @@ import apsw
 
 from marchdb.clock import format_time, parse_time
 from marchdb.config import unusual_root
-from marchdb.errors import FileError, InvalidInput, mend_surrogates
+from marchdb.errors import FileError, InvalidInput
 from marchdb.files import is_inside, read_file
 from marchdb.index import db
 from marchdb.index.sync import sync_files
@@ -55,6 +55,7 @@ from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from marchdb.save import create_file, norm_body
+from marchdb.text import mend_surrogates
 
 #: Most items one import looks at; the rest are reported as not looked at.
 MAX_ITEMS = 100_000

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from marchdb.errors import InvalidInput
 from marchdb.hints import short
-from marchdb.notes import MAX_TAGS, normalize_tag
+from marchdb.notes import MAX_SOURCE_CHARS, MAX_TAGS, index_key, normalize_tag
 
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
 #: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
@@ -89,7 +89,7 @@ class Bad:
 Found = Item | Skip | Bad
 
 
-#: ``text`` on one line of plain text (``errors.plain_line``: no escape
+#: ``text`` on one line of plain text (``text.plain_line``: no escape
 #: sequence or direction control, which ``save`` refuses too), cut to
 #: ``limit`` characters with an ellipsis: the hint line's own rule.
 one_line = short
@@ -109,16 +109,6 @@ def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> l
     if len(tags) > MAX_TAGS and warnings is not None:
         warnings.append(f"{len(tags)} tags; the first {MAX_TAGS} are kept (a memory holds at most {MAX_TAGS})")
     return tags[:MAX_TAGS] or [fallback]
-
-
-#: Longest source key the index keeps (``memory_attrs.source``).
-MAX_SOURCE_CHARS = 500
-
-
-def index_key(source: str) -> str:
-    """A ``source:`` value as the index keeps it (``sync``): runs of
-    whitespace as one space, at most ``MAX_SOURCE_CHARS`` characters."""
-    return " ".join(source.split())[:MAX_SOURCE_CHARS]
 
 
 def source_key(raw: str) -> str:

@@ -29,7 +29,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from marchdb import tools
-from marchdb.errors import MarchError, Unanswered, one_line, remote_error, unanswered_message
+from marchdb.errors import MarchError, Unanswered, remote_error, unanswered_message
+from marchdb.text import one_line
 
 #: The SDK runs each call of a (sync) tool on a worker thread, so calls may
 #: overlap; a store has one connection (its transactions and the per-query

@@ -1,0 +1,54 @@
+"""Text safe to show: one line, no terminal controls, no lone surrogates.
+
+Names, descriptions and error messages come from files and hosts marchdb
+does not control; before they reach a terminal, a hook's injected context or
+a log line they pass through here. Only the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def mend_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (``"\\ud800"`` in JSON: half an emoji
+    a host or an export cut in two) as U+FFFD, a pair joined into its
+    character: text that can be stored and matched."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def escaped(text: str, keep: str = " ") -> str:
+    """``text`` with the characters a terminal would act on shown escaped
+    (``\\n``, ``\\x1b``, ``\\u202e``, ``\\udce9``), except those in ``keep``:
+    control characters (C0, DEL, C1: a newline, an escape sequence),
+    text-direction controls (they reorder what follows) and lone surrogates
+    (bytes of a name that are not UTF-8). Other characters print as they are:
+    a no-break space or the joiner inside an emoji is text, not a command."""
+    return ACTS_ON_TERMINAL.sub(lambda m: m.group() if m.group() in keep else repr(m.group())[1:-1], text)
+
+
+#: Characters that reorder the text around them (bidi embeddings, overrides,
+#: isolates): a name holding U+202E before "gnp.exe" reads as "exe.png".
+DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+#: Control characters (C0, DEL, C1) and direction controls, as a regex class.
+_CONTROLS = "\x00-\x1f\x7f-\x9f" + "".join(sorted(DIRECTION_CONTROLS))
+
+
+#: What ``escaped`` shows escaped: those, and lone surrogates.
+ACTS_ON_TERMINAL = re.compile(f"[{_CONTROLS}\ud800-\udfff]")
+
+
+_DROPPED = re.compile(f"[{_CONTROLS}]")
+
+
+def plain_line(text: str) -> str:
+    """``text`` as one line of plain text: runs of whitespace as one space,
+    control and direction-control characters (an escape sequence, U+202E) dropped."""
+    return _DROPPED.sub("", " ".join(text.split()))
+
+
+def one_line(message: object) -> str:
+    """``message`` as one line of a terminal (``escaped``): an error is always one line."""
+    return escaped(str(message))
