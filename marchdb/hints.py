@@ -7,24 +7,50 @@ that showing hints needs neither numpy nor the index.
 
 from __future__ import annotations
 
+import re
+
 from marchdb.text import plain_line
 
 #: Characters of a description shown in a hint line.
 DESCRIPTION_CHARS = 80
+#: Characters of a name shown in a hint line (``save`` takes names of at most
+#: 200; a hand-written one may be longer, and must not fill a host's context).
+NAME_CHARS = 200
+#: Characters of an id shown (ids are at most 128, ``notes.MAX_ID_LEN``).
+ID_CHARS = 128
+#: The first line of the block the hints are injected in (seed 000).
+RECALL_HEADER = "[recall]\n"
+#: What reads as a block marker of the injected text (``[recall]``,
+#: ``[/recall]``, ``[user]``): inside a name or a description it could make a
+#: model take what follows for another block (a memory's text posing as the
+#: user), so its brackets are shown as ``⟦ ⟧``.
+_BLOCK_MARKER = re.compile(r"\[(\s*/?\s*[A-Za-z_][\w -]{0,40})\]")
 
 
 def short(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis;
     control and direction-control characters dropped (a hand-written name
     may hold an escape sequence, and a hint goes to hosts and terminals)."""
-    text = plain_line(str(text))
+    text = _BLOCK_MARKER.sub(r"⟦\1⟧", plain_line(str(text)))
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def hint_line(mem_id: str, score: float, name: str, description: str = "") -> str:
     """Seed 000's hint line ``- <id> | score=0.62 | <name> | <short description>``
     (no description part when there is none)."""
-    parts = [short(mem_id, 10_000), f"score={float(score):.2f}", short(name, 10_000)]
+    parts = [short(mem_id, ID_CHARS), f"score={float(score):.2f}", short(name, NAME_CHARS)]
     if description:
         parts.append(short(description))
     return "- " + " | ".join(parts)
+
+
+def recall_block(found: list[dict] | str) -> str:
+    """Seed 000's ``[recall]`` block for hints (dicts with ``id``, ``score``,
+    ``name``, ``description``, or their lines already made), with its
+    trailing newline; "" when there is none."""
+    lines = (
+        found
+        if isinstance(found, str)
+        else "\n".join(hint_line(h["id"], h["score"], h["name"], h.get("description") or "") for h in found)
+    )
+    return f"{RECALL_HEADER}{lines.strip()}\n" if lines.strip() else ""

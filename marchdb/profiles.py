@@ -17,7 +17,7 @@ from pathlib import Path
 from marchdb.config import Config, ensure_layout
 from marchdb.errors import FileError, InvalidInput
 from marchdb.files import read_file
-from marchdb.hints import hint_line
+from marchdb.hints import hint_line, recall_block
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.
@@ -119,5 +119,5 @@ def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | objec
     if hints_text is not None and not isinstance(hints_text, str):
         hints_text = format_hint_lines(hints_text)
     if hints_text and hints_text.strip():
-        blocks.append(f"[recall]\n{hints_text.strip()}")
+        blocks.append(recall_block(hints_text).strip())
     return "\n\n".join(blocks) + "\n"

@@ -425,7 +425,7 @@ class Store:
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),
         }
 
-    def open(self, mem_id: str, log: bool = True) -> dict:
+    def open(self, id: str, log: bool = True) -> dict:
         """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown",
         "superseded_by"}`` (the newest active memory that replaces it, as a list:
         ``sql/superseded.sql``).
@@ -434,6 +434,7 @@ class Store:
         path) when several files hold it. Reads the file as it is now; the
         index only says where it is.
         """
+        mem_id = id
         if not isinstance(mem_id, str) or not mem_id.strip():
             raise InvalidInput("give the id of a memory, e.g. mem_01hx_context_cache")
         check_text(mem_id, "the id")
@@ -562,6 +563,14 @@ class Store:
             )
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
         return result
+
+    def hook(self, **event) -> dict:
+        """``memory_hook``: what a host injects for one of its events, and
+        what is recorded (``hooks.handle``; the host adapters in ``hosts``
+        translate the host's JSON into ``event`` and the answer back)."""
+        from marchdb import hooks
+
+        return hooks.handle(self, **event)
 
     def words(self) -> bridge.Dictionary | None:
         """The dictionary that lets a message share words with memories in

@@ -370,12 +370,11 @@ def test_the_quick_path_takes_only_the_plain_forms():
 
     assert _quick_args(["recall", "hi there", "--run", "r1", "--json"]) == (
         "memory_recall",
-        {"text": "hi there", "run_id": "r1", "trigger": "user", "explain": False},
+        {"text": "hi there", "run_id": "r1"},
         True,
-        False,
     )
     assert _quick_args(["recall", "--trigger=assistant", "x", "--explain"])[1]["trigger"] == "assistant"
-    assert _quick_args(["context", "--run", "r2"])[1] == {"text": None, "run_id": "r2"}
+    assert _quick_args(["context", "--run", "r2"])[1] == {"run_id": "r2"}
     assert _quick_args(["recall", "x", "--run", "r3", "--conversation", "chat-1"])[1]["conversation"] == "chat-1"
     assert _quick_args(["context", "x", "--conversation=chat-2"])[1]["conversation"] == "chat-2"
     for other in (

@@ -707,7 +707,12 @@ def test_a_home_marchdb_creates_is_private_whatever_the_umask(tmp_path):
     # With a umask of 002 the home came out group-writable: its own engine then refused it.
     env = {**os.environ, "MARCH_HOME": str(tmp_path / "a" / "home"), "MARCH_MEMORY_ROOT": str(tmp_path)}
     done = subprocess.run(
-        [MARCHDB, "hook", "claude-code"], input="{}", capture_output=True, text=True, env=env, umask=0o002
+        [MARCHDB, "hook", "claude-code"],
+        input='{"hook_event_name": "SessionStart", "session_id": "s"}',
+        capture_output=True,
+        text=True,
+        env=env,
+        umask=0o002,
     )
     assert done.returncode == 0
     assert stat.S_IMODE(os.stat(tmp_path / "a" / "home").st_mode) == 0o700

@@ -1,4 +1,4 @@
-"""Hook events answered by the library (hooks.handle) on a real vault and index.
+"""Hook events translated by the host adapters and answered by the library (hooks.handle) on a real vault and index.
 
 These run in-process with keyword recall (no model) to test the rules: which
 event gets which block, run ids across prompts, record-only at Stop, and that
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import logfile
+from marchdb import hooks, logfile
 from marchdb.errors import Expired
-from marchdb.hosts import hooks
+from marchdb.hosts import BadEvent, adapter, claude_code
+from marchdb.hosts.hook import answer_here
 from marchdb.store import Store
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
@@ -32,6 +33,37 @@ def bm25_store(cfg, mixed_vault):
     store.sync(embed=False)
     yield store
     store.close()
+
+
+def handle(store, host: str, raw, options=()) -> dict:
+    """What ``marchdb hook HOST`` prints for ``raw`` when it answers in-process:
+    ``{"stdout", "note"}``, the note logged as the hook logs it. For the
+    generic host ``raw`` may be a dict: the message as ``text``, and options."""
+    if isinstance(raw, dict):
+        raw, given = raw["text"], dict(raw)
+        given.pop("text")
+        options = []
+        for name, value in given.items():
+            flag = hooks_op_flag(name)
+            options += [flag] if value is True else [] if value in (None, False) else [f"{flag}={value}"]
+    module = adapter(host)
+    try:
+        parsed = module.parse(raw, list(options))
+    except BadEvent as exc:
+        logfile.log(store.cfg.home, "hooks", f"{host}: {exc}")
+        return {"stdout": "", "note": str(exc)}
+    if parsed is None:
+        return {"stdout": "", "note": None}
+    answer = answer_here(store, module, parsed)
+    if answer["note"]:
+        logfile.log(store.cfg.home, "hooks", f"{host}: {answer['note']}")
+    return answer
+
+
+def hooks_op_flag(name: str) -> str:
+    from marchdb import ops
+
+    return str(ops.HOOK.param(name).flag)
 
 
 def event(name: str, session: str = "s1", **fields) -> str:
@@ -47,31 +79,31 @@ def context_of(answer: dict, name: str) -> str:
 
 def test_session_start_injects_the_profiles(bm25_store):
     (bm25_store.cfg.profiles_dir / "user.md").write_text("# User\n\nPrefers tea.\n", encoding="utf-8")
-    text = context_of(hooks.handle(bm25_store, "claude-code", event("SessionStart", source="startup")), "SessionStart")
+    text = context_of(handle(bm25_store, "claude-code", event("SessionStart", source="startup")), "SessionStart")
     assert text.startswith("[agent_profile]") and "[user_profile]" in text and "Prefers tea." in text
 
 
 def test_prompt_gets_a_recall_block_once_per_ten_runs(bm25_store):
     prompt = "Dog's medication carprofen tablet"
-    first = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    first = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert context_of(first, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
     # The next prompt is a new run of the same session: the memory hinted one run ago is suppressed.
-    again = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    again = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert again["stdout"] == ""
     assert [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs ORDER BY seq")] == ["cc:s1:1", "cc:s1:2"]
     # Another session has its own runs and never saw that hint: it gets it (the 10-run window is
     # counted per conversation), and the first session still holds it back.
-    other = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", session="s2", prompt=prompt))
+    other = handle(bm25_store, "claude-code", event("UserPromptSubmit", session="s2", prompt=prompt))
     assert context_of(other, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
-    assert hooks.current_run_id(bm25_store.con, "s2") == "cc:s2:1"
-    assert hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))["stdout"] == ""
+    assert hooks.current_run_id(bm25_store.con, "claude-code", "s2") == "cc:s2:1"
+    assert handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))["stdout"] == ""
     conversations = bm25_store.con.execute("SELECT run_id, conversation FROM runs ORDER BY seq").fetchall()
     assert conversations == [("cc:s1:1", "cc:s1"), ("cc:s1:2", "cc:s1"), ("cc:s2:1", "cc:s2"), ("cc:s1:3", "cc:s1")]
 
 
 def test_stop_records_without_injecting_or_suppressing(bm25_store):
-    hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="what about the weekend hike?"))
-    stop = hooks.handle(
+    handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="what about the weekend hike?"))
+    stop = handle(
         bm25_store,
         "claude-code",
         event("Stop", stop_hook_active=False, last_assistant_message="Biscuit gets half a carprofen tablet."),
@@ -82,7 +114,7 @@ def test_stop_records_without_injecting_or_suppressing(bm25_store):
     ).fetchall()
     assert logged == [("cc:s1:1", "record", "mem_dog")]
     # Recorded, not injected: the next prompt about it is still hinted.
-    nxt = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
+    nxt = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
     assert "mem_dog" in context_of(nxt, "UserPromptSubmit")
 
 
@@ -101,11 +133,17 @@ def test_stop_reads_the_reply_from_the_transcript_when_not_sent(bm25_store, tmp_
         {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": ["x"]}},
     ]
     transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
-    assert hooks.last_reply(str(transcript)).startswith("Biscuit takes half")
-    hooks.handle(bm25_store, "claude-code", event("Stop", transcript_path=str(transcript)))
+    assert claude_code.latest_assistant_text(str(transcript)).startswith("Biscuit takes half")
+    handle(bm25_store, "claude-code", event("Stop", transcript_path=str(transcript)))
     assert bm25_store.con.execute("SELECT mem_id FROM recall_log WHERE trigger = 'record'").fetchall() == [("mem_dog",)]
-    assert hooks.last_reply(str(tmp_path / "missing.jsonl")) == "" and hooks.last_reply(None) == ""
-    assert hooks.last_reply("a\x00b") == "" and hooks.last_reply("~no-such-user-here/x.jsonl") == ""
+    assert (
+        claude_code.latest_assistant_text(str(tmp_path / "missing.jsonl")) == ""
+        and claude_code.latest_assistant_text(None) == ""
+    )
+    assert (
+        claude_code.latest_assistant_text("a\x00b") == ""
+        and claude_code.latest_assistant_text("~no-such-user-here/x.jsonl") == ""
+    )
 
 
 def test_a_transcript_path_that_is_a_fifo_is_never_opened_for_reading(bm25_store, tmp_path):
@@ -113,11 +151,11 @@ def test_a_transcript_path_that_is_a_fifo_is_never_opened_for_reading(bm25_store
     fifo = tmp_path / "session.jsonl"
     os.mkfifo(fifo)
     done = []
-    worker = threading.Thread(target=lambda: done.append(hooks.last_reply(str(fifo))), daemon=True)
+    worker = threading.Thread(target=lambda: done.append(claude_code.latest_assistant_text(str(fifo))), daemon=True)
     worker.start()
     worker.join(10)
     assert done == [""]
-    answer = hooks.handle(bm25_store, "claude-code", event("Stop", transcript_path=str(fifo)))
+    answer = handle(bm25_store, "claude-code", event("Stop", transcript_path=str(fifo)))
     assert answer["stdout"] == "" and "nothing recorded" in answer["note"]
 
 
@@ -137,7 +175,7 @@ def test_a_transcript_path_that_is_a_fifo_is_never_opened_for_reading(bm25_store
     ],
 )
 def test_bad_events_answer_nothing_and_never_raise(bm25_store, raw):
-    answer = hooks.handle(bm25_store, "claude-code", raw)
+    answer = handle(bm25_store, "claude-code", raw)
     assert answer["stdout"] == "" or json.loads(answer["stdout"])["hookSpecificOutput"]
 
 
@@ -169,26 +207,26 @@ def test_odd_text_from_the_host_still_gets_its_recall(bm25_store):
     text = "Dog's medication carprofen tablet"
     surrogate = event("UserPromptSubmit", session="odd1", prompt="\ud83d " + text)
     for raw in (surrogate, "\ufeff" + event("UserPromptSubmit", session="odd2", prompt=text)):
-        answer = hooks.handle(bm25_store, "claude-code", raw)
+        answer = handle(bm25_store, "claude-code", raw)
         assert "mem_dog" in json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"], raw[:60]
 
 
 def test_one_profile_that_cannot_be_read_keeps_the_other_in_the_session(bm25_store):
-    hooks.handle(bm25_store, "claude-code", event("SessionStart"))  # creates the starter profiles
+    handle(bm25_store, "claude-code", event("SessionStart"))  # creates the starter profiles
     (bm25_store.cfg.profiles_dir / "user.md").write_bytes(b"x" * (70 * 1024))
-    answer = hooks.handle(bm25_store, "claude-code", event("SessionStart"))
+    answer = handle(bm25_store, "claude-code", event("SessionStart"))
     context = json.loads(answer["stdout"])["hookSpecificOutput"]["additionalContext"]
     assert "[agent_profile]" in context and "x" * 100 not in context
     assert "larger than 65,536 bytes" in answer["note"]
     # The generic contract too: the hints and the other profile still come.
     generic = {"text": "Dog's medication carprofen", "profiles": True}
-    answer = hooks.handle(bm25_store, "generic", json.dumps(generic))
+    answer = handle(bm25_store, "generic", (generic))
     assert answer["stdout"].startswith("[agent_profile]") and "- mem_dog | score=" in answer["stdout"]
     assert "larger than 65,536 bytes" in answer["note"]
 
 
 def test_bad_input_is_explained_in_the_hook_log_and_doctor(bm25_store):
-    hooks.handle(bm25_store, "claude-code", "{broken")
+    handle(bm25_store, "claude-code", "{broken")
     assert any("not JSON" in line for line in logfile.read_log(bm25_store.cfg.home, "hooks"))
     assert any("not JSON" in line for line in bm25_store.doctor()["hook_log"])
 
@@ -204,7 +242,7 @@ def test_the_hook_log_is_rotated_by_size(tmp_path):
 
 def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
     mixed_vault.root.rename(mixed_vault.root.with_name("away"))
-    answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
+    answer = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt="Dog's medication carprofen"))
     assert answer["stdout"] == ""
     assert "does not exist" in answer["note"]
     assert any("does not exist" in line for line in logfile.read_log(bm25_store.cfg.home, "hooks"))
@@ -213,25 +251,25 @@ def test_missing_vault_answers_nothing_and_says_why(bm25_store, mixed_vault):
 def test_a_huge_prompt_is_read_from_its_start(bm25_store):
     # ~1 MB; the padding holds no words (words the vault lacks would lower the BM25 share)
     prompt = "Dog's medication carprofen? " + "... " * 270_000
-    answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    answer = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert "mem_dog" in context_of(answer, "UserPromptSubmit")
 
 
 def test_injected_context_stays_under_claude_codes_limit(bm25_store):
     (bm25_store.cfg.profiles_dir / "agent.md").write_text("x" * 50_000, encoding="utf-8")
     (bm25_store.cfg.profiles_dir / "user.md").write_text("Prefers tea. " + "y" * 50_000, encoding="utf-8")
-    text = context_of(hooks.handle(bm25_store, "claude-code", event("SessionStart")), "SessionStart")
+    text = context_of(handle(bm25_store, "claude-code", event("SessionStart")), "SessionStart")
     assert len(text) <= hooks.MAX_CONTEXT_CHARS
     assert "[user_profile]\nPrefers tea." in text and text.count("(cut: ") == 2  # both profiles keep their start
 
 
 def test_generic_contract(bm25_store):
     args = {"text": "Dog's medication carprofen", "run_id": "job-7", "trigger": "user"}
-    out = hooks.handle(bm25_store, "generic", json.dumps(args))["stdout"]
+    out = handle(bm25_store, "generic", (args))["stdout"]
     assert out.startswith("[recall]\n- mem_dog | score=") and out.endswith("\n")
-    with_profiles = hooks.handle(bm25_store, "generic", json.dumps({**args, "run_id": "job-8", "profiles": True}))
+    with_profiles = handle(bm25_store, "generic", ({**args, "run_id": "job-8", "profiles": True}))
     assert with_profiles["stdout"].startswith("[agent_profile]")
-    assert hooks.handle(bm25_store, "generic", json.dumps({"text": "zzqx unrelated"}))["stdout"] == ""
+    assert handle(bm25_store, "generic", ({"text": "zzqx unrelated"}))["stdout"] == ""
 
 
 def test_the_working_directory_names_the_project(tmp_path):
@@ -265,11 +303,11 @@ def test_a_prompt_ranks_the_memories_of_the_repository_it_is_typed_in(tmp_path, 
         plain = store.recall("walrus notes").hints[0].id  # no project: the order as it is without one
         for animal, cwd, first in (("zebra", repo / "src", "mem_zebra1"), ("walrus", tmp_path, plain)):
             prompt = event("UserPromptSubmit", prompt=f"{animal} notes", cwd=str(cwd))
-            text = context_of(hooks.handle(store, "claude-code", prompt), "UserPromptSubmit")
+            text = context_of(handle(store, "claude-code", prompt), "UserPromptSubmit")
             assert text.startswith(f"[recall]\n- {first} |"), cwd
         # The generic contract takes the project as a field (marchdb hook generic --project).
         args = {"text": "heron notes", "run_id": "job-1", "project": "march-cli"}
-        assert hooks.handle(store, "generic", json.dumps(args))["stdout"].startswith("[recall]\n- mem_heron1 |")
+        assert handle(store, "generic", (args))["stdout"].startswith("[recall]\n- mem_heron1 |")
     finally:
         store.close()
 
@@ -291,16 +329,16 @@ def test_projects_in_config_are_checked(tmp_path):
 def test_a_session_whose_old_runs_were_pruned_never_reuses_a_run_id(bm25_store):
     prompt = "Dog's medication carprofen tablet"
     for _ in range(3):
-        hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
-    assert hooks.current_run_id(bm25_store.con, "s1") == "cc:s1:3"
+        handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert hooks.current_run_id(bm25_store.con, "claude-code", "s1") == "cc:s1:3"
     with bm25_store.con:  # as the log bound does to the oldest runs (sql/003_lifecycle.sql)
         bm25_store.con.execute("DELETE FROM runs")
     # The next run starts after the last turn the recall log remembers: no stale hint belongs to it.
-    fresh = hooks.next_run_id(bm25_store.con, "s1")
+    fresh = hooks.next_run_id(bm25_store.con, "claude-code", "s1")
     assert fresh == "cc:s1:2"  # turn 1 hinted (logged); turns 2 and 3 hinted nothing
     assert bm25_store.con.execute("SELECT count(*) FROM recall_log WHERE run_id = ?", (fresh,)).fetchone() == (0,)
     # A session whose id extends another's is its own.
-    assert hooks.next_run_id(bm25_store.con, "s1:x") == "cc:s1:x:1"
+    assert hooks.next_run_id(bm25_store.con, "claude-code", "s1:x") == "cc:s1:x:1"
 
 
 def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
@@ -337,15 +375,15 @@ def test_a_hook_answering_without_the_engine_loads_neither_numpy_nor_llama_cpp(c
 
 def test_the_next_turn_follows_the_highest_and_odd_run_ids_do_not_break_it(bm25_store):
     prompt = "Dog's medication carprofen tablet"
-    hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))  # cc:s1:1
+    handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))  # cc:s1:1
     # Runs of the session's conversation that the hook did not name, one of them last.
     bm25_store.recall(prompt, run_id="cc:s1:7", conversation="cc:s1")
     bm25_store.recall(prompt, run_id="cc:s1:²", conversation="cc:s1")  # not a number int() reads
     bm25_store.recall(prompt, run_id="manual", conversation="cc:s1")
-    assert hooks.next_run_id(bm25_store.con, "s1") == "cc:s1:8"
-    answer = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    assert hooks.next_run_id(bm25_store.con, "claude-code", "s1") == "cc:s1:8"
+    answer = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert answer["note"] is None or "Traceback" not in answer["note"]
-    assert hooks.current_run_id(bm25_store.con, "s1") == "cc:s1:8"
+    assert hooks.current_run_id(bm25_store.con, "claude-code", "s1") == "cc:s1:8"
 
 
 def test_writers_waiting_on_a_rotation_keep_the_whole_log_budget(tmp_path):
@@ -382,14 +420,14 @@ def test_a_recall_whose_caller_stopped_waiting_records_nothing(bm25_store):
     try:
         # Raised, not an empty answer: the engine refuses, and its client answers on its own.
         with pytest.raises(Expired):
-            hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+            handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
         with pytest.raises(Expired):
             bm25_store.recall(prompt, run_id="late")
     finally:
         bm25_store.deadline = None
     assert bm25_store.con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     assert bm25_store.con.execute("SELECT count(*) FROM recall_log").fetchone()[0] == 0
-    again = hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
+    again = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert context_of(again, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
     assert [r[0] for r in bm25_store.con.execute("SELECT run_id FROM runs")] == ["cc:s1:1"]
 
@@ -398,7 +436,7 @@ def test_a_long_session_id_still_gets_hints_and_runs_of_its_own(bm25_store):
     # 196 characters and more made a run id over its bound: no recall at all.
     prompt = "Dog's medication carprofen tablet"
     answers = [
-        hooks.handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt, session_id=sid))
+        handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt, session_id=sid))
         for sid in ("s" * 400 + "a", "s" * 400 + "b")
     ]
     assert all("mem_dog" in a["stdout"] for a in answers), answers  # two sessions: each is hinted once

@@ -628,13 +628,13 @@ def test_8_update_never_writes_through_a_folder_linked_meanwhile(tmp_path, vault
     ids=["body", "body-cjk", "20000-tags", "51-tags", "long-tag"],
 )
 def test_9_save_limits_are_the_same_in_api_cli_and_tools(tmp_path, vault, bm25_store, args, message):
-    from marchdb import tools
+    from marchdb import ops
 
     full = {"name": "n", "description": "d", "body": "b", "tags": ["t"], **args}
     with pytest.raises(InvalidInput, match=message):
         bm25_store.save(**full, embed=False)
     with pytest.raises(InvalidInput, match=message):
-        tools.call(bm25_store, "memory_save", full)
+        ops.call(bm25_store, "memory_save", full)
     cli_args = ["save", "--name", "n", "-d", "d", "--body", full["body"]]
     for tag in full["tags"][:200]:  # argv has its own limits; the rule is the same
         cli_args += ["-t", tag]

@@ -305,12 +305,12 @@ def test_project_bonus_never_lifts_a_memory_over_the_threshold(vault, bm25_store
     assert [c.id for c in below.candidates][:2] == ["mem_z", "mem_y"]  # it ranks first...
     assert [h.id for h in below.hints] == ["mem_y"]  # ...and is no hint
     assert next(c for c in below.candidates if c.id == "mem_z").reason.startswith("score below")
-    # The same goes for every front-end: tools.call, the CLI and the MCP tool take "project".
-    from marchdb import tools
+    # The same goes for every front-end: ops.call, the CLI and the MCP tool take "project".
+    from marchdb import ops
 
-    data = tools.call(bm25_store, "memory_recall", {"text": "zebra", "project": "x", "explain": True})
+    data = ops.call(bm25_store, "memory_recall", {"text": "zebra", "project": "x", "explain": True})
     assert any(c["signals"].get("project_bonus") for c in data["candidates"])
-    context = tools.call(bm25_store, "memory_context", {"text": "zebra", "project": "x"})
+    context = ops.call(bm25_store, "memory_context", {"text": "zebra", "project": "x"})
     assert context["hints"] and context["hints"][0]["signals"].get("project_bonus")
 
 

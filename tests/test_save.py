@@ -21,8 +21,8 @@ from marchdb import notes
 from marchdb.errors import Conflict, InvalidInput, NotFound
 from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
 from marchdb.index import db, vectors
+from marchdb.ops import SAVE
 from marchdb.save import MAX_BODY_BYTES, Changes, find_similar, update_file, validate_changes
-from marchdb.tools import SAVE as SAVE_TOOL_DESCRIPTION
 
 NEW = dict(name="Context cache ordering", description="volatile layers go last", body="Body text.", tags=["cache"])
 
@@ -427,7 +427,7 @@ def test_two_processes_saving_at_once(tmp_path, vault, cfg, store):
 
 
 def test_tool_description_states_the_rules():
-    text = SAVE_TOOL_DESCRIPTION.lower()
+    text = SAVE.description.lower()
     for phrase in ("create or update", "at least one", "omitted fields keep", "replace", "recall hints"):
         assert phrase in text
 

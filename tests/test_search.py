@@ -8,8 +8,8 @@ import pytest
 
 from marchdb import search as search_mod
 from marchdb.errors import InvalidInput, MarchError
+from marchdb.ops import SEARCH
 from marchdb.search import MAX_LINE_CHARS, MAX_MATCHES_PER_FILE, parse_terms, search
-from marchdb.tools import SEARCH as SEARCH_TOOL_DESCRIPTION
 
 
 def paths(result):
@@ -185,7 +185,7 @@ def test_fatal_rg_error_raises(vault):
 
 
 def test_tool_description_says_ripgrep_not_semantic():
-    text = SEARCH_TOOL_DESCRIPTION.lower()
+    text = SEARCH.description.lower()
     assert "ripgrep" in text and "not semantic" in text and "memory_open" in text
 
 

@@ -7,6 +7,7 @@ stdout. Errors print one line on stderr and exit non-zero.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 from typing import Any, Optional
@@ -14,7 +15,7 @@ from typing import Any, Optional
 import click
 import typer
 
-from marchdb import tools
+from marchdb import ops
 from marchdb.cli import render
 from marchdb.errors import (
     EXIT_PIPE,
@@ -83,6 +84,85 @@ def command(group: typer.Typer, *args, **kwargs):
     return decorate
 
 
+#: The Python type typer reads for each kind of ``ops.Param``.
+_CLI_TYPES: dict[str, Any] = {
+    "str": Optional[str],
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "strs": Optional[list[str]],
+}
+
+
+_METAVARS = {"str": "TEXT", "strs": "TEXT", "int": "INTEGER", "float": "NUMBER"}
+
+
+def typer_parameter(p: ops.Param, flag: str | None = None) -> inspect.Parameter:
+    """The typer argument or option of an operation's parameter (``flag``:
+    another spelling than the table's, for a command that offers it apart)."""
+    spelt = p.flag if flag is None else flag
+    if spelt is None:
+        raise ValueError(f"{p.name} is not a CLI parameter")
+    metavar: str | None
+    if spelt == "":
+        metavar = p.metavar or p.name.upper()
+        info = typer.Argument(... if p.required else p.cli_default, help=p.help, metavar=metavar)
+        annotation: Any = str if p.required else Optional[str]
+    else:
+        names = [spelt, *([p.short] if p.short else [])]
+        metavar = None if p.kind == "bool" else p.metavar or ("|".join(p.choices) if p.choices else _METAVARS[p.kind])
+        choice: Any = click.Choice(p.choices) if p.choices else None  # typer types it as its own vendored click
+        info = typer.Option(
+            p.cli_default, *names, help=p.help, min=p.low, max=p.high, metavar=metavar, click_type=choice
+        )
+        annotation = _CLI_TYPES[p.kind]
+    return inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=info, annotation=annotation)
+
+
+def with_parameters(fn, first: list[inspect.Parameter], params: list[ops.Param], doc: str, json_option: bool = True):
+    """A command function for typer whose parameters are ``first`` (``ctx``...),
+    then ``params`` (read off ``ops``), then ``--json``; it calls ``fn(ctx,
+    *first values, args, as_json)``, ``args`` holding the ``params`` by their
+    library names."""
+    signature = [
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+        *first,
+        *(typer_parameter(p) for p in params),
+    ]
+    if json_option:
+        signature.append(
+            inspect.Parameter("as_json", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=JsonOpt, annotation=bool)
+        )
+    names = {p.name for p in params}
+
+    def run(ctx: typer.Context, **values: Any):
+        as_json = values.pop("as_json", False)
+        # A repeatable option not given comes as an empty list: not given.
+        args = {k: (None if isinstance(v, (list, tuple)) and not v else v) for k, v in values.items() if k in names}
+        return fn(ctx, *(values[q.name] for q in first), args, as_json)
+
+    run.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]
+    run.__annotations__ = {q.name: q.annotation for q in signature}
+    run.__name__, run.__doc__ = fn.__name__, doc
+    return run
+
+
+def op_command(group: typer.Typer, op_name: str):
+    """``command`` for one of ``ops``' operations: its arguments and options
+    are read off the operation's parameters (name, help, default, bounds),
+    plus ``--json``. The decorated function gets ``(ctx, args, as_json)``:
+    ``args`` holds every parameter the CLI offers, by its library name, ready
+    for ``_call`` once the command has done what only a terminal needs
+    (reading stdin for ``-``)."""
+    op = ops.get(op_name)
+
+    def decorate(fn):
+        run = with_parameters(fn, [], [p for p in op.params if p.flag is not None], op.summary)
+        return command(group, op.command)(run)
+
+    return decorate
+
+
 def _index_path() -> str | None:
     """The index path of the running command's store, if it has one."""
     ctx = click.get_current_context(silent=True)
@@ -101,7 +181,7 @@ def _store(ctx: typer.Context):
 
 
 def _call(ctx: typer.Context, op: str, args: dict) -> dict:
-    """Run an agent operation (``tools.call``) on the warm engine when one
+    """Run an agent operation (``ops.call``) on the warm engine when one
     serves this home — starting it when none runs and ``daemonAutoStart`` is
     on — else in this process. ``--root`` / ``--model`` overrides are one-off:
     they use a running engine only when it serves the same settings."""
@@ -121,7 +201,7 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
                 raise Unanswered(unanswered_message(op, exc)) from None
             if exc.reason not in ("not running", "other_config"):
                 say(f"note: answered without the warm engine ({exc})", err=True)
-    return tools.call(_store(ctx), op, args)
+    return ops.call(_store(ctx), op, args)
 
 
 def _print(text: str | tuple[str, str]) -> None:

@@ -7,11 +7,8 @@ every command, only format what the library returns.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
-from marchdb import tools
 from marchdb.cli import render
 from marchdb.cli.app import (
     JsonOpt,
@@ -25,6 +22,7 @@ from marchdb.cli.app import (
     _store,
     app,
     command,
+    op_command,
     say,
     stdin_has_input,
 )
@@ -124,10 +122,9 @@ def _log_size(row: dict) -> str:
     return f"{row['file']} {size} (rotated at {bound})"
 
 
-@command(app, "open")
-def open_(ctx: typer.Context, mem_id: str = typer.Argument(..., metavar="ID"), as_json: bool = JsonOpt):
-    """Print a memory's Markdown by id (exit 5: no such id, 6: several files hold it)."""
-    data = _call(ctx, "memory_open", {"id": mem_id})
+@op_command(app, "memory_open")
+def open_(ctx: typer.Context, args: dict, as_json: bool):
+    data = _call(ctx, "memory_open", args)
     if as_json:
         _emit(data)
     else:
@@ -179,41 +176,18 @@ def rebuild(
 # ---------------------------------------------------------------- recall
 
 
-@command(app)
-def recall(
-    ctx: typer.Context,
-    text: str = typer.Argument(..., help="The user message or assistant output."),
-    run: Optional[str] = typer.Option(
-        None, "--run", help="Agent run id: applies and records the de-duplication rules."
-    ),
-    trigger: str = typer.Option("user", "--trigger", help="user | assistant"),
-    explain: bool = typer.Option(False, "--explain", help="Show every candidate, its signals and why it was cut."),
-    project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
-    conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
-    record_only: bool = typer.Option(False, "--record-only", help=tools.ARGS["record_only"]),
-    as_json: bool = JsonOpt,
-):
-    """Passive recall hints for a message (id, score, name, short description)."""
-    args = {"text": text, "run_id": run, "trigger": trigger, "explain": explain, "project": project}
-    if record_only:
-        args["record_only"] = True
-    data = _call(ctx, "memory_recall", args | {"conversation": conversation})
-    _print(render.as_json(data) if as_json else render.recall(data, explain))
+@op_command(app, "memory_recall")
+def recall(ctx: typer.Context, args: dict, as_json: bool):
+    data = _call(ctx, "memory_recall", args)
+    _print(render.as_json(data) if as_json else render.recall(data, args["explain"]))
 
 
 # ---------------------------------------------------------------- agent tools
 
 
-@command(app)
-def search(
-    ctx: typer.Context,
-    query: str = typer.Argument(..., help="Words or a literal phrase."),
-    limit: int = typer.Option(10, "--limit", "-n", help="Most files to show."),
-    archived: bool = typer.Option(False, "--archived", help="Search archived memories too."),
-    as_json: bool = JsonOpt,
-):
-    """memory_search: ripgrep full-text search of the memory files (not semantic)."""
-    result = _call(ctx, "memory_search", {"query": query, "limit": limit, "include_archived": archived})
+@op_command(app, "memory_search")
+def search(ctx: typer.Context, args: dict, as_json: bool):
+    result = _call(ctx, "memory_search", args)
     if as_json:
         _emit(result)
         return
@@ -243,41 +217,14 @@ def search(
         say("(more files match; raise --limit)")
 
 
-@command(app)
-def save(
-    ctx: typer.Context,
-    mem_id: Optional[str] = typer.Option(None, "--id", help="Update this memory (or create it with this id)."),
-    name: Optional[str] = typer.Option(None, "--name"),
-    description: Optional[str] = typer.Option(None, "--description", "-d"),
-    tag: Optional[list[str]] = typer.Option(None, "--tag", "-t", help="Repeatable; replaces all tags on update."),
-    body: Optional[str] = typer.Option(
-        None, "--body", help="Memory text; '-' or omitted with piped stdin reads stdin."
-    ),
-    status: Optional[str] = typer.Option(None, "--status", help="active | deprecated | archived"),
-    priority: Optional[str] = typer.Option(None, "--priority", help="high | normal | low: a small ranking nudge."),
-    supersedes: Optional[list[str]] = typer.Option(
-        None,
-        "--supersedes",
-        help="Repeatable: the id of an older memory this one replaces (recall stops hinting it); '' removes.",
-    ),
-    force: bool = typer.Option(False, "--force", help="Create even if a near-duplicate exists."),
-    as_json: bool = JsonOpt,
-):
-    """memory_save: create or update a memory (new ones need name, description, body, a tag)."""
+@op_command(app, "memory_save")
+def save(ctx: typer.Context, args: dict, as_json: bool):
+    body = args["body"]
     if body == "-" or (body is None and stdin_has_input()):
         piped = _read_stdin_body()
-        body = piped if (body == "-" or piped.strip()) else None
-    args = {
-        "id": mem_id,
-        "name": name,
-        "description": description,
-        "body": body,
-        "tags": tag or None,
-        "status": status,
-        "priority": priority,
-        "supersedes": [x for x in supersedes if x.strip()] if supersedes else None,
-        "force": force,
-    }
+        args["body"] = piped if (body == "-" or piped.strip()) else None
+    if args["supersedes"] is not None:  # --supersedes '' removes the field
+        args["supersedes"] = [x for x in args["supersedes"] if x.strip()]
     result = _call(ctx, "memory_save", args)
     if as_json:
         _emit(result)
@@ -292,17 +239,9 @@ def save(
         raise typer.Exit(EXIT_DUPLICATE)
 
 
-@command(app)
-def context(
-    ctx: typer.Context,
-    text: Optional[str] = typer.Argument(None, help="The user message to recall for."),
-    run: Optional[str] = typer.Option(None, "--run", help="Agent run id."),
-    project: Optional[str] = typer.Option(None, "--project", help=tools.ARGS["project"]),
-    conversation: Optional[str] = typer.Option(None, "--conversation", help=tools.ARGS["conversation"]),
-    as_json: bool = JsonOpt,
-):
-    """The profiles plus recall hints, ready to put into a prompt."""
-    data = _call(ctx, "memory_context", {"text": text, "run_id": run, "project": project, "conversation": conversation})
+@op_command(app, "memory_context")
+def context(ctx: typer.Context, args: dict, as_json: bool):
+    data = _call(ctx, "memory_context", args)
     _print(render.as_json(data) if as_json else render.context(data))
 
 

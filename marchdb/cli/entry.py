@@ -18,7 +18,7 @@ def main() -> None:
     """Console entry point."""
     argv = sys.argv[1:]
     flags, rest = _global_options(argv)
-    if rest[:1] == ["hook"] and rest[1:2] != ["--help"] and len(rest) > 1:
+    if rest[:1] == ["hook"] and len(rest) > 1 and not {"--help", "-h"} & set(rest):
         from marchdb.hosts.hook import run_hook
 
         sys.exit(run_hook(flags, rest[1:]))
@@ -38,55 +38,53 @@ def main() -> None:
     cli_main()
 
 
-#: ``recall`` / ``context`` options the quick path understands: name -> takes a value.
-_QUICK_OPTIONS = {
-    "recall": {
-        "--run": True,
-        "--trigger": True,
-        "--explain": False,
-        "--project": True,
-        "--conversation": True,
-        "--json": False,
-    },
-    "context": {"--run": True, "--project": True, "--conversation": True, "--json": False},
-}
+def _quick_args(rest: list[str]) -> tuple[str, dict, bool] | None:
+    """``recall`` / ``context`` with the operation's own options (``ops``:
+    ``--run R``, ``--trigger T``, ``--explain``...) and ``--json``, parsed into
+    ``(operation, args, as_json)``; None for anything else (help, a short or
+    unknown option, two texts, ``--``, a value that is not of its kind): the
+    full CLI answers that."""
+    from marchdb import ops
 
-
-def _quick_args(rest: list[str]) -> tuple[str, dict, bool, bool] | None:
-    """``recall TEXT [--run R] [--trigger T] [--explain] [--project P] [--conversation C] [--json]``
-    or ``context [TEXT] [--run R] [--project P] [--conversation C] [--json]`` parsed, or None for anything else
-    (help, other options, two texts, ``--``): the full CLI answers that."""
     command, words = rest[0], rest[1:]
-    known = _QUICK_OPTIONS[command]
-    values: dict[str, str | bool] = {}
+    op = ops.get("memory_recall" if command == "recall" else "memory_context")
+    known = {p.flag: p for p in op.params if p.flag}
+    positional = [p for p in op.params if p.flag == ""]
+    args: dict = {}
+    as_json = False
     texts: list[str] = []
     i = 0
     while i < len(words):
         word = words[i]
         if word.startswith("-"):
-            name, eq, value = word.partition("=")
-            if name not in known or name in values or (eq and not known[name]):
-                return None
-            if known[name] and not eq:
-                if i + 1 >= len(words):
-                    return None
+            flag, eq, value = word.partition("=")
+            if flag == "--json" and not eq and not as_json:
+                as_json = True
                 i += 1
-                value = words[i]
-            values[name] = value if known[name] else True
+                continue
+            param = known.get(flag)
+            if param is None or param.name in args or param.kind not in ("str", "bool"):
+                return None
+            if param.kind == "bool":
+                if eq:
+                    return None
+                args[param.name] = True
+            else:
+                if not eq:
+                    if i + 1 >= len(words):
+                        return None
+                    i += 1
+                    value = words[i]
+                if param.choices is not None and value not in param.choices:
+                    return None  # the CLI says what is wrong
+                args[param.name] = value
         else:
             texts.append(word)
         i += 1
-    if len(texts) > 1 or (command == "recall" and not texts):
+    if len(texts) > len(positional) or any(p.required for p in positional[len(texts) :]):
         return None
-    args: dict = {"text": texts[0] if texts else None, "run_id": values.get("--run")}
-    if "--project" in values:
-        args["project"] = values["--project"]
-    if "--conversation" in values:
-        args["conversation"] = values["--conversation"]
-    if command == "recall":
-        args.update(trigger=values.get("--trigger", "user"), explain=bool(values.get("--explain")))
-    op = "memory_recall" if command == "recall" else "memory_context"
-    return op, args, bool(values.get("--json")), bool(values.get("--explain"))
+    args.update((p.name, t) for p, t in zip(positional, texts))
+    return op.name, args, as_json
 
 
 def quick(flags: dict, rest: list[str]) -> int | None:
@@ -97,7 +95,7 @@ def quick(flags: dict, rest: list[str]) -> int | None:
     parsed = _quick_args(rest)
     if parsed is None:
         return None
-    op, args, as_json, explain = parsed
+    op, args, as_json = parsed
     from marchdb.cli import render
     from marchdb.config import load_config
     from marchdb.errors import MarchError
@@ -114,7 +112,7 @@ def quick(flags: dict, rest: list[str]) -> int | None:
     if as_json:
         out, err = render.as_json(data), ""
     else:
-        out, err = render.recall(data, explain) if op == "memory_recall" else render.context(data)
+        out, err = render.recall(data, bool(args.get("explain"))) if op == "memory_recall" else render.context(data)
     sys.stderr.write(render.terminal(err))
     sys.stdout.write(render.terminal(out))
     return 0

@@ -7,13 +7,16 @@ command, only format what the library returns.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Optional
 
 import typer
 
-from marchdb.cli.app import JsonOpt, _emit, _store, app, command, say
+from marchdb import ops
+from marchdb.cli.app import JsonOpt, _emit, _store, app, command, say, with_parameters
 from marchdb.errors import InvalidInput, Retry
+from marchdb.hosts import HOSTS
 
 
 @command(app)
@@ -72,34 +75,39 @@ def serve(
     raise typer.Exit(engine.run())
 
 
-@command(app)
-def hook(
-    ctx: typer.Context,
-    host: str = typer.Argument(..., help="claude-code | generic"),
-    run: Optional[str] = typer.Option(None, "--run", help="generic: the agent run id."),
-    trigger: str = typer.Option("user", "--trigger", help="generic: user | assistant"),
-    record_only: bool = typer.Option(False, "--record-only", help="generic: record, inject nothing (end of a run)."),
-    profiles: bool = typer.Option(False, "--profiles", help="generic: put the profile blocks first."),
-    project: Optional[str] = typer.Option(None, "--project", help="generic: the current project (a ranking bonus)."),
-    conversation: Optional[str] = typer.Option(
-        None, "--conversation", help="generic: the conversation the run belongs to (the 10-run window's scope)."
-    ),
-):
-    """Answer one hook event on stdin (claude-code: its hook JSON; generic: the message); always exits 0."""
+def _hook(ctx: typer.Context, host: str, args: dict, _as_json: bool):
     from marchdb.hosts.hook import run_hook
 
     obj = ctx.find_root().obj or {}
     flags = {k: obj[k] for k in ("home", "root", "model") if obj.get(k)}
     # "--name=value": a value that starts with '-' stays a value
-    options = [
-        f"--{name}={value}"
-        for name, value in (("run", run), ("project", project), ("conversation", conversation))
-        if value
-    ]
-    options += (
-        ["--trigger", trigger] + (["--record-only"] if record_only else []) + (["--profiles"] if profiles else [])
-    )
+    options = []
+    for p in ops.HOOK.params:
+        value = args.get(p.name) if p.hook else None
+        if value is True:
+            options.append(str(p.flag))
+        elif isinstance(value, str) and value != p.default:
+            options.append(f"{p.flag}={value}")
     raise typer.Exit(run_hook(flags, [host, *(options if host == "generic" else [])]))
+
+
+hook = command(app, "hook")(
+    with_parameters(
+        _hook,
+        [
+            inspect.Parameter(
+                "host",
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=typer.Argument(..., help=" | ".join(HOSTS)),
+                annotation=str,
+            )
+        ],
+        [p for p in ops.HOOK.params if p.hook],
+        "Answer one hook event on stdin (a host's hook JSON; generic: the message, with these options); "
+        "always exits 0.",
+        json_option=False,
+    )
+)
 
 
 @command(app, "install")

@@ -6,8 +6,6 @@ command, only format what the library returns.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from marchdb.cli.app import (
@@ -21,6 +19,7 @@ from marchdb.cli.app import (
     _store,
     app,
     command,
+    op_command,
     say,
     stdin_has_input,
 )
@@ -28,21 +27,13 @@ from marchdb.errors import FileError, InvalidInput
 from marchdb.text import one_line
 
 
-@command(app, "log")
-def log_(
-    ctx: typer.Context,
-    title: str = typer.Argument(..., help="One line: what happened."),
-    text: Optional[str] = typer.Argument(None, help="Details; '-' or omitted with piped stdin reads stdin."),
-    embed: bool = typer.Option(
-        False, "--embed", help="Embed the entry now (loads the model); by default the next sync or recall does."
-    ),
-    as_json: bool = JsonOpt,
-):
-    """Quick capture: append '### HH:MM - title' and the text to today's daily log."""
+@op_command(app, "memory_log")
+def log_(ctx: typer.Context, args: dict, as_json: bool):
+    text = args["text"]
     if text == "-" or (text is None and stdin_has_input()):
         piped = _read_stdin_body("text")  # bounded: never more than a body may hold
-        text = piped if piped.strip() else None
-    result = _call(ctx, "memory_log", {"title": title, "text": text, "embed": embed})
+        args["text"] = piped if piped.strip() else None
+    result = _call(ctx, "memory_log", args)
     if as_json:
         _emit(result)
         return

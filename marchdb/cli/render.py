@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from marchdb.hints import hint_line
+from marchdb.hints import hint_line, recall_block
 from marchdb.text import ACTS_ON_TERMINAL, escaped
 
 
@@ -41,7 +41,7 @@ def recall(data: dict, explain: bool) -> tuple[str, str]:
     """``marchdb recall``'s text: ``(stdout, stderr)``."""
     err = notices(data)
     if data["hints"]:
-        out = ["[recall]\n" + data["text"]]
+        out = [recall_block(data["text"]).rstrip("\n")]
     elif data.get("recorded"):  # record-only: what passed, logged for the run, shown to nobody
         out = ["recorded for this run, not injected:"]
         out += [hint_line(h["id"], h["score"], h["name"]) for h in data["recorded"]]

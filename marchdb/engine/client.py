@@ -2,7 +2,7 @@
 
 One engine per ``MARCH_HOME`` holds what is slow to get ready — the model,
 the in-memory vectors, a watcher — and answers the same operations as
-``tools.call`` over a Unix domain socket, ``$MARCH_HOME/marchdb.sock``, mode
+``ops.call`` over a Unix domain socket, ``$MARCH_HOME/marchdb.sock``, mode
 0600: only the user who owns the home can connect, and nothing listens on
 the network.
 
@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from marchdb import ops
 from marchdb.logfile import DAEMON_OUT, DAEMON_OUT_BYTES, LOG_DIR
 from marchdb.private import make_private_dirs, open_private, untrusted_home
 
@@ -36,13 +37,8 @@ SOCKET_NAME = "marchdb.sock"
 #: Held (flock) by the running engine for its whole life: proves it is alive.
 LOCK_NAME = "daemon.lock"
 #: Largest request or answer line, in bytes (a hook event carries a prompt of
-#: up to ``hooks.MAX_EVENT_BYTES``).
+#: up to ``hosts.hook.MAX_EVENT_BYTES``).
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
-#: Hosts whose hook events marchdb answers (``hooks``).
-HOOK_HOSTS = ("claude-code", "generic")
-#: Largest hook event read from stdin (a prompt can be a long paste; recall
-#: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
-MAX_EVENT_BYTES = 4 * 1024 * 1024
 #: Longest socket path bind/connect take (sun_path is 108 bytes on Linux);
 #: longer ones are reached through /proc/self/fd.
 _MAX_SUN_PATH = 100
@@ -61,11 +57,9 @@ class Unavailable(Exception):
     def may_redo(self, op: str) -> bool:
         """Whether ``op`` may be run in-process after this failure: always,
         unless it writes and the engine had the request (it may be done)."""
-        return op not in WRITE_OPERATIONS or self.reason not in SENT_REASONS
+        return op not in ops.WRITE_OPERATIONS or self.reason not in SENT_REASONS
 
 
-#: Operations that change the vault: never run twice.
-WRITE_OPERATIONS = frozenset({"memory_save", "memory_log"})
 #: ``Unavailable`` reasons after which the engine may have run the request.
 SENT_REASONS = frozenset({"timeout", "connection lost", "bad answer"})
 #: Seconds before the client's timeout at which the engine stops recording:

@@ -45,7 +45,7 @@ from typing import Any
 
 import apsw
 
-from marchdb import __version__, logfile, private, tools
+from marchdb import __version__, logfile, ops, private
 from marchdb.config import Config
 from marchdb.engine import client
 from marchdb.errors import ConfigError, Expired, FileError, MarchError
@@ -400,12 +400,8 @@ class Engine:
             self.requests += 1
             self.store.deadline = deadline
             try:
-                if op == "hook":
-                    from marchdb.hosts import hooks
-
-                    return hooks.handle(self.store, str(args.get("host", "")), str(args.get("event", "")))
-                if op in tools.OPERATIONS:
-                    return tools.call(self.store, op, args)
+                if op in ops.OPERATIONS:
+                    return ops.call(self.store, op, args)
             finally:
                 self.store.deadline = None
         raise _BadOp(f"unknown operation {op!r}")

@@ -1,10 +1,11 @@
 """``marchdb hook HOST``: one hook event on stdin, the answer on stdout.
 
-The warm engine does the work; when none is running the hook starts one in
-the background and answers this prompt itself with keyword (BM25) recall.
-A hook always exits 0 and prints nothing it was not sure of: what went wrong
-goes to ``$MARCH_HOME/logs/hooks.log``. Only the standard library and the
-engine's client until the engine cannot answer.
+The host's adapter (``hosts``) turns the event into a ``memory_hook``
+request; the warm engine answers it. When none is running the hook starts
+one in the background and answers this event itself with keyword (BM25)
+recall. A hook always exits 0 and prints nothing it was not sure of: what
+went wrong goes to ``$MARCH_HOME/logs/hooks.log``. Only the standard library
+and the engine's client until the engine cannot answer.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import sys
 
 from marchdb import logfile, private
 from marchdb.engine import client
+from marchdb.hosts import HOSTS, BadEvent, adapter
 
 #: Seconds a hook waits for the warm engine before answering on its own
-#: (Claude Code's hook timeout is set to 10 s by ``marchdb install``).
+#: (hosts are given a 10 s hook timeout by ``marchdb install``).
 HOOK_WAIT_SECONDS = 3.0
-
-
 #: How long a hook waits for its event to end on stdin.
 EVENT_WAIT_SECONDS = 5.0
+#: Largest hook event read from stdin (a prompt can be a long paste; recall
+#: reads the first ``recall.MAX_RECALL_CHARS`` characters of it anyway).
+MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 def run_hook(flags: dict, args: list[str]) -> int:
@@ -33,7 +36,8 @@ def run_hook(flags: dict, args: list[str]) -> int:
         event = _event(home, host, args[1:])
         if event is None:
             return 0
-        sys.stdout.buffer.write(_answer(flags, host, event, later).encode("utf-8", "replace"))
+        out = _answer(flags, host, event, later)
+        sys.stdout.buffer.write(out.encode("utf-8", "replace"))
         sys.stdout.buffer.flush()
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the prompt goes on
         logfile.log(home, "hooks", f"{host}: the hook failed: {type(exc).__name__}: {exc}")
@@ -77,68 +81,51 @@ def _read_event(limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _event(home_log, host: str, options: list[str]) -> str | None:
-    import json
-
-    from marchdb.engine.client import HOOK_HOSTS as HOSTS
-    from marchdb.engine.client import MAX_EVENT_BYTES
-
+def _event(home, host: str, options: list[str]) -> tuple[object, dict] | None:
+    """The host's adapter and the ``memory_hook`` event it read from stdin;
+    None (said in the hook log) when there is nothing to answer."""
     raw = _read_event(MAX_EVENT_BYTES + 1)
     if raw is None:
         logfile.log(
-            home_log,
+            home,
             "hooks",
             f"{host}: the event did not end within {EVENT_WAIT_SECONDS:.0f} s (stdin left open); nothing injected",
         )
         return None
     if len(raw) > MAX_EVENT_BYTES:
-        logfile.log(home_log, "hooks", f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")
+        logfile.log(home, "hooks", f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")
         return None
-    text = raw.decode("utf-8", "replace")
     if host not in HOSTS:
-        logfile.log(home_log, "hooks", f"unknown host {host!r}; known: {', '.join(HOSTS)}")
+        logfile.log(home, "hooks", f"unknown host {host!r}; known: {', '.join(HOSTS)}")
         return None
-    if host != "generic":
-        return text
-    import argparse
-
-    # No abbreviations: an ambiguous one (--pro) makes argparse exit whatever exit_on_error says.
-    parser = argparse.ArgumentParser(
-        prog="marchdb hook generic", add_help=False, exit_on_error=False, allow_abbrev=False
-    )
-    parser.add_argument("--run")
-    parser.add_argument("--trigger", choices=("user", "assistant"), default="user")
-    parser.add_argument("--record-only", action="store_true")
-    parser.add_argument("--profiles", action="store_true")
-    parser.add_argument("--project")
-    parser.add_argument("--conversation")
+    module = adapter(host)
     try:
-        opts, unknown = parser.parse_known_args(options)
-    except argparse.ArgumentError as exc:
-        logfile.log(home_log, "hooks", f"generic: {exc}; nothing injected")
+        event = module.parse(raw.decode("utf-8", "replace"), options)
+    except BadEvent as exc:
+        logfile.log(home, "hooks", f"{host}: {exc}")
         return None
-    if unknown:
-        # argparse would print usage to stderr (which hosts may drop) and exit 2:
-        # the hook log is where its user looks.
-        logfile.log(
-            home_log,
-            "hooks",
-            f"generic: unknown option {' '.join(unknown)!r}; it takes --run, --trigger user|assistant, "
-            "--record-only, --profiles, --project, --conversation; nothing injected",
-        )
-        return None
-    return json.dumps(
-        {
-            "text": text,
-            "run_id": opts.run,
-            "trigger": opts.trigger,
-            "record_only": opts.record_only,
-            "profiles": opts.profiles,
-            "project": opts.project,
-            "conversation": opts.conversation,
-        },
-        ensure_ascii=False,
-    )
+    return None if event is None else (module, event)
+
+
+def answer_here(store, module, event: dict) -> dict:
+    """``event`` answered by ``store`` in this process, as the engine would:
+    ``{"stdout", "note"}`` (a refusal of the library is the note, and nothing
+    is printed)."""
+    from marchdb import ops
+    from marchdb.errors import Expired, MarchError
+
+    try:
+        data = ops.call(store, "memory_hook", event)
+    except Expired:
+        raise
+    except MarchError as exc:
+        return {"stdout": "", "note": f"{type(exc).__name__}: {exc}"}
+    return {"stdout": module.render(event, data), "note": _note(data)}
+
+
+def _note(data: dict) -> str | None:
+    """What the hook log should say of an answer: its note and notices."""
+    return "; ".join(n for n in [data.get("note"), *data.get("notices", [])] if n) or None
 
 
 def _start_engine(home, host: str, start_args: list[str]) -> None:
@@ -147,21 +134,27 @@ def _start_engine(home, host: str, start_args: list[str]) -> None:
         logfile.log(home, "hooks", f"{host}: cannot start the warm engine: {why_not}")
 
 
-def _answer(flags: dict, host: str, event: str, later: list) -> str:
+def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
     """The hook's stdout: the warm engine's answer, else keyword recall done
     here; an engine to start is appended to ``later`` (run once the answer
     is out)."""
     from marchdb.config import load_config
 
+    module, event = parsed
     cfg = load_config(home=flags.get("home"), root=flags.get("root"), model=flags.get("model"))
     start_args = [f"--{k}={v}" for k, v in flags.items() if k in ("root", "model")]
     try:
-        data, _ms = client.request(
-            cfg.home, "hook", {"host": host, "event": event}, client.identity(cfg), timeout=HOOK_WAIT_SECONDS
-        )
-        return str(data.get("stdout") or "")
+        data, _ms = client.request(cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS)
+    except client.RemoteError as exc:
+        logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
+        return ""
     except client.Unavailable as exc:
         reason = exc
+    else:
+        note = _note(data)
+        if note:
+            logfile.log(cfg.home, "hooks", f"{host}: {note}")
+        return module.render(event, data)
     why = str(reason)
     if reason.reason in ("not running", "cannot connect"):
         if client.engine_alive(cfg.home):
@@ -170,20 +163,19 @@ def _answer(flags: dict, host: str, event: str, later: list) -> str:
             why = "none runs, and daemonAutoStart is off"
         else:
             # Started once this answer is out: a starting engine loads the
-            # model and the vectors on the cores this answer needs (a cold
-            # hook at 10,000 memories took ~870 ms beside it, ~650 ms alone).
+            # model and the vectors on the cores this answer needs.
             later.append(lambda: _start_engine(cfg.home, host, start_args))
             why = "none ran; one starts once this hook has answered"
     logfile.log(cfg.home, "hooks", f"{host}: answered without the warm engine ({why}): keyword recall only")
     # Answer this event ourselves, without loading the model (seconds): BM25.
-    from marchdb.hosts.hooks import handle
     from marchdb.store import Store
 
     store = Store(cfg, keep_vectors=False, use_model=False)
     store.first_scan_inline = False
     try:
-        return str(handle(store, host, event)["stdout"])
+        answer = answer_here(store, module, event)
     finally:
-        for note in store.take_notices():
-            logfile.log(cfg.home, "hooks", f"{host}: {note}")
         store.close()
+    if answer["note"]:
+        logfile.log(cfg.home, "hooks", f"{host}: {answer['note']}")
+    return str(answer["stdout"])

@@ -6,7 +6,8 @@ this session, the hooks and the CLI alike, instead of a second copy in every
 MCP session. When the engine cannot be used (``daemonAutoStart`` off and none
 running, or it serves another root) the server holds its own Store: the
 model stays loaded between calls and a watcher thread plus the throttled
-dirty check keep the index fresh. Tool results are ``tools.call``'s data.
+dirty check keep the index fresh. Tool results are ``ops.call``'s data, and each tool's schema is its
+operation's parameters (``ops``).
 Lines the SDK cannot parse are answered with a JSON-RPC error (``mcp_wire``).
 
 The process ends promptly when the client closes stdin (the SDK's client
@@ -28,7 +29,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from marchdb import tools
+from marchdb import ops
 from marchdb.errors import MarchError, Unanswered, remote_error, unanswered_message
 from marchdb.text import one_line
 
@@ -54,7 +55,7 @@ def argument_errors(exc) -> str:
 
 def build_server(run: Callable[[str, dict], dict], index_path: Path):
     """An MCPServer exposing marchdb's tools; ``run(op, args)`` answers them
-    (``tools.call`` on a Store, or the warm engine)."""
+    (``ops.call`` on a Store, or the warm engine)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from pydantic import ValidationError
@@ -75,7 +76,7 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
                 # Keeping the cause: the SDK then logs the fields, not the caller's values.
                 raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from exc.__cause__
 
-    server = _Server(name="marchdb", version=__version__, instructions=tools.INSTRUCTIONS)
+    server = _Server(name="marchdb", version=__version__, instructions=ops.INSTRUCTIONS)
 
     def call(op: str, /, **args: Any) -> dict:
         try:
@@ -92,79 +93,45 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
                 raise ToolError(str(index_error(exc, index_path))) from None
             raise
 
-    @server.tool(name="memory_search", description=tools.SEARCH)
-    def memory_search(
-        query: Annotated[str, Field(description=tools.ARGS["query"])],
-        limit: Annotated[int, Field(description=tools.ARGS["limit"], ge=1, le=100)] = 10,
-        include_archived: Annotated[bool, Field(description=tools.ARGS["include_archived"])] = False,
-    ) -> dict:
-        return call("memory_search", query=query, limit=limit, include_archived=include_archived)
-
-    @server.tool(name="memory_open", description=tools.OPEN)
-    def memory_open(id: Annotated[str, Field(description=tools.ARGS["id"])]) -> dict:
-        return call("memory_open", id=id)
-
-    @server.tool(name="memory_save", description=tools.SAVE)
-    def memory_save(
-        name: Annotated[str | None, Field(description=tools.ARGS["name"])] = None,
-        description: Annotated[str | None, Field(description=tools.ARGS["description"])] = None,
-        body: Annotated[str | None, Field(description=tools.ARGS["body"])] = None,
-        tags: Annotated[list[str] | None, Field(description=tools.ARGS["tags"])] = None,
-        id: Annotated[str | None, Field(description=tools.ARGS["save_id"])] = None,
-        status: Annotated[str | None, Field(description=tools.ARGS["status"])] = None,
-        priority: Annotated[str | None, Field(description=tools.ARGS["priority"])] = None,
-        supersedes: Annotated[list[str] | str | None, Field(description=tools.ARGS["supersedes"])] = None,
-        force: Annotated[bool, Field(description=tools.ARGS["force"])] = False,
-    ) -> dict:
-        return call(
-            "memory_save",
-            id=id,
-            name=name,
-            description=description,
-            body=body,
-            tags=tags,
-            status=status,
-            priority=priority,
-            supersedes=supersedes,
-            force=force,
-        )
-
-    @server.tool(name="memory_log", description=tools.LOG)
-    def memory_log(
-        title: Annotated[str, Field(description=tools.ARGS["title"])],
-        text: Annotated[str | None, Field(description=tools.ARGS["log_text"])] = None,
-    ) -> dict:
-        return call("memory_log", title=title, text=text)
-
-    @server.tool(name="memory_recall", description=tools.RECALL)
-    def memory_recall(
-        text: Annotated[str, Field(description=tools.ARGS["text"])],
-        run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
-        trigger: Annotated[str, Field(description=tools.ARGS["trigger"])] = "user",
-        project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
-        conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
-        record_only: Annotated[bool, Field(description=tools.ARGS["record_only"])] = False,
-    ) -> dict:
-        return call(
-            "memory_recall",
-            text=text,
-            run_id=run_id,
-            trigger=trigger,
-            project=project,
-            conversation=conversation,
-            record_only=record_only,
-        )
-
-    @server.tool(name="memory_context", description=tools.CONTEXT)
-    def memory_context(
-        text: Annotated[str | None, Field(description=tools.ARGS["context_text"])] = None,
-        run_id: Annotated[str | None, Field(description=tools.ARGS["run_id"])] = None,
-        project: Annotated[str | None, Field(description=tools.ARGS["project"])] = None,
-        conversation: Annotated[str | None, Field(description=tools.ARGS["conversation"])] = None,
-    ) -> dict:
-        return call("memory_context", text=text, run_id=run_id, project=project, conversation=conversation)
-
+    for op in ops.OPERATIONS.values():
+        if op.mcp:
+            server.add_tool(_tool_function(op, call), name=op.name, description=op.description)
     return server
+
+
+def _tool_function(op, call: Callable[..., dict]) -> Callable[..., dict]:
+    """A function whose signature is ``op``'s parameters (those agents see),
+    each annotated with its type and bounds: the SDK derives the tool's JSON
+    schema from it, so the schema is the table's."""
+    import inspect
+    from typing import Literal
+
+    params = []
+    for p in op.params:
+        if not p.mcp:
+            continue
+        kind: Any = {"str": str, "int": int, "float": float, "bool": bool, "strs": list[str] | str}[p.kind]
+        if p.choices is not None:
+            kind = Literal[p.choices]
+        field: dict[str, Any] = {"description": p.help}
+        if p.low is not None:
+            field["ge"] = p.low
+        if p.high is not None:
+            field["le"] = p.high
+        if p.max_chars is not None:
+            field["max_length"] = p.max_chars
+        if not p.required and p.default is None:
+            kind = kind | None
+        annotation: Any = Annotated[kind, Field(**field)]
+        default = inspect.Parameter.empty if p.required else p.default
+        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+
+    def tool(**args: Any) -> dict:
+        return call(op.name, **args)
+
+    tool.__name__ = op.name
+    tool.__signature__ = inspect.Signature(params, return_annotation=dict)  # type: ignore[attr-defined]
+    return tool
 
 
 class _Local:
@@ -194,7 +161,7 @@ class _Local:
             else:
                 self.store.scan_in_background = self.watcher.want_scan  # started once the call is done
         try:
-            return tools.call(self.store, op, args)
+            return ops.call(self.store, op, args)
         finally:
             if self.watcher is not None:
                 self.watcher.start_wanted_scan()

@@ -1,0 +1,163 @@
+"""Claude Code's hooks (``marchdb hook claude-code``): its JSON in, its JSON out.
+
+Events, as Claude Code's hooks reference specifies them (stdin JSON with
+``hook_event_name``, ``session_id``, ``cwd``, ``transcript_path``):
+
+* ``SessionStart`` → the profiles; with ``source`` ``clear`` or ``compact``
+  the session's 10-run window also starts afresh (``hooks``);
+* ``UserPromptSubmit`` → ``[recall]`` for ``prompt``, as a new agent run;
+* ``PostToolUse`` → ``[recall]`` for the assistant's latest text of this
+  turn (read from the transcript's tail), at most 2 hints none of which
+  the run has had: seed 000's steer after an intermediate turn;
+* ``PreCompact`` → the window starts afresh, nothing injected;
+* ``Stop`` → the reply (``last_assistant_message``, else the transcript's)
+  is recorded, nothing printed: Claude reads nothing from a Stop hook, and a
+  ``"decision": "block"`` answer would make it go on.
+
+Context goes out as ``hookSpecificOutput.additionalContext``. Codex CLI reads
+and writes the same JSON (``hosts.codex``). Only the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from marchdb.hosts import BadEvent
+from marchdb.text import mend_surrogates
+
+#: Bytes read from the end of a transcript for the assistant's latest text.
+TRANSCRIPT_TAIL_BYTES = 512 * 1024
+#: Events that can take context, and the event each becomes.
+EVENTS = {
+    "SessionStart": "session_start",
+    "UserPromptSubmit": "prompt",
+    "PostToolUse": "tool",
+    "PreCompact": "compact",
+    "Stop": "stop",
+}
+HOST = "claude-code"
+
+
+def read_json(raw: str) -> dict:
+    """The event object a host sent (``BadEvent`` saying what is wrong)."""
+    if not raw.strip():
+        raise BadEvent("the event is empty (nothing came on stdin); nothing injected")
+    try:
+        data = json.loads(raw.removeprefix("\ufeff"))  # a BOM some writers put first
+    except ValueError as exc:
+        raise BadEvent(f"the event is not JSON ({exc}); nothing injected") from None
+    except RecursionError:
+        raise BadEvent("the event is not JSON a host sends (nested too deeply); nothing injected") from None
+    if not isinstance(data, dict):
+        raise BadEvent("the event is not a JSON object; nothing injected")
+    return data
+
+
+def text_of(value: object) -> str | None:
+    """A text field of the event, a lone surrogate (half an emoji a host cut)
+    as U+FFFD so the rest of it is still recalled; None when it is no text."""
+    return mend_surrogates(value) if isinstance(value, str) else None
+
+
+def parse(raw: str, options: list[str], host: str = HOST) -> dict | None:
+    """The ``memory_hook`` event of one Claude Code hook event, or None for an
+    event that takes nothing."""
+    data = read_json(raw)
+    name = data.get("hook_event_name")
+    event = EVENTS.get(name) if isinstance(name, str) else None
+    if event is None:
+        return None
+    args: dict = {"event": event, "host": host, "session": text_of(data.get("session_id"))}
+    if isinstance(data.get("cwd"), str):
+        args["cwd"] = data["cwd"]
+    if event == "session_start":
+        args["source"] = data.get("source") if isinstance(data.get("source"), str) else None
+    elif event == "prompt":
+        args["text"] = text_of(data.get("prompt"))
+    elif event == "tool":
+        text = latest_assistant_text(data.get("transcript_path"), this_turn=True)
+        if not text:
+            return None  # a tool call with no text around it: nothing to recall on
+        args["text"] = text
+    elif event == "stop":
+        reply = text_of(data.get("last_assistant_message"))
+        args["text"] = reply if reply and reply.strip() else latest_assistant_text(data.get("transcript_path"))
+    return args
+
+
+def render(args: dict, data: dict) -> str:
+    """The hook's stdout: the context for Claude, or nothing."""
+    context = str(data.get("context") or "").strip()
+    if not context or args["event"] in ("stop", "compact"):
+        return ""
+    name = {v: k for k, v in EVENTS.items()}[args["event"]]
+    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}, ensure_ascii=False)
+
+
+def latest_assistant_text(transcript_path: object, this_turn: bool = False) -> str:
+    """The text of the last assistant message in a Claude Code transcript
+    (JSONL), read from its end: "" when there is none or it cannot be read.
+    ``this_turn``: only what the assistant wrote since the user's last prompt
+    (a tool's result is no prompt), so a tool event never recalls on the
+    previous turn's answer."""
+    for entry in _tail_entries(transcript_path):
+        kind = entry.get("type")
+        message = entry.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if kind == "user" and this_turn and not _only_tool_results(content):
+            return ""
+        if kind != "assistant":
+            continue
+        if isinstance(content, str) and content.strip():
+            return content
+        if isinstance(content, list):
+            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            text = "\n".join(t for t in texts if isinstance(t, str) and t.strip())
+            if text:
+                return text
+    return ""
+
+
+def _only_tool_results(content: object) -> bool:
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    )
+
+
+def _tail_entries(transcript_path: object) -> list[dict]:
+    """The JSON objects of a transcript's last ``TRANSCRIPT_TAIL_BYTES``,
+    newest first; [] when it cannot be read. A regular file only, never
+    through a link: a FIFO named as the transcript would block the hook."""
+    if not isinstance(transcript_path, str) or not transcript_path or "\x00" in transcript_path:
+        return []
+    try:
+        path = os.path.expanduser(transcript_path)  # "~nosuchuser/x" stays as it is
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - TRANSCRIPT_TAIL_BYTES), os.SEEK_SET)
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+    except OSError:
+        return []
+    out = []
+    for line in reversed(b"".join(chunks).decode("utf-8", "replace").splitlines()):
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            continue  # the first, cut line of the tail; a line being written
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out

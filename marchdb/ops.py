@@ -1,0 +1,506 @@
+"""The operations an agent, a host or a person asks of marchdb, declared once.
+
+Each ``Operation`` names its parameters (type, default, bounds, help) and the
+``Store`` method that does the work. Everything else is read off this table:
+
+* ``call`` checks the arguments here, once, then runs the method, for every
+  front-end alike (the engine's dispatch, the MCP server, the CLI in-process);
+* the MCP server builds its tool schemas from it (``mcp.server``);
+* the CLI builds each command's options from it (``cli.app.op_command``),
+  and so does the quick path that answers ``recall`` / ``context`` without
+  the CLI framework (``cli.entry``) and the ``hook generic`` parser.
+
+A new argument is a ``Param`` here and a keyword of the ``Store`` method.
+
+Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
+``memory_save``) and passive recall (``memory_recall``, ``memory_context``);
+seed 003 adds quick capture (``memory_log``). ``memory_hook`` is a host's
+event, translated from the host's JSON by ``hosts``. Only the standard
+library: a hook imports this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+from marchdb.errors import Conflict, InvalidInput, NotFound
+
+#: Types a parameter may have: text, a whole number, a number, yes/no, or a
+#: list of texts ("strs"; one text is taken as a list of one).
+KINDS = ("str", "int", "float", "bool", "strs")
+
+
+class Param:
+    """One argument of an operation.
+
+    ``flag``: how the CLI spells it (``"--run"``), ``""`` for a positional
+    argument, None when the CLI does not offer it. ``mcp``: whether agents
+    see it in the MCP schema. ``hook``: whether ``marchdb hook generic``
+    takes it as an option. ``cli_default``: the CLI's default when it
+    differs from the library's (``log`` leaves embedding to the next sync).
+    """
+
+    __slots__ = (
+        "name",
+        "kind",
+        "help",
+        "default",
+        "required",
+        "choices",
+        "low",
+        "high",
+        "max_chars",
+        "flag",
+        "short",
+        "metavar",
+        "mcp",
+        "hook",
+        "cli_default",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        help: str,
+        default: object = None,
+        *,
+        required: bool = False,
+        choices: tuple[str, ...] | None = None,
+        low: float | None = None,
+        high: float | None = None,
+        max_chars: int | None = None,
+        flag: str | None = None,
+        short: str | None = None,
+        metavar: str | None = None,
+        mcp: bool = True,
+        hook: bool = False,
+        cli_default: object = ...,
+    ):
+        assert kind in KINDS, kind
+        self.name, self.kind, self.help, self.default = name, kind, help, default
+        self.required, self.choices, self.low, self.high, self.max_chars = required, choices, low, high, max_chars
+        self.flag, self.short, self.metavar, self.mcp, self.hook = flag, short, metavar, mcp, hook
+        self.cli_default = default if cli_default is ... else cli_default
+
+    def __repr__(self) -> str:
+        return f"Param({self.name!r}, {self.kind!r})"
+
+    def check(self, value: object, op: str) -> object:
+        """``value`` if it is of this parameter's type and within its bounds
+        (a list for ``strs``), else ``InvalidInput`` saying what is wanted."""
+        if value is None:
+            if self.required:
+                raise InvalidInput(f"{op} needs {self.name} ({self.help.rstrip('.')})")
+            return None
+        what = f"{op}: {self.name}"
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise InvalidInput(f"{what} must be true or false, got {_shown(value)}")
+        elif self.kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidInput(f"{what} must be a whole number, got {_shown(value)}")
+        elif self.kind == "float":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InvalidInput(f"{what} must be a number, got {_shown(value)}")
+        elif self.kind == "str":
+            if not isinstance(value, str):
+                raise InvalidInput(f"{what} must be text, got {_shown(value)}")
+        else:  # strs
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                raise InvalidInput(f"{what} must be a list of texts, got {_shown(value)}")
+            value = list(value)
+        if self.choices is not None and value not in self.choices:
+            raise InvalidInput(f"{what} must be one of {', '.join(self.choices)}, got {_shown(value)}")
+        if self.low is not None and value < self.low:  # type: ignore[operator]
+            raise InvalidInput(f"{what} must be at least {self.low:g}, got {value}")
+        if self.high is not None and value > self.high:  # type: ignore[operator]
+            raise InvalidInput(f"{what} must be at most {self.high:g}, got {value}")
+        if self.max_chars is not None and isinstance(value, str) and len(value) > self.max_chars:
+            raise InvalidInput(f"{what} is {len(value):,} characters; at most {self.max_chars:,} are taken")
+        return value
+
+
+class Operation:
+    """One operation: what it is called, what an agent reads about it, its
+    parameters, and the ``Store`` method that does it (called with every
+    parameter as a keyword)."""
+
+    __slots__ = ("name", "command", "summary", "description", "params", "method", "writes", "mcp", "errors_as_data")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: str | None,
+        summary: str,
+        description: str,
+        params: tuple[Param, ...],
+        method: str,
+        writes: bool = False,
+        mcp: bool = True,
+        errors_as_data: tuple[type[Exception], ...] = (),
+    ):
+        self.name, self.command, self.summary, self.description = name, command, summary, description
+        self.params, self.method, self.writes, self.mcp = params, method, writes, mcp
+        self.errors_as_data = errors_as_data
+
+    def __repr__(self) -> str:
+        return f"Operation({self.name!r})"
+
+    def param(self, name: str) -> Param:
+        """The parameter called ``name``."""
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def checked(self, args: object) -> dict:
+        """``args`` checked against the parameters, with every default filled in.
+        An argument the operation does not take is an error, not ignored: a
+        misspelt ``run_idd`` would silently turn off de-duplication."""
+        if not isinstance(args, dict):
+            raise InvalidInput(f"{self.name}: the arguments must be an object of names and values")
+        unknown = [k for k in args if not isinstance(k, str) or k not in self._names()]
+        if unknown:
+            raise InvalidInput(
+                f"{self.name} takes no argument {_shown(unknown[0])}; it takes {', '.join(self._names())}"
+            )
+        return {p.name: p.check(args.get(p.name, p.default), self.name) for p in self.params}
+
+    def _names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---------------------------------------------------------------- the words agents read
+
+INSTRUCTIONS = (
+    "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "
+    "to see what is remembered, memory_open(id) to read a memory, memory_search for literal text "
+    "search over the files, memory_save to record something worth keeping, and memory_log for a quick "
+    "note in today's daily log."
+)
+
+#: The longest text a message argument may be (recall reads its first 4,000 characters).
+MAX_MESSAGE_CHARS = 4 * 1024 * 1024
+
+#: Parameters several operations share, spelt once.
+RUN_ID = Param(
+    "run_id",
+    "str",
+    "Id of the current agent run (for de-duplication).",
+    flag="--run",
+    max_chars=200,
+    hook=True,
+)
+PROJECT = Param(
+    "project",
+    "str",
+    "Name of the current project (e.g. the repository): memories tagged project/NAME rank a little higher. "
+    "Never a filter.",
+    flag="--project",
+    max_chars=200,
+    hook=True,
+)
+CONVERSATION = Param(
+    "conversation",
+    "str",
+    "Id of the conversation or session the run belongs to: a memory hinted in its last 10 runs is not hinted "
+    "again, while other conversations still get it.",
+    flag="--conversation",
+    max_chars=200,
+    hook=True,
+)
+TRIGGER = Param(
+    "trigger",
+    "str",
+    "'user' for the user's message, 'assistant' for your own output.",
+    "user",
+    choices=("user", "assistant"),
+    flag="--trigger",
+    hook=True,
+)
+RECORD_ONLY = Param(
+    "record_only",
+    "bool",
+    "Record what passes the threshold for this run without injecting it (the final answer at the end of a run, "
+    "seed 000): nothing is hinted, and nothing is suppressed for later runs.",
+    False,
+    flag="--record-only",
+    hook=True,
+)
+
+SEARCH = Operation(
+    "memory_search",
+    command="search",
+    summary="memory_search: ripgrep full-text search of the memory files (not semantic).",
+    description=(
+        "Full-text search of the Markdown memory files with ripgrep. This is literal text search "
+        "over the files as they are on disk right now, NOT semantic recall: it finds only the words "
+        "you type (case-insensitive; regex characters are plain text). Passive recall hints (id, "
+        "score, name, description) reach you separately; use this tool when you want to look "
+        "something up yourself. Several words match files holding ANY of them, ranked by how many "
+        "of the words a file holds; put a phrase in double quotes to match it exactly. Try "
+        "synonyms and other languages if nothing comes back. Each result gives the file path, the "
+        "memory id, matching lines with line numbers and a few lines of context. Call "
+        "memory_open(id) to read a whole memory. Deprecated and archived memories, and files that "
+        "share their id with another file (a conflict memory_open reports), are not searched; pass "
+        "include_archived=true to search archived memories too."
+    ),
+    params=(
+        Param("query", "str", "Words or a literal phrase to find in the memory files.", required=True, flag=""),
+        Param("limit", "int", "Most files to return.", 10, low=1, high=100, flag="--limit", short="-n"),
+        Param("include_archived", "bool", "Search archived memories too.", False, flag="--archived"),
+    ),
+    method="search",
+)
+
+OPEN = Operation(
+    "memory_open",
+    command="open",
+    summary="Print a memory's Markdown by id (exit 5: no such id, 6: several files hold it).",
+    description=(
+        "Open one memory by its id and return its full Markdown (frontmatter and body). "
+        "Recall hints and memory_search results give ids; call this when you need a memory's details. "
+        "superseded_by lists newer memories that replace it (read those for what holds now). "
+        "Returns status 'not_found' for an unknown id, and status 'conflict' with every file path when "
+        "several files claim the same id (ask the user to fix them)."
+    ),
+    params=(Param("id", "str", "The memory id, e.g. mem_01hx_context_cache.", required=True, flag="", metavar="ID"),),
+    method="open",
+    errors_as_data=(NotFound, Conflict),
+)
+
+SAVE = Operation(
+    "memory_save",
+    command="save",
+    summary="memory_save: create or update a memory (new ones need name, description, body, a tag).",
+    description=(
+        "Create or update a Markdown memory file. To create one, pass name (a short human title), "
+        "description (one sentence: the short text shown in passive recall hints, so say what the "
+        "memory is about), body (the memory itself, Markdown) and tags (at least one: lowercase "
+        "words, '/ - _ . + #' allowed, e.g. project/march-cli, cache, node.js). To update one, pass its id "
+        "and only the fields to change: omitted fields keep their values, and tags, when given, "
+        "replace all old tags. Set status to 'deprecated' to retire a memory; when a new memory replaces "
+        "an older one whose facts changed, pass supersedes=[its id] so recall hints only the new one. If a "
+        "memory with the same name already exists, nothing is written and you get its id: update that memory "
+        "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
+        "before this returns. No description or tags at hand? memory_log appends a quick note to "
+        "today's daily log instead."
+    ),
+    params=(
+        Param("id", "str", "Id of the memory to update; omit to create a new one.", flag="--id"),
+        Param("name", "str", "Short human-readable name (required for a new memory).", flag="--name"),
+        Param(
+            "description",
+            "str",
+            "One-line summary shown in recall hints (required for a new memory).",
+            flag="--description",
+            short="-d",
+        ),
+        Param(
+            "body",
+            "str",
+            "The memory text in Markdown (required for a new memory); on the CLI '-' or piped stdin reads stdin.",
+            flag="--body",
+        ),
+        Param(
+            "tags",
+            "strs",
+            "Tags; at least one for a new memory. Replaces all tags on update (the CLI's --tag is repeatable).",
+            flag="--tag",
+            short="-t",
+        ),
+        Param(
+            "status",
+            "str",
+            "'active', 'deprecated' or 'archived' (both leave search and recall; archived ones stay searchable "
+            "with include_archived).",
+            flag="--status",
+        ),
+        Param(
+            "priority",
+            "str",
+            "'high', 'normal' or 'low': a small ranking nudge in recall (never a filter); omit to keep it.",
+            flag="--priority",
+        ),
+        Param(
+            "supersedes",
+            "strs",
+            "Ids of older memories this one replaces (a fact that changed): recall stops hinting them while this "
+            "one is active. [] removes the field (the CLI: --supersedes ''); omit to keep it.",
+            flag="--supersedes",
+        ),
+        Param("force", "bool", "Create even when a near-duplicate memory exists.", False, flag="--force"),
+        Param("embed", "bool", "Compute the new vectors now (False: the next sync does).", True, mcp=False),
+    ),
+    method="save",
+    writes=True,
+)
+
+LOG = Operation(
+    "memory_log",
+    command="log",
+    summary="Quick capture: append '### HH:MM - title' and the text to today's daily log.",
+    description=(
+        "Quick capture: append a timestamped note ('### HH:MM - title', then the text) to today's daily "
+        "log, a memory of its own (id log_YYYY-MM-DD) whose description lists the day's titles, so recall "
+        "can point at the day later. Use it for what happened, was done or decided today, when a name, "
+        "description and tags would be too much; use memory_save for a lasting fact worth its own memory."
+    ),
+    params=(
+        Param("title", "str", "One line saying what happened (the entry's heading).", required=True, flag=""),
+        Param(
+            "text",
+            "str",
+            "Details of the entry (optional); on the CLI '-' or piped stdin reads stdin.",
+            flag="",
+        ),
+        Param(
+            "embed",
+            "bool",
+            "Embed the entry now (loads the model when no engine runs); otherwise the next sync or recall does.",
+            True,
+            flag="--embed",
+            mcp=False,
+            cli_default=False,
+        ),
+    ),
+    method="log",
+    writes=True,
+)
+
+RECALL = Operation(
+    "memory_recall",
+    command="recall",
+    summary="Passive recall hints for a message (id, score, name, short description).",
+    description=(
+        "Passive-recall hints for a message: the ids, scores, names and short descriptions of the stored "
+        "memories most related to it (semantic + keyword match, calibrated so that 0.5 means 'clearly "
+        "related'); never the bodies. Pass the same run_id for every call of one agent run so hints are "
+        "not repeated; trigger is 'user' for the user's message, 'assistant' for your own output."
+    ),
+    params=(
+        Param(
+            "text",
+            "str",
+            "The user message or your own output.",
+            required=True,
+            flag="",
+            max_chars=MAX_MESSAGE_CHARS,
+        ),
+        RUN_ID,
+        TRIGGER,
+        Param(
+            "explain",
+            "bool",
+            "Show every candidate, its signals and why it was cut.",
+            False,
+            flag="--explain",
+            mcp=False,
+        ),
+        PROJECT,
+        CONVERSATION,
+        RECORD_ONLY,
+    ),
+    method="recall",
+)
+
+CONTEXT = Operation(
+    "memory_context",
+    command="context",
+    summary="The profiles plus recall hints, ready to put into a prompt.",
+    description=(
+        "The [agent_profile] and [user_profile] blocks (the user's standing preferences and how the agent "
+        "should work) plus [recall] hints for a message, ready to put into a prompt."
+    ),
+    params=(
+        Param("text", "str", "The user message to recall for (optional).", flag="", max_chars=MAX_MESSAGE_CHARS),
+        RUN_ID,
+        PROJECT,
+        CONVERSATION,
+    ),
+    method="context",
+)
+
+HOOK = Operation(
+    "memory_hook",
+    command=None,
+    summary="One event of an agent host, as the host adapters translate it (hosts/).",
+    description=(
+        "What a host injects for one of its events: the profiles at a session's start, the [recall] block for "
+        "a prompt, nothing (only a record) at a run's end."
+    ),
+    params=(
+        Param(
+            "event",
+            "str",
+            "What happened: a session started (or restarted after /clear or a compaction), a prompt was "
+            "submitted, a tool ran in the middle of a run, a run ended, the context is about to be compacted, "
+            "or a plain message (the generic hook).",
+            required=True,
+            choices=("session_start", "prompt", "tool", "stop", "compact", "message"),
+        ),
+        Param("source", "str", "Why a session started: startup, resume, clear or compact.", max_chars=40),
+        Param("host", "str", "The host whose event this is (for the hook log).", "generic", max_chars=40),
+        Param("session", "str", "The host's session id (runs are numbered within it).", max_chars=100_000),
+        Param(
+            "text",
+            "str",
+            "The prompt; the assistant's latest text for a tool event; the reply at a run's end.",
+            max_chars=MAX_MESSAGE_CHARS,
+        ),
+        Param("cwd", "str", "The host's working directory (names the project).", max_chars=4096),
+        RUN_ID,
+        TRIGGER,
+        RECORD_ONLY,
+        Param("profiles", "bool", "Put the profile blocks first.", False, flag="--profiles", hook=True),
+        PROJECT,
+        CONVERSATION,
+    ),
+    method="hook",
+    mcp=False,
+)
+
+#: Every operation, by name, in the order help and tool lists show them.
+OPERATIONS: dict[str, Operation] = {op.name: op for op in (SEARCH, OPEN, SAVE, LOG, RECALL, CONTEXT, HOOK)}
+#: Operations that change the vault: never run twice (``engine.client``).
+WRITE_OPERATIONS = frozenset(op.name for op in OPERATIONS.values() if op.writes)
+
+
+def get(name: object) -> Operation:
+    """The operation called ``name`` (``InvalidInput`` for any other)."""
+    op = OPERATIONS.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise InvalidInput(f"unknown operation {_shown(name)}; marchdb answers {', '.join(OPERATIONS)}")
+    return op
+
+
+def call(store, name: str, args: object) -> dict:
+    """Run the operation ``name`` on ``store`` with ``args`` (checked here
+    first) and return its data, the same for every front-end.
+
+    An operation's ``errors_as_data`` come back as data (``memory_open``'s
+    ``status`` ``not_found`` / ``conflict``: an agent acts on them). Other
+    refusals raise the usual ``MarchError``. Things the user should be told
+    once (a rebuilt index, a model that cannot load) come back under
+    ``notices``.
+    """
+    op = get(name)
+    checked = op.checked(args)
+    try:
+        result = getattr(store, op.method)(**checked)
+    except op.errors_as_data as exc:
+        result = exc.to_dict()  # type: ignore[attr-defined]
+    data = result.to_dict() if hasattr(result, "to_dict") else result
+    notices = store.take_notices()
+    if notices:
+        data["notices"] = notices
+    return data
