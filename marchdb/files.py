@@ -424,3 +424,25 @@ def place_new(tmp: Path, target: Path) -> bool:
         return False
     os.replace(tmp, target)
     return True
+
+
+def read_memory_text(path: Path, root: Path, limit: int) -> str:
+    """The text of the memory file ``path`` under ``root``, read as it is now:
+    ``FileNotFoundError`` when it is gone (the caller rescans), ``FileError``
+    saying what to do when it is a link, too large, unreadable or not UTF-8."""
+    try:
+        data, _st = read_file(path, limit, root=root)
+        if len(data) > limit:
+            raise FileError(f"{path} is larger than {limit:,} bytes; it is not a memory any more")
+        return data.decode("utf-8")
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise FileError(
+                f"{path} is a symbolic link or lies in a linked folder; marchdb never reads through links "
+                "(the link may point anywhere): move the real file into the memory root, then `marchdb sync`"
+            ) from None
+        raise FileError(f"cannot read {path}: {exc.strerror or exc}; check the file, then `marchdb sync`") from None
+    except UnicodeDecodeError as exc:
+        raise FileError(f"cannot read {path}: {exc}; re-save it as UTF-8, then `marchdb sync`") from None

@@ -21,9 +21,10 @@ library: a hook imports this module.
 
 from __future__ import annotations
 
+import functools
 import math
 
-from marchdb.errors import Conflict, InvalidInput, NotFound
+from marchdb.errors import Conflict, InvalidInput, NotFound, check_text
 
 #: Types a parameter may have: text, a whole number, a number, yes/no, or a
 #: list of texts ("strs"; one text is taken as a list of one).
@@ -91,7 +92,7 @@ class Param:
         (a list for ``strs``), else ``InvalidInput`` saying what is wanted."""
         if value is None:
             if self.required:
-                raise InvalidInput(f"{op} needs {self.name} ({self.help.rstrip('.')})")
+                raise InvalidInput(f"{op} needs {self.name}: {self.help}")
             return None
         what = f"{op}: {self.name}"
         if self.kind == "bool":
@@ -106,12 +107,15 @@ class Param:
         elif self.kind == "str":
             if not isinstance(value, str):
                 raise InvalidInput(f"{what} must be text, got {_shown(value)}")
+            check_text(value, what)
         else:  # strs
             if isinstance(value, str):
                 value = [value]
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
                 raise InvalidInput(f"{what} must be a list of texts, got {_shown(value)}")
             value = list(value)
+            for item in value:
+                check_text(item, what)
         if self.choices is not None and value not in self.choices:
             raise InvalidInput(f"{what} must be one of {', '.join(self.choices)}, got {_shown(value)}")
         if self.low is not None and value < self.low:  # type: ignore[operator]
@@ -504,3 +508,30 @@ def call(store, name: str, args: object) -> dict:
     if notices:
         data["notices"] = notices
     return data
+
+
+def checks(name: str):
+    """Decorate the ``Store`` method that is the operation ``name``: the
+    arguments it is given (by keyword or in order) are checked against the
+    table first, so the Python API refuses what the CLI, the engine and the
+    MCP server refuse, with the same words. Arguments the table does not
+    declare (``threshold``) are the method's own to check."""
+    op = OPERATIONS[name]
+    declared = {p.name: p for p in op.params}
+
+    def decorate(fn):
+        code = fn.__code__
+        names = code.co_varnames[1 : code.co_argcount]  # after self
+
+        @functools.wraps(fn)
+        def checked(self, *args, **kwargs):
+            kwargs.update(zip(names, args))
+            for key, value in kwargs.items():
+                param = declared.get(key)
+                if param is not None:
+                    kwargs[key] = param.check(value, op.name)
+            return fn(self, **kwargs)
+
+        return checked
+
+    return decorate

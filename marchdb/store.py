@@ -6,7 +6,6 @@ It returns data (dicts, dataclasses); formatting lives in ``cli`` and ``mcp``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
@@ -18,21 +17,24 @@ from typing import TYPE_CHECKING
 import apsw
 import apsw.ext
 
-from marchdb import bridge, logfile, profiles
+from marchdb import bridge, logfile, ops, profiles
 from marchdb import save as save_mod
 from marchdb import search as search_mod
+from marchdb.changes import validate_changes
 from marchdb.clock import utc_now_iso
 from marchdb.config import Config, ensure_layout, load_config
 from marchdb.embedding import load_embedder
-from marchdb.errors import ConfigError, Conflict, FileError, InvalidInput, ModelError, NotFound, check_text
-from marchdb.files import read_file, vault_lock, walk
-from marchdb.index import calibrate, db, doctor, ownership, sqlfuncs, vectors
-from marchdb.index.recall import MAX_RUN_ID_CHARS, project_tag
+from marchdb.errors import ConfigError, Conflict, InvalidInput, ModelError, NotFound, check_text
+from marchdb.files import read_memory_text, vault_lock, walk
+from marchdb.index import db, doctor, ownership, sqlfuncs, vectors
+from marchdb.index import query as query_mod
+from marchdb.index.recall import project_tag
 from marchdb.index.recall import recall as recall_hints
 from marchdb.index.results import RecallResult
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.lifecycle import capture, importing, maintain
 from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
+from marchdb.twins import check_supersedes
 
 if TYPE_CHECKING:
     from marchdb.index.vecindex import VectorIndex
@@ -238,30 +240,9 @@ class Store:
                 with db.transaction(self.con):
                     db.set_meta(self.con, "vector_error", self._embedder_error)
             else:
-                report.model = emb.fingerprint
-                try:
-                    embedded = vectors.embed_pending(
-                        self.con, emb, self.cfg.index_path, progress, limit=embed_limit, wait=embed_wait
-                    )
-                    if embedded is None:
-                        report.warnings.append(
-                            "another marchdb process is computing vectors; the newest memories are matched "
-                            "by keywords until it is done"
-                        )
-                    else:
-                        report.embedded = embedded
-                        calibrate.ensure(self.con, emb)  # once per model, so recall starts fast
-                        if embedded and self.keep_vectors:
-                            emb.release_buffers()  # a long-lived process: back to a query-sized buffer
-                        if db.get_meta(self.con, "vector_error") is not None:
-                            # A working model ran cleanly: an old error (a bad path
-                            # fixed since) must not stay in status and doctor.
-                            with db.transaction(self.con):
-                                db.set_meta(self.con, "vector_error", None)
-                except ModelError as exc:
-                    report.warnings.append(f"embedding stopped: {exc}")
-                    with db.transaction(self.con):
-                        db.set_meta(self.con, "vector_error", str(exc))
+                vectors.embed_after_sync(
+                    self.con, emb, self.cfg.index_path, report, progress, embed_limit, embed_wait, self.keep_vectors
+                )
         report.seconds = time.perf_counter() - started
         return report
 
@@ -393,38 +374,14 @@ class Store:
         "hook_log"}`` (the last lines of ``logs/hooks.log``: why a hook
         injected nothing)."""
         summary = self.status()
-        problems = doctor.problems(self.con)
-        if not self.cfg.memory_root.is_dir():
-            problems.insert(
-                0,
-                {
-                    "path": str(self.cfg.memory_root),
-                    "kind": "missing_root",
-                    "detail": "the memory root is not there (an unmounted drive, a moved folder?); recall and "
-                    f"search answer from the index {_as_of(summary.get('last_sync_at'))}",
-                    "advice": "mount or create the folder, or point MARCH_MEMORY_ROOT / memoryRoot at your vault",
-                },
-            )
-        else:
-            try:
-                self.cfg.require_root()
-            except ConfigError as exc:  # a root marchdb refuses (a system folder, another home): not "no problems"
-                problems.insert(
-                    0,
-                    {
-                        "path": str(self.cfg.memory_root),
-                        "kind": "refused_root",
-                        "detail": str(exc),
-                        "advice": "point MARCH_MEMORY_ROOT / memoryRoot at the folder that holds your memories",
-                    },
-                )
         return {
-            "problems": problems,
+            "problems": doctor.root_problems(self.cfg, _as_of(summary.get("last_sync_at"))) + doctor.problems(self.con),
             "vector_error": summary.get("vector_error"),
             "hook_log": logfile.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),
         }
 
+    @ops.checks("memory_open")
     def open(self, id: str, log: bool = True) -> dict:
         """A memory's Markdown by id: ``{"status": "ok", "id", "path", "markdown",
         "superseded_by"}`` (the newest active memory that replaces it, as a list:
@@ -461,30 +418,19 @@ class Store:
             raise NotFound(f"no memory has id {mem_id}", mem_id)
         path = self.root / row[0]
         try:
-            data, _st = read_file(path, MAX_FILE_BYTES, root=self.cfg.require_root())
-            if len(data) > MAX_FILE_BYTES:
-                raise FileError(f"{path} is larger than {MAX_FILE_BYTES:,} bytes; it is not a memory any more")
-            text = data.decode("utf-8")
+            text = read_memory_text(path, self.cfg.require_root(), MAX_FILE_BYTES)
         except FileNotFoundError:
             self.sync(embed=False)
             if self._still_indexed(mem_id):
                 return self.open(mem_id, log=log)
             raise NotFound(f"no memory has id {mem_id} (its file was just deleted)", mem_id) from None
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise FileError(
-                    f"{path} is a symbolic link or lies in a linked folder; marchdb never reads through links "
-                    "(the link may point anywhere): move the real file into the memory root, then `marchdb sync`"
-                ) from None
-            raise FileError(f"cannot read {path}: {exc.strerror or exc}; check the file, then `marchdb sync`") from None
-        except UnicodeDecodeError as exc:
-            raise FileError(f"cannot read {path}: {exc}; re-save it as UTF-8, then `marchdb sync`") from None
         if log:
             with db.transaction(self.con):
                 self.con.execute("INSERT INTO open_log(mem_id) VALUES (?)", (mem_id,))
         newer = [r[0] for r in self.con.execute("SELECT by_id FROM superseded WHERE id = ? ORDER BY by_id", (mem_id,))]
         return {"status": "ok", "id": mem_id, "path": str(path), "markdown": text, "superseded_by": newer}
 
+    @ops.checks("memory_recall")
     def recall(
         self,
         text: str,
@@ -513,21 +459,8 @@ class Store:
         shown in one conversation is not in another's context. Falls back to BM25
         (announced in ``result.warning``) when no model can be loaded.
         """
-        if not isinstance(text, str) or not text.strip():
+        if not text.strip():
             raise InvalidInput("recall needs the text of a message")
-        for value, what in (
-            (text, "the message"),
-            (run_id, "run_id"),
-            (project, "project"),
-            (conversation, "conversation"),
-        ):
-            check_text(value, what)
-        if trigger not in ("user", "assistant"):
-            raise InvalidInput("trigger must be 'user' or 'assistant'")
-        if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_RUN_ID_CHARS):
-            raise InvalidInput(f"the run id (--run, run_id) must be text of at most {MAX_RUN_ID_CHARS} characters")
-        if conversation is not None and (not isinstance(conversation, str) or len(conversation) > MAX_RUN_ID_CHARS):
-            raise InvalidInput(f"conversation must be text of at most {MAX_RUN_ID_CHARS} characters")
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1
         ):
@@ -564,6 +497,7 @@ class Store:
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
         return result
 
+    @ops.checks("memory_hook")
     def hook(self, **event) -> dict:
         """``memory_hook``: what a host injects for one of its events, and
         what is recorded (``hooks.handle``; the host adapters in ``hosts``
@@ -598,7 +532,8 @@ class Store:
             self._vindex = VectorIndex()
         return self._vindex
 
-    def search(self, query: str, limit: int = 20, context: int = 2, include_archived: bool = False) -> dict:
+    @ops.checks("memory_search")
+    def search(self, query: str, limit: int = 10, context: int = 2, include_archived: bool = False) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they
         are now. The index is asked only which ids are in conflict (left out,
         seed 000) and for the ids of files being rewritten. Archived memories
@@ -626,6 +561,7 @@ class Store:
             statuses=("active", "archived") if include_archived else ("active",),
         )
 
+    @ops.checks("memory_save")
     def save(
         self,
         *,
@@ -656,23 +592,11 @@ class Store:
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
-        changes = save_mod.validate_changes(name, description, body, tags, status, priority, supersedes)
+        changes = validate_changes(name, description, body, tags, status, priority, supersedes)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
-        above = save_mod.superseders(self.con, mem_id) if mem_id is not None and changes.supersedes else set()
-        for target in changes.supersedes or []:
-            if target == mem_id:
-                raise InvalidInput(f"memory {target} cannot supersede itself; name the older memories it replaces")
-            if target in above:
-                raise InvalidInput(
-                    f"{target} already supersedes {mem_id} (directly or through others); memories that replace "
-                    "each other replace none, so remove one of the two `supersedes`"
-                )
-        unknown = [t for t in changes.supersedes or [] if not db.id_taken(self.con, t)]
-        if unknown and self.cfg.memory_root.is_dir():
-            self.sync(embed=False)  # files written a moment ago (as open does): one scan for all of them
-            unknown = [t for t in unknown if not db.id_taken(self.con, t)]
-        if unknown:
-            raise NotFound(f"no memory has id {unknown[0]}, so it cannot be superseded; check the id", unknown[0])
+        if changes.supersedes:
+            rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
+            check_supersedes(self.con, mem_id, changes.supersedes, rescan)
         root = self.cfg.require_root()
         twin_probe = None
         if embed and changes.complete() and not force:
@@ -688,6 +612,7 @@ class Store:
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
 
+    @ops.checks("memory_log")
     def log(self, title: str, text: str | None = None, *, embed: bool = True, now=None) -> dict:
         """Quick capture: append ``### HH:MM - title`` (and ``text``) to today's
         daily log, creating it for the day's first entry (``capture``).
@@ -760,6 +685,7 @@ class Store:
         except (OSError, ValueError) as exc:
             self.notices.append(f"could not record this in {path}: {exc}")
 
+    @ops.checks("memory_context")
     def context(
         self,
         text: str | None = None,
@@ -804,39 +730,7 @@ class Store:
         if _RECALLS_IN_SQL.search(sql):
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()
-        con = self.con if write else self.reader()
-        statements = 0
-
-        def one_statement(_cursor, text, _bindings) -> bool:
-            # Several would mix their rows under the first one's columns (a
-            # comment after the last ';' is no statement).
-            nonlocal statements
-            if not _COMMENTS.sub("", text).strip(" \t\r\n;"):
-                return True
-            statements += 1
-            return statements == 1
-
-        try:
-            cursor = con.cursor()
-            cursor.exec_trace = one_statement
-            cur = cursor.execute(sql, params)
-            try:
-                columns = [d[0] for d in cur.getdescription()]
-            except apsw.ExecutionCompleteError:
-                # No rows: ask the statement itself for its columns.
-                last = apsw.ext.query_info(con, sql, params).description or ()
-                columns = [d[0] for d in last]
-            rows = cur.fetchall()
-        except apsw.ExecTraceAbort:
-            raise InvalidInput(
-                "give one SQL statement per call (only the first one ran); the shell, `marchdb sql` "
-                "without a query, takes several"
-            ) from None
-        except (apsw.ReadOnlyError, apsw.AuthError):
-            raise InvalidInput(READ_ONLY_SQL) from None
-        except apsw.Error as exc:
-            raise InvalidInput(f"SQL error: {exc}{sqlfuncs.hint_for(str(exc))}") from None
-        return columns, rows
+        return query_mod.run_one(self.con if write else self.reader(), sql, params)
 
     def reader(self) -> apsw.Connection:
         """The read-only connection (``db.connect_read_only``) ``query`` and
@@ -848,12 +742,6 @@ class Store:
         return self._reader
 
 
-#: Why a change through ``query`` or the read-only ``marchdb sql`` shell is refused.
-READ_ONLY_SQL = (
-    "the index is read-only here: it is rebuilt from the Markdown files, so edit those "
-    "(or pass --write if you really mean to change the index)"
-)
-_COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 #: Statements that recall from the index get the dirty check first.
 _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
 

@@ -156,7 +156,7 @@ def test_bad_input_and_conflicts_write_nothing(vault, store):
     for title, text, words in [
         ("", None, "give the entry a title"),
         ("   ", "x", "give the entry a title"),
-        (None, "x", "give the entry a title"),
+        (None, "x", "memory_log needs title"),
         ("a\x00b", None, "NUL"),
         ("x" * (MAX_TITLE_CHARS + 1), None, "the limit is 200"),
         ("ok", "y" * (64 * 1024 + 1), "save long material"),

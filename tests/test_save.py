@@ -18,11 +18,13 @@ import pytest
 from conftest import TinyEmbedder
 
 from marchdb import notes
+from marchdb.changes import MAX_BODY_BYTES, Changes, validate_changes
 from marchdb.errors import Conflict, InvalidInput, NotFound
 from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
 from marchdb.index import db, vectors
 from marchdb.ops import SAVE
-from marchdb.save import MAX_BODY_BYTES, Changes, find_similar, update_file, validate_changes
+from marchdb.save import update_file
+from marchdb.twins import find_similar
 
 NEW = dict(name="Context cache ordering", description="volatile layers go last", body="Body text.", tags=["cache"])
 
@@ -322,8 +324,8 @@ BAD_INPUTS = [
     ({"tags": []}, "tags are empty"),
     ({"tags": ["  ", ""]}, "invalid tags: '  ', ''"),
     ({"tags": ["ok", "bad!tag"]}, "invalid tags"),
-    ({"tags": [{"x": 1}]}, "invalid tags"),
-    ({"tags": 5}, "invalid tags"),
+    ({"tags": [{"x": 1}]}, "tags must be a list of texts"),
+    ({"tags": 5}, "tags must be a list of texts"),
     ({"name": 42}, "name must be text"),
     ({"body": "a\x00b"}, "NUL"),
     ({"name": "x" * 500}, "limit is 200"),
@@ -535,9 +537,11 @@ def test_priority_is_set_by_save_and_changed_in_place(vault, store):
     store.sync(embed=False)
     rid = store.con.execute("SELECT rid FROM memory_index WHERE id = 'mem_obs'").fetchone()[0]
     assert store.con.execute("SELECT priority FROM memory_attrs WHERE rid = ?", (rid,)).fetchone()[0] == 0.0
-    for bad in ("urgent", 3, ""):
+    for bad in ("urgent", ""):
         with pytest.raises(InvalidInput, match="priority must be high, normal or low"):
             store.save(id="mem_obs", priority=bad, embed=False)
+    with pytest.raises(InvalidInput, match="priority must be text, got 3"):
+        store.save(id="mem_obs", priority=3, embed=False)
 
 
 def test_a_field_written_with_a_tab_is_updated_like_any_other(vault, store):
@@ -565,7 +569,7 @@ def test_supersedes_is_written_checked_and_removed(vault, store):
     with pytest.raises(InvalidInput, match="cannot supersede itself"):
         store.save(id=res["id"], supersedes=[res["id"]], embed=False)
     for bad, message in (
-        (3, "not an id or a list"),
+        (3, "supersedes must be a list of texts"),
         (["mem_obs", "a\nb"], "is not a memory id"),
         ([f"mem_{i}" for i in range(notes.MAX_SUPERSEDES + 1)], "replaces at most"),
     ):

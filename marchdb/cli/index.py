@@ -72,7 +72,7 @@ _READ_ONLY_DOT_COMMANDS = frozenset(
 def _read_only_shell():
     import apsw.shell
 
-    from marchdb.store import READ_ONLY_SQL
+    from marchdb.index.query import READ_ONLY_SQL
 
     class ReadOnlyShell(apsw.shell.Shell):
         """apsw's shell without the dot commands that run programs or write."""

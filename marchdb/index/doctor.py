@@ -102,3 +102,33 @@ def engine_output(logs_dir: Path) -> list[dict]:
     if not stat.S_ISREG(st.st_mode):
         return []
     return [{"file": logfile.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": logfile.DAEMON_OUT_BYTES, "rotated": False}]
+
+
+def root_problems(cfg, as_of: str) -> list[dict]:
+    """The memory root's problem, if it has one: missing (an unmounted
+    drive), or a folder marchdb refuses (a system folder, another home);
+    ``as_of`` says when the index last looked at the files."""
+    from marchdb.errors import ConfigError
+
+    if not cfg.memory_root.is_dir():
+        return [
+            {
+                "path": str(cfg.memory_root),
+                "kind": "missing_root",
+                "detail": "the memory root is not there (an unmounted drive, a moved folder?); recall and "
+                f"search answer from the index {as_of}",
+                "advice": "mount or create the folder, or point MARCH_MEMORY_ROOT / memoryRoot at your vault",
+            }
+        ]
+    try:
+        cfg.require_root()
+    except ConfigError as exc:
+        return [
+            {
+                "path": str(cfg.memory_root),
+                "kind": "refused_root",
+                "detail": str(exc),
+                "advice": "point MARCH_MEMORY_ROOT / memoryRoot at the folder that holds your memories",
+            }
+        ]
+    return []

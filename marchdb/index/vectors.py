@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import apsw
 
 from marchdb.errors import ModelError
+from marchdb.index import calibrate
 from marchdb.index.db import (
     bump_meta,
     drop_vector_tables,
@@ -240,3 +241,31 @@ def _embed_held(con, embedder, index_path, progress, batch: int, limit: int | No
         if len(todo) == len(pending) and not pending_texts(con):
             set_meta(con, "vectors_complete", embedder.fingerprint)
     return done
+
+
+def embed_after_sync(con, emb, index_path, report, progress, limit: int | None, wait: bool, long_lived) -> None:
+    """Embed what a sync left pending into ``report`` (``embedded``,
+    ``model``, ``warnings``): at most ``limit`` texts; ``wait=False`` leaves
+    them to another process that holds the embedding lease. The model's
+    calibration is made once, and the index's ``vector_error`` follows what
+    happened (an old error fixed since must not stay in status and doctor)."""
+    report.model = emb.fingerprint
+    try:
+        embedded = embed_pending(con, emb, index_path, progress, limit=limit, wait=wait)
+        if embedded is None:
+            report.warnings.append(
+                "another marchdb process is computing vectors; the newest memories are matched "
+                "by keywords until it is done"
+            )
+            return
+        report.embedded = embedded
+        calibrate.ensure(con, emb)  # once per model, so recall starts fast
+        if embedded and long_lived:
+            emb.release_buffers()  # a long-lived process: back to a query-sized buffer
+        if get_meta(con, "vector_error") is not None:
+            with transaction(con):
+                set_meta(con, "vector_error", None)
+    except ModelError as exc:
+        report.warnings.append(f"embedding stopped: {exc}")
+        with transaction(con):
+            set_meta(con, "vector_error", str(exc))

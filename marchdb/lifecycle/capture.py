@@ -38,8 +38,9 @@ from marchdb.files import fsync_dir, read_file, safe_folder, vault_lock, write_t
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.notes import ENTRY_HEADING, MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
-from marchdb.save import RACE_RETRIES, create_file, refuse_twin
+from marchdb.save import RACE_RETRIES, create_file
 from marchdb.text import plain_line
+from marchdb.twins import refuse_twin
 
 #: The tag every daily log carries (maintenance and import know a log by it).
 LOG_TAG = "daily-log"

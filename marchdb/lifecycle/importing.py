@@ -45,6 +45,7 @@ from pathlib import Path
 
 import apsw
 
+from marchdb.changes import norm_body
 from marchdb.clock import format_time, parse_time
 from marchdb.config import unusual_root
 from marchdb.errors import FileError, InvalidInput
@@ -54,7 +55,7 @@ from marchdb.index.sync import sync_files
 from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
-from marchdb.save import create_file, norm_body
+from marchdb.save import create_file
 from marchdb.text import mend_surrogates
 
 #: Most items one import looks at; the rest are reported as not looked at.

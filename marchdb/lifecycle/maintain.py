@@ -40,6 +40,7 @@ from pathlib import Path
 
 import apsw
 
+from marchdb.changes import Changes
 from marchdb.clock import format_time, parse_time
 from marchdb.errors import InvalidInput, MarchError
 from marchdb.files import read_file
@@ -48,7 +49,7 @@ from marchdb.index.sync import sync_files
 from marchdb.lifecycle.capture import LOG_TAG
 from marchdb.lifecycle.transcripts import hollow
 from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
-from marchdb.save import Changes, update_file
+from marchdb.save import update_file
 from marchdb.tags import normalize_tag
 
 #: Daily logs older than this many days, never used, are proposed for the archive (seed 003: ~30 days).

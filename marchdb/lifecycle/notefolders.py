@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from marchdb.changes import MAX_NAME_CHARS
 from marchdb.clock import in_calendar, parse_time
 from marchdb.files import VIRTUAL_TREES, read_file
 from marchdb.lifecycle.capture import LOG_TAG, describe, entry_titles, log_id, log_name
@@ -37,7 +38,6 @@ from marchdb.lifecycle.sources import (
     unreadable,
 )
 from marchdb.notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
-from marchdb.save import MAX_NAME_CHARS
 
 WORKSPACE_FOLDERS = {
     "decisions": ["decision"],

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from marchdb import fts
+from marchdb.changes import MAX_NAME_CHARS
 from marchdb.clock import in_calendar, parse_time
 from marchdb.files import open_regular
 from marchdb.lifecycle import jsonstream
@@ -54,7 +55,6 @@ from marchdb.lifecycle.sources import (
     one_line,
     unreadable,
 )
-from marchdb.save import MAX_NAME_CHARS
 
 #: A session or conversation in which the person typed fewer than
 #: MIN_USER_CHARS characters and which holds fewer than MIN_CONVERSATION_CHARS
