@@ -86,7 +86,7 @@ class Dictionary:
         Chinese. A content word the dictionary does not know (a name, two
         characters or more no word of it covers) comes with no translation: it still
         counts in how much of the message a memory can match
-        (``recall.bridge_terms``). Common words (``STOP``, ``FUNCTION_CHARS``,
+        (``index.terms.bridge_terms``). Common words (``STOP``, ``FUNCTION_CHARS``,
         a Chinese word whose senses are all common ones) are left out."""
         done = self._translated.get(text)
         if done is not None:

@@ -182,7 +182,7 @@ def test_bad_events_answer_nothing_and_never_raise(bm25_store, raw):
 def test_a_hook_without_the_engine_never_builds_a_large_index_itself(tmp_path, vault):
     # The first prompt on a new home with 10,000 files took 10.7 s (the hook built the whole
     # keyword index, racing the engine it had just started): past Claude Code's hook timeout.
-    from marchdb.store import FIRST_SCAN_INLINE_FILES
+    from marchdb.index.keeper import FIRST_SCAN_INLINE_FILES
 
     vault.memory("dog.md", "mem_dog", name="Dog's medication", description="carprofen tablet with food")
     for i in range(FIRST_SCAN_INLINE_FILES):

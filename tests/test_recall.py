@@ -10,6 +10,7 @@ from marchdb.config import load_config
 from marchdb.errors import InvalidInput
 from marchdb.index import calibrate
 from marchdb.index import recall as recall_mod
+from marchdb.index import terms as terms_mod
 from marchdb.index.results import Hint
 from marchdb.store import Store
 
@@ -23,7 +24,7 @@ def bm25_store(tmp_path, vault):
     s.close()
 
 
-def topic_vault(vault, n=6, others=recall_mod.SMALL_VAULT):
+def topic_vault(vault, n=6, others=terms_mod.SMALL_VAULT):
     """``n`` memories on one topic among ``others`` unrelated ones (enough for
     word statistics to count: small vaults only match distinctive words)."""
     for i in range(n):
@@ -53,7 +54,7 @@ def test_bm25_ceiling_is_fts5s_own_bound(vault, store):
     store.sync(embed=False)
     idf_apple = math.log((3 - 1 + 0.5) / (1 + 0.5))
     idf_absent = math.log((3 + 0.5) / 0.5)
-    ceiling = recall_mod.bm25_terms(store.con, ["apple", "zzz"])[0]
+    ceiling = terms_mod.bm25_terms(store.con, ["apple", "zzz"])[0]
     assert ceiling == pytest.approx((idf_apple + idf_absent) * 2.2)
 
 
@@ -216,13 +217,13 @@ def test_large_vault_matches_the_rarest_terms_within_the_budget(vault, store, mo
         vault.memory(f"m{i}.md", f"mem_{i}", name=f"note {i}", body=" ".join(words))
     store.sync(embed=False)
     con = store.con
-    ceiling, terms = recall_mod.bm25_terms(con, ["common", "middling", "rare"])
+    ceiling, terms = terms_mod.bm25_terms(con, ["common", "middling", "rare"])
     assert terms == ["middling", "rare"]  # "common" is in every memory: no weight
-    monkeypatch.setattr(recall_mod, "LARGE_VAULT", 50)
-    monkeypatch.setattr(recall_mod, "POSTINGS_BUDGET", 5)
-    assert recall_mod.bm25_terms(con, ["common", "middling", "rare"]) == (ceiling, ["rare"])
-    monkeypatch.setattr(recall_mod, "POSTINGS_BUDGET", 0)
-    assert recall_mod.bm25_terms(con, ["middling"])[1] == ["middling"]  # never no term at all
+    monkeypatch.setattr(terms_mod, "LARGE_VAULT", 50)
+    monkeypatch.setattr(terms_mod, "POSTINGS_BUDGET", 5)
+    assert terms_mod.bm25_terms(con, ["common", "middling", "rare"]) == (ceiling, ["rare"])
+    monkeypatch.setattr(terms_mod, "POSTINGS_BUDGET", 0)
+    assert terms_mod.bm25_terms(con, ["middling"])[1] == ["middling"]  # never no term at all
 
 
 def test_small_vault_matches_only_distinctive_terms(vault, store):
@@ -231,7 +232,7 @@ def test_small_vault_matches_only_distinctive_terms(vault, store):
         vault.memory(f"m{i}.md", f"mem_{i}", name=f"note {i}", body=body)
     store.sync(embed=False)
     # 16 memories: a term held by at most 2 counts; "deploy" (4) and "the" (16) do not.
-    assert recall_mod.bm25_terms(store.con, ["the", "deploy", "carprofen", "absent"])[1] == ["carprofen"]
+    assert terms_mod.bm25_terms(store.con, ["the", "deploy", "carprofen", "absent"])[1] == ["carprofen"]
 
 
 def test_record_only_injects_nothing_and_suppresses_nothing(vault, bm25_store):
@@ -320,7 +321,7 @@ def test_a_memory_in_the_other_script_ranks_by_its_meaning(mixed_vault, model_st
     # can match across scripts, so the English one is ranked by the normal
     # dense curve, not the stricter one for memories no word supports (which
     # put the ten Chinese notes first: 0.421 against 0.369).
-    for i in range(recall_mod.SMALL_VAULT):
+    for i in range(terms_mod.SMALL_VAULT):
         mixed_vault.memory(
             f"zh/{i}.md",
             f"mem_zh{i}",
@@ -371,17 +372,17 @@ def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault,
         vault.memory(f"m{i}.md", f"mem_{i}", name=f"笔记 {i}", description=description, tags=["生活"])
     bm25_store.sync()
     con, words = bm25_store.con, bm25_store.words()
-    ceiling, terms = recall_mod.bridge_terms(con, "How long has Melanie been creating art?", words)
+    ceiling, terms = terms_mod.bridge_terms(con, "How long has Melanie been creating art?", words)
     assert "艺术" in terms and "创造" in terms
     idf = {
         t: math.log((n - df + 0.5) / (df + 0.5))
-        for t, df in recall_mod.document_frequencies(con, ["艺术", "创造"]).items()
+        for t, df in terms_mod.document_frequencies(con, ["艺术", "创造"]).items()
     }
     unheld = math.log((n + 0.5) / 0.5)  # "melanie": as a word no memory holds
-    assert ceiling == pytest.approx((idf["艺术"] + idf["创造"] + unheld) * (recall_mod.BM25_K1 + 1))
+    assert ceiling == pytest.approx((idf["艺术"] + idf["创造"] + unheld) * (terms_mod.BM25_K1 + 1))
     # nothing the vault holds: nothing to match
-    assert recall_mod.bridge_terms(con, "Melanie Zxqv", words) == (1.0, [])
-    assert recall_mod.bridge_terms(con, "艺术", words) == (1.0, [])  # the message's own language
+    assert terms_mod.bridge_terms(con, "Melanie Zxqv", words) == (1.0, [])
+    assert terms_mod.bridge_terms(con, "艺术", words) == (1.0, [])  # the message's own language
 
 
 def test_in_a_small_vault_a_word_met_through_the_dictionary_must_be_a_real_part_of_the_message(
@@ -424,9 +425,9 @@ def test_a_message_of_common_words_is_no_strong_match(vault, bm25_store):
     vault.memory("z.md", "mem_zebra", name="Zebra", description="zebra crossing paint", tags=["misc"], body="Zebra.")
     bm25_store.sync()
     assert bm25_store.recall("weekly").hints == []
-    ceiling, terms = recall_mod.bm25_terms(bm25_store.con, ["weekly"])
+    ceiling, terms = terms_mod.bm25_terms(bm25_store.con, ["weekly"])
     assert terms == ["weekly"]  # matched, and its whole ceiling is below the floor
-    assert ceiling < recall_mod.BM25_FLOOR * (recall_mod.BM25_K1 + 1) * math.log(n + 1)
+    assert ceiling < recall_mod.BM25_FLOOR * (terms_mod.BM25_K1 + 1) * math.log(n + 1)
     assert [h.id for h in bm25_store.recall("zebra").hints] == ["mem_zebra"]  # one rare word still is
 
 

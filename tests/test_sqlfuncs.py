@@ -17,6 +17,7 @@ from marchdb.cli.main import app
 from marchdb.config import load_config
 from marchdb.errors import InvalidInput, ModelError, NotFound
 from marchdb.index import recall as recall_mod
+from marchdb.index import terms
 from marchdb.index.sqlfuncs import RECALL_COLUMNS, SIMILAR_COLUMNS
 from marchdb.store import Store
 
@@ -42,7 +43,7 @@ def test_fts_and_match_are_what_recall_uses(bm25_store):
     text = "数据库密码 rotation"
     assert rows(bm25_store, "SELECT march_fts(?) AS t", (text,))[0]["t"] == fts.index_text(text)
     question = "数据库密码多久换一次？"
-    _ceiling, informative = recall_mod.bm25_terms(bm25_store.con, fts.query_terms(question))
+    _ceiling, informative = terms.bm25_terms(bm25_store.con, fts.query_terms(question))
     match = rows(bm25_store, "SELECT march_match(?) AS m", (question,))[0]["m"]
     assert match == fts.match_expression(informative) and '"密码"' in match
     # ... so the BM25 side can be redone by hand:

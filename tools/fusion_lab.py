@@ -44,7 +44,7 @@ from bench_data import QUERY_SETS, offtopic, split_of
 from bench_recall import open_set
 
 from marchdb import fts
-from marchdb.index import calibrate
+from marchdb.index import calibrate, terms
 from marchdb.index import recall as recall_mod
 
 HALVES = ("train", "test")
@@ -110,8 +110,8 @@ def collect(name: str, n_other: int) -> dict:
     for (text, kind, qid), qv in zip(texts, vecs):
         cands = recall_mod.score(con, text, qv, calib, limit=100, words=store.words())
         q_cjk = fts.cjk_share(text)
-        ceiling, _informative = recall_mod.bm25_terms(con, fts.query_terms(text))
-        xceiling, _ = recall_mod.bridge_terms(con, text, store.words())
+        ceiling, _informative = terms.bm25_terms(con, fts.query_terms(text))
+        xceiling, _ = terms.bridge_terms(con, text, store.words())
         rows = []
         for c in cands:
             # raw cosines, and whether the text is in another script than the
@@ -153,7 +153,7 @@ def collect(name: str, n_other: int) -> dict:
         )
     data = {
         "set": name,
-        "active": recall_mod.memory_count(con),
+        "active": terms.memory_count(con),
         "texts": recall_mod.text_count(con),
         "calib": calib,
         "items": out,
@@ -280,7 +280,7 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
         xmid = calibrate.curves(calib, a.texts, p["xk"], p["xk"])["dense_mid"]
         xdense = sig((d - xmid) / curve["dense_scale"])
         dense, alone = np.where(across, xdense, dense), np.where(across, xdense, alone)
-    floor = p["floor"] * (recall_mod.BM25_K1 + 1) * math.log(max(a.active, 2))
+    floor = p["floor"] * (terms.BM25_K1 + 1) * math.log(max(a.active, 2))
     length = np.minimum(1.0, (p["lref"] / np.maximum(a.body_chars, 1.0)) ** p["lpen"])
     # the larger of the two word shares (fmax: the one present where only one is)
     ratio = np.fmax(a.raw / np.maximum(a.ceiling, floor), a.xraw / np.maximum(a.xceiling, floor)) * length

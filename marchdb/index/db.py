@@ -13,6 +13,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 import secrets
 import threading
 import urllib.parse
@@ -71,6 +72,13 @@ def schema_hash() -> str:
 def sql_file(name: str) -> str:
     """The text of one file of ``sql/`` (e.g. the recall query)."""
     return _sql_text(name)
+
+
+@functools.cache
+def named_statements(name: str) -> dict[str, str]:
+    """The statements of ``sql/NAME``, each after its ``-- name: NAME`` line."""
+    parts = re.split(r"^-- name: (\w+)\s*$", sql_file(name), flags=re.M)
+    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
 
 
 def connect(path: str | os.PathLike) -> apsw.Connection:

@@ -35,7 +35,7 @@ from marchdb import bridge, fts
 from marchdb.config import Config
 from marchdb.embedding import Embedder
 from marchdb.errors import InvalidInput, ModelError, NotFound
-from marchdb.index import calibrate, db, vectors
+from marchdb.index import calibrate, db, terms, vectors
 from marchdb.index import recall as recall_mod
 from marchdb.notes import MAX_FILE_BYTES
 
@@ -168,7 +168,7 @@ class Engine:
         if value is None:
             return None
         with self._lock:
-            _ceiling, informative = recall_mod.bm25_terms(con, fts.query_terms(value))
+            _ceiling, informative = terms.bm25_terms(con, fts.query_terms(value))
         return fts.match_expression(informative)
 
     def recall(
