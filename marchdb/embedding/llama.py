@@ -42,13 +42,8 @@ this module stays cheap.
 
 from __future__ import annotations
 
-import collections
 import ctypes
-import hashlib
-import logging
 import os
-import re
-import sys
 import threading
 import unicodedata
 from collections.abc import Sequence
@@ -57,25 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from marchdb.embedding import Embedder, Kind, Progress
+from marchdb.embedding import Embedder, Kind, Progress, backend, identity
 from marchdb.embedding import gguf_meta as keys
 from marchdb.errors import ModelError
-
-# Query/passage prefixes by model family, matched against the GGUF's
-# general.name (lower-cased, runs of spaces/underscores turned into "-").
-# Models not listed get no prefix. Only families whose model cards ask for
-# a prefix belong here.
-INPUT_CONVENTIONS: tuple[tuple[str, str, str], ...] = (
-    # (regex on the normalised name, query prefix, passage prefix)
-    (r"(^|[^a-z0-9])e5-(small|base|large)", "query: ", "passage: "),  # intfloat (multilingual-)e5
-    (r"nomic-embed-text", "search_query: ", "search_document: "),
-    (r"bge-(small|base|large)-zh", "为这个句子生成表示以用于检索相关文章：", ""),
-    (
-        r"bge-(small|base|large)-en|mxbai-embed-large|snowflake-arctic-embed",
-        "Represent this sentence for searching relevant passages: ",
-        "",
-    ),
-)
 
 _POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
@@ -93,123 +72,11 @@ MAX_SEQS_PER_BATCH = 32
 #: A context whose largest batch held at most this many tokens (queries)
 #: has no large output buffer to give back (``release_buffers``).
 SMALL_INPUT_TOKENS = 96
-#: libgomp's spin before a waiting thread sleeps (~100,000 spins a ms, so
-#: ~0.2 ms). See ``_load_llama_cpp``.
-GOMP_SPIN = "20000"
-
-_backend_lock = threading.Lock()
-_backend_ready = False
-_log_callback = None
-_recent_errors: collections.deque[str] = collections.deque(maxlen=4)
-_llama_log = logging.getLogger("marchdb.llama")
-_GGML_LOG_ERROR = 4  # enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT
-
-
-def spare_cores() -> int:
-    """Cores with nothing runnable on them at this instant, besides the
-    caller's own: ``/proc/loadavg``'s count of runnable threads (Linux). 0
-    where it cannot be read, so embedding stays on one thread."""
-    try:
-        with open("/proc/loadavg", "rb") as f:
-            running = int(f.read().split()[3].split(b"/")[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return max(0, (os.cpu_count() or 1) - max(running, 1))
-
-
-def _load_llama_cpp():
-    """Import llama_cpp once, quiet its logging, and initialise the backend."""
-    global _backend_ready
-    if "llama_cpp" not in sys.modules and not ("OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ):
-        # llama.cpp's CPU backend synchronises its threads with OpenMP
-        # barriers, and libgomp spins at them by default. When other
-        # processes keep the cores busy, a spinning thread waits for one
-        # that is not even scheduled: measured on 2 busy cores, 2 threads
-        # went from 1.9 to 13.3 chunks/s with passive waiting (and 1.9 ->
-        # 8.9 with GOMP_SPINCOUNT=10000). libgomp reads this once, when
-        # llama_cpp's libraries load, i.e. just below. A user's own setting wins.
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        # ...but a short spin first: a query's decode is hundreds of tiny
-        # steps, and waking a sleeping thread at each cost more than the step
-        # (18-token queries, 2 idle cores: p50 13-14 ms passive, 11.1-11.7
-        # with this spin; a 96-text batch 21.4 / 22.1 texts/s). Spinning only
-        # hurts where the other thread's core is busy, and then embedding
-        # runs on one thread (``_use_threads``), so nobody waits.
-        os.environ["GOMP_SPINCOUNT"] = GOMP_SPIN
-    try:
-        import llama_cpp
-    except ImportError as exc:
-        raise ModelError(
-            "llama-cpp-python is not installed, so no embedding model can run; "
-            "install it with: pip install llama-cpp-python (marchdb falls back to BM25 meanwhile)"
-        ) from exc
-    global _log_callback
-    with _backend_lock:
-        if not _backend_ready:
-            # llama-cpp-python's own log hook prints everything while its
-            # logger is unset, and maps ggml's log levels with an outdated
-            # table (warnings come out as errors), so every start would print
-            # llama.cpp chatter such as "missing newline token". Route the
-            # log to our logger at debug level instead; llama.cpp's errors are
-            # also kept so that the ModelError raised for them can say why.
-            @llama_cpp.llama_log_callback
-            def _cb(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-                msg = text.decode("utf-8", "replace").rstrip()
-                if msg:
-                    _llama_log.debug("%s", msg)
-                    if level == _GGML_LOG_ERROR:
-                        _recent_errors.append(msg)
-
-            _log_callback = _cb  # must outlive every llama.cpp call
-            llama_cpp.llama_log_set(_cb, ctypes.c_void_p(0))
-            llama_cpp.llama_backend_init()
-            _backend_ready = True
-    return llama_cpp
 
 
 def _clean(text: str) -> str:
     """NFKC, and no NUL (C tokenizers stop at it; SentencePiece maps it away)."""
     return unicodedata.normalize("NFKC", text).replace("\x00", "")
-
-
-def _why() -> str:
-    """llama.cpp's last error lines, formatted for a ModelError message."""
-    return f" ({'; '.join(_recent_errors)})" if _recent_errors else ""
-
-
-def _normalise_name(name: str) -> str:
-    return re.sub(r"[\s_]+", "-", name.strip().lower())
-
-
-def _convention_for(name: str) -> tuple[str, str] | None:
-    norm = _normalise_name(name)
-    if "mistral" in norm or "instruct" in norm:
-        return None  # instruction-tuned e5 variants use a different template
-    for pattern, q, p in INPUT_CONVENTIONS:
-        if re.search(pattern, norm):
-            return q, p
-    return None
-
-
-def file_fingerprint(path: Path, name: str = "") -> str:
-    """Cheap, content-based identity of a model file.
-
-    Hashes the size, the first and last MiB and 16 evenly spaced 64 KiB
-    samples (about 3 MiB read, whatever the file size), plus ``name``. A
-    rebuilt, replaced or edited model changes it; a copy or a move does not.
-    """
-    h = hashlib.sha256()
-    size = path.stat().st_size
-    h.update(f"{name}\0{size}\0".encode())
-    mib = 1 << 20
-    with open(path, "rb") as fh:
-        h.update(fh.read(mib))
-        for i in range(1, 17):
-            fh.seek(max(0, size * i // 17 - (1 << 15)))
-            h.update(fh.read(1 << 16))
-        fh.seek(max(0, size - mib))
-        h.update(fh.read(mib))
-    return f"{_normalise_name(name) or 'model'}-{size}-{h.hexdigest()[:20]}"
 
 
 class LlamaEmbedder(Embedder):
@@ -260,18 +127,18 @@ class LlamaEmbedder(Embedder):
                 f"{self._path} is not a GGUF file; rebuild it with 'marchdb model build' "
                 "or point embeddingModel at a .gguf embedding model"
             )
-        lc = _load_llama_cpp()
+        lc = backend.load_llama_cpp()
         self._lc = lc
 
         mparams = lc.llama_model_default_params()
         # An embedding model is small; keeping it off any GPU build's device
         # avoids surprises, and mmap makes a second process load it for free.
         mparams.n_gpu_layers = 0
-        _recent_errors.clear()
+        backend.recent_errors.clear()
         self._model = lc.llama_model_load_from_file(str(self._path).encode(), mparams)
         if not self._model:
             raise ModelError(
-                f"llama.cpp could not load {self._path}{_why()} (corrupt file, or an architecture "
+                f"llama.cpp could not load {self._path}{backend.why()} (corrupt file, or an architecture "
                 "this llama-cpp-python does not know); rebuild it with 'marchdb model build "
                 "--force' or upgrade llama-cpp-python"
             )
@@ -319,7 +186,7 @@ class LlamaEmbedder(Embedder):
         self._ctx = lc.llama_init_from_model(self._model, cparams)
         if not self._ctx:
             raise ModelError(
-                f"llama.cpp could not create a context for {self._path}{_why()} (out of memory?); "
+                f"llama.cpp could not create a context for {self._path}{backend.why()} (out of memory?); "
                 "try fewer threads or a smaller batch_tokens"
             )
         self._n_seq_max = int(lc.llama_n_seq_max(self._ctx))
@@ -334,7 +201,7 @@ class LlamaEmbedder(Embedder):
 
         self._name = str(self._meta.get("general.name") or self._path.stem)
         self._prefixes = self._resolve_prefixes(prefixes)
-        self.fingerprint = file_fingerprint(self._path, self._name)
+        self.fingerprint = identity.file_fingerprint(self._path, self._name)
         self._multilingual = self._is_multilingual()
 
         self._head, self._tail = self._special_frame()
@@ -360,7 +227,7 @@ class LlamaEmbedder(Embedder):
             q = self._meta.get(keys.QUERY_PREFIX, "")
             p = self._meta.get(keys.PASSAGE_PREFIX, "")
         else:
-            q, p = _convention_for(self._name) or ("", "")
+            q, p = identity.convention_for(self._name) or ("", "")
         if override:
             q = override.get("query", q)
             p = override.get("passage", p)
@@ -370,7 +237,7 @@ class LlamaEmbedder(Embedder):
         flag = self._meta.get(keys.MULTILINGUAL)
         if flag is not None:
             return flag.strip().lower() in ("true", "1")
-        name = _normalise_name(self._name)
+        name = identity.normalise_name(self._name)
         if any(k in name for k in ("multilingual", "-m3", "paraphrase-multilingual", "labse")):
             return True
         # A vocabulary this large is a multilingual (XLM-R-like) tokenizer.
@@ -598,7 +465,7 @@ class LlamaEmbedder(Embedder):
                     raise TypeError(f"text #{i} is {type(t).__name__}, not str")
                 for toks, weight in self._windows(t, prefix, first_window):
                     seqs.append((i, toks, weight))
-            self._use_threads(min(self._threads, 1 + spare_cores()))
+            self._use_threads(min(self._threads, 1 + backend.spare_cores()))
             remaining = np.bincount([s[0] for s in seqs], minlength=n)
             acc = np.zeros((n, self.dim), dtype=np.float64)
             # Longest first: the budget fills evenly and similar lengths share
@@ -647,11 +514,11 @@ class LlamaEmbedder(Embedder):
         self._peak_tokens = max(self._peak_tokens, pos)
         if self._memory:
             lc.llama_memory_clear(self._memory, True)
-        _recent_errors.clear()
+        backend.recent_errors.clear()
         rc = lc.llama_decode(self._ctx, self._batch)
         if rc != 0:
             raise ModelError(
-                f"llama.cpp failed to embed a batch (code {rc}{_why()}) with {self._path}; "
+                f"llama.cpp failed to embed a batch (code {rc}{backend.why()}) with {self._path}; "
                 "try a smaller batch_tokens, or check the model with 'marchdb model check'"
             )
         for sid, k in enumerate(batch):
