@@ -261,3 +261,44 @@ def test_codex_gets_the_hint_the_profile_and_a_steer_after_its_tool(world, proje
     assert "mem_deploy_friday" not in json.dumps(requests[0])
     assert "[recall]\\n- mem_deploy_friday | score=" in json.dumps(requests[-1])
     assert install_removed(world, "codex")
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+def claude(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("node_modules/.bin/claude", "npm install --prefix .hosts @anthropic-ai/claude-code")
+    env = {
+        **world["env"],
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    args = ["-p", prompt, "--permission-mode", "acceptEdits", "--allowedTools", "Bash"]
+    return run([str(program), *args], env, world["project"])
+
+
+def test_claude_code_gets_the_profile_the_hint_and_a_steer_after_its_tool(world, project):
+    result = install(world, "claude-code")["results"][0]
+    assert result["settings"] == str(world["home"] / ".claude" / "settings.json")
+    steer = "Let me check the release calendar before the Friday deploy."
+    with FakeModel(tool_call="echo checking", tool_text=steer) as fake:
+        done = claude(world, fake, "Can we ship the release today?")
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = [json.dumps(r["body"]) for r in fake.model_requests() if "messages" in (r["body"] or {})]
+    first = next(r for r in requests if "Can we ship the release today?" in r)
+    assert PROFILE_LINE in first
+    # The prompt names no deploy or Friday: no hint for it; the steer after the tool is in the next request.
+    assert "mem_deploy_friday" not in first
+    assert any("[recall]\\n- mem_deploy_friday | score=" in r for r in requests[requests.index(first) + 1 :])
+    assert install_removed(world, "claude-code")
+
+
+def test_claude_code_hints_the_prompt_that_asks(world, project):
+    install(world, "claude-code")
+    with FakeModel() as fake:
+        done = claude(world, fake, PROMPT)
+        assert done.returncode == 0, done.stderr[-3000:]
+        sent = fake.sent()
+    assert "[recall]\\n- mem_deploy_friday | score=" in sent
