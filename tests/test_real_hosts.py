@@ -302,3 +302,14 @@ def test_claude_code_hints_the_prompt_that_asks(world, project):
         assert done.returncode == 0, done.stderr[-3000:]
         sent = fake.sent()
     assert "[recall]\\n- mem_deploy_friday | score=" in sent
+
+
+def test_doctor_says_when_codex_has_not_been_told_to_trust_the_hooks(world, project):
+    host_program("node_modules/.bin/codex", "npm install --prefix .hosts @openai/codex")
+    install(world, "codex")
+    env = {**world["env"], "CODEX_HOME": str(world["home"] / ".codex")}
+    done = run([MARCHDB, "doctor", "--json"], env, project)
+    data = json.loads(done.stdout)
+    assert {"host": "codex", "where": str(world["home"] / ".codex" / "hooks.json")}.items() <= data["hosts"][0].items()
+    untrusted = [p for p in data["problems"] if p["kind"] == "codex_untrusted"]
+    assert len(untrusted) == 5 and "/hooks" in untrusted[0]["advice"]

@@ -9,8 +9,10 @@ so building the index does not take an hour), with the default model:
 
 * baseline — ``python -c pass`` of the same interpreter: the floor every
   hook pays; the hook's time is also given as a ratio to it;
-* hook warm — ``marchdb hook claude-code`` with a UserPromptSubmit event,
-  the engine running (each prompt a new turn of one session);
+* hook warm, per host — ``marchdb hook HOST`` with the event each host sends
+  for a prompt (Claude Code, Codex, Hermes: UserPromptSubmit; Gemini:
+  BeforeAgent; Cline: userPromptSubmit; Cursor: postToolUse; generic: the
+  text on stdin), the engine running (each prompt a new turn of one session);
 * engine — the engine's own time for the same hook request and for a plain
   ``memory_recall`` (query embedding and dirty check included);
 * CLI warm — ``marchdb recall TEXT`` with the engine running;
@@ -18,8 +20,11 @@ so building the index does not take an hour), with the default model:
   ``--pause`` seconds each, as prompts come in a session: every one of them
   then asks for the seed's dirty check (a scan older than 5 s), and the
   cores have gone idle;
-* hook cold — no engine running: the hook answers with keyword recall and
-  starts the engine; then how long until the engine is warm.
+* hook cold — no engine running: the hook starts one and waits for it
+  (``hookWaitSeconds``) when it can be warm in time, else keyword recall;
+  then how long until the engine is warm;
+* frozen — the engine stopped with SIGSTOP (a suspended laptop): three hooks
+  in a row, the time of all three.
 
 Usage::
 
@@ -32,6 +37,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -87,6 +93,24 @@ def event(session: str, prompt: str) -> str:
     return json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": prompt, "cwd": "/tmp"})
 
 
+#: What each host sends for a prompt (or, for Cursor, the nearest it has: a tool's end).
+HOST_EVENTS = {
+    "claude-code": lambda s, p: event(s, p),
+    "codex": lambda s, p: event(s, p),
+    "hermes": lambda s, p: event(s, p),
+    "gemini": lambda s, p: json.dumps({"session_id": s, "hook_event_name": "BeforeAgent", "prompt": p, "cwd": "/tmp"}),
+    "cline": lambda s, p: json.dumps({"taskId": s, "workspaceRoots": ["/tmp"], "userPromptSubmit": {"prompt": p}}),
+    "cursor": lambda s, p: json.dumps(
+        {"conversation_id": s, "hook_event_name": "postToolUse", "tool_name": "Shell", "agent_message": p}
+    ),
+    "generic": lambda s, p: p,
+}
+
+
+def hook_cmd(host: str, session: str) -> list[str]:
+    return [MARCHDB, "hook", host, *(["--run", f"{session}-run"] if host == "generic" else [])]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=10_000)
@@ -120,19 +144,24 @@ def main() -> int:
         ready.append((time.perf_counter() - t) * 1000 + ms)
     log(f"hook cold: {summary(cold)}; engine warm after {summary(ready)}")
 
-    warm, hinted = [], 0
-    for i in range(args.runs):
-        ms, out = timed([MARCHDB, "hook", "claude-code"], event("warm", texts[i]), env)
-        assert out.returncode == 0, out.stderr
-        warm.append(ms)
-        hinted += bool(out.stdout)
-    log(f"hook warm: {summary(warm)}")
+    per_host: dict[str, dict] = {}
+    hinted = 0
+    for host, make in HOST_EVENTS.items():
+        times = []
+        for i in range(args.runs):
+            ms, out = timed(hook_cmd(host, f"warm-{host}-{i}"), make(f"warm-{host}", texts[i]), env)
+            assert out.returncode == 0, out.stderr
+            times.append(ms)
+            hinted += bool(out.stdout)
+        per_host[host] = summary(times)
+        log(f"hook warm, {host}: {per_host[host]}")
 
     ident = client.identity(cfg)
     engine_hook, engine_recall = [], []
     for i in range(args.runs * 3):
         text = texts[i % len(texts)]
-        engine_hook.append(client.request(home, "hook", {"host": "claude-code", "event": event("eng", text)}, ident)[1])
+        hook_args = {"event": "prompt", "host": "claude-code", "session": "eng", "text": text, "cwd": "/tmp"}
+        engine_hook.append(client.request(home, "memory_hook", hook_args, ident)[1])
         engine_recall.append(client.request(home, "memory_recall", {"text": text}, ident)[1])
     log(f"engine: hook {summary(engine_hook)}, recall {summary(engine_recall)}")
 
@@ -151,6 +180,20 @@ def main() -> int:
     if paced_hook:
         log(f"paced (a {args.pause:g} s pause before each): hook {summary(paced_hook)}, engine {summary(paced_engine)}")
     rss = _rss_mb(client.engine_pid(home))
+    frozen = []
+    pid = client.engine_pid(home)
+    for round_ in range(3):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t = time.perf_counter()
+            for i in range(3):
+                out = timed([MARCHDB, "hook", "claude-code"], event(f"frozen-{round_}-{i}", texts[i]), env)[1]
+                assert out.returncode == 0, out.stderr
+            frozen.append((time.perf_counter() - t) * 1000)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        (home / client.STUCK_NAME).unlink(missing_ok=True)
+    log(f"three hooks against a frozen engine: {summary(frozen)}")
     daemon.stop(home)
 
     result = {
@@ -158,8 +201,12 @@ def main() -> int:
         "machine": machine_info(),
         "python": platform.python_version(),
         "python_c_pass_ms": summary(baseline),
-        "hook_warm_ms": summary(warm),
-        "hook_warm_over_python": round(statistics.median(warm) / statistics.median(baseline), 2),
+        "hook_warm_ms": per_host["claude-code"],
+        "hook_warm_by_host_ms": per_host,
+        "hook_warm_over_python": {
+            host: round(s["p50"] / statistics.median(baseline), 2) for host, s in per_host.items()
+        },
+        "three_hooks_frozen_engine_ms": summary(frozen),
         "hook_warm_hinted": hinted,
         "engine_hook_ms": summary(engine_hook),
         "engine_recall_ms": summary(engine_recall),
@@ -191,20 +238,21 @@ def _rss_mb(pid: int | None) -> float | None:
 
 
 def table(r: dict) -> str:
-    rows = [
-        ("python -c pass (floor)", r["python_c_pass_ms"]),
-        ("hook, warm engine (spawn -> output)", r["hook_warm_ms"]),
-        ("  engine time for that hook", r["engine_hook_ms"]),
+    rows = [("python -c pass (floor)", r["python_c_pass_ms"])]
+    rows += [(f"hook {host}, warm engine", s) for host, s in r["hook_warm_by_host_ms"].items()]
+    rows += [
+        ("  engine time for a hook event", r["engine_hook_ms"]),
         ("  engine time for a recall", r["engine_recall_ms"]),
         ("marchdb recall, warm engine", r["cli_recall_warm_ms"]),
-        ("hook, no engine yet (keyword recall)", r["hook_cold_ms"]),
+        ("hook, no engine yet (starts it, waits)", r["hook_cold_ms"]),
         ("  engine warm after the cold hook", r["engine_warm_after_cold_ms"]),
         (f"hook after a {r['pause_s']:g} s pause", r["hook_paced_ms"]),
         (f"  engine recall after a {r['pause_s']:g} s pause", r["engine_recall_paced_ms"]),
+        ("three hooks, engine frozen (SIGSTOP)", r["three_hooks_frozen_engine_ms"]),
     ]
+    ratios = ", ".join(f"{h} {x}x" for h, x in r["hook_warm_over_python"].items())
     lines = [
-        f"{r['memories']:,} memories; hook p50 = {r['hook_warm_over_python']}x python -c pass; "
-        f"engine RSS {r['engine_rss_mb']} MB",
+        f"{r['memories']:,} memories; hook p50 over python -c pass: {ratios}; engine RSS {r['engine_rss_mb']} MB",
         f"{'':40} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>4}",
     ]
     for name, s in rows:

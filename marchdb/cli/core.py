@@ -83,6 +83,8 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
     """List every problem with the vault or index, and what to do about each."""
     store = _store(ctx)
     data = store.doctor()
+    data["hosts"], host_problems = _hosts_seen()
+    data["problems"] = host_problems + data["problems"]
     notes = _notices(store, as_json)
     if as_json:
         data["notices"] = notes
@@ -91,6 +93,10 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
     if data["vector_error"]:
         say(f"vectors: {data['vector_error']}")
     say("logs: " + "; ".join(_log_size(row) for row in data.get("logs", [])))
+    for row in data["hosts"]:
+        say(
+            f"{row['host']}: marchdb's hooks in {one_line(row['where'])} ({', '.join(row['events']) or row.get('error')})"
+        )
     if data["hook_log"]:
         say("recent hook events (logs/hooks.log):")
         for line in data["hook_log"]:
@@ -108,6 +114,32 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
             say(f"  {one_line(row['path'])}: {one_line(row['detail'])}")  # a name with a newline stays one row
         if len(items) > 50:
             say(f"  ... and {len(items) - 50} more (`marchdb doctor --json` lists all)")
+
+
+def _hosts_seen() -> tuple[list[dict], list[dict]]:
+    """Where marchdb's hooks are installed (the user's settings and this
+    folder's), and the problems with them: Codex skips hooks it has not been
+    told to trust, without a word, so its own list is asked."""
+    from pathlib import Path
+
+    from marchdb.hosts import codex, install
+
+    cwd = Path.cwd()
+    rows = install.installed(cwd)
+    problems = []
+    if any(r["host"] == "codex" for r in rows):
+        seen = codex.trust_status(str(cwd))
+        for hook in seen or []:
+            if hook["status"] != "trusted":
+                problems.append(
+                    {
+                        "path": str(hook["key"]),
+                        "kind": "codex_untrusted",
+                        "detail": f"Codex sees marchdb's {hook['event']} hook as {hook['status']}: it skips it",
+                        "advice": "start `codex`, type /hooks and trust marchdb's hooks",
+                    }
+                )
+    return rows, problems
 
 
 def _log_size(row: dict) -> str:

@@ -11,6 +11,11 @@ trusted it (``/hooks`` in its TUI), and says nothing when it skips one:
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+
 from marchdb.hosts import claude_code
 
 HOST = "codex"
@@ -52,3 +57,75 @@ def trust_notes(path) -> tuple[str, ...]:
         f"Codex runs new or changed hooks only once you trust them: start `codex`, type /hooks and trust the "
         f"marchdb hooks of {path} (until then Codex skips them without a word; `marchdb doctor` tells)",
     )
+
+
+#: Seconds ``trust_status`` gives Codex's app server to answer.
+TRUST_TIMEOUT = 20.0
+
+
+def trust_status(cwd: str, env: dict | None = None) -> list[dict] | None:
+    """Codex's own word on the marchdb hooks it sees from ``cwd``: each
+    ``{"key", "event", "status"}`` (``trusted``, ``untrusted``, ``modified``),
+    asked of ``codex app-server`` (the JSON-RPC server behind its TUI's
+    /hooks); None when Codex is not on PATH or does not answer."""
+    program = shutil.which("codex", path=(env or os.environ).get("PATH"))
+    if program is None:
+        return None
+    lines = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "marchdb-doctor", "version": "1"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "hooks/list", "params": {"cwds": [cwd]}},
+    ]
+    try:
+        proc = subprocess.Popen(
+            [program, "app-server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+            text=True,
+        )
+    except OSError:
+        return None
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+        proc.stdin.flush()
+        listing = _answer_to(proc, 2)
+    finally:
+        proc.kill()
+        proc.wait()
+    if listing is None:
+        return None
+    from marchdb.hosts.install import command_is_ours
+
+    return [
+        {"key": h.get("key"), "event": h.get("eventName"), "status": h.get("trustStatus")}
+        for entry in listing.get("data", [])
+        for h in entry.get("hooks", [])
+        if command_is_ours(str(h.get("command", "")), HOST)
+    ]
+
+
+def _answer_to(proc, wanted: int) -> dict | None:
+    import selectors
+    import time
+
+    deadline = time.monotonic() + TRUST_TIMEOUT
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not sel.select(max(0.0, deadline - time.monotonic())):
+                return None
+            line = proc.stdout.readline()
+            if not line:
+                return None
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and message.get("id") == wanted:
+                result = message.get("result")
+                return result if isinstance(result, dict) else None
+    return None

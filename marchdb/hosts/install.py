@@ -565,3 +565,40 @@ def _env_words(env: dict[str, str]) -> list[str]:
 def _command(host: str, argv: list[str], env: dict[str, str]) -> str:
     run = " ".join(shlex.quote(p) for p in [*(["env", *_env_words(env)] if env else []), *argv, "hook", host])
     return f"test -x {shlex.quote(argv[0])} || exit 0; exec {run}"
+
+
+def installed(project: Path | None = None) -> list[dict]:
+    """Where marchdb's hooks are installed now, for ``doctor``: ``{"host",
+    "where", "events"}`` for the user's settings of every host (and those of
+    ``project``); settings that cannot be read are said as ``error``."""
+    found = []
+    for host, spec in TARGETS.items():
+        places: list[Path | None] = [None] + ([project] if project is not None and host != "hermes" else [])
+        for place in places:
+            if isinstance(spec, HermesPlugin):
+                folder = spec.path(None)
+                if spec.is_ours(folder):
+                    found.append({"host": host, "where": str(folder), "events": list(spec.events)})
+                continue
+            if isinstance(spec, FileHooks):
+                for folder in spec.folders(place):
+                    events = [e for e in spec.events if spec.is_ours_file(folder / e)]
+                    if events:
+                        found.append({"host": host, "where": str(folder), "events": events})
+                continue
+            path = spec.path(place)
+            if not os.path.lexists(path):
+                continue
+            try:
+                hooks = settings.read(path).get("hooks")
+            except FileError as exc:
+                found.append({"host": host, "where": str(path), "events": [], "error": str(exc)})
+                continue
+            events = (
+                [e for e, v in hooks.items() if isinstance(v, list) and spec.ours_in(v)]
+                if isinstance(hooks, dict)
+                else []
+            )
+            if events:
+                found.append({"host": host, "where": str(path), "events": events})
+    return found
