@@ -12,7 +12,7 @@ import pytest
 
 from marchdb import ops
 from marchdb.errors import FileError
-from marchdb.hosts import BadEvent, adapter, claude_code, cline, codex, cursor, gemini, install
+from marchdb.hosts import BadEvent, adapter, claude_code, codex, cursor, gemini, install
 from marchdb.hosts.hook import answer_here
 from marchdb.store import Store
 
