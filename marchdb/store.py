@@ -13,7 +13,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from marchdb import logfile, ops, profiles
+from marchdb import fts, logfile, ops, profiles
 from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.changes import validate_changes
@@ -204,7 +204,9 @@ class Store(Keeper):
             project_tag=tag,
             conversation=conversation or None,
             deadline=self.deadline,
-            words=self.words() if emb is not None else None,  # only the hybrid statement reads them
+            # Only the hybrid statement reads them, and only for memories in the
+            # other script than the message: a vault all in one script never loads them.
+            words=self.words() if emb is not None and self._other_script_held(text) else None,
         )
         if explain:
             result.settings = {
@@ -225,6 +227,18 @@ class Store(Keeper):
             )
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
         return result
+
+    def _other_script_held(self, text: str) -> bool:
+        """Whether an active memory is in the other script than ``text``
+        (Chinese against the rest, as ``fts.cjk_share`` tells), known once per
+        change of the index."""
+        generation = (db.get_meta(self.con, "index_id"), db.get_meta(self.con, "fts_gen"))
+        if self._scripts is None or self._scripts[0] != generation:
+            row = self.con.execute(
+                "SELECT max(cjk >= 0.5), min(cjk >= 0.5) FROM memory_index WHERE status = 'active'"
+            ).fetchone()
+            self._scripts = (generation, {bool(v) for v in (row or ()) if v is not None})
+        return (fts.cjk_share(text) < 0.5) in self._scripts[1]
 
     @ops.checks("memory_hook")
     def hook(self, **event) -> dict:

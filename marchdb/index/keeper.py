@@ -68,6 +68,8 @@ class Keeper:
         self._vindex: VectorIndex | None = None
         self._words: bridge.Dictionary | None = None
         self._words_error: str | None = None
+        #: (index generation, the scripts its active memories are in): ``Store._other_script_held``.
+        self._scripts: tuple | None = None
         self._recalls = 0
         self._rebuilt = False
         self._index_ino: int | None = None

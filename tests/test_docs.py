@@ -1,0 +1,98 @@
+"""The docs say what the code does: every command, option, setting and environment
+variable is documented, every link leads somewhere, the README stays short."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+from typer.main import get_command
+
+from marchdb.cli.main import app
+from marchdb.config import CONFIG_KEYS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+CLI_PAGE = (DOCS / "cli.md").read_text(encoding="utf-8")
+CONFIG_PAGE = (DOCS / "configuration.md").read_text(encoding="utf-8")
+
+
+def commands(group: click.Group, prefix: str = "marchdb") -> list[tuple[str, click.Command]]:
+    out = []
+    for name, command in sorted(group.commands.items()):  # type: ignore[attr-defined]
+        path = f"{prefix} {name}"
+        if isinstance(command, click.Group):
+            out += commands(command, path)
+        else:
+            out.append((path, command))
+    return out
+
+
+ALL = commands(get_command(app))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path,command", ALL, ids=[p for p, _ in ALL])
+def test_every_command_and_option_is_in_the_cli_page(path, command):
+    assert f"`{path}" in CLI_PAGE, f"{path} is not in docs/cli.md"
+    for param in command.params:
+        if isinstance(param, click.Option):
+            longest = max(param.opts, key=len)
+            assert longest in CLI_PAGE or longest == "--help", f"{path} {longest} is not in docs/cli.md"
+
+
+@pytest.mark.parametrize("key", CONFIG_KEYS)
+def test_every_config_key_is_in_the_configuration_page(key):
+    assert f"`{key}`" in CONFIG_PAGE
+
+
+def test_every_environment_variable_the_code_reads_is_documented():
+    names = set()
+    for path in (ROOT / "marchdb").rglob("*.py"):
+        names |= set(re.findall(r"[\"'](MARCH_[A-Z_]+|MARCHDB_[A-Z_]+)[\"']", path.read_text(encoding="utf-8")))
+    documented = CONFIG_PAGE + CLI_PAGE + (DOCS / "engine.md").read_text(encoding="utf-8")
+    missing = sorted(n for n in names if n not in documented)
+    assert not missing, f"environment variables not in docs/configuration.md: {missing}"
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def _anchors(text: str) -> set[str]:
+    out = set()
+    for heading in re.findall(r"^#+ (.+)$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+def test_every_link_between_the_pages_leads_somewhere():
+    broken = []
+    for page in _pages():
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target) or target.startswith("mailto:"):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text(encoding="utf-8")):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_the_readme_is_a_short_page_for_users():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    # What the page starts with: the two commands, before anything else.
+    blocks = re.findall(r"```sh\n(.*?)\n```", text, re.S)[:2]
+    assert blocks == [
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/marchdb demo",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest",
+    ]
+    assert text.index("```sh") < text.index("## ")
+    # No dated measurement diary: figures live in docs/benchmarks.md, history in CHANGELOG.md.
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text)
