@@ -230,18 +230,30 @@ def pytest_collection_modifyitems(items):
 
 
 def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Folder where test models are built and cached."""
+    """Folder where test models are built and cached: one for the whole run,
+    shared by pytest-xdist's workers (``MARCHDB_TEST_MODEL_DIR`` keeps it
+    across runs)."""
     env = os.environ.get("MARCHDB_TEST_MODEL_DIR")
-    return Path(env) if env else tmp_path_factory.getbasetemp() / "models"
+    if env:
+        return Path(env)
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "models"
 
 
 @pytest.fixture(scope="session")
 def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Path of the default (e5) GGUF, built once per session."""
+    """Path of the default (e5) GGUF, built once per run: the first worker
+    builds it, the others wait on the folder's lock and find it built."""
+    import fcntl
+
     from marchdb.embedding.build import build_model
     from marchdb.embedding.recipes import DEFAULT_RECIPE
 
-    return build_model(DEFAULT_RECIPE, model_cache_dir(tmp_path_factory))
+    folder = model_cache_dir(tmp_path_factory)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return build_model(DEFAULT_RECIPE, folder)
 
 
 @pytest.fixture(scope="session")

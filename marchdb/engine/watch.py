@@ -9,8 +9,8 @@ The watcher collects changed paths, waits until they have been quiet for a
 short debounce (editors save by writing a temp file and renaming it over the
 original: one quiet period coalesces that into one change), then syncs just
 those paths, embedding included. It runs on its own thread with its own
-Store (own connection and model), so callers of the main Store are never
-blocked by it. If the platform watcher cannot start or stops, it says so and
+Store (its own connection; the model is the main Store's, shared), so callers
+of the main Store are never blocked by it. If the platform watcher cannot start or stops, it says so and
 falls back to periodic full scans instead of going stale silently; events it
 never delivers are caught by the dirty check's full scans. A sync that fails
 unexpectedly (a bug, a file nobody foresaw) never ends the thread: it says
@@ -39,10 +39,8 @@ MAX_INCREMENTAL = 2000
 ROOT_CHECK_SECONDS = 5.0
 #: A dirty check's scan (``start_wanted_scan``) waits until clients have been
 #: quiet this long, at most SCAN_DEFER_SECONDS: requests one after the other
-#: otherwise met the scan's stat walk on the other core and in the interpreter
-#: (stage timers in a running engine: ~1 recall in 7 of a back-to-back run
-#: embedded on one thread beside it, ~50 ms against ~30; engine against engine,
-#: p95 39.2 -> 31.8 ms; README "Hooks and the CLI").
+#: otherwise meet the scan's stat walk on the other core and in the
+#: interpreter, and their query embedding runs on one thread beside it.
 SCAN_QUIET_SECONDS = 0.5
 SCAN_DEFER_SECONDS = 5.0
 
