@@ -295,8 +295,13 @@ SAVE = Operation(
         "replace all old tags. Set status to 'deprecated' to retire a memory; when a new memory replaces "
         "an older one whose facts changed, pass supersedes=[its id] so recall hints only the new one. If a "
         "memory with the same name already exists, nothing is written and you get its id: update that memory "
-        "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
-        "before this returns. No description or tags at hand? memory_log appends a quick note to "
+        "instead, or pass force=true if a second memory is really wanted. The index is refreshed before this "
+        "returns. A created memory's answer lists "
+        "related: active memories on the same subject (id, name, description, why). Read them: if the new "
+        "one replaces one (a fact changed), save again with id=<new id> and supersedes=[its id]; if it only "
+        "adds to one, put it into that one (update it by id) and set the new one's status to deprecated; if "
+        "they contradict and you cannot tell which holds, save again with conflicts_with=[its id] so a person "
+        "decides; otherwise keep both. No description or tags at hand? memory_log appends a quick note to "
         "today's daily log instead."
     ),
     params=(
@@ -341,6 +346,13 @@ SAVE = Operation(
             "Ids of older memories this one replaces (a fact that changed): recall stops hinting them while this "
             "one is active. [] removes the field (the CLI: --supersedes ''); omit to keep it.",
             flag="--supersedes",
+        ),
+        Param(
+            "conflicts_with",
+            "strs",
+            "Ids of memories this one contradicts when you cannot tell which holds: both are kept, marked for a "
+            "person to decide, and said when recall hints either. [] removes the field; omit to keep it.",
+            flag="--conflicts-with",
         ),
         Param("force", "bool", "Create even when a near-duplicate memory exists.", False, flag="--force"),
         Param("embed", "bool", "Compute the new vectors now (False: the next sync does).", True, mcp=False),

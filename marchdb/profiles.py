@@ -17,7 +17,7 @@ from pathlib import Path
 from marchdb.config import Config, ensure_layout
 from marchdb.errors import FileError, InvalidInput
 from marchdb.files import read_file
-from marchdb.hints import hint_line, recall_block
+from marchdb.hints import contradiction_lines, hint_line, recall_block
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.
@@ -86,7 +86,7 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
     ``name`` and ``description``; the description is cut to
     80 characters (``recall.short``). Returns "" for no hints.
     """
-    lines = []
+    hints, lines = list(hints), []
     for hint in hints:
         try:
             mem_id, score, name = _field(hint, "id"), _field(hint, "score"), _field(hint, "name")
@@ -101,7 +101,7 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
         except KeyError:
             description = ""  # a hint without a description is shown without one (seed 000)
         lines.append(hint_line(str(mem_id), float(score_text), str(name), str(description)))
-    return "\n".join(lines)
+    return "\n".join(lines + contradiction_lines(hints))
 
 
 def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | object] | None = None) -> str:

@@ -22,12 +22,13 @@ from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_
 from marchdb.files import read_memory_text, vault_lock
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
-from marchdb.index.recall import project_tag
+from marchdb.index.recall import RELATED_BELOW, project_tag
 from marchdb.index.recall import recall as recall_hints
+from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
 from marchdb.lifecycle import capture, importing, maintain
 from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
-from marchdb.twins import check_supersedes
+from marchdb.twins import check_conflicts_with, check_supersedes
 
 if TYPE_CHECKING:
     pass
@@ -267,6 +268,7 @@ class Store(Keeper):
         status: str | None = None,
         priority: str | None = None,
         supersedes: list[str] | str | None = None,
+        conflicts_with: list[str] | str | None = None,
         force: bool = False,
         embed: bool = True,
     ) -> dict:
@@ -278,7 +280,10 @@ class Store(Keeper):
         small ranking nudge (``temperature``). ``supersedes`` (ids of
         older memories this one replaces; ``[]`` removes the field) writes
         the ``supersedes:`` field: recall leaves those memories out while
-        this one is active, and ranks them below it. Returns ``{"status":
+        this one is active, and ranks them below it. ``conflicts_with`` (ids
+        of memories this one contradicts; ``[]`` removes the field) keeps both
+        and marks them for a person to decide (``doctor``, ``maintain``, and
+        recall's answer when it hints either). Returns ``{"status":
         created|updated|unchanged|duplicate, "id", "path", "message",
         "warnings"}`` (``duplicate``: nothing written, a near-twin exists;
         update it by id, or pass ``force=True``). Raises ``InvalidInput`` for
@@ -286,11 +291,13 @@ class Store(Keeper):
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
-        changes = validate_changes(name, description, body, tags, status, priority, supersedes)
+        changes = validate_changes(name, description, body, tags, status, priority, supersedes, conflicts_with)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
+        rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
         if changes.supersedes:
-            rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
             check_supersedes(self.con, mem_id, changes.supersedes, rescan)
+        if changes.conflicts_with:
+            check_conflicts_with(self.con, mem_id, changes.conflicts_with, changes.supersedes, rescan)
         root = self.cfg.require_root()
         twin_probe = None
         if embed and changes.complete() and not force:
@@ -300,11 +307,59 @@ class Store(Keeper):
             if emb is not None:
                 text = metadata_text(changes.name or "", changes.description or "", changes.tags or [])
                 twin_probe = (emb.embed_passages([text])[0], emb.fingerprint)
+        related = []
+        if changes.complete() and (mem_id is None or not db.id_taken(self.con, mem_id)):
+            # Looked up before writing (seed 003's reconcile-before-writing), in
+            # the vault as the writer knew it: in a small vault the new memory's
+            # own words would lower the others' scores.
+            self.ensure_fresh(embed=embed)
+            named = {*(changes.supersedes or []), *(changes.conflicts_with or [])}
+            related = self.related(f"{changes.name}\n{changes.description}", named, changes.tags or [], embed)
         result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
         if embed and result.rel is not None:
             # Outside the lock: embedding must not hold up other savers.
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+        if result.status == "created":
+            result.related = [r for r in related if r["id"] != result.id]
         return result.to_dict()
+
+    def related(self, text: str, exclude: set[str], tags: list[str], use_model: bool = True) -> list[dict]:
+        """Active memories on the subject of ``text`` (a new memory's name and
+        description), none of ``exclude``: what recall would hint beside it
+        (``recall.related``). Each ``{"id", "name", "description", "score",
+        "shared_tags", "why"}``, for the writer to reconcile (seed 003's
+        ADD / UPDATE / CONFLICT): update one, supersede it, or keep both.
+        ``use_model=False``: BM25 alone, no model loaded."""
+        found = related_hints(
+            self.con,
+            text,
+            self.embedder() if use_model else None,
+            threshold=max(0.0, self.cfg.min_score - RELATED_BELOW),
+            exclude=exclude,
+            w_dense=self.cfg.dense_weight,
+            words=self.words() if use_model else None,
+        )
+        tags_of = dict(
+            self.con.execute(
+                "SELECT id, tags_json FROM memory_index WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([h.id for h in found]),),
+            )
+        )
+        out = []
+        for hint in found:
+            shared = [t for t in json.loads(tags_of.get(hint.id) or "[]") if t in tags]
+            why = f"recall scores it {hint.score:.2f} for this memory's name and description"
+            out.append(
+                {
+                    "id": hint.id,
+                    "name": hint.name,
+                    "description": hint.description,
+                    "score": round(hint.score, 4),
+                    "shared_tags": shared,
+                    "why": why + (f"; shares the tags {', '.join(shared)}" if shared else ""),
+                }
+            )
+        return out
 
     @ops.checks("memory_log")
     def log(self, title: str, text: str | None = None, *, embed: bool = True, now=None) -> dict:

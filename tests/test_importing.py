@@ -532,11 +532,13 @@ def test_another_tools_supersedes_is_kept_under_another_name(vault, store, tmp_p
     # id-shaped one would have meant marchdb's field, though the ids are the other tool's.
     src = tmp_path / "adr"
     put(src, "adr-4.md", '---\nsupersedes: "[[adr-0003]]"\n---\n# Use Postgres\nWe move to Postgres.\n')
-    put(src, "adr-5.md", "---\nsupersedes: adr-0004\n---\n# Use Kafka\nWe move to Kafka.\n")
+    put(src, "adr-5.md", "---\nsupersedes: adr-0004\nconflicts_with: adr-0002\n---\n# Use Kafka\nWe move to Kafka.\n")
     report = store.import_("obsidian", src, apply=True, embed=False)
     assert report["created"] == 2, report["items"]
     texts = [p.read_text() for p in vault.root.rglob("*.md")]
     assert any('original_supersedes: "[[adr-0003]]"' in t or "original_supersedes: '[[adr-0003]]'" in t for t in texts)
     assert any("original_supersedes: adr-0004" in t for t in texts)
-    assert all("\nsupersedes:" not in t for t in texts)
+    assert all("\nsupersedes:" not in t and "\nconflicts_with:" not in t for t in texts)
+    assert any("original_conflicts_with: adr-0002" in t for t in texts)
     assert store.con.execute("SELECT count(*) FROM supersedes").fetchone()[0] == 0
+    assert store.con.execute("SELECT count(*) FROM conflicts_with").fetchone()[0] == 0

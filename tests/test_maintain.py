@@ -334,3 +334,23 @@ def test_a_long_superseded_memory_is_proposed_for_the_archive(vault, store):
     assert "unchanged for 100 days" in found["mem_old"]["reason"]  # since its successor was written
     assert "mem_recent" not in found and "mem_dec" not in found  # too recent; a decision is never proposed
     assert "mem_old3" not in found  # old, but superseded only ten days ago
+
+
+def test_two_memories_that_contradict_each_other_are_for_a_person_to_decide(vault, store):
+    mem(vault, "a.md", "mem_a", created=5)
+    mem(vault, "b.md", "mem_b", tags=("decision",), created=5, extra="conflicts_with: [mem_a, mem_gone]\n")
+    mem(vault, "c.md", "mem_c", created=5, extra="conflicts_with: mem_d\n")
+    mem(vault, "d.md", "mem_d", status="deprecated", created=5, updated=5)  # retired: nothing to decide
+    store.sync(embed=False)
+    report = store.maintain(now=NOW, apply=True)
+    (decide,) = [p for p in report["proposals"] if p["action"] == "decide"]
+    assert decide["ids"] == ["mem_a", "mem_b"] and decide["paths"] == ["a.md", "b.md"]  # a decision too: listed
+    assert "contradict each other" in decide["reason"] and "--supersedes" in decide["reason"]
+    assert not decide["applied"] and report["counts"]["decide"] == 1  # never applied
+    problems = [p for p in store.doctor()["problems"] if p["kind"] == "contradiction"]
+    assert sorted(p["path"] for p in problems) == ["a.md", "b.md"] and all(p["advice"] for p in problems)
+    assert "contradicts mem_b (b.md, conflicts_with)" in next(p["detail"] for p in problems if p["path"] == "a.md")
+    text = CliRunner().invoke(
+        app, ["--home", str(store.cfg.home), "--root", str(vault.root), "maintain"], env={"MARCH_EMBED_MODEL": "x"}
+    )
+    assert text.exit_code == 0 and "decide   mem_a, mem_b: " in text.stdout and "1 decide" in text.stdout

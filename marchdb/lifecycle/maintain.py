@@ -13,7 +13,9 @@ What it proposes, each with its reason:
   tags) are nearly the same, as clusters listing every id;
 * **describe** a memory without a description (it is never a hint);
 * **archive** an imported chat that holds nothing (``transcripts.hollow``:
-  the rule an import applies now, so only older imports have such memories).
+  the rule an import applies now, so only older imports have such memories);
+* **decide** between two active memories that contradict each other
+  (``conflicts_with``): a person's call, never applied.
 
 "Never used" means as far as the kept logs remember (they are bounded,
 ``sql/003_lifecycle.sql``). Never proposed (seed 003: decisions and user
@@ -28,7 +30,7 @@ rewritten: filing is no update, so ``updated_at`` stays, and so does the
 undo; the file stays where it is). Archived memories
 leave recall and default search, and stay readable by ``open`` and by
 ``search --archived``; ``marchdb save --id ID --status active`` brings one
-back. Merge and describe proposals need a person and are never applied.
+back. Merge, describe and decide proposals need a person and are never applied.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ PROTECTED_FOLDERS = frozenset({"decisions", "profiles"})
 
 @dataclass
 class Proposal:
-    """One proposal: ``action`` archive | merge | describe, the memories it is about, and why."""
+    """One proposal: ``action`` archive | merge | describe | decide, the memories it is about, and why."""
 
     action: str
     ids: list[str]
@@ -213,7 +215,29 @@ def propose(
             )
     skip = keep | {r["id"] for r in rows if LOG_TAG in json.loads(r["tags_json"])}
     merges, notes = _merge_proposals(con, skip, merge_cosine, project_prefix)
-    return proposals + merges, notes
+    return proposals + merges + _contradictions(con), notes
+
+
+def _contradictions(con: apsw.Connection) -> list[Proposal]:
+    """A ``decide`` proposal per undecided contradiction (``conflicts_with``,
+    the view ``diag_contradictions``): which of the two holds is a person's
+    call, so it is never applied (decisions and profiles too are listed)."""
+    out = []
+    for a, a_path, a_name, b, b_path, b_name in con.execute(
+        "SELECT id, path, name, other_id, other_path, other_name FROM diag_contradictions WHERE id < other_id "
+        "ORDER BY id, other_id"
+    ):
+        out.append(
+            Proposal(
+                "decide",
+                [a, b],
+                [a_path, b_path],
+                f"{a_name!r} and {b_name!r} contradict each other (conflicts_with) and both are active; decide "
+                f"which holds: supersede the other (marchdb save --id {a} --supersedes {b}, or the other way "
+                "round), deprecate one, or remove conflicts_with if both hold",
+            )
+        )
+    return out
 
 
 def _hollow_chat(con: apsw.Connection, rid: int) -> str | None:

@@ -287,8 +287,10 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
             extra[f"original_{key}"] = value
     if "priority" in extra and priority_value(extra["priority"]) is None:  # another tool's words for it
         extra["original_priority"] = extra.pop("priority")
-    if "supersedes" in extra:  # another tool's ids (an ADR's "[[adr-0003]]"): imported notes get new ones
-        extra["original_supersedes"] = extra.pop("supersedes")
+    # Another tool's ids (an ADR's "[[adr-0003]]"): imported notes get new ones.
+    for key in ("supersedes", "conflicts_with"):
+        if key in extra:
+            extra[f"original_{key}"] = extra.pop(key)
     if isinstance(meta.get("status"), str) and meta["status"].strip().lower() in STATUSES and status == "active":
         status = meta["status"].strip().lower()
     return Item(
