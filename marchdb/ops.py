@@ -14,7 +14,8 @@ A new argument is a ``Param`` here and a keyword of the ``Store`` method.
 
 Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
 ``memory_save``) and passive recall (``memory_recall``, ``memory_context``);
-seed 003 adds quick capture (``memory_log``). ``memory_hook`` is a host's
+seed 003 adds quick capture (``memory_log``) and the working page
+(``memory_now``). ``memory_hook`` is a host's
 event, translated from the host's JSON by ``hosts``. Only the standard
 library: a hook imports this module.
 """
@@ -188,12 +189,14 @@ def _shown(value: object) -> str:
 INSTRUCTIONS = (
     "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "
     "to see what is remembered, memory_open(id) to read a memory, memory_search for literal text "
-    "search over the files, memory_save to record something worth keeping, and memory_log for a quick "
-    "note in today's daily log."
+    "search over the files, memory_save to record something worth keeping, memory_log for a quick "
+    "note in today's daily log, and memory_now for the short page of what you are doing now."
 )
 
 #: The longest text a message argument may be (recall reads its first 4,000 characters).
 MAX_MESSAGE_CHARS = 4 * 1024 * 1024
+#: The longest working page (``now``): a few lines, injected into every session.
+MAX_NOW_CHARS = 2000
 
 #: Parameters several operations share, spelt once.
 RUN_ID = Param(
@@ -393,6 +396,31 @@ LOG = Operation(
     writes=True,
 )
 
+NOW = Operation(
+    "memory_now",
+    command="now",
+    summary="The working page: what is being done now and where it is stuck (no TEXT: print it).",
+    description=(
+        "The working page (seed 003's NOW.md): one short page of what you are doing now, what comes next and "
+        "where you are stuck, overwritten as the work moves on. It is not a memory (never searched nor hinted): "
+        "hosts show it beside the profiles at a session's start as [now], with its age, and an old page as "
+        "stale. Pass text to replace the whole page (a few lines), clear=true to empty it when the work is done, "
+        "nothing to read it. Lasting facts go to memory_save, what happened to memory_log."
+    ),
+    params=(
+        Param(
+            "text",
+            "str",
+            "The new page, replacing the old one whole; on the CLI '-' or piped stdin reads stdin.",
+            flag="",
+            max_chars=MAX_NOW_CHARS,
+        ),
+        Param("clear", "bool", "Empty the page.", False, flag="--clear"),
+    ),
+    method="now",
+    writes=True,
+)
+
 RECALL = Operation(
     "memory_recall",
     command="recall",
@@ -486,7 +514,7 @@ HOOK = Operation(
 )
 
 #: Every operation, by name, in the order help and tool lists show them.
-OPERATIONS: dict[str, Operation] = {op.name: op for op in (SEARCH, OPEN, SAVE, LOG, RECALL, CONTEXT, HOOK)}
+OPERATIONS: dict[str, Operation] = {op.name: op for op in (SEARCH, OPEN, SAVE, LOG, NOW, RECALL, CONTEXT, HOOK)}
 #: Operations that change the vault: never run twice (``engine.client``).
 WRITE_OPERATIONS = frozenset(op.name for op in OPERATIONS.values() if op.writes)
 

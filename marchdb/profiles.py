@@ -2,8 +2,9 @@
 
 ``$MARCH_HOME/memory/profiles/agent.md`` and ``user.md`` are the fixed,
 always-injected identity and preferences; they are not recalled on demand.
-The context shows them as ``[agent_profile]`` and ``[user_profile]``, then,
-when passive recall found something, a ``[recall]`` block of one-line hints
+The context shows them as ``[agent_profile]`` and ``[user_profile]``, then
+the working page as ``[now]`` (``now``) when there is one, then, when
+passive recall found something, a ``[recall]`` block of one-line hints
 (id, score, name, short description; never a memory's body).
 """
 
@@ -104,11 +105,12 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
     return "\n".join(lines + contradiction_lines(hints))
 
 
-def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | object] | None = None) -> str:
+def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | object] | None = None, now: str = "") -> str:
     """The text injected at the start of an agent run.
 
-    ``[agent_profile]`` and ``[user_profile]`` blocks, then a ``[recall]``
-    block when there are hints. ``hints_text`` is the output of
+    ``[agent_profile]`` and ``[user_profile]`` blocks, then the working page's
+    ``[now]`` block when there is one (``now``: ``now.block``'s text), then a
+    ``[recall]`` block when there are hints. ``hints_text`` is the output of
     ``format_hint_lines`` (a list of hints is formatted here too).
     """
     blocks = []
@@ -116,6 +118,8 @@ def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | objec
         if key not in profiles:
             raise InvalidInput(f"profiles lack {key!r}; pass the dict read_profiles() returns")
         blocks.append(f"[{key}]\n{str(profiles[key] or '').strip()}")
+    if now.strip():
+        blocks.append(now.strip())
     if hints_text is not None and not isinstance(hints_text, str):
         hints_text = format_hint_lines(hints_text)
     if hints_text and hints_text.strip():

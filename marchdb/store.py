@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from marchdb import logfile, ops, profiles
+from marchdb import now as now_mod
 from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.changes import validate_changes
@@ -434,6 +435,24 @@ class Store(Keeper):
         except (OSError, ValueError) as exc:
             self.notices.append(f"could not record this in {path}: {exc}")
 
+    @ops.checks("memory_now")
+    def now(self, text: str | None = None, clear: bool = False) -> dict:
+        """``memory_now``: the working page (``now``). ``text`` replaces it
+        whole, ``clear`` empties it, neither reads it. Returns
+        ``now.read_page``'s data (``text``, ``updated_at``, ``age``,
+        ``stale``...) with ``status`` (set | cleared | read) and ``block``, the
+        ``[now]`` text hosts inject ("" for no page). Needs neither the index
+        nor the model."""
+        if text is not None and clear:
+            raise InvalidInput("pass the page's text or clear, not both")
+        if clear:
+            now_mod.clear_page(self.cfg.home)
+        elif text is not None:
+            now_mod.write_page(self.cfg.home, text)
+        page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
+        status = "cleared" if clear else "set" if text is not None else "read"
+        return {"status": status, **page, "block": now_mod.block(page)}
+
     @ops.checks("memory_context")
     def context(
         self,
@@ -442,20 +461,23 @@ class Store(Keeper):
         project: str | None = None,
         conversation: str | None = None,
     ) -> dict:
-        """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
-        the recall hints for ``text`` (``project``, ``conversation``: see ``recall``):
-        ``{"text", "agent_profile", "user_profile", "hints", "warning"}``, ready
-        to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
+        """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks, the
+        working page as ``[now]`` (with its age; ``now``), plus the recall
+        hints for ``text`` (``project``, ``conversation``: see ``recall``):
+        ``{"text", "agent_profile", "user_profile", "now", "hints", "warning"}``,
+        ready to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
         check_text(text, "the message")
         blocks = profiles.read_profiles(self.cfg)
+        page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         hints, warning = [], None
         if text and text.strip():
             result = self.recall(text, run_id=run_id, project=project, conversation=conversation)
             hints, warning = [h.to_dict() for h in result.hints], result.warning
         return {
-            "text": profiles.format_context(blocks, hints),
+            "text": profiles.format_context(blocks, hints, now=now_mod.block(page)),
             "agent_profile": blocks["agent_profile"],
             "user_profile": blocks["user_profile"],
+            "now": page,
             "hints": hints,
             "warning": warning,
         }
