@@ -15,7 +15,8 @@ A new argument is a ``Param`` here and a keyword of the ``Store`` method.
 Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
 ``memory_save``) and passive recall (``memory_recall``, ``memory_context``);
 seed 003 adds quick capture (``memory_log``) and the working page
-(``memory_now``). ``memory_hook`` is a host's
+(``memory_now``), seed 004 one-liners (``memory_remember``, for the shell and
+the API). ``memory_hook`` is a host's
 event, translated from the host's JSON by ``hosts``. Only the standard
 library: a hook imports this module.
 """
@@ -396,6 +397,31 @@ LOG = Operation(
     writes=True,
 )
 
+REMEMBER = Operation(
+    "memory_remember",
+    command="remember",
+    summary="A memory from one sentence: name and description made from it, with save's checks.",
+    description=(
+        "Remember one sentence as a memory of its own (seed 004's retain): its description is the sentence, its "
+        "name the sentence's subject or first words, its body the text; tags as given (else 'note'). The same "
+        "checks and answer as memory_save: a near-duplicate writes nothing and names it, and a created memory "
+        "lists related ones."
+    ),
+    params=(
+        Param("text", "str", "The sentence to remember (at most 1,000 characters).", required=True, flag=""),
+        Param(
+            "tags", "strs", "Tags (the CLI's --tag is repeatable); 'note' when none is given.", flag="--tag", short="-t"
+        ),
+        Param("force", "bool", "Create even when a near-duplicate memory exists.", False, flag="--force"),
+        Param("embed", "bool", "Compute the new vectors now (False: the next sync does).", True, mcp=False),
+    ),
+    method="remember",
+    writes=True,
+    # The shell's and the API's: agents on MCP write a name and a description of their own
+    # (memory_save), which make better hints, or a quick note (memory_log).
+    mcp=False,
+)
+
 NOW = Operation(
     "memory_now",
     command="now",
@@ -514,7 +540,9 @@ HOOK = Operation(
 )
 
 #: Every operation, by name, in the order help and tool lists show them.
-OPERATIONS: dict[str, Operation] = {op.name: op for op in (SEARCH, OPEN, SAVE, LOG, NOW, RECALL, CONTEXT, HOOK)}
+OPERATIONS: dict[str, Operation] = {
+    op.name: op for op in (SEARCH, OPEN, SAVE, REMEMBER, LOG, NOW, RECALL, CONTEXT, HOOK)
+}
 #: Operations that change the vault: never run twice (``engine.client``).
 WRITE_OPERATIONS = frozenset(op.name for op in OPERATIONS.values() if op.writes)
 

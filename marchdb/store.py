@@ -28,6 +28,7 @@ from marchdb.index.recall import recall as recall_hints
 from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
 from marchdb.lifecycle import capture, importing, maintain
+from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
 from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from marchdb.twins import check_conflicts_with, check_supersedes
 
@@ -361,6 +362,17 @@ class Store(Keeper):
                 }
             )
         return out
+
+    @ops.checks("memory_remember")
+    def remember(self, text: str, tags: list[str] | str | None = None, force: bool = False, embed: bool = True) -> dict:
+        """``memory_remember``: a memory from one sentence (``capture.one_liner``
+        makes its name, description and body; ``tags`` default to ``note``),
+        through ``save`` and its checks (a near-duplicate writes nothing).
+        Returns save's answer with the ``name`` and ``description`` made."""
+        name, description, body = capture.one_liner(text)
+        tags = tags or [DEFAULT_ONE_LINER_TAG]
+        result = self.save(name=name, description=description, body=body, tags=tags, force=force, embed=embed)
+        return {**result, "name": name, "description": description}
 
     @ops.checks("memory_log")
     def log(self, title: str, text: str | None = None, *, embed: bool = True, now=None) -> dict:

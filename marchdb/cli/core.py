@@ -1,5 +1,5 @@
 """The core commands of the ``marchdb`` CLI: ``sync``, ``status``, ``doctor``,
-``open``, ``rebuild``, ``recall``, ``search``, ``save``, ``context``, ``demo``.
+``open``, ``rebuild``, ``recall``, ``search``, ``save``, ``remember``, ``context``, ``demo``.
 
 They register on ``cli.app.app`` (``cli.main`` imports this module) and, like
 every command, only format what the library returns.
@@ -226,7 +226,19 @@ def save(ctx: typer.Context, args: dict, as_json: bool):
     for key in ("supersedes", "conflicts_with"):  # --supersedes '' removes the field
         if args[key] is not None:
             args[key] = [x for x in args[key] if x.strip()]
-    result = _call(ctx, "memory_save", args)
+    _saved(_call(ctx, "memory_save", args), as_json)
+
+
+@op_command(app, "memory_remember")
+def remember(ctx: typer.Context, args: dict, as_json: bool):
+    result = _call(ctx, "memory_remember", args)
+    if not as_json and result["status"] == "created":
+        say(one_line(f"name: {result['name']}"))
+    _saved(result, as_json)
+
+
+def _saved(result: dict, as_json: bool) -> None:
+    """What ``save`` and ``remember`` print; exit 9 for a near-duplicate (nothing written)."""
     if as_json:
         _emit(result)
     else:
