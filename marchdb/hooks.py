@@ -26,10 +26,11 @@ import hashlib
 import os
 from pathlib import Path
 
-from marchdb import hints, now, profiles
+from marchdb import hints, profiles
 from marchdb.errors import FileError
 from marchdb.index.db import transaction
 from marchdb.index.recall import project_tag
+from marchdb.lifecycle import now
 
 #: Claude Code keeps at most 10,000 characters of injected context whole;
 #: every host gets at most this many.

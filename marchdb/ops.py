@@ -1,11 +1,12 @@
 """The operations an agent, a host or a person asks of marchdb, declared once.
 
-Each ``Operation`` names its parameters (type, default, bounds, help) and the
-``Store`` method that does the work. Everything else is read off this table:
+Each ``Operation`` names its parameters (type, default, bounds, help; both
+classes are in ``params``) and the ``Store`` method that does the work.
+Everything else is read off this table:
 
 * ``call`` checks the arguments here, once, then runs the method, for every
   front-end alike (the engine's dispatch, the MCP server, the CLI in-process);
-* the MCP server builds its tool schemas from it (``mcp.server``);
+* the MCP server builds its tool schemas and its prompts from it (``mcp.server``);
 * the CLI builds each command's options from it (``cli.app.op_command``),
   and so does the quick path that answers ``recall`` / ``context`` without
   the CLI framework (``cli.entry``) and the ``hook generic`` parser.
@@ -15,8 +16,8 @@ A new argument is a ``Param`` here and a keyword of the ``Store`` method.
 Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
 ``memory_save``) and passive recall (``memory_recall``, ``memory_context``);
 seed 003 adds quick capture (``memory_log``) and the working page
-(``memory_now``), seed 004 one-liners (``memory_remember``, for the shell and
-the API). ``memory_hook`` is a host's
+(``memory_now``) and reflection (``memory_reflect``, an MCP prompt), seed 004
+one-liners (``memory_remember``, for the shell and the API). ``memory_hook`` is a host's
 event, translated from the host's JSON by ``hosts``. Only the standard
 library: a hook imports this module.
 """
@@ -24,166 +25,11 @@ library: a hook imports this module.
 from __future__ import annotations
 
 import functools
-import math
 
-from marchdb.errors import Conflict, InvalidInput, NotFound, check_text
+from marchdb.errors import Conflict, InvalidInput, NotFound
+from marchdb.params import KINDS, Operation, Param, shown
 
-#: Types a parameter may have: text, a whole number, a number, yes/no, or a
-#: list of texts ("strs"; one text is taken as a list of one).
-KINDS = ("str", "int", "float", "bool", "strs")
-
-
-class Param:
-    """One argument of an operation.
-
-    ``flag``: how the CLI spells it (``"--run"``), ``""`` for a positional
-    argument, None when the CLI does not offer it. ``mcp``: whether agents
-    see it in the MCP schema. ``hook``: whether ``marchdb hook generic``
-    takes it as an option. ``cli_default``: the CLI's default when it
-    differs from the library's (``log`` leaves embedding to the next sync).
-    """
-
-    __slots__ = (
-        "name",
-        "kind",
-        "help",
-        "default",
-        "required",
-        "choices",
-        "low",
-        "high",
-        "max_chars",
-        "flag",
-        "short",
-        "metavar",
-        "mcp",
-        "hook",
-        "cli_default",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        kind: str,
-        help: str,
-        default: object = None,
-        *,
-        required: bool = False,
-        choices: tuple[str, ...] | None = None,
-        low: float | None = None,
-        high: float | None = None,
-        max_chars: int | None = None,
-        flag: str | None = None,
-        short: str | None = None,
-        metavar: str | None = None,
-        mcp: bool = True,
-        hook: bool = False,
-        cli_default: object = ...,
-    ):
-        assert kind in KINDS, kind
-        self.name, self.kind, self.help, self.default = name, kind, help, default
-        self.required, self.choices, self.low, self.high, self.max_chars = required, choices, low, high, max_chars
-        self.flag, self.short, self.metavar, self.mcp, self.hook = flag, short, metavar, mcp, hook
-        self.cli_default = default if cli_default is ... else cli_default
-
-    def __repr__(self) -> str:
-        return f"Param({self.name!r}, {self.kind!r})"
-
-    def check(self, value: object, op: str) -> object:
-        """``value`` if it is of this parameter's type and within its bounds
-        (a list for ``strs``), else ``InvalidInput`` saying what is wanted."""
-        if value is None:
-            if self.required:
-                raise InvalidInput(f"{op} needs {self.name}: {self.help}")
-            return None
-        what = f"{op}: {self.name}"
-        if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise InvalidInput(f"{what} must be true or false, got {_shown(value)}")
-        elif self.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInput(f"{what} must be a whole number, got {_shown(value)}")
-        elif self.kind == "float":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InvalidInput(f"{what} must be a number, got {_shown(value)}")
-        elif self.kind == "str":
-            if not isinstance(value, str):
-                raise InvalidInput(f"{what} must be text, got {_shown(value)}")
-            check_text(value, what)
-        else:  # strs
-            if isinstance(value, str):
-                value = [value]
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise InvalidInput(f"{what} must be a list of texts, got {_shown(value)}")
-            value = list(value)
-            for item in value:
-                check_text(item, what)
-        if self.choices is not None and value not in self.choices:
-            raise InvalidInput(f"{what} must be one of {', '.join(self.choices)}, got {_shown(value)}")
-        if self.low is not None and value < self.low:  # type: ignore[operator]
-            raise InvalidInput(f"{what} must be at least {self.low:g}, got {value}")
-        if self.high is not None and value > self.high:  # type: ignore[operator]
-            raise InvalidInput(f"{what} must be at most {self.high:g}, got {value}")
-        if self.max_chars is not None and isinstance(value, str) and len(value) > self.max_chars:
-            raise InvalidInput(f"{what} is {len(value):,} characters; at most {self.max_chars:,} are taken")
-        return value
-
-
-class Operation:
-    """One operation: what it is called, what an agent reads about it, its
-    parameters, and the ``Store`` method that does it (called with every
-    parameter as a keyword)."""
-
-    __slots__ = ("name", "command", "summary", "description", "params", "method", "writes", "mcp", "errors_as_data")
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        command: str | None,
-        summary: str,
-        description: str,
-        params: tuple[Param, ...],
-        method: str,
-        writes: bool = False,
-        mcp: bool = True,
-        errors_as_data: tuple[type[Exception], ...] = (),
-    ):
-        self.name, self.command, self.summary, self.description = name, command, summary, description
-        self.params, self.method, self.writes, self.mcp = params, method, writes, mcp
-        self.errors_as_data = errors_as_data
-
-    def __repr__(self) -> str:
-        return f"Operation({self.name!r})"
-
-    def param(self, name: str) -> Param:
-        """The parameter called ``name``."""
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
-    def checked(self, args: object) -> dict:
-        """``args`` checked against the parameters, with every default filled in.
-        An argument the operation does not take is an error, not ignored: a
-        misspelt ``run_idd`` would silently turn off de-duplication."""
-        if not isinstance(args, dict):
-            raise InvalidInput(f"{self.name}: the arguments must be an object of names and values")
-        unknown = [k for k in args if not isinstance(k, str) or k not in self._names()]
-        if unknown:
-            raise InvalidInput(
-                f"{self.name} takes no argument {_shown(unknown[0])}; it takes {', '.join(self._names())}"
-            )
-        return {p.name: p.check(args.get(p.name, p.default), self.name) for p in self.params}
-
-    def _names(self) -> list[str]:
-        return [p.name for p in self.params]
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
+__all__ = ["KINDS", "Operation", "Param", "call", "checks", "get"]
 
 # ---------------------------------------------------------------- the words agents read
 
@@ -447,6 +293,35 @@ NOW = Operation(
     writes=True,
 )
 
+REFLECT = Operation(
+    "memory_reflect",
+    command="reflect",
+    summary="The day's log (or a range) with seed 003's routing, for your agent's model to keep what lasts.",
+    description=(
+        "Reflect on the day's log (or a range of days): hands you the daily logs and seed 003's routing "
+        "(decision, lesson, person, project, preference, log only, nothing) so that you write what lasts as "
+        "memories of their own with memory_save (updating, superseding or marking conflicts_with), and refresh "
+        "the working page."
+    ),
+    params=(
+        Param("date", "str", "The day: YYYY-MM-DD, 'today' (the default) or 'yesterday'.", flag="--date", max_chars=40),
+        Param(
+            "since",
+            "str",
+            "The first day of a range (YYYY-MM-DD or 'yesterday'), instead of date.",
+            flag="--since",
+            max_chars=40,
+        ),
+        Param(
+            "until", "str", "The last day of the range (default today; at most 31 days).", flag="--until", max_chars=40
+        ),
+    ),
+    method="reflect",
+    # Not a tool: an MCP prompt, which hands its text to the model as a message (mcp.server).
+    mcp=False,
+    prompt=True,
+)
+
 RECALL = Operation(
     "memory_recall",
     command="recall",
@@ -541,7 +416,7 @@ HOOK = Operation(
 
 #: Every operation, by name, in the order help and tool lists show them.
 OPERATIONS: dict[str, Operation] = {
-    op.name: op for op in (SEARCH, OPEN, SAVE, REMEMBER, LOG, NOW, RECALL, CONTEXT, HOOK)
+    op.name: op for op in (SEARCH, OPEN, SAVE, REMEMBER, LOG, NOW, REFLECT, RECALL, CONTEXT, HOOK)
 }
 #: Operations that change the vault: never run twice (``engine.client``).
 WRITE_OPERATIONS = frozenset(op.name for op in OPERATIONS.values() if op.writes)
@@ -551,7 +426,7 @@ def get(name: object) -> Operation:
     """The operation called ``name`` (``InvalidInput`` for any other)."""
     op = OPERATIONS.get(name) if isinstance(name, str) else None
     if op is None:
-        raise InvalidInput(f"unknown operation {_shown(name)}; marchdb answers {', '.join(OPERATIONS)}")
+        raise InvalidInput(f"unknown operation {shown(name)}; marchdb answers {', '.join(OPERATIONS)}")
     return op
 
 

@@ -8,13 +8,13 @@ Each operation of ``ops`` is a method here (checked against the table by
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
 from typing import TYPE_CHECKING
 
 from marchdb import logfile, ops, profiles
-from marchdb import now as now_mod
 from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.changes import validate_changes
@@ -28,6 +28,8 @@ from marchdb.index.recall import recall as recall_hints
 from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
 from marchdb.lifecycle import capture, importing, maintain
+from marchdb.lifecycle import now as now_mod
+from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
 from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from marchdb.twins import check_conflicts_with, check_supersedes
@@ -464,6 +466,17 @@ class Store(Keeper):
         page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         status = "cleared" if clear else "set" if text is not None else "read"
         return {"status": status, **page, "block": now_mod.block(page)}
+
+    @ops.checks("memory_reflect")
+    def reflect(self, date: str | None = None, since: str | None = None, until: str | None = None, today=None) -> dict:
+        """``memory_reflect``: the daily logs of ``date`` (default today), or
+        of ``since`` to ``until``, with seed 003's routing, as the text the
+        host's model reflects on (``reflect.reflection``; days as YYYY-MM-DD,
+        ``today`` or ``yesterday``, local; ``today`` a ``datetime.date`` to
+        count from). Reads only."""
+        first, last = reflect_mod.day_range(date, since, until, today or dt.date.today())
+        self.ensure_fresh(embed=False)
+        return reflect_mod.reflection(self.con, self.cfg.require_root(), first, last)
 
     @ops.checks("memory_context")
     def context(

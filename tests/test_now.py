@@ -11,10 +11,10 @@ import pytest
 from test_hooks import context_of, event, handle
 from typer.testing import CliRunner
 
-from marchdb import now
 from marchdb.cli.main import app
 from marchdb.config import load_config
 from marchdb.errors import ConfigError, FileError, InvalidInput
+from marchdb.lifecycle import now
 from marchdb.ops import MAX_NOW_CHARS
 from marchdb.store import Store
 

@@ -1,4 +1,4 @@
-"""The lifecycle commands of the ``marchdb`` CLI: ``log``, ``now``, ``import``, ``maintain``.
+"""The lifecycle commands of the ``marchdb`` CLI: ``log``, ``now``, ``reflect``, ``import``, ``maintain``.
 
 They register on ``cli.app`` (``cli`` imports this module) and, like every
 command, only format what the library returns.
@@ -25,7 +25,7 @@ from marchdb.cli.app import (
     stdin_has_input,
 )
 from marchdb.errors import FileError, InvalidInput
-from marchdb.now import NOW_HEADER
+from marchdb.lifecycle.now import NOW_HEADER
 from marchdb.text import one_line
 
 
@@ -64,6 +64,17 @@ def now_(ctx: typer.Context, args: dict, as_json: bool):
         say(data["block"].removeprefix(f"{NOW_HEADER}\n"))
     else:
         say('no working page (marchdb now "what I am doing now" sets one)', err=True)
+
+
+@op_command(app, "memory_reflect")
+def reflect(ctx: typer.Context, args: dict, as_json: bool):
+    # Reads the logs and the index, needs no model: answered here (a cron job starts no engine).
+    data = ops.call(_store(ctx), "memory_reflect", args)
+    if as_json:
+        _emit(data)
+        return
+    _say_notices(data)
+    say(data["text"], nl=False)
 
 
 def _apply_or_dry_run(apply: bool, dry_run: bool) -> None:

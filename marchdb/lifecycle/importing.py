@@ -46,7 +46,6 @@ from pathlib import Path
 
 import apsw
 
-from marchdb import now
 from marchdb.changes import norm_body
 from marchdb.clock import format_time, parse_time
 from marchdb.config import unusual_root
@@ -54,6 +53,7 @@ from marchdb.errors import FileError, InvalidInput
 from marchdb.files import is_inside, read_file
 from marchdb.index import db
 from marchdb.index.sync import sync_files
+from marchdb.lifecycle import now
 from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Page, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
