@@ -409,12 +409,16 @@ class Store(Keeper):
         apply: bool = False,
         log_days: int = maintain.LOG_DAYS,
         deprecated_days: int = maintain.DEPRECATED_DAYS,
+        action_days: int = maintain.ACTION_DAYS,
+        reflection_days: int = maintain.REFLECTION_DAYS,
         now=None,
     ) -> dict:
-        """``marchdb maintain``: what could be archived, merged or described,
-        with the reason for each (``maintain``). ``apply`` archives what the
-        archive proposals name (through save's update path); nothing is ever deleted."""
-        maintain.check_days(log_days=log_days, deprecated_days=deprecated_days)
+        """``marchdb maintain``: what could be archived, merged, described or
+        decided, with the reason for each (``maintain``). ``apply`` archives what
+        the archive proposals name (through save's update path); nothing is ever deleted."""
+        maintain.check_days(
+            log_days=log_days, deprecated_days=deprecated_days, action_days=action_days, reflection_days=reflection_days
+        )
         root = self.cfg.require_root()
         # Applying: proposals are made and acted on under one hold of the
         # writer lock, so nothing changes between the two.
@@ -429,7 +433,13 @@ class Store(Keeper):
             else:
                 self.ensure_fresh()
             proposals, notes = maintain.propose(
-                self.con, now, log_days, deprecated_days, project_prefix=self.cfg.project_tag_prefix
+                self.con,
+                now,
+                log_days,
+                deprecated_days,
+                project_prefix=self.cfg.project_tag_prefix,
+                action_days=action_days,
+                reflection_days=reflection_days,
             )
             if apply:
                 maintain.apply(self.con, root, self.cfg.index_path, proposals, utc_now_iso())

@@ -149,12 +149,25 @@ def maintain_(
     deprecated_days: int = typer.Option(
         90, "--deprecated-days", help="Propose memories deprecated for this many days."
     ),
+    action_days: int = typer.Option(
+        14, "--action-days", help="Propose finished actions (actions/done/, tag action/done) done this many days ago."
+    ),
+    reflection_days: int = typer.Option(
+        30, "--reflection-days", help="Propose reflections this old and unused for as long."
+    ),
     as_json: bool = JsonOpt,
 ):
-    """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
+    """Propose what to archive, merge, describe or decide, with the reason for each; --apply archives (never
+    deletes). A dry run by default: safe to run from cron or a systemd timer (docs/lifecycle.md)."""
     _apply_or_dry_run(apply, dry_run)
     store = _store(ctx)
-    data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
+    data = store.maintain(
+        apply=apply,
+        log_days=log_days,
+        deprecated_days=deprecated_days,
+        action_days=action_days,
+        reflection_days=reflection_days,
+    )
     notes = _notices(store, as_json)
     # an archive that failed: a file that cannot be edited in place, a folder now a link
     failed = sum(1 for p in data["proposals"] if p["error"]) if data["applied"] else 0
