@@ -34,6 +34,9 @@ DEFAULT_MIN_SCORE = 0.5
 DEFAULT_NOW_STALE_HOURS = 24.0
 #: The warm engine (``marchdb serve``) exits after this many idle minutes.
 DEFAULT_DAEMON_IDLE_MINUTES = 30.0
+#: Seconds a hook's prompt waits for a starting engine: within the 10 s hook
+#: timeout ``marchdb install`` sets, with room for the answer.
+DEFAULT_HOOK_WAIT_SECONDS = 6.0
 #: config.json larger than this is refused (it holds a few settings).
 MAX_CONFIG_BYTES = 1024 * 1024
 #: Most embedding threads a setting may ask for.
@@ -130,11 +133,14 @@ class Config:
         "project_tag_prefix",
         "root_source",
         "daemon_autostart",
+        "use_engine",
+        "hook_wait_seconds",
         "daemon_idle_minutes",
         "allow_unusual_root",
         "projects",
         "ignored_keys",
         "now_stale_hours",
+        "sources",
     )
 
     def __init__(
@@ -151,11 +157,14 @@ class Config:
         project_tag_prefix: str = "project/",
         root_source: str = "",
         daemon_autostart: bool = True,
+        use_engine: bool = True,
+        hook_wait_seconds: float = DEFAULT_HOOK_WAIT_SECONDS,
         daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES,
         allow_unusual_root: bool = False,
         projects: dict[str, str] | None = None,
         ignored_keys: tuple[str, ...] = (),
         now_stale_hours: float = DEFAULT_NOW_STALE_HOURS,
+        sources: dict[str, str] | None = None,
     ):
         self.home = home
         self.memory_root = memory_root
@@ -170,8 +179,15 @@ class Config:
         self.project_tag_prefix = project_tag_prefix
         #: Where the memory root was set ("" for the default under the home).
         self.root_source = root_source
-        #: Whether clients start the warm engine when it is not running.
+        #: Whether clients start the warm engine when it is not running
+        #: (``daemonAutoStart``); one that runs is still used.
         self.daemon_autostart = daemon_autostart
+        #: Whether clients use a warm engine at all (``MARCH_DAEMON=0``: never;
+        #: every command answers in its own process, loading the model there).
+        self.use_engine = use_engine
+        #: How long a hook's prompt waits for an engine that is starting
+        #: (``hookWaitSeconds``; 0: keyword recall until it is warm).
+        self.hook_wait_seconds = hook_wait_seconds
         self.daemon_idle_minutes = daemon_idle_minutes
         #: ``allowUnusualRoot``: accept a root ``unusual_root`` would refuse.
         self.allow_unusual_root = allow_unusual_root
@@ -183,6 +199,9 @@ class Config:
         self.ignored_keys = ignored_keys
         #: ``nowStaleHours``: the working page is shown as stale past this age.
         self.now_stale_hours = now_stale_hours
+        #: Where each setting that shapes an answer came from (an environment
+        #: variable, a config.json key, "default"): ``--explain`` says it.
+        self.sources: dict[str, str] = {} if sources is None else sources
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.FIELDS) + ")"
@@ -242,6 +261,27 @@ class Config:
     def profiles_dir(self) -> Path:
         """``$MARCH_HOME/memory/profiles`` (agent.md, user.md)."""
         return self.home / "memory" / "profiles"
+
+
+#: Settings a client sends with each request to the warm engine: the engine
+#: answers with them (they shape a recall, not what it has loaded).
+REQUEST_SETTINGS = ("min_score", "dense_weight", "project_tag_prefix", "projects")
+
+
+def request_settings(cfg: Config) -> dict:
+    """The settings of ``cfg`` a request carries (``REQUEST_SETTINGS``), as JSON values."""
+    return {key: getattr(cfg, key) for key in REQUEST_SETTINGS}
+
+
+def with_settings(cfg: Config, settings: dict, sources: dict[str, str] | None = None) -> Config:
+    """A copy of ``cfg`` with ``settings`` (keys of ``REQUEST_SETTINGS``) in place of its own."""
+    copy = Config(**{key: getattr(cfg, key) for key in Config.FIELDS})
+    for key, value in settings.items():
+        if key not in REQUEST_SETTINGS:
+            raise KeyError(key)
+        setattr(copy, key, value)
+    copy.sources = {**cfg.sources, **(sources or {})}
+    return copy
 
 
 def idle_minutes_ok(value: object) -> bool:
@@ -417,6 +457,10 @@ def load_config(
         score_raw, score_source = env["MARCH_MEMORY_RECALL_MIN_SCORE"], "MARCH_MEMORY_RECALL_MIN_SCORE"
     else:
         score_raw, score_source = data.get("recallMinScore", DEFAULT_MIN_SCORE), "recallMinScore"
+    sources = {
+        "min_score": score_source if score_source != "recallMinScore" or "recallMinScore" in data else "default",
+        "dense_weight": "recallDenseWeight" if "recallDenseWeight" in data else "default",
+    }
     min_score = _number(score_raw, score_source, "e.g. 0.5")
     if not 0 <= min_score <= 1:
         # Below 0 (or NaN) every memory would be hinted; above 1 none ever.
@@ -445,8 +489,14 @@ def load_config(
     autostart = data.get("daemonAutoStart", True)
     if not isinstance(autostart, bool):
         raise ConfigError("daemonAutoStart in config.json must be true or false")
-    if env.get("MARCH_DAEMON", "").strip().lower() in ("0", "off", "no", "false"):
-        autostart = False
+    # MARCH_DAEMON=0: no engine at all, neither started nor used (daemonAutoStart
+    # false only keeps clients from starting one).
+    use_engine = env.get("MARCH_DAEMON", "").strip().lower() not in ("0", "off", "no", "false")
+    hook_wait = data.get("hookWaitSeconds", DEFAULT_HOOK_WAIT_SECONDS)
+    if isinstance(hook_wait, bool) or not isinstance(hook_wait, (int, float)) or not 0 <= hook_wait <= 8:
+        raise ConfigError(
+            "hookWaitSeconds in config.json must be a number of seconds from 0 to 8 (hosts give a hook 10 s)"
+        )
     idle = data.get("daemonIdleMinutes", DEFAULT_DAEMON_IDLE_MINUTES)
     if not idle_minutes_ok(idle):
         raise ConfigError("daemonIdleMinutes in config.json must be a number of minutes above 0 (at most a week)")
@@ -503,12 +553,15 @@ def load_config(
         min_score=min_score,
         threads=threads,
         prefixes=prefixes,
-        daemon_autostart=autostart,
+        daemon_autostart=autostart and use_engine,
+        use_engine=use_engine,
+        hook_wait_seconds=float(hook_wait),
         daemon_idle_minutes=float(idle),
         allow_unusual_root=allow_unusual,
         projects=_projects(data.get("projects"), home_path),
         ignored_keys=ignored,
         now_stale_hours=DEFAULT_NOW_STALE_HOURS if stale is None else stale,
+        sources=sources,
     )
 
 
@@ -524,6 +577,7 @@ CONFIG_KEYS = (
     "threads",
     "daemonAutoStart",
     "daemonIdleMinutes",
+    "hookWaitSeconds",
     "projectTagPrefix",
     "projects",
     "allowUnusualRoot",

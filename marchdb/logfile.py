@@ -129,10 +129,14 @@ DAEMON_OUT = "daemon.out"
 DAEMON_OUT_BYTES = 1024 * 1024
 
 
-def log(home: Path, name: str, message: str) -> None:
+def log(home: Path, name: str, message: str, make_home: bool = True) -> None:
     """Append one line to ``$MARCH_HOME/logs/<name>.log`` (rotated by size,
     ``append_line``). Never raises: a log that cannot be written
-    must not break a hook."""
+    must not break a hook. ``make_home=False``: a home that is not there is
+    not made for a log line (an engine whose home was deleted must not bring
+    it back)."""
+    if not make_home and not os.path.isdir(home):
+        return
     # To the second, for a person reading the log; not clock.utc_now_iso
     # (milliseconds, for the index): its datetime import would cost every hook.
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())

@@ -422,6 +422,49 @@ OPERATIONS: dict[str, Operation] = {
 WRITE_OPERATIONS = frozenset(op.name for op in OPERATIONS.values() if op.writes)
 
 
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+
+
+def json_schema(op: Operation) -> dict:
+    """The JSON schema of the arguments agents may pass to ``op`` (the ones
+    with ``mcp``): for hosts that take tools as JSON schemas (Hermes)."""
+    properties: dict[str, dict] = {}
+    for p in op.params:
+        if not p.mcp:
+            continue
+        if p.kind == "strs":
+            prop: dict = {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}]}
+        else:
+            prop = {"type": _JSON_TYPES[p.kind]}
+        if p.choices is not None:
+            prop["enum"] = list(p.choices)
+        if p.low is not None:
+            prop["minimum"] = p.low
+        if p.high is not None:
+            prop["maximum"] = p.high
+        if p.max_chars is not None:
+            prop["maxLength"] = p.max_chars
+        if not p.required and p.default is not None:
+            prop["default"] = p.default
+        properties[p.name] = {"description": p.help, **prop}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": [p.name for p in op.params if p.mcp and p.required],
+        "additionalProperties": False,
+    }
+
+
+def tools() -> list[dict]:
+    """Every operation agents may call, as ``{"name", "description", "parameters"}``
+    (OpenAI's function form, which Hermes takes)."""
+    return [
+        {"name": op.name, "description": op.description, "parameters": json_schema(op)}
+        for op in OPERATIONS.values()
+        if op.mcp
+    ]
+
+
 def get(name: object) -> Operation:
     """The operation called ``name`` (``InvalidInput`` for any other)."""
     op = OPERATIONS.get(name) if isinstance(name, str) else None

@@ -23,7 +23,7 @@ from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_
 from marchdb.files import read_memory_text, vault_lock
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
-from marchdb.index.recall import RELATED_BELOW, project_tag
+from marchdb.index.recall import RELATED_BELOW, W_DENSE, project_tag
 from marchdb.index.recall import recall as recall_hints
 from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
@@ -211,6 +211,15 @@ class Store(Keeper):
             deadline=self.deadline,
             words=self.words() if emb is not None else None,  # only the hybrid statement reads them
         )
+        if explain:
+            result.settings = {
+                "threshold": result.threshold,
+                "threshold_from": "threshold="
+                if threshold is not None
+                else self.cfg.sources.get("min_score", "default"),
+                "dense_weight": W_DENSE if self.cfg.dense_weight is None else self.cfg.dense_weight,
+                "dense_weight_from": self.cfg.sources.get("dense_weight", "default"),
+            }
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
             self._told_in_result(str(self._embedder_error))

@@ -78,14 +78,21 @@ INHERITED_SETTINGS = (
 )
 
 
+#: Where hosts keep their settings: a test that installs hooks must never reach the real ones.
+HOST_SETTINGS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "HERMES_HOME", "CLINE_DIR", "XDG_CONFIG_HOME")
+
+
 @pytest.fixture(autouse=True)
-def _no_engine_unless_asked(monkeypatch):
+def _no_engine_unless_asked(monkeypatch, tmp_path_factory):
     """No test starts a warm engine (``marchdb serve``) behind its back; the
     tests of the engine turn this off for the processes they start. Nor does
-    a setting from the shell that ran pytest reach a test."""
+    a setting from the shell that ran pytest reach a test, nor does a test
+    reach the real home: HOME is a folder of its own (``~/.claude``,
+    ``~/.cursor``... of whoever runs the tests stay untouched)."""
     monkeypatch.setenv("MARCH_DAEMON", "0")
-    for name in INHERITED_SETTINGS:
+    for name in INHERITED_SETTINGS + HOST_SETTINGS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("user-home")))
 
 
 @pytest.fixture

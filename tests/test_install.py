@@ -1,4 +1,4 @@
-"""`marchdb install|uninstall claude-code` on real settings files."""
+"""`marchdb install|uninstall HOST` on real settings files."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from marchdb.cli.main import app
 from marchdb.errors import FileError
 from marchdb.hosts import install
+from marchdb.hosts import settings as settings_mod
 
 THEIRS = {
     "model": "opus",
@@ -20,6 +21,18 @@ THEIRS = {
         "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "audit"}]}],
     },
 }
+
+
+CLAUDE = install.TARGETS["claude-code"]
+EVENTS = CLAUDE.events
+
+
+def claude_install(path, command):
+    return CLAUDE.install(path, command)
+
+
+def claude_uninstall(path):
+    return CLAUDE.uninstall(path)
 
 
 @pytest.fixture
@@ -42,14 +55,14 @@ def ours(data: dict, event: str) -> list[dict]:
 
 def test_install_adds_our_hooks_and_keeps_everything_else(settings):
     command = install.hook_command()
-    result = install.install(settings, command)
-    assert result.changed and result.events == install.EVENTS
+    result = claude_install(settings, command)
+    assert result.changed and result.events == EVENTS
     data = json.loads(settings.read_text())
-    for event in install.EVENTS:
+    for event in EVENTS:
         [hook] = ours(data, event)
         assert hook == {"type": "command", "command": command, "timeout": install.TIMEOUT_SECONDS}
         assert "matcher" not in data["hooks"][event][-1]
-    assert command.endswith(" hook claude-code") and os.path.isabs(command.split()[0])
+    assert command.endswith(" hook claude-code") and os.path.isabs(command.split()[2])
     # theirs, untouched
     assert data["model"] == "opus" and data["permissions"] == THEIRS["permissions"]
     assert data["hooks"]["PreToolUse"] == THEIRS["hooks"]["PreToolUse"]
@@ -59,24 +72,24 @@ def test_install_adds_our_hooks_and_keeps_everything_else(settings):
 
 def test_install_twice_changes_nothing_and_uninstall_restores(settings):
     command = install.hook_command()
-    install.install(settings, command)
+    claude_install(settings, command)
     after_first = settings.read_text()
-    again = install.install(settings, command)
+    again = claude_install(settings, command)
     assert not again.changed and settings.read_text() == after_first
-    removed = install.uninstall(settings)
-    assert removed.changed and set(removed.events) == set(install.EVENTS)
+    removed = claude_uninstall(settings)
+    assert removed.changed and set(removed.events) == set(EVENTS)
     assert json.loads(settings.read_text()) == THEIRS
-    assert not install.uninstall(settings).changed
+    assert not claude_uninstall(settings).changed
 
 
 def test_a_moved_installation_replaces_its_old_hook(settings):
-    install.install(settings, "/old/venv/bin/marchdb hook claude-code")
-    result = install.install(settings, install.hook_command())
+    claude_install(settings, "/old/venv/bin/marchdb hook claude-code")
+    result = claude_install(settings, install.hook_command())
     # Said, not done silently (it may be another home's hook); the backup keeps it.
     assert result.replaced == ("/old/venv/bin/marchdb hook claude-code",)
     assert "/old/venv/bin/marchdb" in result.backup.read_text()
     data = json.loads(settings.read_text())
-    assert all(len(ours(data, e)) == 1 for e in install.EVENTS)
+    assert all(len(ours(data, e)) == 1 for e in EVENTS)
     assert ours(data, "Stop")[0]["command"] == install.hook_command()
 
 
@@ -97,7 +110,7 @@ def test_a_file_it_cannot_read_is_refused_untouched(settings, content):
     settings.write_text(content, encoding="utf-8")
     before = settings.stat().st_mtime_ns
     with pytest.raises(Exception) as err:
-        install.install(settings, install.hook_command())
+        claude_install(settings, install.hook_command())
     assert "nothing was changed" in str(err.value) or "fix it by hand" in str(err.value)
     assert settings.read_text() == content and settings.stat().st_mtime_ns == before
     assert [p.name for p in settings.parent.iterdir()] == ["settings.json"]  # no backup, no temp file
@@ -106,10 +119,10 @@ def test_a_file_it_cannot_read_is_refused_untouched(settings, content):
 @pytest.mark.parametrize("groups", [[{"hooks": None}], [{"hooks": 5}], [5, "x", None]])
 def test_odd_hook_groups_of_others_are_kept_as_they_are(settings, groups):
     settings.write_text(json.dumps({"hooks": {"Stop": groups}}), encoding="utf-8")
-    assert install.install(settings, install.hook_command()).changed
+    assert claude_install(settings, install.hook_command()).changed
     data = json.loads(settings.read_text())
     assert data["hooks"]["Stop"][: len(groups)] == groups and len(ours(data, "Stop")) == 1
-    assert install.uninstall(settings).changed
+    assert claude_uninstall(settings).changed
     assert json.loads(settings.read_text()) == {"hooks": {"Stop": groups}}
 
 
@@ -128,7 +141,7 @@ def test_a_symlinked_settings_file_is_refused(settings, tmp_path):
     link = tmp_path / "claude" / "linked.json"
     link.symlink_to(settings)
     with pytest.raises(FileError, match="symlink"):
-        install.install(link, install.hook_command())
+        claude_install(link, install.hook_command())
     assert json.loads(settings.read_text()) == THEIRS
 
 
@@ -137,7 +150,7 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     runner = CliRunner()
     out = runner.invoke(app, ["--home", str(tmp_path / "h"), "install", "claude-code", "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
+    data = json.loads(out.stdout)["results"][0]
     assert data["settings"] == str(tmp_path / "claude-home" / "settings.json") and data["changed"]
     assert f"--home {tmp_path / 'h'}" in data["command"]  # a non-default home travels with the hook
     # --user, the obvious reverse of install --user, removes them again.
@@ -163,14 +176,16 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     monkeypatch.setenv("MARCH_MEMORY_ROOT", str(tmp_path / "v2"))
     assert runner.invoke(app, ["--home", str(tmp_path / "h"), "install", "claude-code"]).exit_code == 0
     assert f"--root {tmp_path / 'v2'} hook" in (tmp_path / "c2" / "settings.json").read_text()
-    bad = runner.invoke(app, ["install", "cursor"])
-    assert bad.exit_code == 2 and "claude-code" in bad.stderr
+    bad = runner.invoke(app, ["install", "clod-code"])
+    assert bad.exit_code == 3 and "claude-code, codex, gemini, cursor, cline, hermes" in bad.stderr
 
 
 def test_a_model_file_travels_as_an_absolute_path_and_a_recipe_as_its_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert f"--model {tmp_path / 'my-model.gguf'} hook" in install.hook_command(None, None, "my-model.gguf")
-    assert "--model e5 hook" in install.hook_command(None, None, "e5")
+    assert f"--model {tmp_path / 'my-model.gguf'} hook" in install.hook_command(
+        "claude-code", None, None, "my-model.gguf"
+    )
+    assert "--model e5 hook" in install.hook_command("claude-code", None, None, "e5")
 
 
 def test_the_engine_and_its_clients_name_one_model_file_one_way(tmp_path, monkeypatch):
@@ -196,9 +211,9 @@ def test_the_engine_and_its_clients_name_one_model_file_one_way(tmp_path, monkey
 )
 def test_uninstall_removes_only_what_install_created(settings, before):
     settings.write_text(json.dumps(before), encoding="utf-8")
-    install.install(settings, install.hook_command())
+    claude_install(settings, install.hook_command())
     assert settings.with_name("settings.json.marchdb-install").exists()
-    install.uninstall(settings)
+    claude_uninstall(settings)
     assert json.loads(settings.read_text()) == before  # a "Stop": [] or "hooks": {} of theirs stays
     assert not settings.with_name("settings.json.marchdb-install").exists()
 
@@ -207,8 +222,8 @@ def test_backups_keep_the_settings_permissions(settings):
     data = {**THEIRS, "env": {"ANTHROPIC_API_KEY": "sk-secret"}}
     settings.write_text(json.dumps(data), encoding="utf-8")
     os.chmod(settings, 0o600)
-    first = install.install(settings, install.hook_command())
-    second = install.uninstall(settings)
+    first = claude_install(settings, install.hook_command())
+    second = claude_uninstall(settings)
     for path in (settings, first.backup, second.backup):
         assert oct(os.stat(path).st_mode & 0o777) == "0o600", path
 
@@ -216,15 +231,12 @@ def test_backups_keep_the_settings_permissions(settings):
 def test_an_install_over_one_that_kept_no_note_uninstalls_as_before(settings):
     # An older marchdb created the event lists and kept no note: uninstall removes them emptied.
     before = {
-        "hooks": {
-            e: [{"hooks": [{"type": "command", "command": "/old/bin/marchdb hook claude-code"}]}]
-            for e in install.EVENTS
-        }
+        "hooks": {e: [{"hooks": [{"type": "command", "command": "/old/bin/marchdb hook claude-code"}]}] for e in EVENTS}
     }
     settings.write_text(json.dumps(before), encoding="utf-8")
-    install.install(settings, install.hook_command())
+    claude_install(settings, install.hook_command())
     assert not settings.with_name("settings.json.marchdb-install").exists()
-    install.uninstall(settings)
+    claude_uninstall(settings)
     assert json.loads(settings.read_text()) == {}
 
 
@@ -232,8 +244,8 @@ def test_only_marchdbs_own_hooks_count_as_ours(settings):
     # "marchdb" somewhere in a user's own command made install replace it and uninstall delete it.
     own = "/home/me/bin/marchdb-audit.sh hook claude-code"
     settings.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": own}]}]}}))
-    install.install(settings, install.hook_command())
-    install.uninstall(settings)
+    claude_install(settings, install.hook_command())
+    claude_uninstall(settings)
     assert own in settings.read_text()
     for command, mine in (
         ("/x/venv/bin/marchdb --home /h hook claude-code", True),
@@ -248,7 +260,7 @@ def test_a_read_only_settings_file_is_left_alone(settings):
     settings.write_text("{}")
     settings.chmod(0o444)
     with pytest.raises(FileError, match="read-only"):
-        install.install(settings, install.hook_command())
+        claude_install(settings, install.hook_command())
     assert settings.read_text() == "{}"
 
 
@@ -256,8 +268,8 @@ def test_backups_do_not_pile_up(settings):
     # Each install and uninstall writes one: seven after three cycles.
     settings.write_text('{"model": "x"}')
     for _ in range(4):
-        install.install(settings, install.hook_command())
-        install.uninstall(settings)
+        claude_install(settings, install.hook_command())
+        claude_uninstall(settings)
     backups = [p for p in settings.parent.iterdir() if ".marchdb-backup-" in p.name]
-    assert len(backups) == install.KEEP_BACKUPS
+    assert len(backups) == settings_mod.KEEP_BACKUPS
     assert json.loads(settings.read_text()) == {"model": "x"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 from marchdb.index import db
 
@@ -251,3 +253,22 @@ def test_following_a_replaced_index_writes_nothing_into_the_old_file(mixed_vault
         other.rebuild(embed=False)
         assert server.follow_index()
         assert [(p.stat().st_size, p.stat().st_mtime_ns) for p in olds] == before
+
+
+def test_a_sync_with_nothing_to_embed_never_loads_the_model(model_store, vault, default_model_path):
+    # A warm `marchdb sync` of unchanged files loaded the model (1.1-1.4 s at
+    # 3,000 files) only to learn its fingerprint: it is read off the file.
+    vault.memory("a.md", "mem_a", body="Some text to embed.")
+    assert model_store.sync().embedded > 0
+    model_store.close()
+    code = (
+        "import sys; from marchdb import Store; from marchdb.config import load_config;"
+        f"s = Store(load_config(home={str(model_store.cfg.home)!r}, root={str(vault.root)!r}, "
+        f"model={str(default_model_path)!r}, env={{}}));"
+        "r = s.sync(); print(r.embedded, r.model is not None, 'llama_cpp' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["0", "True", "False"], out.stderr
+    vault.memory("b.md", "mem_b", body="A new memory: now the model is loaded and it is embedded.")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split()[0] != "0" and out.stdout.split()[2] == "True", out.stderr

@@ -192,15 +192,25 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
 
         cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
         overridden = bool(obj.get("root") or obj.get("model"))
-        try:
-            return client.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden)
-        except client.RemoteError as exc:
-            raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
-        except client.Unavailable as exc:
-            if not exc.may_redo(op):
-                raise Unanswered(unanswered_message(op, exc)) from None
-            if exc.reason not in ("not running", "other_config"):
-                say(f"note: answered without the warm engine ({exc})", err=True)
+        if cfg.use_engine:
+
+            def starting() -> None:
+                if sys.stderr.isatty():
+                    say(
+                        "marchdb: starting the warm engine, which keeps the model loaded for the next commands "
+                        "(its first start builds the model: about 20 s)...",
+                        err=True,
+                    )
+
+            try:
+                return client.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden, starting=starting)
+            except client.RemoteError as exc:
+                raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
+            except client.Unavailable as exc:
+                if not exc.may_redo(op):
+                    raise Unanswered(unanswered_message(op, exc)) from None
+                if exc.reason not in ("not running", "other_config"):
+                    say(f"note: {client.in_words(exc)}; answered by this command itself", err=True)
     return ops.call(_store(ctx), op, args)
 
 

@@ -103,6 +103,8 @@ def quick(flags: dict, rest: list[str]) -> int | None:
 
     try:
         cfg = load_config(home=flags.get("home"))
+        if not cfg.use_engine:
+            return None  # MARCH_DAEMON=0: the CLI answers in its own process
         data, _ms = client.request(cfg.home, op, args, client.identity(cfg))
     except (client.Unavailable, MarchError):
         return None  # the full CLI starts the engine, answers in-process or reports the error

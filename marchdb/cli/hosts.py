@@ -110,67 +110,102 @@ hook = command(app, "hook")(
 )
 
 
+@command(app, "call")
+def call_(
+    ctx: typer.Context,
+    operation: str = typer.Argument(..., help=f"One of: {', '.join(n for n, o in ops.OPERATIONS.items() if o.mcp)}."),
+    arguments: Optional[str] = typer.Argument(
+        None, help="The arguments as a JSON object; '-' reads them from stdin; omitted: none."
+    ),
+):
+    """Run one operation with JSON arguments and print its JSON answer: what an agent's tool call does (scripts, Hermes)."""
+    import json
+
+    from marchdb.cli.app import _call, _read_stdin_body
+
+    op = ops.get(operation)
+    if not op.mcp:
+        raise InvalidInput(
+            f"{operation} is not an agent operation; it takes: {', '.join(t['name'] for t in ops.tools())}"
+        )
+    raw = _read_stdin_body("arguments") if arguments == "-" else arguments or "{}"
+    try:
+        args = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(
+            f'the arguments are not JSON ({exc}); give an object such as \'{{"query": "cache"}}\''
+        ) from None
+    _emit(_call(ctx, op.name, args))
+
+
+@command(app)
+def tools():
+    """Print the agent operations as JSON tool schemas (name, description, parameters)."""
+    _emit({"tools": ops.tools()})
+
+
+_HOST_HELP = "claude-code | codex | gemini | cursor | cline | hermes"
+
+
 @command(app, "install")
 def install_(
     ctx: typer.Context,
-    host: str = typer.Argument(..., help="claude-code"),
+    host: str = typer.Argument(..., help=_HOST_HELP),
     project: Optional[str] = typer.Option(
-        None, "--project", help="Only this project: DIR/.claude/settings.local.json."
+        None, "--project", help="Only this project (its folder); the default is every project of this user."
     ),
-    user: bool = typer.Option(False, "--user", help="All projects: ~/.claude/settings.json (the default)."),
+    user: bool = typer.Option(False, "--user", help="For every project of this user (the default)."),
     as_json: bool = JsonOpt,
 ):
     """Add marchdb's hooks to a host's settings (kept: everything else; written: a backup first)."""
+    from marchdb.config import load_config
     from marchdb.hosts import install
 
-    _check_host(host)
     if user and project:
         raise InvalidInput("choose --user or --project DIR, not both")
+    install.target(host)
     obj = ctx.find_root().obj or {}
-    from marchdb.config import load_config
-
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
     # What only this shell says (a flag, an environment variable) goes into
     # the command; config.json is read by the hook itself.
     root = cfg.memory_root if cfg.root_source in ("--root", "MARCH_MEMORY_ROOT") else None
     model = obj.get("model") or os.environ.get("MARCH_EMBED_MODEL") or None
-    result = install.install(install.settings_path(project), install.hook_command(cfg.home, root, model))
-    _report_install(result, as_json, "added")
+    argv = install.marchdb_argv(cfg.home, root, model)
+    results = install.install(host, install.project_folder(project), argv, install.carried_env())
+    _report_install(results, as_json, "added")
 
 
 @command(app)
 def uninstall(
-    host: str = typer.Argument(..., help="claude-code"),
-    project: Optional[str] = typer.Option(None, "--project", help="The project whose local settings hold them."),
-    user: bool = typer.Option(False, "--user", help="From ~/.claude/settings.json (the default)."),
+    host: str = typer.Argument(..., help=_HOST_HELP),
+    project: Optional[str] = typer.Option(None, "--project", help="The project whose settings hold them."),
+    user: bool = typer.Option(False, "--user", help="From this user's settings (the default)."),
     as_json: bool = JsonOpt,
 ):
     """Remove exactly the hooks `marchdb install` added; everything else stays."""
     from marchdb.hosts import install
 
-    _check_host(host)
     if user and project:
         raise InvalidInput("choose --user or --project DIR, not both")
-    result = install.uninstall(install.settings_path(project))
-    _report_install(result, as_json, "removed")
+    install.target(host)
+    _report_install(install.uninstall(host, install.project_folder(project)), as_json, "removed")
 
 
-def _check_host(host: str) -> None:
-    if host != "claude-code":
-        raise InvalidInput(f"unknown host {host!r}; marchdb installs hooks for: claude-code")
-
-
-def _report_install(result, as_json: bool, verb: str) -> None:
+def _report_install(results: list, as_json: bool, verb: str) -> None:
     if as_json:
-        _emit(result.to_dict())
-    elif not result.changed:
-        say(f"nothing to change in {result.settings}")
-    else:
-        say(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
-        for command in result.replaced:
-            say(f"in place of an earlier marchdb hook: {command}")
-        if result.backup:
-            say(f"the previous file is kept as {result.backup}")
+        _emit({"results": [r.to_dict() for r in results]})
+        return
+    for result in results:
+        if not result.changed:
+            say(f"nothing to change in {result.settings}")
+        else:
+            say(f"{verb} marchdb's hooks ({', '.join(result.events)}) in {result.settings}")
+            for command in result.replaced:
+                say(f"in place of an earlier marchdb hook: {command}")
+            if result.backup:
+                say(f"the previous file is kept as {result.backup}")
+        for note in result.notes:
+            say(f"note: {note}")
 
 
 @command(app)

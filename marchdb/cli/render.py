@@ -50,6 +50,12 @@ def recall(data: dict, explain: bool) -> tuple[str, str]:
     if data.get("display"):
         out.append("[display]")
         out += [hint_line(h["id"], h["score"], h["name"]) for h in data["display"]]
+    if explain and data.get("settings"):
+        st = data["settings"]
+        out.append(
+            f"\nsettings: threshold {st['threshold']:.2f} ({st['threshold_from']}), "
+            f"dense share {st['dense_weight']:.2f} ({st['dense_weight_from']})"
+        )
     if explain:
         out.append(
             f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "

@@ -61,3 +61,17 @@ def file_fingerprint(path: Path, name: str = "") -> str:
         fh.seek(max(0, size - mib))
         h.update(fh.read(mib))
     return f"{normalise_name(name) or 'model'}-{size}-{h.hexdigest()[:20]}"
+
+
+def fingerprint_of(path: Path) -> str | None:
+    """The fingerprint ``LlamaEmbedder`` gives the model at ``path``, read
+    off its header (``general.name``) without loading it; None when the header
+    does not say (the model must be loaded to know)."""
+    from marchdb.embedding.gguf_meta import read_header
+    from marchdb.errors import ModelError
+
+    try:
+        name = read_header(path).get("general.name")
+    except (ModelError, OSError):
+        return None
+    return file_fingerprint(path, str(name)) if isinstance(name, str) and name else None

@@ -19,9 +19,11 @@ This module is what a hook imports to stay fast: the standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import socket
 import stat
 import sys
@@ -79,13 +81,31 @@ class RemoteError(Exception):
 
 
 def identity(cfg) -> dict:
-    """What a client and the engine must agree on to share answers (of a
-    ``config.Config``): the memory root, the index and the model setting."""
+    """What a client tells the engine of its own settings (of a
+    ``config.Config``): the memory root, the index, the model and how it runs
+    (threads, prefixes) must be the engine's own, or it refuses and the
+    client answers in-process; ``settings`` (``config.REQUEST_SETTINGS``:
+    the threshold, the dense share, projects) it answers with, whatever its
+    own, and ``sources`` says where they came from (for ``--explain``)."""
+    from marchdb.config import request_settings
+
     model = cfg.embedding_model or ""
     if model and (os.sep in model or model.endswith(".gguf")):
         # A file: the same model given as a relative and an absolute path is one model.
         model = os.path.abspath(os.path.expanduser(model))
-    return {"root": os.path.abspath(cfg.memory_root), "index": os.path.abspath(cfg.index_path), "model": model}
+    return {
+        "root": os.path.abspath(cfg.memory_root),
+        "index": os.path.abspath(cfg.index_path),
+        "model": model,
+        "threads": cfg.threads,
+        "prefixes": cfg.prefixes,
+        "settings": request_settings(cfg),
+        "sources": {k: v for k, v in cfg.sources.items() if k in request_settings(cfg)},
+    }
+
+
+#: The part of ``identity`` an engine and its client must share.
+SHARED = ("root", "index", "model", "threads", "prefixes")
 
 
 def socket_path(home: Path) -> Path:
@@ -210,16 +230,34 @@ def _read_line(sock: socket.socket, what: str = "the engine's answer", seconds: 
     return line.split(b"\n", 1)[0]
 
 
-def request(home: Path, op: str, args: dict, identity: dict | None = None, timeout: float = 30.0) -> tuple[dict, float]:
+def request(
+    home: Path,
+    op: str,
+    args: dict,
+    identity: dict | None = None,
+    timeout: float = 30.0,
+    patience: float | None = None,
+) -> tuple[dict, float]:
     """Ask the engine of ``home`` to run ``op``; returns ``(data, server ms)``.
 
     Raises ``Unavailable`` when it cannot answer (and the caller should run
     the operation itself) and ``RemoteError`` when it refused the request.
+
+    A frozen engine (a suspended laptop, SIGSTOP, a stuck disk) must not
+    hold every client for its whole timeout: after ``patience`` seconds
+    without an answer (default ``PATIENCE``) the client pings it on a second
+    connection; an engine that answers is busy and is waited for, up to
+    ``timeout``; one that does not is marked stuck (``engine.stuck`` in the
+    home) and this request, and every one of the next ``STUCK_QUIET``
+    seconds, is ``Unavailable("stuck")`` at once. After that a ping decides
+    again, and an engine stuck for ``STUCK_REPLACE`` seconds is killed so
+    that the next client starts a fresh one.
     """
     path = socket_path(home)
     why = untrusted_home(home)
     if why:
         raise Unavailable("untrusted", f"{why}: its socket is not used")
+    _check_stuck(home)
     # The engine drops the request, or records nothing, once the client has
     # stopped waiting: a hint the client never printed must not count as shown.
     deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
@@ -243,7 +281,7 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
         sock.settimeout(timeout)
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-        line = _read_line(sock)
+        line = _answer_line(home, sock, timeout, PATIENCE if patience is None else patience)
     except TimeoutError:
         raise Unavailable("timeout", f"no answer within {timeout:.1f}s") from None
     except OSError as exc:
@@ -278,6 +316,129 @@ def request(home: Path, op: str, args: dict, identity: dict | None = None, timeo
         raise odd
     fields = {k: v for k, v in error.items() if k not in ("kind", "message", "exit_code")}
     raise RemoteError(str(error.get("kind", "error")), str(error.get("message", "")), code, fields)
+
+
+#: Seconds a client waits for an answer before it asks whether the engine is alive.
+PATIENCE = 2.0
+#: Seconds a ping may take: the engine answers it on its connection thread,
+#: whatever its store is busy with.
+PING_SECONDS = 0.25
+#: Seconds after an engine was found stuck during which clients do not try it.
+STUCK_QUIET = 5.0
+#: Seconds an engine may stay stuck before a client kills it (a fresh one is started).
+STUCK_REPLACE = 30.0
+#: The mark a client leaves when the engine did not answer a ping: ``<pid> <time>``.
+STUCK_NAME = "engine.stuck"
+
+
+def _answer_line(home: Path, sock: socket.socket, timeout: float, patience: float) -> bytes:
+    """The engine's answer line, waited for up to ``timeout`` seconds; every
+    ``patience`` seconds without it the engine is pinged, and one that does
+    not answer is marked stuck (``Unavailable("stuck")``)."""
+    chunks: list[bytes] = []
+    size = 0
+    started = time.monotonic()
+    while True:
+        left = timeout - (time.monotonic() - started)
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(min(left, patience))
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            if time.monotonic() - started >= timeout:
+                raise
+            if not ping(home):
+                _mark_stuck(home)
+                raise Unavailable(
+                    "stuck", f"the warm engine answered neither the request nor a ping within {patience:g} s"
+                ) from None
+            continue  # alive, and busy: wait on
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if b"\n" in chunk:
+            break
+        if size > MAX_MESSAGE_BYTES:
+            raise Unavailable("bad answer", f"the engine's answer is over {MAX_MESSAGE_BYTES:,} bytes")
+    return b"".join(chunks).split(b"\n", 1)[0]
+
+
+def ping(home: Path, seconds: float = PING_SECONDS) -> bool:
+    """Whether the engine of ``home`` answers a ping within ``seconds``."""
+    try:
+        sock = _connect(socket_path(home), seconds)
+    except OSError:
+        return False
+    try:
+        sock.settimeout(seconds)
+        sock.sendall(json.dumps({"v": PROTOCOL, "op": "ping", "args": {}}).encode() + b"\n")
+        sock.shutdown(socket.SHUT_WR)
+        line = _read_line(sock, "the engine's ping", seconds)
+        return bool(line) and bool(json.loads(line).get("ok"))
+    except (OSError, ValueError, Unavailable):
+        return False
+    finally:
+        sock.close()
+
+
+def _stuck_mark(home: Path) -> tuple[int, float] | None:
+    try:
+        fd = open_private(home / STUCK_NAME, os.O_RDONLY)
+        try:
+            pid_text, since_text = os.read(fd, 64).decode("ascii").split()
+        finally:
+            os.close(fd)
+        return int(pid_text), float(since_text)
+    except (OSError, ValueError):
+        return None
+
+
+def _mark_stuck(home: Path) -> None:
+    """Remember that the engine of ``home`` is stuck (kept: the first time it was found so)."""
+    if _stuck_mark(home) is not None or not os.path.isdir(home):
+        return
+    with contextlib.suppress(OSError):
+        fd = open_private(home / STUCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            os.write(fd, f"{engine_pid(home) or 0} {time.time():.3f}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def _clear_stuck(home: Path) -> None:
+    with contextlib.suppress(OSError):
+        st = os.lstat(home / STUCK_NAME)
+        if stat.S_ISREG(st.st_mode):
+            os.unlink(home / STUCK_NAME)
+
+
+def _check_stuck(home: Path) -> None:
+    """Refuse at once while the engine is marked stuck (see ``request``);
+    a ping that is answered clears the mark, and an engine stuck too long is
+    killed (``Unavailable("replaced")``: the caller starts a new one)."""
+    mark = _stuck_mark(home)
+    if mark is None:
+        return
+    pid, since = mark
+    age = time.time() - since
+    current = engine_pid(home)
+    if current is None or (pid and current != pid):
+        _clear_stuck(home)  # that engine is gone: whatever runs now is judged afresh
+        return
+    if 0 <= age < STUCK_QUIET:
+        raise Unavailable("stuck", f"the warm engine did not answer a ping {age:.0f} s ago")
+    if ping(home):
+        _clear_stuck(home)
+        return
+    if age >= STUCK_REPLACE or age < 0:
+        with contextlib.suppress(OSError):
+            os.kill(current, signal.SIGKILL)  # a stopped process cannot catch it; the index is crash-safe
+        wait_gone(home, 2.0)  # its lock is let go when it is gone: then a new one can start
+        _clear_stuck(home)
+        raise Unavailable("replaced", f"the warm engine (pid {current}) was stuck for {age:.0f} s and was stopped")
+    raise Unavailable("stuck", f"the warm engine has not answered a ping for {age:.0f} s")
 
 
 # ---------------------------------------------------------------- starting
@@ -349,16 +510,29 @@ def wait_ready(home: Path, seconds: float) -> bool:
     return False
 
 
-def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_args: list[str] | None = None) -> dict:
+def call(
+    cfg,
+    op: str,
+    args: dict,
+    autostart: bool,
+    wait: float = 20.0,
+    start_args: list[str] | None = None,
+    starting=None,
+) -> dict:
     """Run ``op`` on the engine of ``cfg.home``: start it when ``autostart``
-    and none runs, wait up to ``wait`` seconds for it to be warm. Raises
-    ``Unavailable`` when it cannot answer (run the operation in-process) and
-    ``RemoteError`` when it refused the request."""
+    and none runs, wait up to ``wait`` seconds for it to be warm (``starting``,
+    when given, is called once before that wait: a first start builds the
+    model, which takes seconds). Raises ``Unavailable`` when it cannot answer
+    (run the operation in-process) and ``RemoteError`` when it refused the
+    request. An engine replaced for being stuck is started afresh, and this
+    request is answered in-process meanwhile."""
     home = cfg.home
     ident = identity(cfg)
     try:
         return request(home, op, args, ident)[0]
     except Unavailable as exc:
+        if exc.reason == "replaced" and autostart:
+            start(home, start_args)
         if exc.reason not in ("not running", "cannot connect"):
             raise
     if not engine_alive(home):
@@ -367,6 +541,8 @@ def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_ar
         why_not = start(home, start_args)
         if why_not:
             raise Unavailable("cannot start", why_not)
+    if starting is not None:
+        starting()
     if not wait_ready(home, wait):
         why = (
             f"the engine did not answer within {wait:.0f}s"
@@ -375,6 +551,19 @@ def call(cfg, op: str, args: dict, autostart: bool, wait: float = 20.0, start_ar
         )
         raise Unavailable("not ready", f"{why} (see {home / LOG_DIR}/daemon.log)")
     return request(home, op, args, ident)[0]
+
+
+def in_words(exc: Unavailable) -> str:
+    """Why the warm engine did not answer, for a person who has never heard of it."""
+    plain = {
+        "not ready": "the warm engine (`marchdb serve`, which keeps the model loaded) is still starting",
+        "stuck": "the warm engine is not answering (suspended or stuck?)",
+        "replaced": "the warm engine was stuck and has been restarted",
+        "timeout": "the warm engine took too long",
+        "cannot start": "the warm engine could not start",
+        "untrusted": "the warm engine's folder cannot be trusted",
+    }.get(exc.reason)
+    return f"{plain} ({exc})" if plain else f"the warm engine could not answer ({exc})"
 
 
 # ---------------------------------------------------------------- a log of what went wrong

@@ -46,7 +46,7 @@ from typing import Any
 import apsw
 
 from marchdb import __version__, logfile, ops, private
-from marchdb.config import Config
+from marchdb.config import REQUEST_SETTINGS, Config, with_settings
 from marchdb.engine import client
 from marchdb.errors import ConfigError, Expired, FileError, MarchError
 from marchdb.index.db import index_error
@@ -82,6 +82,9 @@ class Engine:
         self.started_at = time.time()
         self.store: Any = None
         self.watcher: Any = None
+        #: Set when the engine stops because its home, socket or index went
+        #: away: it then writes nothing more (no scan clock, no socket removal).
+        self.orphaned = False
         self._lock_fd: int | None = None
         self._listener: socket.socket | None = None
         self._socket_ino: int | None = None
@@ -90,8 +93,8 @@ class Engine:
         self._code = code_fingerprint(self.code_dirs)
 
     def log(self, message: str) -> None:
-        """One line in ``logs/daemon.log``."""
-        logfile.log(self.home, "daemon", message)
+        """One line in ``logs/daemon.log`` (never making a home that was deleted)."""
+        logfile.log(self.home, "daemon", message, make_home=False)
 
     def say(self, message: str) -> None:
         """A line for whoever started ``marchdb serve`` by hand (stderr; a
@@ -247,7 +250,7 @@ class Engine:
                     self.store.scan_in_background = None
                 self.watcher.stop()
             if self.store is not None:
-                self.store.close()
+                self.store.close(keep_clock=not self.orphaned)
         self._worker.shutdown(wait=False)  # what is queued still runs, and says "stopping"
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -297,8 +300,28 @@ class Engine:
             self.last_request = time.monotonic()
             threading.Thread(target=self._serve_one, args=(conn,), name="marchdb-request", daemon=True).start()
 
+    def _orphaned(self) -> str | None:
+        """Why the engine has nothing left to serve: its home, its socket or
+        its index is gone (deleted, moved, replaced); None while all are there."""
+        if not os.path.isdir(self.home):
+            return f"its home {self.home} is gone"
+        try:
+            if os.lstat(client.socket_path(self.home)).st_ino != self._socket_ino:
+                return "its socket was replaced"
+        except OSError:
+            return "its socket is gone"
+        if not os.path.exists(self.cfg.index_path):
+            return f"its index {self.cfg.index_path} is gone"
+        return None
+
     def _outdated(self) -> bool:
-        """Whether config.json or marchdb's code changed under the engine (said in its log)."""
+        """Whether the engine must stop: its home, socket or index is gone, or
+        config.json or marchdb's code changed under it (said in its log)."""
+        gone = self._orphaned()
+        if gone:
+            self.log(f"{gone}; stopping (nothing of it is made again)")
+            self.orphaned = True
+            return True
         if _mtime(self.home / "config.json") != self._config_mtime:
             self.log("config.json changed; stopping (the next client starts an engine that reads it)")
             return True
@@ -377,20 +400,24 @@ class Engine:
         if op == "stop":
             self.stopping.set()
             return {"stopping": True}
-        if ident is not None and ident != self.identity:
+        if ident is not None and (
+            not isinstance(ident, dict) or any(ident.get(k) != self.identity[k] for k in client.SHARED)
+        ):
             raise _OtherConfig(
                 f"this engine serves {self.identity['root']} with model {self.identity['model'] or 'e5'}"
             )
+        settings = _request_settings(ident)
         if self.stopping.is_set():
             raise _Stopping("the engine is stopping")
         try:
-            future = self._worker.submit(self._run, op, args, deadline)
+            future = self._worker.submit(self._run, op, args, deadline, settings)
         except RuntimeError:  # shut down between the check above and here
             raise _Stopping("the engine is stopping") from None
         return future.result()
 
-    def _run(self, op: str, args: dict, deadline: float | None) -> dict:
-        """``dispatch``'s work on the Store, on the engine's one worker thread."""
+    def _run(self, op: str, args: dict, deadline: float | None, settings: tuple[dict, dict] | None) -> dict:
+        """``dispatch``'s work on the Store, on the engine's one worker thread,
+        with the client's own ``settings`` (and their sources) in place of the engine's."""
         if self.stopping.is_set():
             raise _Stopping("the engine is stopping")
         assert self.store is not None
@@ -399,12 +426,40 @@ class Engine:
                 raise Expired(f"the client stopped waiting while the engine was busy; {op} was not run")
             self.requests += 1
             self.store.deadline = deadline
+            own = self.store.cfg
+            if settings is not None:
+                self.store.cfg = with_settings(own, *settings)
             try:
                 if op in ops.OPERATIONS:
                     return ops.call(self.store, op, args)
             finally:
                 self.store.deadline = None
+                self.store.cfg = own
         raise _BadOp(f"unknown operation {op!r}")
+
+
+def _request_settings(ident: object) -> tuple[dict, dict] | None:
+    """The settings a request asks to be answered with, and their sources;
+    None for none. Their values are checked as config.json's are: a request
+    that names other keys or odd values is a protocol error."""
+    if not isinstance(ident, dict) or ident.get("settings") is None:
+        return None
+    settings, sources = ident.get("settings"), ident.get("sources") or {}
+    if not isinstance(settings, dict) or not isinstance(sources, dict) or set(settings) - set(REQUEST_SETTINGS):
+        raise _BadOp("the request's settings are not the protocol's")
+    score, weight = settings.get("min_score"), settings.get("dense_weight")
+    numbers = [(score, False), (weight, True)]
+    for value, may_be_none in numbers:
+        if value is None and may_be_none:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise _BadOp("the request's settings are not the protocol's")
+    projects = settings.get("projects", {})
+    if not isinstance(settings.get("project_tag_prefix", ""), str) or not isinstance(projects, dict):
+        raise _BadOp("the request's settings are not the protocol's")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in projects.items()):
+        raise _BadOp("the request's settings are not the protocol's")
+    return settings, {k: str(v) for k, v in sources.items() if k in REQUEST_SETTINGS}
 
 
 class _OtherConfig(MarchError):

@@ -11,7 +11,15 @@ from __future__ import annotations
 import importlib
 
 #: Hosts ``marchdb hook HOST`` answers, and the module of each.
-HOSTS = {"claude-code": "claude_code", "generic": "generic"}
+HOSTS = {
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "gemini": "gemini",
+    "cursor": "cursor",
+    "cline": "cline",
+    "hermes": "hermes",
+    "generic": "generic",
+}
 
 
 class BadEvent(Exception):

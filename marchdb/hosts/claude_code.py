@@ -61,9 +61,11 @@ def text_of(value: object) -> str | None:
     return mend_surrogates(value) if isinstance(value, str) else None
 
 
-def parse(raw: str, options: list[str], host: str = HOST) -> dict | None:
+def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> dict | None:
     """The ``memory_hook`` event of one Claude Code hook event, or None for an
-    event that takes nothing."""
+    event that takes nothing (``transcript(path, this_turn)``: how the host's
+    transcript gives the assistant's latest text; Claude Code's by default)."""
+    transcript = latest_assistant_text if transcript is None else transcript
     data = read_json(raw)
     name = data.get("hook_event_name")
     event = EVENTS.get(name) if isinstance(name, str) else None
@@ -77,13 +79,13 @@ def parse(raw: str, options: list[str], host: str = HOST) -> dict | None:
     elif event == "prompt":
         args["text"] = text_of(data.get("prompt"))
     elif event == "tool":
-        text = latest_assistant_text(data.get("transcript_path"), this_turn=True)
+        text = transcript(data.get("transcript_path"), True)
         if not text:
             return None  # a tool call with no text around it: nothing to recall on
         args["text"] = text
     elif event == "stop":
         reply = text_of(data.get("last_assistant_message"))
-        args["text"] = reply if reply and reply.strip() else latest_assistant_text(data.get("transcript_path"))
+        args["text"] = reply if reply and reply.strip() else transcript(data.get("transcript_path"), False)
     return args
 
 
@@ -102,21 +104,43 @@ def latest_assistant_text(transcript_path: object, this_turn: bool = False) -> s
     ``this_turn``: only what the assistant wrote since the user's last prompt
     (a tool's result is no prompt), so a tool event never recalls on the
     previous turn's answer."""
-    for entry in _tail_entries(transcript_path):
-        kind = entry.get("type")
-        message = entry.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if kind == "user" and this_turn and not _only_tool_results(content):
-            return ""
-        if kind != "assistant":
+    return latest_text(tail_entries(transcript_path), _claude_turn, this_turn)
+
+
+def latest_text(entries: list[dict], reader, this_turn: bool) -> str:
+    """The newest assistant text of ``entries`` (newest first), ``reader(entry)``
+    telling each entry's ``(role, text)``: ``("user", ...)`` for a prompt,
+    ``("assistant", text)``, None for anything else (a tool result)."""
+    for entry in entries:
+        seen = reader(entry)
+        if seen is None:
             continue
-        if isinstance(content, str) and content.strip():
-            return content
-        if isinstance(content, list):
-            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-            text = "\n".join(t for t in texts if isinstance(t, str) and t.strip())
-            if text:
-                return text
+        role, text = seen
+        if role == "user" and this_turn:
+            return ""
+        if role == "assistant" and text.strip():
+            return text
+    return ""
+
+
+def _claude_turn(entry: dict) -> tuple[str, str] | None:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    kind = entry.get("type")
+    if kind == "user":
+        return None if _only_tool_results(content) else ("user", "")
+    if kind != "assistant":
+        return None
+    return "assistant", _texts(content, "text")
+
+
+def _texts(content: object, kind: str) -> str:
+    """The text of a message's content: a string, or its blocks of ``kind``."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == kind]
+        return "\n".join(t for t in texts if isinstance(t, str) and t.strip())
     return ""
 
 
@@ -128,7 +152,7 @@ def _only_tool_results(content: object) -> bool:
     )
 
 
-def _tail_entries(transcript_path: object) -> list[dict]:
+def tail_entries(transcript_path: object) -> list[dict]:
     """The JSON objects of a transcript's last ``TRANSCRIPT_TAIL_BYTES``,
     newest first; [] when it cannot be read. A regular file only, never
     through a link: a FIFO named as the transcript would block the hook."""

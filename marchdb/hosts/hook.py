@@ -16,9 +16,13 @@ from marchdb import logfile, private
 from marchdb.engine import client
 from marchdb.hosts import HOSTS, BadEvent, adapter
 
-#: Seconds a hook waits for the warm engine before answering on its own
-#: (hosts are given a 10 s hook timeout by ``marchdb install``).
+#: Seconds a hook waits for the warm engine's answer before answering on its
+#: own (hosts are given a 10 s hook timeout by ``marchdb install``).
 HOOK_WAIT_SECONDS = 3.0
+#: Seconds without an answer after which a hook pings the engine: a warm
+#: answer takes tens of milliseconds, and a frozen engine must not cost
+#: every prompt its whole wait (``client.request``).
+HOOK_PATIENCE = 0.5
 #: How long a hook waits for its event to end on stdin.
 EVENT_WAIT_SECONDS = 5.0
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
@@ -128,44 +132,58 @@ def _note(data: dict) -> str | None:
     return "; ".join(n for n in [data.get("note"), *data.get("notices", [])] if n) or None
 
 
-def _start_engine(home, host: str, start_args: list[str]) -> None:
+def _start_engine(home, host: str, start_args: list[str]) -> bool:
+    """Start the warm engine in the background; False (said in the hook log) when it cannot be."""
     why_not = client.start(home, start_args)
     if why_not:
         logfile.log(home, "hooks", f"{host}: cannot start the warm engine: {why_not}")
+    return why_not is None
 
 
 def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
     """The hook's stdout: the warm engine's answer, else keyword recall done
     here; an engine to start is appended to ``later`` (run once the answer
-    is out)."""
+    is out), unless a prompt waits for it (``WARM_WAIT_SECONDS``)."""
     from marchdb.config import load_config
 
     module, event = parsed
     cfg = load_config(home=flags.get("home"), root=flags.get("root"), model=flags.get("model"))
     start_args = [f"--{k}={v}" for k, v in flags.items() if k in ("root", "model")]
-    try:
-        data, _ms = client.request(cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS)
-    except client.RemoteError as exc:
-        logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
-        return ""
-    except client.Unavailable as exc:
-        reason = exc
-    else:
-        note = _note(data)
-        if note:
-            logfile.log(cfg.home, "hooks", f"{host}: {note}")
-        return module.render(event, data)
-    why = str(reason)
-    if reason.reason in ("not running", "cannot connect"):
-        if client.engine_alive(cfg.home):
-            why = "it is warming up"  # it binds its socket once the model is loaded
-        elif not cfg.daemon_autostart:
-            why = "none runs, and daemonAutoStart is off"
-        else:
-            # Started once this answer is out: a starting engine loads the
-            # model and the vectors on the cores this answer needs.
-            later.append(lambda: _start_engine(cfg.home, host, start_args))
-            why = "none ran; one starts once this hook has answered"
+    why = "MARCH_DAEMON=0"
+    if cfg.use_engine:
+        try:
+            return _from_engine(cfg, host, module, event)
+        except client.RemoteError as exc:
+            logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
+            return ""
+        except client.Unavailable as exc:
+            reason = exc
+        why = str(reason)
+        # A prompt is worth the wait for an engine that is starting (one that
+        # SessionStart started a moment ago, or this hook now): its answer is
+        # semantic. Other events answer now, from the keyword index.
+        waits = event["event"] in ("prompt", "tool") and cfg.hook_wait_seconds > 0
+        if reason.reason in ("not running", "cannot connect", "replaced"):
+            alive = client.engine_alive(cfg.home)
+            if not alive and cfg.daemon_autostart:
+                if waits:
+                    alive = _start_engine(cfg.home, host, start_args)
+                else:
+                    later.append(lambda: _start_engine(cfg.home, host, start_args))
+            if waits and alive and client.wait_ready(cfg.home, cfg.hook_wait_seconds):
+                try:
+                    return _from_engine(cfg, host, module, event)
+                except client.RemoteError as exc:
+                    logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
+                    return ""
+                except client.Unavailable as exc:
+                    why = str(exc)
+            elif client.engine_alive(cfg.home):
+                why = "it is warming up"  # it binds its socket once the model is loaded
+            elif not cfg.daemon_autostart:
+                why = "none runs, and daemonAutoStart is off"
+            else:
+                why = "none ran; one is starting"
     logfile.log(cfg.home, "hooks", f"{host}: answered without the warm engine ({why}): keyword recall only")
     # Answer this event ourselves, without loading the model (seconds): BM25.
     from marchdb.store import Store
@@ -179,3 +197,14 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
     if answer["note"]:
         logfile.log(cfg.home, "hooks", f"{host}: {answer['note']}")
     return str(answer["stdout"])
+
+
+def _from_engine(cfg, host: str, module, event: dict) -> str:
+    """The engine's answer to ``event``, rendered for the host (its note logged)."""
+    data, _ms = client.request(
+        cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS, patience=HOOK_PATIENCE
+    )
+    note = _note(data)
+    if note:
+        logfile.log(cfg.home, "hooks", f"{host}: {note}")
+    return str(module.render(event, data))

@@ -1,49 +1,58 @@
-"""``marchdb install claude-code``: wire the hooks into Claude Code's settings.
+"""``marchdb install HOST`` / ``uninstall HOST``: wire marchdb's hook into an agent host.
 
-What it writes: one hook group for each of ``SessionStart``,
-``UserPromptSubmit`` and ``Stop``, running ``<this marchdb> hook
-claude-code`` with a 10-second timeout. Where: ``--user`` (the default)
-edits ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` when set);
-``--project DIR`` edits ``DIR/.claude/settings.local.json`` — the file
-Claude Code keeps out of git, since the command holds a path of this
-machine.
+Each host keeps its hooks its own way (``TARGETS``):
 
-How: every other setting and hook is kept as it is; running it twice
-changes nothing; a backup of the previous file is written next to it
-first; a file that is not valid JSON (or not an object, or a symlink) is
-refused, never rewritten; the new file replaces the old one atomically.
-``marchdb uninstall claude-code`` removes exactly the handlers whose
-command is marchdb's hook, and nothing else: an event list or ``hooks``
-object is deleted only when ``install`` created it, which it notes in a
-small file beside the settings (``settings.json.marchdb-install``; removed
-by ``uninstall``) — a ``"Stop": []`` the user had stays. Backups keep the
-settings file's permissions (it may hold keys).
+* a JSON settings file with ``{"hooks": {Event: [...]}}`` — Claude Code,
+  Codex CLI, Gemini CLI (hook groups), Cursor (flat entries);
+* one executable file per event — Cline;
+* a plugin folder — Hermes Agent (its memory provider, ``hosts.hermes``).
+
+The guarantees are the same everywhere: everything of the user's is kept as
+it is; running install twice changes nothing; an older marchdb's hook (another
+path) is replaced, not doubled, and said; a file that cannot be parsed, a
+link, a read-only file is refused, never rewritten; a backup comes first
+(``hosts.settings``); ``uninstall`` removes exactly what ``install`` added
+(and a list, an object or a file only when ``install`` created it).
+
+The command every hook runs (``hook_command``) is this installation's
+``marchdb`` by its absolute path (hooks run with the host's PATH), with what
+only the installing shell says (``--home``, ``--root``, ``--model``, the
+``MARCH_*`` settings in its environment), and it exits quietly when marchdb is
+gone: removing the venv before ``uninstall`` must not make every host event
+fail.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shlex
+import shutil
 import stat
+import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, FileError
 from marchdb.files import fsync_dir, write_temp
+from marchdb.hosts import HOSTS, settings
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
-#: Seconds Claude Code gives the hook (it answers in well under one; a
-#: timed-out UserPromptSubmit hook's context is dropped, the prompt goes on).
+#: Seconds a host gives the hook (it answers in well under one; a prompt
+#: waits up to ``hookWaitSeconds`` for an engine that is starting).
 TIMEOUT_SECONDS = 10
-HOOK_ARGS = ("hook", "claude-code")
-#: In the install note: the settings file did not exist before install made it.
-FILE_CREATED = "(file)"
-#: Largest settings file read (Claude Code's are a few KB).
-MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+#: Environment settings the installing shell may hold that change what a hook
+#: answers: carried into the command (the host's environment lacks them).
+CARRIED_ENV = (
+    "MARCH_MEMORY_RECALL_MIN_SCORE",
+    "MARCH_MODELS_DIR",
+    "MARCH_THREADS",
+    "MARCH_ALLOW_UNUSUAL_ROOT",
+    "MARCH_DAEMON",
+)
+#: The first line after the shebang of a hook file marchdb writes (Cline):
+#: only a file that holds it is ever replaced or removed.
+FILE_MARK = "# marchdb hook: written by `marchdb install`, removed by `marchdb uninstall`"
 
 
 @dataclass
@@ -58,6 +67,8 @@ class InstallResult:
     #: Commands of earlier marchdb hooks install put its own in place of
     #: (another path, home, root or model): said, and kept in the backup.
     replaced: tuple[str, ...] = ()
+    #: What the user still has to do (Codex: trust the hooks; Hermes: choose the provider).
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -68,29 +79,17 @@ class InstallResult:
             "backup": None if self.backup is None else str(self.backup),
             "events": list(self.events),
             "replaced": list(self.replaced),
+            "notes": list(self.notes),
         }
 
 
-def settings_path(project: str | os.PathLike | None = None) -> Path:
-    """The settings file ``install`` edits: the user's, or a project's local one."""
-    if project is not None:
-        if not str(project).strip():  # an unset shell variable: never "the current folder" by accident
-            raise ConfigError("give the project folder, e.g. --project ~/code/app (an empty name was given)")
-        folder = Path(project).expanduser().absolute()
-        if not folder.is_dir():
-            raise ConfigError(f"project folder {folder} does not exist; pass the folder Claude Code runs in")
-        return folder / ".claude" / "settings.local.json"
-    base = os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"
-    return Path(base).expanduser().absolute() / "settings.json"
+# ---------------------------------------------------------------- the command
 
 
-def hook_command(home: Path | None = None, root: Path | None = None, model: str | None = None) -> str:
-    """The shell command the hooks run: this installation's ``marchdb`` (an
-    absolute path: hooks run with Claude Code's PATH and environment), with
-    ``--home`` when this home is not the default, and ``--root`` / ``--model``
-    when the installing shell chose them by flag or environment variable
-    (Claude Code's hooks would not see those: they would recall from another
-    vault)."""
+def marchdb_argv(home: Path | None = None, root: Path | None = None, model: str | None = None) -> list[str]:
+    """This installation's ``marchdb`` (an absolute path), with ``--home``
+    when this home is not the default and ``--root`` / ``--model`` when the
+    installing shell chose them (the host would not see those)."""
     exe = Path(sys.executable).with_name("marchdb")
     parts = [str(exe)] if exe.exists() else [sys.executable, "-m", "marchdb"]
     if home is not None and Path(home).absolute() != Path("~/.march").expanduser().absolute():
@@ -103,257 +102,466 @@ def hook_command(home: Path | None = None, root: Path | None = None, model: str 
         # A recipe name stays a name; anything else is a file, made absolute
         # (hooks run in the session's folder, not this one).
         parts += ["--model", model if model in RECIPES else str(Path(model).expanduser().absolute())]
-    return " ".join(shlex.quote(p) for p in [*parts, *HOOK_ARGS])
+    return parts
 
 
-def is_ours(handler: object) -> bool:
-    """Whether a hook handler is one ``install`` wrote (any marchdb's hook)."""
-    if not isinstance(handler, dict) or handler.get("type") != "command":
+def hook_command(
+    host: str = "claude-code",
+    home: Path | None = None,
+    root: Path | None = None,
+    model: str | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """The shell command a host runs for ``marchdb hook HOST``: exits 0 at once
+    when marchdb is gone, else runs it with ``env`` (``CARRIED_ENV`` values)."""
+    return _command(host, marchdb_argv(home, root, model), env or {})
+
+
+def carried_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The ``CARRIED_ENV`` settings of ``environ`` (this process's by default)."""
+    found = dict(os.environ) if environ is None else environ
+    return {k: found[k] for k in CARRIED_ENV if found.get(k)}
+
+
+def is_ours(handler: object, host: str | None = None) -> bool:
+    """Whether a hook handler (a ``{"command": ...}`` entry) is one ``install``
+    wrote: any marchdb's hook, for ``host`` when given."""
+    if not isinstance(handler, dict) or handler.get("type", "command") != "command":
         return False
+    return command_is_ours(str(handler.get("command", "")), host)
+
+
+def command_is_ours(command: str, host: str | None = None) -> bool:
+    """Whether a shell command runs marchdb's hook (of ``host`` when given):
+    its last simple command, past ``exec`` and ``env K=V...``, is a marchdb (any
+    path, or a Python running it as a module) ending in ``hook HOST``."""
     try:
-        words = shlex.split(str(handler.get("command", "")))
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
     except ValueError:
         return False
-    if len(words) < 3 or tuple(words[-2:]) != HOOK_ARGS:
+    separators = {";", "||", "&&", "|", "&"}
+    last = max((i for i, w in enumerate(words) if w in separators), default=-1)
+    words = words[last + 1 :]
+    if words[:1] == ["exec"]:
+        words = words[1:]
+    if words[:1] == ["env"]:
+        words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith("="):
+            words = words[1:]
+    if len(words) < 3 or words[-2] != "hook" or words[-1] not in HOSTS or (host and words[-1] != host):
         return False
-    # marchdb itself (any path), or a Python running it as a module: the
-    # user's own "marchdb-audit.sh hook claude-code" is not ours to replace.
+    # The user's own "marchdb-audit.sh hook claude-code" is not ours to replace.
     return os.path.basename(words[0]) == "marchdb" or words[1:3] == ["-m", "marchdb"]
 
 
-def install(path: Path, command: str) -> InstallResult:
-    """Add marchdb's hooks to the settings file ``path`` (see the module docstring)."""
-    existed = os.path.lexists(path)
-    settings = _read(path)
-    noted = _read_record(path)
-    # Hooks of a marchdb that kept no note: what it created cannot be told
-    # apart, so no note now either (uninstall then removes emptied lists, as before).
-    legacy = (
-        noted is None
-        and isinstance(settings.get("hooks"), dict)
-        and any(isinstance(groups, list) and _ours_in(groups) for groups in settings["hooks"].values())
-    )
-    created = [] if "hooks" in settings else ["hooks"]
-    if not existed:
-        created.append(FILE_CREATED)  # uninstall removes the file again
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise FileError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
-    added: list[str] = []
-    replaced: list[str] = []
-    for event in EVENTS:
-        if event not in hooks:
-            created.append(event)
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise FileError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
-        mine = _ours_in(groups)
-        if any(h.get("command") == command and h.get("timeout") == TIMEOUT_SECONDS for h in mine):
-            continue
-        replaced += [str(h.get("command")) for h in mine if h.get("command") != command]
-        _drop_ours(groups)  # an older marchdb's hook (another path): replaced, not doubled
-        groups.append({"hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_SECONDS}]})
-        added.append(event)
-    if not added:
-        return InstallResult(path, False, command)
-    # Always (unless legacy), even when nothing was created: without a note,
-    # uninstall takes every emptied list for one an older marchdb made.
-    if not legacy:
-        _write_record(path, sorted(set(noted or []) | set(created)))
-    backup = _write(path, settings)
-    return InstallResult(path, True, command, backup, tuple(added), tuple(dict.fromkeys(replaced)))
+# ---------------------------------------------------------------- hosts' settings files
 
 
-def uninstall(path: Path) -> InstallResult:
-    """Remove the handlers ``install`` added from ``path``; everything else stays."""
-    if not path.exists():
-        return InstallResult(path, False, "")
-    settings = _read(path)
-    # What install created; an install by a marchdb that kept no note created
-    # whatever is left empty (it only ever added to what was there).
-    created = _read_record(path)
-    hooks = settings.get("hooks")
-    removed = []
-    if isinstance(hooks, dict):
-        for event in list(hooks):
-            groups = hooks[event]
-            if isinstance(groups, list) and _drop_ours(groups):
-                removed.append(event)
-                if not groups and (created is None or event in created):
-                    del hooks[event]
-        if not hooks and (created is None or "hooks" in created):
-            del settings["hooks"]
-    if not removed:
-        return InstallResult(path, False, "")
-    if not settings and created is not None and FILE_CREATED in created:
-        path.unlink()  # install made it, and nothing but marchdb's hooks was ever in it
-        backup = None
-    else:
-        backup = _write(path, settings)
-    record = _record_path(path)
-    if os.path.lexists(record) and stat.S_ISREG(os.lstat(record).st_mode):
-        record.unlink()
-    return InstallResult(path, True, "", backup, tuple(removed))
+@dataclass
+class JsonHooks:
+    """A host whose hooks live in a JSON file: ``{"hooks": {Event: [entry]}}``,
+    an entry a group ``{"matcher"?, "hooks": [handler]}`` (``grouped``) or the
+    handler itself (Cursor)."""
 
+    host: str
+    events: tuple[str, ...]
+    user_file: Callable[[], Path]
+    project_file: Callable[[Path], Path]
+    grouped: bool = True
+    #: The handler's timeout: ``timeout`` in seconds, or in milliseconds (``ms``).
+    timeout_ms: bool = False
+    #: Keys the file must hold when marchdb creates it (Cursor's ``version``).
+    top: dict = field(default_factory=dict)
+    #: What to tell the user once the hooks are written.
+    after: Callable[[Path], tuple[str, ...]] = lambda path: ()
 
-def _ours_in(groups: list) -> list[dict]:
-    """marchdb's handlers in an event's list of hook groups."""
-    return [
-        h for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list) for h in g["hooks"] if is_ours(h)
-    ]
+    def handler(self, command: str) -> dict:
+        """The entry marchdb writes for one event."""
+        timeout = TIMEOUT_SECONDS * 1000 if self.timeout_ms else TIMEOUT_SECONDS
+        return {"type": "command", "command": command, "timeout": timeout}
 
+    def path(self, project: Path | None) -> Path:
+        """The file to edit: the user's, or the project's."""
+        return self.user_file() if project is None else self.project_file(project)
 
-def _record_path(path: Path) -> Path:
-    return path.with_name(f"{path.name}.marchdb-install")
+    def ours_in(self, entries: list) -> list[dict]:
+        """marchdb's handlers in an event's list."""
+        if not self.grouped:
+            return [e for e in entries if is_ours(e)]
+        return [
+            h
+            for g in entries
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            for h in g["hooks"]
+            if is_ours(h)
+        ]
 
+    def drop_ours(self, entries: list) -> bool:
+        """Remove marchdb's handlers from an event's list (a group left empty goes too)."""
+        changed = False
+        for entry in list(entries):
+            if not self.grouped:
+                if is_ours(entry):
+                    entries.remove(entry)
+                    changed = True
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("hooks"), list):
+                continue
+            kept = [h for h in entry["hooks"] if not is_ours(h)]
+            if len(kept) != len(entry["hooks"]):
+                changed = True
+                if kept:
+                    entry["hooks"] = kept
+                else:
+                    entries.remove(entry)
+        return changed
 
-def _read_record(path: Path) -> list[str] | None:
-    """The keys ``install`` created in ``path`` (None: no note)."""
-    record = _record_path(path)
-    try:
-        if not stat.S_ISREG(os.lstat(record).st_mode) or os.lstat(record).st_size > 64 * 1024:
-            return None
-        data = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    created = data.get("created") if isinstance(data, dict) else None
-    return [str(k) for k in created] if isinstance(created, list) else None
-
-
-def _write_record(path: Path, created: list[str]) -> None:
-    record = _record_path(path)
-    if os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
-        raise FileError(f"{record} is not a regular file; marchdb does not write through it")
-    note = {"created": created, "note": "written by `marchdb install`, removed by `marchdb uninstall`"}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = write_temp(path.parent, (json.dumps(note, indent=2) + "\n").encode("utf-8"), 0o600)
-        os.replace(tmp, record)
-    except OSError as exc:
-        raise FileError(
-            f"cannot write {exc.filename or record}: {exc.strerror or exc}; {path} was not changed"
-        ) from None
-
-
-def _drop_ours(groups: list) -> bool:
-    changed = False
-    for group in list(groups):
-        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
-            continue
-        kept = [h for h in group["hooks"] if not is_ours(h)]
-        if len(kept) != len(group["hooks"]):
-            changed = True
-            if kept:
-                group["hooks"] = kept
-            else:
-                groups.remove(group)
-    return changed
-
-
-def _read(path: Path) -> dict:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:  # a file where a folder should be (.claude)
-        raise FileError(f"cannot read {path}: {exc.strerror or exc}; nothing was changed") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise FileError(
-            f"{path} is a symlink; marchdb does not write through links: edit {os.path.realpath(path)} or run this on it"
+    def install(self, path: Path, command: str) -> InstallResult:
+        """Add marchdb's hook for every event to ``path``."""
+        existed = os.path.lexists(path)
+        data = settings.read(path)
+        noted = settings.read_record(path)
+        # Hooks of a marchdb that kept no note: what it created cannot be told
+        # apart, so no note now either (uninstall then removes emptied lists, as before).
+        legacy = (
+            noted is None
+            and isinstance(data.get("hooks"), dict)
+            and any(isinstance(v, list) and self.ours_in(v) for v in data["hooks"].values())
         )
-    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SETTINGS_BYTES:
-        raise FileError(f"{path} is not a settings file marchdb can edit (not a regular file, or over 4 MB)")
+        created = [k for k in ("hooks", *self.top) if k not in data]
+        if not existed:
+            created.append(settings.FILE_CREATED)  # uninstall removes the file again
+        for key, value in self.top.items():
+            data.setdefault(key, value)
+        hooks = data.setdefault("hooks", {})
+        if not isinstance(hooks, dict):
+            raise FileError(f'{path}: "hooks" is not an object; fix it by hand, then run this again')
+        handler = self.handler(command)
+        added: list[str] = []
+        replaced: list[str] = []
+        for event in self.events:
+            if event not in hooks:
+                created.append(event)
+            entries = hooks.setdefault(event, [])
+            if not isinstance(entries, list):
+                raise FileError(f"{path}: hooks.{event} is not a list; fix it by hand, then run this again")
+            mine = self.ours_in(entries)
+            if any(h == handler for h in mine) and len(mine) == 1:
+                continue
+            replaced += [str(h.get("command")) for h in mine if h.get("command") != command]
+            self.drop_ours(entries)  # an older marchdb's hook (another path): replaced, not doubled
+            entries.append({"hooks": [handler]} if self.grouped else handler)
+            added.append(event)
+        if not added:
+            return InstallResult(path, False, command, notes=self.after(path))
+        # Always (unless legacy), even when nothing was created: without a note,
+        # uninstall takes every emptied list for one an older marchdb made.
+        if not legacy:
+            settings.write_record(path, sorted(set(noted or []) | set(created)))
+        backup = settings.write(path, data)
+        replaced_once = tuple(dict.fromkeys(replaced))
+        return InstallResult(path, True, command, backup, tuple(added), replaced_once, self.after(path))
+
+    def uninstall(self, path: Path) -> InstallResult:
+        """Remove the handlers ``install`` added from ``path``; everything else stays."""
+        if not path.exists():
+            return InstallResult(path, False, "")
+        data = settings.read(path)
+        # What install created; an install by a marchdb that kept no note created
+        # whatever is left empty (it only ever added to what was there).
+        created = settings.read_record(path)
+        hooks = data.get("hooks")
+        removed = []
+        if isinstance(hooks, dict):
+            for event in list(hooks):
+                entries = hooks[event]
+                if isinstance(entries, list) and self.drop_ours(entries):
+                    removed.append(event)
+                    if not entries and (created is None or event in created):
+                        del hooks[event]
+            if not hooks and (created is None or "hooks" in created):
+                del data["hooks"]
+                for key in self.top:
+                    if created is not None and key in created and data.get(key) == self.top[key]:
+                        del data[key]
+        if not removed:
+            return InstallResult(path, False, "")
+        if not data and created is not None and settings.FILE_CREATED in created:
+            path.unlink()  # install made it, and nothing but marchdb's hooks was ever in it
+            backup = None
+        else:
+            backup = settings.write(path, data)
+        record = settings.record_path(path)
+        if os.path.lexists(record) and stat.S_ISREG(os.lstat(record).st_mode):
+            record.unlink()
+        return InstallResult(path, True, "", backup, tuple(removed))
+
+
+# ---------------------------------------------------------------- one file per event (Cline)
+
+
+@dataclass
+class FileHooks:
+    """A host that runs one executable file per event, named after it."""
+
+    host: str
+    events: tuple[str, ...]
+    user_dirs: Callable[[], list[Path]]
+    project_dir: Callable[[Path], Path]
+
+    def folders(self, project: Path | None) -> list[Path]:
+        """Where the hook files go: the user's folders, or the project's."""
+        return self.user_dirs() if project is None else [self.project_dir(project)]
+
+    def path(self, project: Path | None) -> Path:
+        """The first folder (what the result names)."""
+        return self.folders(project)[0]
+
+    @staticmethod
+    def script(command: str) -> bytes:
+        """The hook file: a shell script running ``command``."""
+        return f"#!/bin/sh\n{FILE_MARK}\n{command}\n".encode()
+
+    @staticmethod
+    def is_ours_file(path: Path) -> bool:
+        """Whether ``path`` is a hook file marchdb wrote (a regular file with ``FILE_MARK``)."""
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 64 * 1024:
+                return False
+            return FILE_MARK in path.read_text(encoding="utf-8", errors="replace").splitlines()[1:2]
+        except OSError:
+            return False
+
+    def install_in(self, folder: Path, command: str) -> InstallResult:
+        """Write the hook files into ``folder`` (never over a file marchdb did not write)."""
+        added, replaced = [], []
+        data = self.script(command)
+        for event in self.events:
+            target = folder / event
+            if os.path.lexists(target):
+                if not self.is_ours_file(target):
+                    raise FileError(
+                        f"{target} exists and is not marchdb's hook; marchdb does not replace it: merge the two "
+                        "by hand (call `marchdb hook cline` from it), or move it away and run this again"
+                    )
+                if target.read_bytes() == data:
+                    continue
+                replaced.append(next(line for line in target.read_text().splitlines()[2:] if line.strip()))
+            _check_folder(folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            os.replace(write_temp(folder, data, 0o755), target)
+            added.append(event)
+        if added:
+            fsync_dir(folder)
+        return InstallResult(folder, bool(added), command, None, tuple(added), tuple(replaced))
+
+    def uninstall_in(self, folder: Path) -> InstallResult:
+        """Remove the hook files marchdb wrote from ``folder``."""
+        removed = [e for e in self.events if self.is_ours_file(folder / e)]
+        for event in removed:
+            (folder / event).unlink()
+        return InstallResult(folder, bool(removed), "", None, tuple(removed))
+
+
+def _check_folder(folder: Path) -> None:
+    """Refuse a hook folder that is a symbolic link: marchdb never writes through one."""
+    if os.path.islink(folder):
+        raise FileError(f"{folder} is a symbolic link; marchdb does not write through links")
+
+
+# ---------------------------------------------------------------- Hermes' plugin folder
+
+
+@dataclass
+class HermesPlugin:
+    """Hermes Agent: a memory-provider plugin folder, and the one setting that chooses it."""
+
+    host: str = "hermes"
+    events: tuple[str, ...] = ("memory provider",)
+
+    @staticmethod
+    def home(project: Path | None = None) -> Path:
+        """``$HERMES_HOME`` (``~/.hermes``); Hermes has no per-project plugins."""
+        if project is not None:
+            raise ConfigError("Hermes has no project settings: install it for the user (without --project)")
+        return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser().absolute()
+
+    def path(self, project: Path | None) -> Path:
+        """The plugin folder."""
+        return self.home(project) / "plugins" / "marchdb"
+
+    def install(self, folder: Path, argv: list[str]) -> InstallResult:
+        """Write the provider into ``folder``, and choose it (``hermes config set``) when Hermes is on PATH."""
+        from marchdb.hosts.hermes import provider_source
+
+        init = folder / "__init__.py"
+        source = provider_source(argv).encode()
+        notes = _choose_hermes_provider()
+        if os.path.lexists(folder) and not self.is_ours(folder):
+            raise FileError(f"{folder} exists and is not marchdb's plugin; marchdb does not replace it")
+        if init.exists() and init.read_bytes() == source:
+            return InstallResult(folder, False, " ".join(argv), notes=notes)
+        _check_folder(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "plugin.yaml").write_text(
+            "name: marchdb\ndescription: marchdb memory (Markdown files, one SQLite index)\n"
+            "# written by `marchdb install hermes`, removed by `marchdb uninstall hermes`\n",
+            encoding="utf-8",
+        )
+        os.replace(write_temp(folder, source, 0o644), init)
+        fsync_dir(folder)
+        return InstallResult(folder, True, " ".join(argv), None, self.events, (), notes)
+
+    @staticmethod
+    def is_ours(folder: Path) -> bool:
+        """Whether ``folder`` is the plugin ``install`` wrote."""
+        try:
+            if os.path.islink(folder) or not folder.is_dir():
+                return False
+            text = (folder / "__init__.py").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        return "Written by `marchdb install hermes`" in text
+
+    def uninstall(self, folder: Path) -> InstallResult:
+        """Remove the plugin folder ``install`` wrote."""
+        if not self.is_ours(folder):
+            return InstallResult(folder, False, "")
+        shutil.rmtree(folder)
+        note = (
+            "Hermes still names marchdb as its memory provider: `hermes config set memory.provider builtin` "
+            "(or another) chooses another"
+        )
+        return InstallResult(folder, True, "", None, self.events, (), (note,))
+
+
+def _choose_hermes_provider() -> tuple[str, ...]:
+    hermes = shutil.which("hermes")
+    line = "hermes config set memory.provider marchdb"
+    if hermes is None:
+        return (f"Hermes is not on PATH here: run `{line}` where it is (the one line that chooses marchdb)",)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FileError(f"cannot read {path}: {exc}; nothing was changed") from None
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text, parse_constant=_not_json, object_pairs_hook=_no_twice)
-        _check_numbers(data)
-    except RecursionError:
-        raise FileError(f"{path} is nested too deeply to be settings; nothing was changed") from None
-    except ValueError as exc:
-        raise FileError(
-            f"{path} is not valid JSON ({exc}); nothing was changed — fix it, then run this again"
-        ) from None
-    if not isinstance(data, dict):
-        raise FileError(f"{path} does not hold a JSON object; nothing was changed")
-    return data
+        done = subprocess.run([hermes, "config", "set", "memory.provider", "marchdb"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return (f"could not run `{line}` ({exc}); run it yourself",)
+    if done.returncode != 0:
+        return (f"`{line}` failed ({done.stderr.decode(errors='replace').strip()[:200]}); run it yourself",)
+    return (f"ran `{line}`",)
 
 
-def _no_twice(pairs: list[tuple[str, object]]) -> dict:
-    # json keeps the last of two equal keys: written back, the first would be gone.
-    out: dict = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} is written twice in one object, and only one could be kept")
-        out[key] = value
-    return out
+# ---------------------------------------------------------------- where each host keeps them
 
 
-def _not_json(word: str) -> object:
-    raise ValueError(f"{word} is not JSON")
+def _claude_dir() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser().absolute()
 
 
-def _check_numbers(value: object) -> None:
-    """A number written back must say what it said: ``1e400`` reads as
-    infinity, which would be written back as ``Infinity`` (not JSON)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise ValueError("a number too large for a double (such as 1e400) would not be written back as it is")
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+def _codex_dir() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or "~/.codex").expanduser().absolute()
 
 
-def _write(path: Path, settings: dict) -> Path | None:
-    """Back the old file up, then replace it atomically; returns the backup."""
-    try:
-        return _replace(path, settings)
-    except OSError as exc:
-        where = exc.filename or path
-        raise FileError(f"cannot write {where}: {exc.strerror or exc}; {path} was not changed") from None
+def _gemini_dir() -> Path:
+    return Path("~/.gemini").expanduser().absolute()
 
 
-def _replace(path: Path, settings: dict) -> Path | None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    mode = None
-    if path.exists():
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        if not mode & stat.S_IWUSR:
-            # Made read-only on purpose (a managed or frozen setup): replacing
-            # it would go around that.
-            raise FileError(f"{path} is read-only; make it writable (chmod u+w) to let marchdb edit it")
-        stamp = utc_now_iso().replace(":", "").replace("-", "")
-        backup = path.with_name(f"{path.name}.marchdb-backup-{stamp}")
-        # The settings' own permissions: a 0600 file holding an API key must
-        # not get a world-readable copy.
-        os.replace(write_temp(path.parent, path.read_bytes(), mode), backup)
-    data = (json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    tmp = write_temp(path.parent, data, mode)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-    _prune_backups(path)
-    return backup
+def _codex_after(path: Path) -> tuple[str, ...]:
+    from marchdb.hosts import codex
+
+    return codex.trust_notes(path)
 
 
-#: Backups of a settings file kept (the newest): each install and uninstall makes one.
-KEEP_BACKUPS = 5
+def _cline_user_dirs() -> list[Path]:
+    documents = Path("~/Documents").expanduser()
+    return [documents / "Cline" / "Hooks", Path(os.environ.get("CLINE_DIR") or "~/.cline").expanduser() / "hooks"]
 
 
-def _prune_backups(path: Path) -> None:
-    # Only files marchdb wrote: its own name pattern, regular files, never a link.
-    prefix = f"{path.name}.marchdb-backup-"
-    ours = sorted(p for p in path.parent.iterdir() if p.name.startswith(prefix) and stat.S_ISREG(os.lstat(p).st_mode))
-    for old in ours[:-KEEP_BACKUPS]:
-        old.unlink(missing_ok=True)
+TARGETS: dict[str, JsonHooks | FileHooks | HermesPlugin] = {
+    "claude-code": JsonHooks(
+        "claude-code",
+        ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop"),
+        lambda: _claude_dir() / "settings.json",
+        # The file Claude Code keeps out of git: the command holds a path of this machine.
+        lambda project: project / ".claude" / "settings.local.json",
+    ),
+    "codex": JsonHooks(
+        "codex",
+        ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "Stop"),
+        lambda: _codex_dir() / "hooks.json",
+        lambda project: project / ".codex" / "hooks.json",
+        after=_codex_after,
+    ),
+    "gemini": JsonHooks(
+        "gemini",
+        ("SessionStart", "BeforeAgent", "AfterTool", "PreCompress", "AfterAgent"),
+        lambda: _gemini_dir() / "settings.json",
+        lambda project: project / ".gemini" / "settings.json",
+        timeout_ms=True,
+    ),
+    "cursor": JsonHooks(
+        "cursor",
+        ("sessionStart", "postToolUse", "afterAgentResponse"),
+        lambda: Path("~/.cursor").expanduser().absolute() / "hooks.json",
+        lambda project: project / ".cursor" / "hooks.json",
+        grouped=False,
+        top={"version": 1},
+    ),
+    "cline": FileHooks(
+        "cline",
+        ("TaskStart", "UserPromptSubmit", "PostToolUse", "TaskComplete"),
+        _cline_user_dirs,
+        lambda project: project / ".clinerules" / "hooks",
+    ),
+    "hermes": HermesPlugin(),
+}
+
+
+def project_folder(project: str | os.PathLike | None) -> Path | None:
+    """The project folder ``--project`` names (None for the user's settings)."""
+    if project is None:
+        return None
+    if not str(project).strip():  # an unset shell variable: never "the current folder" by accident
+        raise ConfigError("give the project folder, e.g. --project ~/code/app (an empty name was given)")
+    folder = Path(project).expanduser().absolute()
+    if not folder.is_dir():
+        raise ConfigError(f"project folder {folder} does not exist; pass the folder the host runs in")
+    return folder
+
+
+def target(host: str):
+    """The install target of ``host`` (``ConfigError`` naming the known ones)."""
+    if host not in TARGETS:
+        raise ConfigError(f"unknown host {host!r}; marchdb installs hooks for: {', '.join(TARGETS)}")
+    return TARGETS[host]
+
+
+def install(host: str, project: Path | None, argv: list[str], env: dict[str, str]) -> list[InstallResult]:
+    """Wire ``host``'s hooks (user-wide, or for ``project``)."""
+    spec = target(host)
+    if isinstance(spec, HermesPlugin):
+        return [spec.install(spec.path(project), [*argv] if not env else ["/usr/bin/env", *_env_words(env), *argv])]
+    command = _command(host, argv, env)
+    if isinstance(spec, FileHooks):
+        return [spec.install_in(folder, command) for folder in spec.folders(project)]
+    return [spec.install(spec.path(project), command)]
+
+
+def uninstall(host: str, project: Path | None) -> list[InstallResult]:
+    """Remove what ``install`` wrote for ``host``."""
+    spec = target(host)
+    if isinstance(spec, HermesPlugin):
+        return [spec.uninstall(spec.path(project))]
+    if isinstance(spec, FileHooks):
+        return [spec.uninstall_in(folder) for folder in spec.folders(project)]
+    return [spec.uninstall(spec.path(project))]
+
+
+def _env_words(env: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in sorted(env.items())]
+
+
+def _command(host: str, argv: list[str], env: dict[str, str]) -> str:
+    run = " ".join(shlex.quote(p) for p in [*(["env", *_env_words(env)] if env else []), *argv, "hook", host])
+    return f"test -x {shlex.quote(argv[0])} || exit 0; exec {run}"

@@ -20,8 +20,8 @@ import apsw.ext
 
 from marchdb import bridge
 from marchdb.config import Config, ensure_layout, load_config
-from marchdb.embedding import load_embedder
-from marchdb.errors import ConfigError, ModelError
+from marchdb.embedding import identity, load_embedder, resolve_model_path
+from marchdb.errors import ConfigError, IndexUnavailable, ModelError
 from marchdb.files import walk
 from marchdb.index import db, ownership, sqlfuncs, vectors
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
@@ -94,6 +94,13 @@ class Keeper:
         """The index connection, opened (and created or rebuilt) on first use."""
         if self._con is None:
             self.cfg.check_index_place()  # before anything is created there
+            if self._index_ino is not None and not (self.cfg.home.is_dir() and self.cfg.index_path.parent.is_dir()):
+                # Opened before, and its folder deleted since: a long-lived
+                # process (the engine, its watcher) must not make it again.
+                raise IndexUnavailable(
+                    f"the index's folder {self.cfg.index_path.parent} (or the home {self.cfg.home}) was deleted; "
+                    "marchdb does not make it again behind your back: run any marchdb command to start afresh"
+                )
             con, rebuilt = db.open_index(self.cfg.index_path)
             if rebuilt:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
@@ -201,7 +208,7 @@ class Keeper:
         report = sync_files(self.con, self.cfg.require_root(), self.cfg.index_path, paths)
         if report.scanned_at is not None:
             self.scanned_at = report.scanned_at
-        if embed and self.use_model:
+        if embed and self.use_model and not self._nothing_to_embed(report):
             emb = self.embedder()
             if emb is None:
                 report.warnings.append(f"no vectors: {self._embedder_error}")
@@ -213,6 +220,26 @@ class Keeper:
                 )
         report.seconds = time.perf_counter() - started
         return report
+
+    def _nothing_to_embed(self, report: SyncReport) -> bool:
+        """Whether every text already has its vector for the configured model,
+        told without loading the model (seconds) when it is not loaded yet:
+        its fingerprint is read off the file."""
+        if self._embedder is not None or self._embedder_error is not None:
+            return False  # loaded (embedding checks itself, in microseconds) or known broken
+        try:
+            path = resolve_model_path(self.cfg, build=False)
+        except ModelError:
+            return False
+        fingerprint = identity.fingerprint_of(path) if path.is_file() else None
+        done = (
+            fingerprint is not None
+            and db.get_meta(self.con, "vectors_complete") == fingerprint
+            and db.get_meta(self.con, "model_fingerprint") == fingerprint
+        )
+        if done:
+            report.model = fingerprint
+        return done
 
     def follow_index(self) -> bool:
         """Reopen the index when another process replaced its file

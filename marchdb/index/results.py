@@ -59,6 +59,8 @@ class RecallResult:
     mode: str = "hybrid"  # or "bm25" when no vectors can be used
     warning: str | None = None
     explained: bool = False
+    #: With ``explain``: the settings the recall ran with and where each came from.
+    settings: dict = field(default_factory=dict)
 
     def text(self) -> str:
         """The hints as seed 000's ``[recall]`` lines, one per hint, then a
@@ -86,4 +88,5 @@ class RecallResult:
             data["recorded"] = [h.to_dict() for h in self.recorded]
         if self.explained:
             data["candidates"] = [h.to_dict(with_reason=True) for h in self.candidates]
+            data["settings"] = self.settings
         return data

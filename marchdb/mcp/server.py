@@ -215,7 +215,7 @@ def serve(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: bo
     from marchdb.mcp import wire as mcp_wire
 
     local = _Local(make_store, watch)
-    if use_engine and (cfg.daemon_autostart or client.engine_alive(cfg.home)):
+    if use_engine and cfg.use_engine and (cfg.daemon_autostart or client.engine_alive(cfg.home)):
         run: Callable[[str, dict], dict] = through_engine(cfg, local)
     else:
         run = local

@@ -1,0 +1,304 @@
+"""The real host programs, each talking to a fake model server on 127.0.0.1 (fakemodel.py).
+
+Installed the way a user would (``marchdb install HOST``), each host is run
+headless on one prompt; the test then finds the memory's id in what the host
+sent to its model. The programs come from the registries: ``.ci/run``
+installs them into ``.hosts/`` (npm: Claude Code, Codex CLI, Gemini CLI;
+PyPI: Hermes Agent, in a venv of its own); a test whose host is missing
+skips and says how to install it. ``MARCHDB_HOSTS`` points elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fakemodel import FakeModel
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTS_DIR = Path(os.environ.get("MARCHDB_HOSTS") or ROOT / ".hosts")
+MARCHDB = str(Path(sys.executable).with_name("marchdb"))
+#: The deploy memory the prompts ask about, and the profile line every session gets.
+PROMPT = "Can we deploy the release on Friday afternoon?"
+PROFILE_LINE = "Prefers short answers with the command first."
+
+
+def host_program(relative: str, install: str) -> Path:
+    path = HOSTS_DIR / relative
+    if not path.exists():
+        pytest.skip(f"{path} is missing: {install} (.ci/run does it)")
+    return path
+
+
+@pytest.fixture
+def world(tmp_path, vault, default_model_path):
+    """A user's machine: a home folder, a marchdb home and vault with the deploy
+    memory and a user profile, indexed; the environment every process gets
+    (hooks use the warm engine, as a user's do; it is stopped at the end)."""
+    home = tmp_path / "user"
+    home.mkdir()
+    march = home / ".march"
+    vault.memory(
+        "deploy.md",
+        "mem_deploy_friday",
+        name="Release freeze on Fridays",
+        description="No production deploys on Friday afternoons; releases go out Tuesday to Thursday",
+        tags=["deploy", "release"],
+        body="Friday deploys broke the weekend twice.",
+    )
+    (march / "memory" / "profiles").mkdir(parents=True)
+    (march / "memory" / "profiles" / "user.md").write_text(f"# User\n\n{PROFILE_LINE}\n", encoding="utf-8")
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "MARCH_HOME": str(march),
+        "MARCH_MEMORY_ROOT": str(vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "PATH": f"{HOSTS_DIR / 'hermes' / 'bin'}{os.pathsep}{HOSTS_DIR / 'node_modules' / '.bin'}{os.pathsep}"
+        + os.environ.get("PATH", ""),
+    }
+    for key in (
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_CACHE_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "MARCH_DAEMON",
+    ):
+        env.pop(key, None)
+    for i, (name, words) in enumerate(FILLER):
+        vault.memory(f"f{i}.md", f"mem_filler_{i}", name=name, description=words, tags=["misc"], body=words)
+    synced = run([MARCHDB, "sync"], {**env, "MARCH_DAEMON": "0"}, tmp_path)
+    assert synced.returncode == 0, synced.stderr
+    yield {"home": home, "march": march, "env": env, "work": tmp_path, "project": tmp_path}
+    run([MARCHDB, "serve", "--stop"], env, tmp_path)
+
+
+#: Other memories of the vault, unrelated to the prompts.
+FILLER = [
+    ("Sourdough starter", "Feed the starter twice a day with equal weights of flour and water"),
+    ("Tomato seedlings", "Harden the seedlings off for a week before planting them out"),
+    ("Cat's vet visit", "The cat's annual vaccination is due in March"),
+    ("Bike chain", "Clean and oil the chain every 300 km, more often in the rain"),
+    ("Spanish lessons", "Practise the subjunctive with the exercises of chapter 12"),
+]
+
+
+def run(args: list[str], env: dict, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def install(world, host: str, *extra: str) -> dict:
+    done = run([MARCHDB, "install", host, "--json", *extra], world["env"], world["work"])
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+# ---------------------------------------------------------------- Hermes Agent
+
+
+def test_hermes_gets_the_hint_and_the_profile_from_its_memory_provider(world):
+    hermes = host_program(
+        "hermes/bin/hermes", "python3 -m venv .hosts/hermes && .hosts/hermes/bin/pip install hermes-agent"
+    )
+    hermes_home = world["home"] / ".hermes"
+    world["env"]["HERMES_HOME"] = str(hermes_home)
+    with FakeModel() as fake:
+        hermes_home.mkdir()
+        (hermes_home / "config.yaml").write_text(
+            f"model:\n  provider: custom\n  base_url: {fake.url}/v1\n  default: fake-model\n  api_key: fake-key\n",
+            encoding="utf-8",
+        )
+        result = install(world, "hermes")["results"][0]
+        assert result["changed"] and any("memory.provider marchdb" in n for n in result["notes"])
+        assert (hermes_home / "plugins" / "marchdb" / "__init__.py").is_file()
+        done = run([str(hermes), "-z", PROMPT], world["env"], world["work"], timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        chats = [r["body"] for r in fake.model_requests()]
+    assert chats, fake.requests
+    messages = chats[0]["messages"]
+    user = next(m for m in messages if m["role"] == "user")
+    system = next(m for m in messages if m["role"] == "system")
+    assert PROMPT in user["content"] and "[recall]\n- mem_deploy_friday | score=" in user["content"]
+    assert PROFILE_LINE in system["content"]
+    tools = [t["function"]["name"] for t in chats[0].get("tools", [])]
+    assert {"memory_search", "memory_open", "memory_save"} <= set(tools)
+    # The turn's end was recorded for the run (seed 000: the final answer, never injected).
+    log = run([MARCHDB, "sql", "--json", "SELECT trigger FROM recall_log"], world["env"], world["work"])
+    assert "assistant" in log.stdout or "user" in log.stdout
+    # Removed exactly: the plugin folder goes, and Hermes runs on without it.
+    assert install_removed(world, "hermes")
+    assert not (hermes_home / "plugins" / "marchdb").exists()
+
+
+def install_removed(world, host: str, *extra: str) -> bool:
+    done = run([MARCHDB, "uninstall", host, "--json", *extra], world["env"], world["work"])
+    assert done.returncode == 0, done.stderr
+    return all(r["changed"] for r in json.loads(done.stdout)["results"])
+
+
+def test_hermes_runs_on_when_marchdb_is_gone(world, tmp_path):
+    hermes = host_program(
+        "hermes/bin/hermes", "python3 -m venv .hosts/hermes && .hosts/hermes/bin/pip install hermes-agent"
+    )
+    hermes_home = world["home"] / ".hermes"
+    world["env"]["HERMES_HOME"] = str(hermes_home)
+    with FakeModel() as fake:
+        hermes_home.mkdir()
+        (hermes_home / "config.yaml").write_text(
+            f"model:\n  provider: custom\n  base_url: {fake.url}/v1\n  default: fake-model\n  api_key: fake-key\n"
+            "memory:\n  provider: marchdb\n",
+            encoding="utf-8",
+        )
+        # The plugin of a marchdb whose venv was deleted afterwards.
+        from marchdb.hosts.hermes import provider_source
+
+        gone = tmp_path / "deleted-venv" / "bin" / "marchdb"
+        plugin = hermes_home / "plugins" / "marchdb"
+        plugin.mkdir(parents=True)
+        (plugin / "__init__.py").write_text(provider_source([str(gone)]), encoding="utf-8")
+        done = run([str(hermes), "-z", PROMPT], world["env"], world["work"], timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert fake.model_requests() and shutil.which("hermes", path=world["env"]["PATH"])
+
+
+# ---------------------------------------------------------------- Gemini CLI
+
+
+def gemini(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("node_modules/.bin/gemini", "npm install --prefix .hosts @google/gemini-cli")
+    env = {**world["env"], "GEMINI_API_KEY": "fake-key", "GOOGLE_GEMINI_BASE_URL": fake.url}
+    return run([str(program), "-m", "gemini-2.5-flash", "--yolo", "--skip-trust", "-p", prompt], env, world["project"])
+
+
+@pytest.fixture
+def project(world):
+    folder = world["work"] / "project"
+    (folder / ".git").mkdir(parents=True)
+    world["project"] = folder
+    return folder
+
+
+def test_gemini_gets_the_hint_for_the_prompt_and_the_profile_at_its_start(world, project):
+    settings = world["home"] / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}), encoding="utf-8")
+    result = install(world, "gemini")["results"][0]
+    assert result["changed"] and result["settings"] == str(settings)
+    with FakeModel() as fake:
+        done = gemini(world, fake, PROMPT)
+        assert done.returncode == 0, done.stderr[-3000:]
+        sent = fake.sent()
+    assert "mem_deploy_friday | score=" in sent and PROFILE_LINE in sent
+    # The profile came back inside the next prompt (<hook_context>): recall was on the user's words only.
+    log = run([MARCHDB, "sql", "--json", "SELECT mem_id FROM recall_log"], world["env"], world["work"])
+    assert "mem_deploy_friday" in log.stdout
+    assert install_removed(world, "gemini")
+    assert json.loads(settings.read_text()) == {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+
+
+def test_a_host_whose_marchdb_is_gone_runs_on_quietly(world, project):
+    settings = world["home"] / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    from marchdb.hosts import install as install_mod
+
+    gone = world["work"] / "deleted-venv" / "bin" / "marchdb"
+    command = install_mod._command("gemini", [str(gone)], {})
+    handler = install_mod.TARGETS["gemini"].handler(command)
+    hooks = {e: [{"hooks": [handler]}] for e in install_mod.TARGETS["gemini"].events}
+    settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}, "hooks": hooks}))
+    with FakeModel() as fake:
+        done = gemini(world, fake, PROMPT)
+        asked = fake.model_requests()
+    # Removing the venv before `uninstall` made every event of a host fail (status
+    # 127); Gemini then reports each hook as failed and does not even ask its model.
+    assert done.returncode == 0 and asked, done.stderr[-3000:]
+    assert "failed for event" not in done.stderr
+
+
+# ---------------------------------------------------------------- Codex CLI
+
+
+def codex(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("node_modules/.bin/codex", "npm install --prefix .hosts @openai/codex")
+    codex_home = world["home"] / ".codex"
+    codex_home.mkdir(exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        'model = "fake-model"\nmodel_provider = "fake"\n[model_providers.fake]\nname = "fake"\n'
+        f'base_url = "{fake.url}/v1"\nenv_key = "FAKE_OPENAI_API_KEY"\nwire_api = "responses"\n'
+        "request_max_retries = 0\nstream_max_retries = 0\n",
+        encoding="utf-8",
+    )
+    env = {**world["env"], "CODEX_HOME": str(codex_home), "FAKE_OPENAI_API_KEY": "fake-key"}
+    # Trusting the hooks is the user's step (/hooks in Codex's TUI); a headless test bypasses it.
+    args = [
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--dangerously-bypass-hook-trust",
+    ]
+    return run([str(program), *args, prompt], env, world["project"])
+
+
+def test_codex_gets_the_hint_the_profile_and_a_steer_after_its_tool(world, project):
+    result = install(world, "codex")["results"][0]
+    assert result["changed"] and any("/hooks" in n for n in result["notes"])
+    steer = "Let me check the release calendar before the Friday deploy."
+    with FakeModel(tool_call="echo checking", tool_text=steer) as fake:
+        done = codex(world, fake, "hello there")
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = [r["body"] for r in fake.model_requests()]
+    assert PROFILE_LINE in json.dumps(requests[0])
+    # The prompt said nothing of deploys; the assistant's words beside its tool call did:
+    # the steer after PostToolUse is in the next request, and only there.
+    assert "mem_deploy_friday" not in json.dumps(requests[0])
+    assert "[recall]\\n- mem_deploy_friday | score=" in json.dumps(requests[-1])
+    assert install_removed(world, "codex")
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+def claude(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("node_modules/.bin/claude", "npm install --prefix .hosts @anthropic-ai/claude-code")
+    env = {
+        **world["env"],
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    args = ["-p", prompt, "--permission-mode", "acceptEdits", "--allowedTools", "Bash"]
+    return run([str(program), *args], env, world["project"])
+
+
+def test_claude_code_gets_the_profile_the_hint_and_a_steer_after_its_tool(world, project):
+    result = install(world, "claude-code")["results"][0]
+    assert result["settings"] == str(world["home"] / ".claude" / "settings.json")
+    steer = "Let me check the release calendar before the Friday deploy."
+    with FakeModel(tool_call="echo checking", tool_text=steer) as fake:
+        done = claude(world, fake, "Can we ship the release today?")
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = [json.dumps(r["body"]) for r in fake.model_requests() if "messages" in (r["body"] or {})]
+    first = next(r for r in requests if "Can we ship the release today?" in r)
+    assert PROFILE_LINE in first
+    # The prompt names no deploy or Friday: no hint for it; the steer after the tool is in the next request.
+    assert "mem_deploy_friday" not in first
+    assert any("[recall]\\n- mem_deploy_friday | score=" in r for r in requests[requests.index(first) + 1 :])
+    assert install_removed(world, "claude-code")
+
+
+def test_claude_code_hints_the_prompt_that_asks(world, project):
+    install(world, "claude-code")
+    with FakeModel() as fake:
+        done = claude(world, fake, PROMPT)
+        assert done.returncode == 0, done.stderr[-3000:]
+        sent = fake.sent()
+    assert "[recall]\\n- mem_deploy_friday | score=" in sent
