@@ -13,15 +13,16 @@ from dataclasses import dataclass, replace
 
 from marchdb.errors import InvalidInput, check_text
 from marchdb.notes import (
+    ID_FIELDS,
     MAX_SUPERSEDES,
     MAX_TAG_CHARS,
     MAX_TAGS,
     STATUSES,
     Note,
+    field_ids,
     normalize_tags,
     priority_value,
-    read_supersedes,
-    supersedes_ids,
+    read_ids,
 )
 from marchdb.text import DIRECTION_CONTROLS
 
@@ -57,6 +58,7 @@ class Changes:
     status: str | None = None
     priority: str | None = None  # the ``priority:`` field (an extra field of the file)
     supersedes: list[str] | None = None  # the ``supersedes:`` field ([] removes it)
+    conflicts_with: list[str] | None = None  # the ``conflicts_with:`` field ([] removes it)
 
     def complete(self) -> bool:
         """Whether every field a new memory needs was passed."""
@@ -81,14 +83,16 @@ class Changes:
 
     def _extra(self, extra: dict) -> dict:
         """``extra`` (a file's fields beyond the seed's) with the passed
-        ``priority`` and ``supersedes`` (an empty list removes the field)."""
+        ``priority``, ``supersedes`` and ``conflicts_with`` (an empty list removes the field)."""
         out = dict(extra)
         if self.priority is not None:
             out["priority"] = self.priority
-        if self.supersedes is not None:
-            out.pop("supersedes", None)
-            if self.supersedes:
-                out["supersedes"] = self.supersedes if len(self.supersedes) > 1 else self.supersedes[0]
+        for key in ID_FIELDS:
+            ids = getattr(self, key)
+            if ids is not None:
+                out.pop(key, None)
+                if ids:
+                    out[key] = ids if len(ids) > 1 else ids[0]
         return out
 
     def differences(self, note: Note) -> list[str]:
@@ -106,11 +110,13 @@ class Changes:
             out.append("status")
         if self.priority is not None and self.priority != note.extra.get("priority"):
             out.append("priority")
-        if self.supersedes is not None and (
-            self.supersedes != supersedes_ids(note.extra.get("supersedes"))
-            or (not self.supersedes and "supersedes" in note.extra)  # [] clears even a value that names no id
-        ):
-            out.append("supersedes")
+        for key in ID_FIELDS:
+            ids = getattr(self, key)
+            if ids is not None and (
+                ids != field_ids(note.extra.get(key), key)
+                or (not ids and key in note.extra)  # [] clears even a value that names no id
+            ):
+                out.append(key)
         return out
 
     def apply(self, note: Note, raw_tags: object, now: str | None) -> Note:
@@ -179,6 +185,7 @@ def validate_changes(
     status: object = None,
     priority: object = None,
     supersedes: object = None,
+    conflicts_with: object = None,
 ) -> Changes:
     """Check and normalise caller input; raise ``InvalidInput`` on anything bad.
 
@@ -225,12 +232,17 @@ def validate_changes(
         if not isinstance(priority, str) or priority_value(priority) is None:
             raise InvalidInput(f"priority must be high, normal or low, got {str(priority)[:40]!r}")
         changes.priority = priority.strip().lower()
-    if supersedes is not None:
-        values = list(supersedes) if isinstance(supersedes, tuple) else supersedes
+    for key, raw, what in (
+        ("supersedes", supersedes, "replaces"),
+        ("conflicts_with", conflicts_with, "contradicts"),
+    ):
+        if raw is None:
+            continue
+        values = list(raw) if isinstance(raw, tuple) else raw
         if isinstance(values, list) and len(values) > MAX_SUPERSEDES:
-            raise InvalidInput(f"supersedes names {len(values)} ids; a memory replaces at most {MAX_SUPERSEDES}")
-        ids, problems = read_supersedes(values)
+            raise InvalidInput(f"{key} names {len(values)} ids; a memory {what} at most {MAX_SUPERSEDES}")
+        ids, problems = read_ids(values, key)
         if problems:
-            raise InvalidInput(f"{problems[0]}; pass the ids of the older memories this one replaces")
-        changes.supersedes = ids
+            raise InvalidInput(f"{problems[0]}; pass the ids of the memories this one {what}")
+        setattr(changes, key, ids)
     return changes

@@ -30,6 +30,8 @@ from pathlib import Path
 from marchdb.errors import ConfigError, MarchError
 
 DEFAULT_MIN_SCORE = 0.5
+#: The working page (``now``) is shown as stale once older than this many hours.
+DEFAULT_NOW_STALE_HOURS = 24.0
 #: The warm engine (``marchdb serve``) exits after this many idle minutes.
 DEFAULT_DAEMON_IDLE_MINUTES = 30.0
 #: Seconds a hook's prompt waits for a starting engine: within the 10 s hook
@@ -137,6 +139,7 @@ class Config:
         "allow_unusual_root",
         "projects",
         "ignored_keys",
+        "now_stale_hours",
         "sources",
     )
 
@@ -160,6 +163,7 @@ class Config:
         allow_unusual_root: bool = False,
         projects: dict[str, str] | None = None,
         ignored_keys: tuple[str, ...] = (),
+        now_stale_hours: float = DEFAULT_NOW_STALE_HOURS,
         sources: dict[str, str] | None = None,
     ):
         self.home = home
@@ -193,6 +197,8 @@ class Config:
         #: Keys of config.json that are no setting (told once per command; a
         #: near miss of a setting's name is an error instead: ``_check_keys``).
         self.ignored_keys = ignored_keys
+        #: ``nowStaleHours``: the working page is shown as stale past this age.
+        self.now_stale_hours = now_stale_hours
         #: Where each setting that shapes an answer came from (an environment
         #: variable, a config.json key, "default"): ``--explain`` says it.
         self.sources: dict[str, str] = {} if sources is None else sources
@@ -508,6 +514,12 @@ def load_config(
             'so no memory could carry it; use a form like "project/"'
         ) from None
 
+    where = "MARCH_NOW_STALE_HOURS" if env.get("MARCH_NOW_STALE_HOURS") else "nowStaleHours"
+    stale_raw = env.get("MARCH_NOW_STALE_HOURS") or data.get("nowStaleHours")
+    stale = _number(stale_raw, where, "a number of hours such as 24") if stale_raw is not None else None
+    if stale is not None and not 0 < stale <= 24 * 366:
+        raise ConfigError(f"{where}={stale_raw!r} must be a number of hours above 0, at most a year (8784)")
+
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     if models_value is not None and not isinstance(models_value, str):
         raise ConfigError("modelsDir in config.json must be a folder path string")
@@ -548,6 +560,7 @@ def load_config(
         allow_unusual_root=allow_unusual,
         projects=_projects(data.get("projects"), home_path),
         ignored_keys=ignored,
+        now_stale_hours=DEFAULT_NOW_STALE_HOURS if stale is None else stale,
         sources=sources,
     )
 
@@ -568,6 +581,7 @@ CONFIG_KEYS = (
     "projectTagPrefix",
     "projects",
     "allowUnusualRoot",
+    "nowStaleHours",
 )
 
 

@@ -8,6 +8,8 @@ that showing hints needs neither numpy nor the index.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from marchdb.text import plain_line
 
@@ -44,13 +46,48 @@ def hint_line(mem_id: str, score: float, name: str, description: str = "") -> st
     return "- " + " | ".join(parts)
 
 
+def contradiction_lines(found: list) -> list[str]:
+    """A line for each undecided contradiction among hints (dicts or
+    ``recall.Hint`` objects whose ``signals`` name the memories they are
+    disputed by, ``contradicts``; ``conflicts_with``): two memories that
+    contradict each other are never hinted side by side without saying so,
+    nor one of them alone. Each pair is said once."""
+    shown = {str(_get(h, "id")) for h in found}
+    lines, said = [], set()
+    for hint in found:
+        mem_id = str(_get(hint, "id"))
+        for other in (_get(hint, "signals") or {}).get("contradicts") or ():
+            pair = frozenset((mem_id, str(other)))
+            if pair in said:
+                continue
+            said.add(pair)
+            a, b = short(mem_id, ID_CHARS), short(str(other), ID_CHARS)
+            if str(other) in shown:
+                lines.append(f"! {a} and {b} contradict each other ({_UNDECIDED}): say so before relying on either")
+            else:
+                lines.append(f"! {a} is disputed by {b} ({_UNDECIDED}): open both before relying on it")
+    return lines
+
+
+_UNDECIDED = "conflicts_with, not yet decided by a person"
+
+
+def _get(hint: object, key: str) -> Any:
+    # Hints arrive as dicts (JSON, MCP) or as recall.Hint objects.
+    return hint.get(key) if isinstance(hint, Mapping) else getattr(hint, key, None)
+
+
 def recall_block(found: list[dict] | str) -> str:
     """Seed 000's ``[recall]`` block for hints (dicts with ``id``, ``score``,
-    ``name``, ``description``, or their lines already made), with its
-    trailing newline; "" when there is none."""
+    ``name``, ``description`` and ``signals``, or their lines already made),
+    with its trailing newline and the lines of ``contradiction_lines``; ""
+    when there is none."""
     lines = (
         found
         if isinstance(found, str)
-        else "\n".join(hint_line(h["id"], h["score"], h["name"], h.get("description") or "") for h in found)
+        else "\n".join(
+            [hint_line(h["id"], h["score"], h["name"], h.get("description") or "") for h in found]
+            + contradiction_lines(found)
+        )
     )
     return f"{RECALL_HEADER}{lines.strip()}\n" if lines.strip() else ""

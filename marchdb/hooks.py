@@ -27,8 +27,10 @@ import os
 from pathlib import Path
 
 from marchdb import hints, profiles
+from marchdb.errors import FileError
 from marchdb.index.db import transaction
 from marchdb.index.recall import project_tag
+from marchdb.lifecycle import now
 
 #: Claude Code keeps at most 10,000 characters of injected context whole;
 #: every host gets at most this many.
@@ -126,14 +128,20 @@ def _answer(context: str, hinted: list[dict], run: str | None, notes: list[str])
 
 
 def profile_blocks(store, notes: list[str], recall_block: str = "") -> str:
-    """The ``[agent_profile]`` and ``[user_profile]`` blocks (then
-    ``recall_block``), each profile cut to its share of the context bound so
-    that a long one keeps its start and never pushes the other out; a profile
-    that cannot be read is left out and said in ``notes``."""
+    """The ``[agent_profile]`` and ``[user_profile]`` blocks, the working
+    page's ``[now]`` block with its age (``now``; bounded, so it fits), then
+    ``recall_block``; each profile cut to its share of the rest of the context
+    bound so that a long one keeps its start and never pushes the other out;
+    a profile or page that cannot be read is left out and said in ``notes``."""
     blocks = profiles.read_profiles(store.cfg, notes)
-    share = (MAX_CONTEXT_CHARS - len(recall_block)) // len(blocks) - 40  # each with its block header
+    try:
+        page = now.block(now.read_page(store.cfg.home, store.cfg.now_stale_hours))
+    except FileError as exc:
+        notes.append(str(exc))
+        page = ""
+    share = (MAX_CONTEXT_CHARS - len(recall_block) - len(page)) // len(blocks) - 40  # each with its block header
     blocks = {key: cut(text, share) for key, text in blocks.items()}
-    return profiles.format_context(blocks, recall_block.removeprefix(hints.RECALL_HEADER))
+    return profiles.format_context(blocks, recall_block.removeprefix(hints.RECALL_HEADER), now=page)
 
 
 def session_id(raw: object) -> str:

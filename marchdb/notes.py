@@ -47,8 +47,12 @@ STATUSES = ("active", "deprecated", "archived")
 #: ranking gives each word (``temperature``): a nudge, never a filter.
 PRIORITIES = {"high": 1.0, "normal": 0.0, "medium": 0.0, "low": -1.0, "高": 1.0, "中": 0.0, "低": -1.0}
 #: The optional ``supersedes:`` field: the ids of older memories this one
-#: replaces (recall leaves them out while this one is active; ``recall``).
+#: replaces (recall leaves them out while this one is active; ``recall``);
+#: ``conflicts_with:`` the ids of memories it contradicts (both kept, marked
+#: for a person to decide). At most this many ids each.
 MAX_SUPERSEDES = 20
+#: The frontmatter fields that name other memories by id (``read_ids``).
+ID_FIELDS = ("supersedes", "conflicts_with")
 
 
 # Fast C loader when PyYAML was built with libyaml; the pure-Python one is
@@ -384,8 +388,9 @@ def parse_note(data: bytes, stem: str = "") -> Note:
 
     if meta.get("priority") is not None and priority_value(meta["priority"]) is None:
         problems.append(Problem("invalid_field", f"priority {meta['priority']!r} is not one of high, normal, low"))
-    if meta.get("supersedes") is not None:
-        problems += [Problem("invalid_field", f"{p}; left out") for p in read_supersedes(meta["supersedes"])[1]]
+    for key in ID_FIELDS:
+        if meta.get(key) is not None:
+            problems += [Problem("invalid_field", f"{p}; left out") for p in read_ids(meta[key], key)[1]]
 
     extra = {k: v for k, v in meta.items() if k not in FIELD_ORDER}
     return Note(
@@ -431,32 +436,38 @@ def priority_value(raw: object) -> float | None:
     return PRIORITIES.get(raw.strip().lower())
 
 
-def read_supersedes(raw: object) -> tuple[list[str], list[str]]:
-    """``(ids, problems)`` of a ``supersedes:`` field: one id or a list of
-    ids, each as a memory's ``id:`` may be written (text, at most
-    ``MAX_ID_LEN`` characters, no control characters; hand-written ids may
-    hold spaces), without repeats. A bad entry is left out on its own and
-    said; past ``MAX_SUPERSEDES`` entries the rest are left out."""
+def read_ids(raw: object, key: str = "supersedes") -> tuple[list[str], list[str]]:
+    """``(ids, problems)`` of a field naming memories (``supersedes:``,
+    ``conflicts_with:``): one id or a list of ids, each as a memory's ``id:``
+    may be written (text, at most ``MAX_ID_LEN`` characters, no control
+    characters; hand-written ids may hold spaces), without repeats. A bad
+    entry is left out on its own and said; past ``MAX_SUPERSEDES`` entries
+    the rest are left out."""
     values = [raw] if isinstance(raw, str) else raw
     if not isinstance(values, list):
-        return [], [f"supersedes {str(raw)[:60]!r} is not an id or a list of ids"]
+        return [], [f"{key} {str(raw)[:60]!r} is not an id or a list of ids"]
     problems = []
     if len(values) > MAX_SUPERSEDES:
-        problems.append(f"supersedes names {len(values)} ids; only the first {MAX_SUPERSEDES} count")
+        problems.append(f"{key} names {len(values)} ids; only the first {MAX_SUPERSEDES} count")
         values = values[:MAX_SUPERSEDES]
     out: list[str] = []
     for value in values:
         ident = value.strip() if isinstance(value, str) else ""
         if not ident or len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
-            problems.append(f"supersedes entry {str(value)[:60]!r} is not a memory id")
+            problems.append(f"{key} entry {str(value)[:60]!r} is not a memory id")
         elif ident not in out:
             out.append(ident)
     return out, problems
 
 
+def field_ids(raw: object, key: str = "supersedes") -> list[str]:
+    """The ids a ``supersedes:`` / ``conflicts_with:`` field names (``read_ids`` without its problems)."""
+    return read_ids(raw, key)[0]
+
+
 def supersedes_ids(raw: object) -> list[str]:
-    """The ids a ``supersedes:`` field names (``read_supersedes`` without its problems)."""
-    return read_supersedes(raw)[0]
+    """The ids a ``supersedes:`` field names."""
+    return field_ids(raw, "supersedes")
 
 
 def _text_field(meta: dict, key: str, problems: list[Problem]) -> str:

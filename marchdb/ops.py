@@ -1,11 +1,12 @@
 """The operations an agent, a host or a person asks of marchdb, declared once.
 
-Each ``Operation`` names its parameters (type, default, bounds, help) and the
-``Store`` method that does the work. Everything else is read off this table:
+Each ``Operation`` names its parameters (type, default, bounds, help; both
+classes are in ``params``) and the ``Store`` method that does the work.
+Everything else is read off this table:
 
 * ``call`` checks the arguments here, once, then runs the method, for every
   front-end alike (the engine's dispatch, the MCP server, the CLI in-process);
-* the MCP server builds its tool schemas from it (``mcp.server``);
+* the MCP server builds its tool schemas and its prompts from it (``mcp.server``);
 * the CLI builds each command's options from it (``cli.app.op_command``),
   and so does the quick path that answers ``recall`` / ``context`` without
   the CLI framework (``cli.entry``) and the ``hook generic`` parser.
@@ -14,7 +15,9 @@ A new argument is a ``Param`` here and a keyword of the ``Store`` method.
 
 Seed 000 gives agents three active tools (``memory_search``, ``memory_open``,
 ``memory_save``) and passive recall (``memory_recall``, ``memory_context``);
-seed 003 adds quick capture (``memory_log``). ``memory_hook`` is a host's
+seed 003 adds quick capture (``memory_log``) and the working page
+(``memory_now``) and reflection (``memory_reflect``, an MCP prompt), seed 004
+one-liners (``memory_remember``, for the shell and the API). ``memory_hook`` is a host's
 event, translated from the host's JSON by ``hosts``. Only the standard
 library: a hook imports this module.
 """
@@ -22,178 +25,25 @@ library: a hook imports this module.
 from __future__ import annotations
 
 import functools
-import math
 
-from marchdb.errors import Conflict, InvalidInput, NotFound, check_text
+from marchdb.errors import Conflict, InvalidInput, NotFound
+from marchdb.params import KINDS, Operation, Param, shown
 
-#: Types a parameter may have: text, a whole number, a number, yes/no, or a
-#: list of texts ("strs"; one text is taken as a list of one).
-KINDS = ("str", "int", "float", "bool", "strs")
-
-
-class Param:
-    """One argument of an operation.
-
-    ``flag``: how the CLI spells it (``"--run"``), ``""`` for a positional
-    argument, None when the CLI does not offer it. ``mcp``: whether agents
-    see it in the MCP schema. ``hook``: whether ``marchdb hook generic``
-    takes it as an option. ``cli_default``: the CLI's default when it
-    differs from the library's (``log`` leaves embedding to the next sync).
-    """
-
-    __slots__ = (
-        "name",
-        "kind",
-        "help",
-        "default",
-        "required",
-        "choices",
-        "low",
-        "high",
-        "max_chars",
-        "flag",
-        "short",
-        "metavar",
-        "mcp",
-        "hook",
-        "cli_default",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        kind: str,
-        help: str,
-        default: object = None,
-        *,
-        required: bool = False,
-        choices: tuple[str, ...] | None = None,
-        low: float | None = None,
-        high: float | None = None,
-        max_chars: int | None = None,
-        flag: str | None = None,
-        short: str | None = None,
-        metavar: str | None = None,
-        mcp: bool = True,
-        hook: bool = False,
-        cli_default: object = ...,
-    ):
-        assert kind in KINDS, kind
-        self.name, self.kind, self.help, self.default = name, kind, help, default
-        self.required, self.choices, self.low, self.high, self.max_chars = required, choices, low, high, max_chars
-        self.flag, self.short, self.metavar, self.mcp, self.hook = flag, short, metavar, mcp, hook
-        self.cli_default = default if cli_default is ... else cli_default
-
-    def __repr__(self) -> str:
-        return f"Param({self.name!r}, {self.kind!r})"
-
-    def check(self, value: object, op: str) -> object:
-        """``value`` if it is of this parameter's type and within its bounds
-        (a list for ``strs``), else ``InvalidInput`` saying what is wanted."""
-        if value is None:
-            if self.required:
-                raise InvalidInput(f"{op} needs {self.name}: {self.help}")
-            return None
-        what = f"{op}: {self.name}"
-        if self.kind == "bool":
-            if not isinstance(value, bool):
-                raise InvalidInput(f"{what} must be true or false, got {_shown(value)}")
-        elif self.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidInput(f"{what} must be a whole number, got {_shown(value)}")
-        elif self.kind == "float":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InvalidInput(f"{what} must be a number, got {_shown(value)}")
-        elif self.kind == "str":
-            if not isinstance(value, str):
-                raise InvalidInput(f"{what} must be text, got {_shown(value)}")
-            check_text(value, what)
-        else:  # strs
-            if isinstance(value, str):
-                value = [value]
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-                raise InvalidInput(f"{what} must be a list of texts, got {_shown(value)}")
-            value = list(value)
-            for item in value:
-                check_text(item, what)
-        if self.choices is not None and value not in self.choices:
-            raise InvalidInput(f"{what} must be one of {', '.join(self.choices)}, got {_shown(value)}")
-        if self.low is not None and value < self.low:  # type: ignore[operator]
-            raise InvalidInput(f"{what} must be at least {self.low:g}, got {value}")
-        if self.high is not None and value > self.high:  # type: ignore[operator]
-            raise InvalidInput(f"{what} must be at most {self.high:g}, got {value}")
-        if self.max_chars is not None and isinstance(value, str) and len(value) > self.max_chars:
-            raise InvalidInput(f"{what} is {len(value):,} characters; at most {self.max_chars:,} are taken")
-        return value
-
-
-class Operation:
-    """One operation: what it is called, what an agent reads about it, its
-    parameters, and the ``Store`` method that does it (called with every
-    parameter as a keyword)."""
-
-    __slots__ = ("name", "command", "summary", "description", "params", "method", "writes", "mcp", "errors_as_data")
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        command: str | None,
-        summary: str,
-        description: str,
-        params: tuple[Param, ...],
-        method: str,
-        writes: bool = False,
-        mcp: bool = True,
-        errors_as_data: tuple[type[Exception], ...] = (),
-    ):
-        self.name, self.command, self.summary, self.description = name, command, summary, description
-        self.params, self.method, self.writes, self.mcp = params, method, writes, mcp
-        self.errors_as_data = errors_as_data
-
-    def __repr__(self) -> str:
-        return f"Operation({self.name!r})"
-
-    def param(self, name: str) -> Param:
-        """The parameter called ``name``."""
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
-    def checked(self, args: object) -> dict:
-        """``args`` checked against the parameters, with every default filled in.
-        An argument the operation does not take is an error, not ignored: a
-        misspelt ``run_idd`` would silently turn off de-duplication."""
-        if not isinstance(args, dict):
-            raise InvalidInput(f"{self.name}: the arguments must be an object of names and values")
-        unknown = [k for k in args if not isinstance(k, str) or k not in self._names()]
-        if unknown:
-            raise InvalidInput(
-                f"{self.name} takes no argument {_shown(unknown[0])}; it takes {', '.join(self._names())}"
-            )
-        return {p.name: p.check(args.get(p.name, p.default), self.name) for p in self.params}
-
-    def _names(self) -> list[str]:
-        return [p.name for p in self.params]
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
+__all__ = ["KINDS", "Operation", "Param", "call", "checks", "get"]
 
 # ---------------------------------------------------------------- the words agents read
 
 INSTRUCTIONS = (
     "Long-term memory stored as Markdown files. Use memory_recall (or the hints your host injects) "
     "to see what is remembered, memory_open(id) to read a memory, memory_search for literal text "
-    "search over the files, memory_save to record something worth keeping, and memory_log for a quick "
-    "note in today's daily log."
+    "search over the files, memory_save to record something worth keeping, memory_log for a quick "
+    "note in today's daily log, and memory_now for the short page of what you are doing now."
 )
 
 #: The longest text a message argument may be (recall reads its first 4,000 characters).
 MAX_MESSAGE_CHARS = 4 * 1024 * 1024
+#: The longest working page (``now``): a few lines, injected into every session.
+MAX_NOW_CHARS = 2000
 
 #: Parameters several operations share, spelt once.
 RUN_ID = Param(
@@ -295,8 +145,13 @@ SAVE = Operation(
         "replace all old tags. Set status to 'deprecated' to retire a memory; when a new memory replaces "
         "an older one whose facts changed, pass supersedes=[its id] so recall hints only the new one. If a "
         "memory with the same name already exists, nothing is written and you get its id: update that memory "
-        "instead, or pass force=true if a second memory is really wanted. The index is refreshed "
-        "before this returns. No description or tags at hand? memory_log appends a quick note to "
+        "instead, or pass force=true if a second memory is really wanted. The index is refreshed before this "
+        "returns. A created memory's answer lists "
+        "related: active memories on the same subject (id, name, description, why). Read them: if the new "
+        "one replaces one (a fact changed), save again with id=<new id> and supersedes=[its id]; if it only "
+        "adds to one, put it into that one (update it by id) and set the new one's status to deprecated; if "
+        "they contradict and you cannot tell which holds, save again with conflicts_with=[its id] so a person "
+        "decides; otherwise keep both. No description or tags at hand? memory_log appends a quick note to "
         "today's daily log instead."
     ),
     params=(
@@ -342,6 +197,13 @@ SAVE = Operation(
             "one is active. [] removes the field (the CLI: --supersedes ''); omit to keep it.",
             flag="--supersedes",
         ),
+        Param(
+            "conflicts_with",
+            "strs",
+            "Ids of memories this one contradicts when you cannot tell which holds: both are kept, marked for a "
+            "person to decide, and said when recall hints either. [] removes the field; omit to keep it.",
+            flag="--conflicts-with",
+        ),
         Param("force", "bool", "Create even when a near-duplicate memory exists.", False, flag="--force"),
         Param("embed", "bool", "Compute the new vectors now (False: the next sync does).", True, mcp=False),
     ),
@@ -379,6 +241,85 @@ LOG = Operation(
     ),
     method="log",
     writes=True,
+)
+
+REMEMBER = Operation(
+    "memory_remember",
+    command="remember",
+    summary="A memory from one sentence: name and description made from it, with save's checks.",
+    description=(
+        "Remember one sentence as a memory of its own (seed 004's retain): its description is the sentence, its "
+        "name the sentence's subject or first words, its body the text; tags as given (else 'note'). The same "
+        "checks and answer as memory_save: a near-duplicate writes nothing and names it, and a created memory "
+        "lists related ones."
+    ),
+    params=(
+        Param("text", "str", "The sentence to remember (at most 1,000 characters).", required=True, flag=""),
+        Param(
+            "tags", "strs", "Tags (the CLI's --tag is repeatable); 'note' when none is given.", flag="--tag", short="-t"
+        ),
+        Param("force", "bool", "Create even when a near-duplicate memory exists.", False, flag="--force"),
+        Param("embed", "bool", "Compute the new vectors now (False: the next sync does).", True, mcp=False),
+    ),
+    method="remember",
+    writes=True,
+    # The shell's and the API's: agents on MCP write a name and a description of their own
+    # (memory_save), which make better hints, or a quick note (memory_log).
+    mcp=False,
+)
+
+NOW = Operation(
+    "memory_now",
+    command="now",
+    summary="The working page: what is being done now and where it is stuck (no TEXT: print it).",
+    description=(
+        "The working page (seed 003's NOW.md): one short page of what you are doing now, what comes next and "
+        "where you are stuck, overwritten as the work moves on. It is not a memory (never searched nor hinted): "
+        "hosts show it beside the profiles at a session's start as [now], with its age, and an old page as "
+        "stale. Pass text to replace the whole page (a few lines), clear=true to empty it when the work is done, "
+        "nothing to read it. Lasting facts go to memory_save, what happened to memory_log."
+    ),
+    params=(
+        Param(
+            "text",
+            "str",
+            "The new page, replacing the old one whole; on the CLI '-' or piped stdin reads stdin.",
+            flag="",
+            max_chars=MAX_NOW_CHARS,
+        ),
+        Param("clear", "bool", "Empty the page.", False, flag="--clear"),
+    ),
+    method="now",
+    writes=True,
+)
+
+REFLECT = Operation(
+    "memory_reflect",
+    command="reflect",
+    summary="The day's log (or a range) with seed 003's routing, for your agent's model to keep what lasts.",
+    description=(
+        "Reflect on the day's log (or a range of days): hands you the daily logs and seed 003's routing "
+        "(decision, lesson, person, project, preference, log only, nothing) so that you write what lasts as "
+        "memories of their own with memory_save (updating, superseding or marking conflicts_with), and refresh "
+        "the working page."
+    ),
+    params=(
+        Param("date", "str", "The day: YYYY-MM-DD, 'today' (the default) or 'yesterday'.", flag="--date", max_chars=40),
+        Param(
+            "since",
+            "str",
+            "The first day of a range (YYYY-MM-DD or 'yesterday'), instead of date.",
+            flag="--since",
+            max_chars=40,
+        ),
+        Param(
+            "until", "str", "The last day of the range (default today; at most 31 days).", flag="--until", max_chars=40
+        ),
+    ),
+    method="reflect",
+    # Not a tool: an MCP prompt, which hands its text to the model as a message (mcp.server).
+    mcp=False,
+    prompt=True,
 )
 
 RECALL = Operation(
@@ -474,7 +415,9 @@ HOOK = Operation(
 )
 
 #: Every operation, by name, in the order help and tool lists show them.
-OPERATIONS: dict[str, Operation] = {op.name: op for op in (SEARCH, OPEN, SAVE, LOG, RECALL, CONTEXT, HOOK)}
+OPERATIONS: dict[str, Operation] = {
+    op.name: op for op in (SEARCH, OPEN, SAVE, REMEMBER, LOG, NOW, REFLECT, RECALL, CONTEXT, HOOK)
+}
 #: Operations that change the vault: never run twice (``engine.client``).
 WRITE_OPERATIONS = frozenset(op.name for op in OPERATIONS.values() if op.writes)
 
@@ -526,7 +469,7 @@ def get(name: object) -> Operation:
     """The operation called ``name`` (``InvalidInput`` for any other)."""
     op = OPERATIONS.get(name) if isinstance(name, str) else None
     if op is None:
-        raise InvalidInput(f"unknown operation {_shown(name)}; marchdb answers {', '.join(OPERATIONS)}")
+        raise InvalidInput(f"unknown operation {shown(name)}; marchdb answers {', '.join(OPERATIONS)}")
     return op
 
 

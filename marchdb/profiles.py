@@ -2,8 +2,9 @@
 
 ``$MARCH_HOME/memory/profiles/agent.md`` and ``user.md`` are the fixed,
 always-injected identity and preferences; they are not recalled on demand.
-The context shows them as ``[agent_profile]`` and ``[user_profile]``, then,
-when passive recall found something, a ``[recall]`` block of one-line hints
+The context shows them as ``[agent_profile]`` and ``[user_profile]``, then
+the working page as ``[now]`` (``now``) when there is one, then, when
+passive recall found something, a ``[recall]`` block of one-line hints
 (id, score, name, short description; never a memory's body).
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from marchdb.config import Config, ensure_layout
 from marchdb.errors import FileError, InvalidInput
 from marchdb.files import read_file
-from marchdb.hints import hint_line, recall_block
+from marchdb.hints import contradiction_lines, hint_line, recall_block
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.
@@ -86,7 +87,7 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
     ``name`` and ``description``; the description is cut to
     80 characters (``recall.short``). Returns "" for no hints.
     """
-    lines = []
+    hints, lines = list(hints), []
     for hint in hints:
         try:
             mem_id, score, name = _field(hint, "id"), _field(hint, "score"), _field(hint, "name")
@@ -101,14 +102,15 @@ def format_hint_lines(hints: Iterable[Mapping | object]) -> str:
         except KeyError:
             description = ""  # a hint without a description is shown without one (seed 000)
         lines.append(hint_line(str(mem_id), float(score_text), str(name), str(description)))
-    return "\n".join(lines)
+    return "\n".join(lines + contradiction_lines(hints))
 
 
-def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | object] | None = None) -> str:
+def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | object] | None = None, now: str = "") -> str:
     """The text injected at the start of an agent run.
 
-    ``[agent_profile]`` and ``[user_profile]`` blocks, then a ``[recall]``
-    block when there are hints. ``hints_text`` is the output of
+    ``[agent_profile]`` and ``[user_profile]`` blocks, then the working page's
+    ``[now]`` block when there is one (``now``: ``now.block``'s text), then a
+    ``[recall]`` block when there are hints. ``hints_text`` is the output of
     ``format_hint_lines`` (a list of hints is formatted here too).
     """
     blocks = []
@@ -116,6 +118,8 @@ def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | objec
         if key not in profiles:
             raise InvalidInput(f"profiles lack {key!r}; pass the dict read_profiles() returns")
         blocks.append(f"[{key}]\n{str(profiles[key] or '').strip()}")
+    if now.strip():
+        blocks.append(now.strip())
     if hints_text is not None and not isinstance(hints_text, str):
         hints_text = format_hint_lines(hints_text)
     if hints_text and hints_text.strip():

@@ -264,15 +264,18 @@ class SaveResult:
     message: str
     warnings: list[str] = field(default_factory=list)
     rel: str | None = None
+    #: For a created memory: active memories on the same subject (``Store.save``).
+    related: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """``{"status", "id", "path" (absolute), "message", "warnings"}``."""
+        """``{"status", "id", "path" (absolute), "message", "warnings", "related"}``."""
         return {
             "status": self.status,
             "id": self.id,
             "path": str(self.path),
             "message": self.message,
             "warnings": list(self.warnings),
+            "related": list(self.related),
         }
 
 
@@ -353,7 +356,8 @@ class Saver:
             twin = find_same_name(con, new.name)
             if twin is None and twin_probe is not None:
                 twin = find_similar(con, *twin_probe)
-            if twin is not None and twin["id"] not in (changes.supersedes or []):  # the one it replaces may look alike
+            # The one it replaces or contradicts may look alike ("... allowed" / "... not allowed").
+            if twin is not None and twin["id"] not in (changes.supersedes or []) + (changes.conflicts_with or []):
                 message = (
                     f"{twin['why']} (id {twin['id']}); pass its id to update it, or force it "
                     "(--force; force=true in the tool) to add a new one"

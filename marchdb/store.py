@@ -8,6 +8,7 @@ Each operation of ``ops`` is a method here (checked against the table by
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
@@ -22,12 +23,16 @@ from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_
 from marchdb.files import read_memory_text, vault_lock
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
-from marchdb.index.recall import W_DENSE, project_tag
+from marchdb.index.recall import RELATED_BELOW, W_DENSE, project_tag
 from marchdb.index.recall import recall as recall_hints
+from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
 from marchdb.lifecycle import capture, importing, maintain
+from marchdb.lifecycle import now as now_mod
+from marchdb.lifecycle import reflect as reflect_mod
+from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
 from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
-from marchdb.twins import check_supersedes
+from marchdb.twins import check_conflicts_with, check_supersedes
 
 if TYPE_CHECKING:
     pass
@@ -290,6 +295,7 @@ class Store(Keeper):
         status: str | None = None,
         priority: str | None = None,
         supersedes: list[str] | str | None = None,
+        conflicts_with: list[str] | str | None = None,
         force: bool = False,
         embed: bool = True,
     ) -> dict:
@@ -301,7 +307,10 @@ class Store(Keeper):
         small ranking nudge (``temperature``). ``supersedes`` (ids of
         older memories this one replaces; ``[]`` removes the field) writes
         the ``supersedes:`` field: recall leaves those memories out while
-        this one is active, and ranks them below it. Returns ``{"status":
+        this one is active, and ranks them below it. ``conflicts_with`` (ids
+        of memories this one contradicts; ``[]`` removes the field) keeps both
+        and marks them for a person to decide (``doctor``, ``maintain``, and
+        recall's answer when it hints either). Returns ``{"status":
         created|updated|unchanged|duplicate, "id", "path", "message",
         "warnings"}`` (``duplicate``: nothing written, a near-twin exists;
         update it by id, or pass ``force=True``). Raises ``InvalidInput`` for
@@ -309,11 +318,13 @@ class Store(Keeper):
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
-        changes = validate_changes(name, description, body, tags, status, priority, supersedes)
+        changes = validate_changes(name, description, body, tags, status, priority, supersedes, conflicts_with)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
+        rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
         if changes.supersedes:
-            rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
             check_supersedes(self.con, mem_id, changes.supersedes, rescan)
+        if changes.conflicts_with:
+            check_conflicts_with(self.con, mem_id, changes.conflicts_with, changes.supersedes, rescan)
         root = self.cfg.require_root()
         twin_probe = None
         if embed and changes.complete() and not force:
@@ -323,11 +334,70 @@ class Store(Keeper):
             if emb is not None:
                 text = metadata_text(changes.name or "", changes.description or "", changes.tags or [])
                 twin_probe = (emb.embed_passages([text])[0], emb.fingerprint)
+        related = []
+        if changes.complete() and (mem_id is None or not db.id_taken(self.con, mem_id)):
+            # Looked up before writing (seed 003's reconcile-before-writing), in
+            # the vault as the writer knew it: in a small vault the new memory's
+            # own words would lower the others' scores.
+            self.ensure_fresh(embed=embed)
+            named = {*(changes.supersedes or []), *(changes.conflicts_with or [])}
+            related = self.related(f"{changes.name}\n{changes.description}", named, changes.tags or [], embed)
         result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
         if embed and result.rel is not None:
             # Outside the lock: embedding must not hold up other savers.
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+        if result.status == "created":
+            result.related = [r for r in related if r["id"] != result.id]
         return result.to_dict()
+
+    def related(self, text: str, exclude: set[str], tags: list[str], use_model: bool = True) -> list[dict]:
+        """Active memories on the subject of ``text`` (a new memory's name and
+        description), none of ``exclude``: what recall would hint beside it
+        (``recall.related``). Each ``{"id", "name", "description", "score",
+        "shared_tags", "why"}``, for the writer to reconcile (seed 003's
+        ADD / UPDATE / CONFLICT): update one, supersede it, or keep both.
+        ``use_model=False``: BM25 alone, no model loaded."""
+        found = related_hints(
+            self.con,
+            text,
+            self.embedder() if use_model else None,
+            threshold=max(0.0, self.cfg.min_score - RELATED_BELOW),
+            exclude=exclude,
+            w_dense=self.cfg.dense_weight,
+            words=self.words() if use_model else None,
+        )
+        tags_of = dict(
+            self.con.execute(
+                "SELECT id, tags_json FROM memory_index WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([h.id for h in found]),),
+            )
+        )
+        out = []
+        for hint in found:
+            shared = [t for t in json.loads(tags_of.get(hint.id) or "[]") if t in tags]
+            why = f"recall scores it {hint.score:.2f} for this memory's name and description"
+            out.append(
+                {
+                    "id": hint.id,
+                    "name": hint.name,
+                    "description": hint.description,
+                    "score": round(hint.score, 4),
+                    "shared_tags": shared,
+                    "why": why + (f"; shares the tags {', '.join(shared)}" if shared else ""),
+                }
+            )
+        return out
+
+    @ops.checks("memory_remember")
+    def remember(self, text: str, tags: list[str] | str | None = None, force: bool = False, embed: bool = True) -> dict:
+        """``memory_remember``: a memory from one sentence (``capture.one_liner``
+        makes its name, description and body; ``tags`` default to ``note``),
+        through ``save`` and its checks (a near-duplicate writes nothing).
+        Returns save's answer with the ``name`` and ``description`` made."""
+        name, description, body = capture.one_liner(text)
+        tags = tags or [DEFAULT_ONE_LINER_TAG]
+        result = self.save(name=name, description=description, body=body, tags=tags, force=force, embed=embed)
+        return {**result, "name": name, "description": description}
 
     @ops.checks("memory_log")
     def log(self, title: str, text: str | None = None, *, embed: bool = True, now=None) -> dict:
@@ -362,12 +432,16 @@ class Store(Keeper):
         apply: bool = False,
         log_days: int = maintain.LOG_DAYS,
         deprecated_days: int = maintain.DEPRECATED_DAYS,
+        action_days: int = maintain.ACTION_DAYS,
+        reflection_days: int = maintain.REFLECTION_DAYS,
         now=None,
     ) -> dict:
-        """``marchdb maintain``: what could be archived, merged or described,
-        with the reason for each (``maintain``). ``apply`` archives what the
-        archive proposals name (through save's update path); nothing is ever deleted."""
-        maintain.check_days(log_days=log_days, deprecated_days=deprecated_days)
+        """``marchdb maintain``: what could be archived, merged, described or
+        decided, with the reason for each (``maintain``). ``apply`` archives what
+        the archive proposals name (through save's update path); nothing is ever deleted."""
+        maintain.check_days(
+            log_days=log_days, deprecated_days=deprecated_days, action_days=action_days, reflection_days=reflection_days
+        )
         root = self.cfg.require_root()
         # Applying: proposals are made and acted on under one hold of the
         # writer lock, so nothing changes between the two.
@@ -382,7 +456,13 @@ class Store(Keeper):
             else:
                 self.ensure_fresh()
             proposals, notes = maintain.propose(
-                self.con, now, log_days, deprecated_days, project_prefix=self.cfg.project_tag_prefix
+                self.con,
+                now,
+                log_days,
+                deprecated_days,
+                project_prefix=self.cfg.project_tag_prefix,
+                action_days=action_days,
+                reflection_days=reflection_days,
             )
             if apply:
                 maintain.apply(self.con, root, self.cfg.index_path, proposals, utc_now_iso())
@@ -402,6 +482,35 @@ class Store(Keeper):
         except (OSError, ValueError) as exc:
             self.notices.append(f"could not record this in {path}: {exc}")
 
+    @ops.checks("memory_now")
+    def now(self, text: str | None = None, clear: bool = False) -> dict:
+        """``memory_now``: the working page (``now``). ``text`` replaces it
+        whole, ``clear`` empties it, neither reads it. Returns
+        ``now.read_page``'s data (``text``, ``updated_at``, ``age``,
+        ``stale``...) with ``status`` (set | cleared | read) and ``block``, the
+        ``[now]`` text hosts inject ("" for no page). Needs neither the index
+        nor the model."""
+        if text is not None and clear:
+            raise InvalidInput("pass the page's text or clear, not both")
+        if clear:
+            now_mod.clear_page(self.cfg.home)
+        elif text is not None:
+            now_mod.write_page(self.cfg.home, text)
+        page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
+        status = "cleared" if clear else "set" if text is not None else "read"
+        return {"status": status, **page, "block": now_mod.block(page)}
+
+    @ops.checks("memory_reflect")
+    def reflect(self, date: str | None = None, since: str | None = None, until: str | None = None, today=None) -> dict:
+        """``memory_reflect``: the daily logs of ``date`` (default today), or
+        of ``since`` to ``until``, with seed 003's routing, as the text the
+        host's model reflects on (``reflect.reflection``; days as YYYY-MM-DD,
+        ``today`` or ``yesterday``, local; ``today`` a ``datetime.date`` to
+        count from). Reads only."""
+        first, last = reflect_mod.day_range(date, since, until, today or dt.date.today())
+        self.ensure_fresh(embed=False)
+        return reflect_mod.reflection(self.con, self.cfg.require_root(), first, last)
+
     @ops.checks("memory_context")
     def context(
         self,
@@ -410,20 +519,23 @@ class Store(Keeper):
         project: str | None = None,
         conversation: str | None = None,
     ) -> dict:
-        """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks plus
-        the recall hints for ``text`` (``project``, ``conversation``: see ``recall``):
-        ``{"text", "agent_profile", "user_profile", "hints", "warning"}``, ready
-        to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
+        """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks, the
+        working page as ``[now]`` (with its age; ``now``), plus the recall
+        hints for ``text`` (``project``, ``conversation``: see ``recall``):
+        ``{"text", "agent_profile", "user_profile", "now", "hints", "warning"}``,
+        ready to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
         check_text(text, "the message")
         blocks = profiles.read_profiles(self.cfg)
+        page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         hints, warning = [], None
         if text and text.strip():
             result = self.recall(text, run_id=run_id, project=project, conversation=conversation)
             hints, warning = [h.to_dict() for h in result.hints], result.warning
         return {
-            "text": profiles.format_context(blocks, hints),
+            "text": profiles.format_context(blocks, hints, now=now_mod.block(page)),
             "agent_profile": blocks["agent_profile"],
             "user_profile": blocks["user_profile"],
+            "now": page,
             "hints": hints,
             "warning": warning,
         }

@@ -1,5 +1,6 @@
 """What a save would collide with: a memory of the same name or meaning, a
-file marchdb cannot read that holds the id, a ``supersedes`` ring.
+file marchdb cannot read that holds the id, a ``supersedes`` ring, a
+``conflicts_with`` that cannot be.
 
 seed 003's reconcile-before-writing: a save that nearly duplicates an active
 memory writes nothing and names the twin (update it, or ``force``).
@@ -64,12 +65,33 @@ def check_supersedes(con, mem_id: str | None, targets: list[str], rescan: Callab
                 f"{target} already supersedes {mem_id} (directly or through others); memories that replace "
                 "each other replace none, so remove one of the two `supersedes`"
             )
+    _require_known(con, targets, rescan, "superseded")
+
+
+def check_conflicts_with(
+    con, mem_id: str | None, targets: list[str], supersedes: list[str] | None, rescan: Callable[[], object] | None
+) -> None:
+    """Refuse ``conflicts_with`` targets that cannot be: the memory itself,
+    one it also supersedes (replacing says the new one holds; a contradiction
+    says a person must decide), an id no memory has (``rescan`` as above)."""
+    for target in targets:
+        if target == mem_id:
+            raise InvalidInput(f"memory {target} cannot contradict itself; name the other memories it contradicts")
+        if target in (supersedes or []):
+            raise InvalidInput(
+                f"{target} is named in both supersedes and conflicts_with; supersedes says this memory holds now, "
+                "conflicts_with that a person must decide which does: pass one"
+            )
+    _require_known(con, targets, rescan, "contradicted")
+
+
+def _require_known(con, targets: list[str], rescan: Callable[[], object] | None, what: str) -> None:
     unknown = [t for t in targets if not db.id_taken(con, t)]
     if unknown and rescan is not None:
         rescan()  # one scan for all of them
         unknown = [t for t in unknown if not db.id_taken(con, t)]
     if unknown:
-        raise NotFound(f"no memory has id {unknown[0]}, so it cannot be superseded; check the id", unknown[0])
+        raise NotFound(f"no memory has id {unknown[0]}, so it cannot be {what}; check the id", unknown[0])
 
 
 def find_same_name(con, name: str) -> dict | None:

@@ -32,7 +32,12 @@ SELECT v.path, 'missing_vector',
        || ' without a vector for model ' || coalesce((SELECT value FROM meta WHERE key = 'model_fingerprint'), '(none)')
        || coalesce(' - ' || (SELECT value FROM meta WHERE key = 'vector_error'), '')
 FROM diag_vectors v
-WHERE v.meta_missing OR v.chunks_missing > 0;
+WHERE v.meta_missing OR v.chunks_missing > 0
+UNION ALL
+SELECT c.path, 'contradiction',
+       'contradicts ' || c.other_id || ' (' || c.other_path || ', conflicts_with): both are active, '
+       || 'and recall marks them when it hints either'
+FROM diag_contradictions c;
 
 CREATE VIEW diag_summary AS
 SELECT

@@ -31,6 +31,29 @@ CREATE TABLE superseded (
     by_path TEXT NOT NULL
 ) WITHOUT ROWID;
 
+-- `conflicts_with:` the ids of memories a memory contradicts (notes.field_ids). Both are kept
+-- for a person to decide; doctor and maintain list them, recall marks them in its answer.
+CREATE TABLE conflicts_with (
+    rid    INTEGER NOT NULL REFERENCES memory_index(rid) ON DELETE CASCADE,
+    target TEXT NOT NULL,
+    PRIMARY KEY (rid, target)
+) WITHOUT ROWID;
+CREATE INDEX conflicts_with_target ON conflicts_with(target);
+
+-- Contradictions not yet decided: both memories active and neither superseded (replacing one
+-- settles it, as does retiring one or removing the field). One row per side, whichever of the
+-- two named the other, so `WHERE id = ?` finds every memory a memory is disputed by.
+CREATE VIEW diag_contradictions AS
+WITH named AS (
+    SELECT a.id AS id, c.target AS other_id FROM conflicts_with c JOIN memory_index a ON a.rid = c.rid
+    WHERE c.target != a.id
+),
+sides AS (SELECT id, other_id FROM named UNION SELECT other_id, id FROM named)
+SELECT s.id, m.path, m.name, s.other_id, o.path AS other_path, o.name AS other_name
+FROM sides s JOIN memory_index m ON m.id = s.id JOIN memory_index o ON o.id = s.other_id
+WHERE m.status = 'active' AND o.status = 'active'
+  AND s.id NOT IN (SELECT id FROM superseded) AND s.other_id NOT IN (SELECT id FROM superseded);
+
 -- Temperature, maintenance and the memory_use view read the logs per memory
 -- (and time).
 CREATE INDEX recall_log_mem_at ON recall_log(mem_id, at);

@@ -279,3 +279,70 @@ def test_cli_log_with_a_closed_or_waited_for_stdin(tmp_path, vault):
     (day,) = vault.root.rglob("*daily-log.md")
     text = day.read_text(encoding="utf-8")
     assert "Only a title" in text and "details here" in text
+
+
+# ---------------------------------------------------------------- one-liners (remember)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("Release freeze on Fridays: no production deploys after Thursday noon.", "Release freeze on Fridays"),
+        ("Deploys are on Tuesdays. Never on a Friday.", "Deploys are on Tuesdays"),
+        (
+            "The user prefers 4 spaces, never tabs, in Python code",
+            "The user prefers 4 spaces, never tabs, in Python code",
+        ),
+        ("数据库密码每月轮换一次，用运维脚本。", "数据库密码每月轮换一次"),
+        ("Staging - the cluster in eu-west-1", "Staging"),
+        (
+            "Our staging cluster lives in eu-west-1 and its kubeconfig is kept in the team vault",
+            "Our staging cluster lives in eu-west-1 and its kubeconfig…",
+        ),
+    ],
+)
+def test_a_one_liners_name_is_its_subject_or_first_words(text, name):
+    from marchdb.lifecycle.capture import NAME_CHARS, one_liner
+
+    made, description, body = one_liner(f"  {text}\n")
+    assert made == name and len(made) <= NAME_CHARS + 1
+    assert description == text and body == text
+
+
+def test_remember_makes_a_memory_from_one_sentence_with_saves_checks(vault, store):
+    text = "Release freeze on Fridays: no production deploys after Thursday noon."
+    done = store.remember(text, tags=["release"], embed=False)
+    assert done["status"] == "created" and (done["name"], done["description"]) == ("Release freeze on Fridays", text)
+    note = notes.parse_note(open(done["path"], "rb").read())
+    assert (note.name, note.description, note.tags, note.body.strip()) == (done["name"], text, ["release"], text)
+    plain = store.remember("Biscuit takes carprofen with breakfast.", embed=False)
+    assert notes.parse_note(open(plain["path"], "rb").read()).tags == ["note"]  # save needs a tag
+    # Save's checks: the same name again is a near-duplicate, nothing written; force writes it.
+    twin = store.remember(text, embed=False)
+    assert twin["status"] == "duplicate" and twin["id"] == done["id"]
+    assert store.remember(text, force=True, embed=False)["status"] == "created"
+    # And its answer: what is related to a new one.
+    for i in range(50):
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden note {i}", description=f"tomatoes and basil, bed {i}")
+    store.sync(embed=False)
+    allowed = store.remember("The release freeze on Fridays is lifted: production deploys are fine.", embed=False)
+    assert done["id"] in [r["id"] for r in allowed["related"]]
+    for bad, words in (("", "give the sentence"), ("x" * 1001, "at most 1,000"), ("\ud800", "not valid Unicode")):
+        with pytest.raises(InvalidInput, match=words):
+            store.remember(bad, embed=False)
+    with pytest.raises(InvalidInput, match="invalid tags"):
+        store.remember("A fine sentence.", tags=["a*b"], embed=False)
+
+
+def test_remember_from_the_cli(tmp_path, vault):
+    runner = CliRunner()
+    base = ["--home", str(tmp_path / "home"), "--root", str(vault.root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    text = "Release freeze on Fridays: no production deploys after Thursday noon."
+    done = runner.invoke(app, [*base, "remember", text, "-t", "release", "-t", "process"], env=env)
+    assert done.exit_code == 0 and done.stdout.startswith("name: Release freeze on Fridays\ncreated: mem_")
+    again = runner.invoke(app, [*base, "remember", text, "--json"], env=env)
+    data = json.loads(again.stdout)
+    assert again.exit_code == 9 and data["status"] == "duplicate" and data["name"] == "Release freeze on Fridays"
+    empty = runner.invoke(app, [*base, "remember", " "], env=env)
+    assert empty.exit_code == 2 and "give the sentence" in empty.stderr

@@ -514,3 +514,44 @@ def test_output_closed_early_ends_quietly_with_the_sigpipe_status(tmp_path):
     proc.stdout.close()  # as `head -1` does
     assert proc.wait(timeout=60) == 141
     assert proc.stderr.read() == b""
+
+
+def test_save_says_what_is_related_and_takes_conflicts_with(cli, vault):
+    vault.memory(
+        "freeze.md",
+        "mem_freeze",
+        name="Release freeze on Fridays",
+        description="No production releases on Fridays, the weekend has no on-call",
+        tags=["release"],
+    )
+    for i in range(50):  # enough memories for word statistics to count
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden note {i}", description=f"tomatoes and basil, bed {i}")
+    new = [
+        "save",
+        "--name",
+        "Friday releases allowed",
+        "-d",
+        "Production releases on Fridays are allowed again, on-call covers the weekend",
+        "-t",
+        "release",
+        "--body",
+        "Since the on-call rota covers weekends.",
+    ]
+    text = cli(*new)
+    assert text.exit_code == 0 and "related (1): memories on the same subject" in text.stdout
+    assert "mem_freeze | Release freeze on Fridays | No production releases" in text.stdout
+    created = text.stdout.split()[1]
+    assert f"marchdb save --id {created} --conflicts-with OLD_ID" in text.stdout
+    updated = js(cli("save", "--id", created, "--conflicts-with", "mem_freeze", "--json"))
+    assert updated["status"] == "updated" and updated["related"] == []
+    doctor = js(cli("doctor", "--json"))
+    assert {p["path"] for p in doctor["problems"] if p["kind"] == "contradiction"} == {
+        "freeze.md",
+        str(Path(updated["path"]).relative_to(vault.root)),
+    }
+    assert "contradiction (2): decide which holds" in cli("doctor").stdout
+    recalled = js(cli("recall", "can we release to production on friday", "--json"))
+    assert len(recalled["hints"]) == 2 and "contradict each other" in recalled["text"]
+    assert "contradict each other" in cli("recall", "can we release to production on friday").stdout
+    assert js(cli("save", "--id", created, "--conflicts-with", "", "--json"))["status"] == "updated"
+    assert "contradiction" not in {p["kind"] for p in js(cli("doctor", "--json"))["problems"]}

@@ -78,7 +78,7 @@ def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace
     assert actions == {
         "AGENTS.md": "skip",
         "HEARTBEAT.md": "skip",
-        "NOW.md": "create",
+        "NOW.md": "now",
         "memory/2026-11-02.md": "create",
         "memory/INDEX.md": "skip",
         "memory/actions/done/rotate-keys.md": "create",
@@ -86,9 +86,10 @@ def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace
         "memory/people/wu.md": "create",
         "memory/.archive/old-idea.md": "create",
     }
-    assert (plan["created"], plan["skipped"], plan["problems"]) == (6, 3, 0)
+    assert (plan["created"], plan["skipped"], plan["problems"]) == (5, 3, 0)
+    assert store.now()["text"] == ""  # a dry run: the working page too is left alone
     done = store.import_("workspace", workspace, apply=True, embed=False)
-    assert done["created"] == 6 and all(Path(r["path"]).is_file() for r in done["items"] if r["action"] == "created")
+    assert done["created"] == 5 and all(Path(r["path"]).is_file() for r in done["items"] if r["action"] == "created")
     mems = memories(store)
     key = f"workspace:{workspace}/"
     log = mems[key + "memory/2026-11-02.md"]
@@ -104,13 +105,19 @@ def test_workspace_dry_run_then_apply_then_nothing_twice(vault, store, workspace
     action = mems[key + "memory/actions/done/rotate-keys.md"]
     assert json.loads(action["tags_json"]) == ["action", "action/done"]
     assert mems[key + "memory/.archive/old-idea.md"]["status"] == "archived"
-    assert mems[key + "NOW.md"]["name"] == "Now"
+    # NOW.md is the working page, not a memory recall would hint as if it were current; it keeps its age.
+    assert key + "NOW.md" not in mems
+    page = store.now()
+    assert page["text"] == "Migrating the gateway to the new cluster; blocked on DNS."
+    assert page["updated_at"] == dt.datetime.fromtimestamp(
+        (workspace / "NOW.md").stat().st_mtime
+    ).astimezone().isoformat(timespec="seconds")
     # The file says where it came from; the source is untouched.
     text = (vault.root / decision["path"]).read_text()
     assert f"source: workspace:{workspace}/memory/decisions/db-choice.md" in text
     again = store.import_("workspace", workspace, apply=True, embed=False)
     assert (again["created"], again["skipped"]) == (0, 9)
-    assert {r["detail"] for r in again["items"] if r["origin"] == "NOW.md"} == {"imported already"}
+    assert {r["detail"] for r in again["items"] if r["origin"] == "NOW.md"} == {"the working page holds it already"}
 
 
 def test_a_source_is_its_file_not_its_folders_name(vault, store, tmp_path):
@@ -287,15 +294,15 @@ def test_cli_import_reports_and_exit_codes(tmp_path, vault, workspace):
     env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
     dry = runner.invoke(app, [*base, "import", "workspace", str(workspace)], env=env)
     assert dry.exit_code == 0, dry.output
-    assert "dry run: 6 would be created, 3 skipped, 0 problems" in dry.stdout and "skip     AGENTS.md" in dry.stdout
+    assert "dry run: 5 would be created, 3 skipped, 0 problems" in dry.stdout and "skip     AGENTS.md" in dry.stdout
     done = runner.invoke(
         app, [*base, "import", "workspace", str(workspace), "--apply", "--no-embed", "--json"], env=env
     )
     data = json.loads(done.stdout)
-    assert data["applied"] and data["created"] == 6
+    assert data["applied"] and data["created"] == 5
     assert {"kind", "path", "applied", "created", "skipped", "problems", "warnings", "items"} <= set(data)
     log = (tmp_path / "home" / "logs" / "lifecycle.log").read_text().splitlines()
-    assert json.loads(log[-1])["op"] == "import" and len(json.loads(log[-1])["created"]) == 6
+    assert json.loads(log[-1])["op"] == "import" and len(json.loads(log[-1])["created"]) == 5
     both = runner.invoke(app, [*base, "import", "workspace", str(workspace), "--apply", "--dry-run"], env=env)
     assert both.exit_code == 2 and "contradict" in both.stderr
     bad = runner.invoke(app, [*base, "import", "evernote", str(workspace)], env=env)
@@ -345,12 +352,14 @@ def test_a_copied_daily_log_keeps_its_days_time_and_maintain_sees_it(vault, stor
 def test_a_note_file_is_one_source_whatever_kind_imports_it(vault, store, workspace):
     first = store.import_("workspace", workspace, apply=True, embed=False)
     again = store.import_("obsidian", workspace, apply=True, embed=False)
-    # Only what workspace skipped on purpose (AGENTS.md, HEARTBEAT.md, INDEX.md) is new to obsidian.
-    assert again["created"] == 3 and first["created"] + again["created"] == len(memories(store))
+    # Only what workspace skipped on purpose (AGENTS.md, HEARTBEAT.md, INDEX.md) or took for the
+    # working page (NOW.md) is new to obsidian, which knows no such files.
+    assert again["created"] == 4 and first["created"] + again["created"] == len(memories(store))
     assert {r["origin"] for r in again["items"] if r["action"] == "created"} == {
         "AGENTS.md",
         "HEARTBEAT.md",
         "memory/INDEX.md",
+        "NOW.md",
     }
     assert store.import_("typed", workspace, apply=True, embed=False)["created"] == 0
 
@@ -532,11 +541,48 @@ def test_another_tools_supersedes_is_kept_under_another_name(vault, store, tmp_p
     # id-shaped one would have meant marchdb's field, though the ids are the other tool's.
     src = tmp_path / "adr"
     put(src, "adr-4.md", '---\nsupersedes: "[[adr-0003]]"\n---\n# Use Postgres\nWe move to Postgres.\n')
-    put(src, "adr-5.md", "---\nsupersedes: adr-0004\n---\n# Use Kafka\nWe move to Kafka.\n")
+    put(src, "adr-5.md", "---\nsupersedes: adr-0004\nconflicts_with: adr-0002\n---\n# Use Kafka\nWe move to Kafka.\n")
     report = store.import_("obsidian", src, apply=True, embed=False)
     assert report["created"] == 2, report["items"]
     texts = [p.read_text() for p in vault.root.rglob("*.md")]
     assert any('original_supersedes: "[[adr-0003]]"' in t or "original_supersedes: '[[adr-0003]]'" in t for t in texts)
     assert any("original_supersedes: adr-0004" in t for t in texts)
-    assert all("\nsupersedes:" not in t for t in texts)
+    assert all("\nsupersedes:" not in t and "\nconflicts_with:" not in t for t in texts)
+    assert any("original_conflicts_with: adr-0002" in t for t in texts)
     assert store.con.execute("SELECT count(*) FROM supersedes").fetchone()[0] == 0
+    assert store.con.execute("SELECT count(*) FROM conflicts_with").fetchone()[0] == 0
+
+
+def test_a_workspaces_now_md_becomes_the_working_page_never_over_the_users(vault, store, tmp_path):
+    ws = tmp_path / "ws"
+    page = put(
+        ws, "NOW.md", "---\nupdated: 2026-01-01\n---\n# Now\n\nShipping the billing export.\nStuck on CSV quoting.\n"
+    )
+    month_ago = time.time() - 30 * 86400
+    os.utime(page, (month_ago, month_ago))
+    # Held text is the user's now: never overwritten, and the report says how to take this one.
+    store.now("Reviewing PR 42.")
+    (row,) = store.import_("workspace", ws, apply=True, embed=False)["items"]
+    assert row["action"] == "skip" and "`marchdb now - < NOW.md` takes this one" in row["detail"]
+    assert store.now()["text"] == "Reviewing PR 42."
+    store.now(clear=True)
+    runner = CliRunner()
+    base = ["--home", str(store.cfg.home), "--root", str(vault.root)]
+    dry = runner.invoke(app, [*base, "import", "workspace", str(ws)], env={"MARCH_EMBED_MODEL": "x"})
+    assert dry.exit_code == 0 and "now      NOW.md: becomes the working page (marchdb now)" in dry.stdout
+    assert store.now()["text"] == ""
+    done = runner.invoke(app, [*base, "import", "workspace", str(ws), "--apply"], env={"MARCH_EMBED_MODEL": "x"})
+    assert done.exit_code == 0 and "now      NOW.md: became the working page" in done.stdout
+    taken = store.now()
+    assert taken["text"] == "Shipping the billing export.\nStuck on CSV quoting."  # no frontmatter, no title
+    assert taken["stale"] and taken["age"] == "30 days ago"  # a month-old page is never shown as current
+    assert store.con.execute("SELECT count(*) FROM memory_index").fetchone()[0] == 0
+    # Too long for the page: a problem line, nothing written.
+    store.now(clear=True)
+    put(ws, "NOW.md", "word " * 1000)
+    (row,) = store.import_("workspace", ws, apply=True, embed=False)["items"]
+    assert row["action"] == "problem" and "holds at most 2,000" in row["detail"] and store.now()["text"] == ""
+    # Another kind of import reads NOW.md as a note like any other.
+    put(ws, "NOW.md", "# Now\n\nShipping the export.\n")
+    (row,) = store.import_("obsidian", ws)["items"]
+    assert row["action"] == "create"

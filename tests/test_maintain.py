@@ -334,3 +334,66 @@ def test_a_long_superseded_memory_is_proposed_for_the_archive(vault, store):
     assert "unchanged for 100 days" in found["mem_old"]["reason"]  # since its successor was written
     assert "mem_recent" not in found and "mem_dec" not in found  # too recent; a decision is never proposed
     assert "mem_old3" not in found  # old, but superseded only ten days ago
+
+
+def test_two_memories_that_contradict_each_other_are_for_a_person_to_decide(vault, store):
+    mem(vault, "a.md", "mem_a", created=5)
+    mem(vault, "b.md", "mem_b", tags=("decision",), created=5, extra="conflicts_with: [mem_a, mem_gone]\n")
+    mem(vault, "c.md", "mem_c", created=5, extra="conflicts_with: mem_d\n")
+    mem(vault, "d.md", "mem_d", status="deprecated", created=5, updated=5)  # retired: nothing to decide
+    store.sync(embed=False)
+    report = store.maintain(now=NOW, apply=True)
+    (decide,) = [p for p in report["proposals"] if p["action"] == "decide"]
+    assert decide["ids"] == ["mem_a", "mem_b"] and decide["paths"] == ["a.md", "b.md"]  # a decision too: listed
+    assert "contradict each other" in decide["reason"] and "--supersedes" in decide["reason"]
+    assert not decide["applied"] and report["counts"]["decide"] == 1  # never applied
+    problems = [p for p in store.doctor()["problems"] if p["kind"] == "contradiction"]
+    assert sorted(p["path"] for p in problems) == ["a.md", "b.md"] and all(p["advice"] for p in problems)
+    assert "contradicts mem_b (b.md, conflicts_with)" in next(p["detail"] for p in problems if p["path"] == "a.md")
+    text = CliRunner().invoke(
+        app, ["--home", str(store.cfg.home), "--root", str(vault.root), "maintain"], env={"MARCH_EMBED_MODEL": "x"}
+    )
+    assert text.exit_code == 0 and "decide   mem_a, mem_b: " in text.stdout and "1 decide" in text.stdout
+
+
+def test_finished_actions_after_two_weeks_and_unused_reflections_after_a_month(vault, store):
+    # Seed 003: done actions are archived after ~14 days, reflections after ~30 days unreferenced.
+    mem(vault, "a1.md", "mem_done_tag", tags=("action", "action/done"), created=40, updated=20)
+    mem(vault, "actions/done/a2.md", "mem_done_folder", tags=("action",), created=40, updated=20)
+    mem(vault, "a3.md", "mem_done_recent", tags=("action/done",), created=40, updated=5)
+    mem(vault, "actions/open/a4.md", "mem_open_action", tags=("action",), created=40, updated=20)
+    mem(vault, "a5.md", "mem_done_decision", tags=("action/done", "decision"), created=40, updated=20)
+    mem(vault, "r1.md", "mem_reflection", tags=("reflection",), created=45)
+    mem(vault, "reflections/r2.md", "mem_reflection_folder", created=45)
+    mem(vault, "r3.md", "mem_reflection_used", tags=("reflection",), created=45)
+    mem(vault, "r4.md", "mem_reflection_new", tags=("reflections",), created=10)
+    mem(vault, "a6.md", "mem_done_used", tags=("action/done",), created=40, updated=20)
+    store.sync(embed=False)
+    with store.con:  # referenced lately: a hint a week ago, an open three days ago
+        store.con.execute(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score, at) VALUES ('r', 'user', 'mem_reflection_used', 0.6, ?)",
+            (ago(7),),
+        )
+        store.con.execute("INSERT INTO open_log(mem_id, at) VALUES ('mem_done_used', ?)", (ago(3),))
+    props = by_id(store.maintain(now=NOW))
+    archived = {k for k, p in props.items() if p["action"] == "archive"}
+    assert archived == {"mem_done_tag", "mem_done_folder", "mem_reflection", "mem_reflection_folder"}
+    assert props["mem_done_tag"]["reason"] == (
+        "a finished action, done 20 days ago (more than 14, and not hinted nor opened in as long)"
+    )
+    assert props["mem_reflection"]["reason"] == (
+        "a reflection written 45 days ago (more than 30, and not hinted nor opened in as long)"
+    )
+    looser = by_id(store.maintain(now=NOW, action_days=2, reflection_days=5))
+    assert {"mem_done_recent", "mem_reflection_new"} <= set(looser) and "mem_done_decision" not in looser
+    result = CliRunner().invoke(
+        app,
+        ["--home", str(store.cfg.home), "--root", str(vault.root), "maintain", "--action-days", "30", "--json"],
+        env={"MARCH_EMBED_MODEL": "x"},
+    )
+    ids = {p["ids"][0] for p in json.loads(result.stdout)["proposals"]}
+    assert "mem_done_tag" not in ids and "mem_reflection" in ids  # 20 days is not more than 30
+    bad = CliRunner().invoke(
+        app, ["--home", str(store.cfg.home), "--root", str(vault.root), "maintain", "--reflection-days", "-1"]
+    )
+    assert bad.exit_code == 2 and "reflection-days must be a whole number of days" in bad.stderr

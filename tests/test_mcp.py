@@ -47,7 +47,9 @@ async def _session_calls(params, calls):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             tools = await session.list_tools()
+            prompts = await session.list_prompts()
             results = {"tools": {t.name: t for t in tools.tools}, "server": init.server_info}
+            results["prompts"] = {p.name: p for p in prompts.prompts}
             for key, name, args in calls:
                 result = await session.call_tool(name, args)
                 text = "".join(getattr(c, "text", "") for c in result.content)
@@ -66,9 +68,18 @@ def test_tools_are_listed_with_their_descriptions(server):
     answer = call(server, [])
     assert (answer["server"].name, answer["server"].version) == ("marchdb", __version__)
     tools = answer["tools"]
-    assert {"memory_search", "memory_open", "memory_save", "memory_log", "memory_recall", "memory_context"} <= set(
-        tools
-    )
+    assert set(tools) == {
+        "memory_search",
+        "memory_open",
+        "memory_save",
+        "memory_log",
+        "memory_now",
+        "memory_recall",
+        "memory_context",
+    }
+    assert set(answer["prompts"]) == {"memory_reflect"}  # a prompt for the host's model, not a tool
+    assert "conflicts_with" in tools["memory_save"].input_schema["properties"]
+    assert tools["memory_now"].input_schema["properties"]["text"]["anyOf"][0]["maxLength"] == 2000
     assert (
         "daily log" in tools["memory_log"].description
         and "include_archived" in tools["memory_search"].input_schema["properties"]
@@ -251,6 +262,35 @@ def test_memory_log_appends_to_the_day_through_the_server(server, mixed_vault):
     assert out["two"][1]["status"] == "appended" and out["two"][1]["id"] == out["one"][1]["id"]
     text = Path(out["two"][1]["path"]).read_text()
     assert "- Gateway timeout raised" in text and "- Second\n\nmore" in text
+
+
+def test_the_working_page_and_the_reflection_prompt_through_the_server(server, mixed_vault):
+    out = call(
+        server,
+        [
+            ("log", "memory_log", {"title": "Decided to use Postgres for the ledger"}),
+            ("set", "memory_now", {"text": "Migrating the gateway; blocked on DNS."}),
+            ("read", "memory_now", {}),
+            ("context", "memory_context", {}),
+            ("bad", "memory_now", {"text": "x", "clear": True}),
+        ],
+    )
+    assert out["set"][1]["status"] == "set" and out["read"][1]["text"] == "Migrating the gateway; blocked on DNS."
+    assert "[now]\nupdated just now" in out["context"][1]["text"] and out["context"][1]["now"]["stale"] is False
+    assert out["bad"][0] is True and "not both" in out["bad"][1]
+
+    async def prompt():
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import stdio_client
+
+        async with stdio_client(server) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.get_prompt("memory_reflect", {})
+
+    got = asyncio.run(asyncio.wait_for(prompt(), timeout=240))
+    text = got.messages[0].content.text
+    assert text.startswith("Reflect on the daily log of ") and "Decided to use Postgres for the ledger" in text
 
 
 def _engine_that_answers(home: Path, answers: list[bytes]):

@@ -331,7 +331,8 @@ def test_an_id_with_invisible_or_direction_characters_is_indexed_and_told():
         ("[" + ", ".join(f"m{i}" for i in range(21)) + "]", [f"m{i}" for i in range(20)], 1),
     ],
 )
-def test_supersedes_field(value, ids, problems):
-    note = parse_note(f"---\nid: mem_new\nname: n\nsupersedes: {value}\n---\nBody.\n".encode())
-    assert notes.supersedes_ids(note.extra.get("supersedes")) == ids
-    assert sum("supersedes" in p.detail for p in note.problems) == problems
+@pytest.mark.parametrize("key", notes.ID_FIELDS)
+def test_supersedes_field(value, ids, problems, key):
+    note = parse_note(f"---\nid: mem_new\nname: n\n{key}: {value}\n---\nBody.\n".encode())
+    assert notes.field_ids(note.extra.get(key), key) == ids
+    assert sum(key in p.detail for p in note.problems) == problems

@@ -568,3 +568,43 @@ def test_hybrid_recall_runs_no_statement_with_a_bound_limit(vault, store, monkey
     marker = {"vec0": "k = :k_dense", "memory": "query_cosine(", "coarse": "vec_quantize_binary("}[path]
     assert any(marker in sql for sql in seen)
     _traced(store.con, lambda: store.con.execute("SELECT * FROM march_similar('mem_0')").fetchall())
+
+
+def test_two_memories_that_contradict_each_other_are_never_hinted_side_by_side_unsaid(vault, bm25_store):
+    topic_vault(vault, n=0)
+    vault.write(
+        "freeze.md",
+        "---\nid: mem_freeze\nname: Zebra release freeze\ndescription: no zebra releases on fridays (quokka rule)\n"
+        "tags: [release]\n---\nNo zebra releases on Fridays.\n",
+    )
+    allowed = vault.write(
+        "allowed.md",
+        "---\nid: mem_allowed\nname: Zebra releases allowed\ndescription: zebra releases on fridays are fine\n"
+        "tags: [release]\nconflicts_with: mem_freeze\n---\nZebra releases on Fridays are fine.\n",
+    )
+    bm25_store.sync()
+    question = "can we do zebra releases on fridays"
+    both = bm25_store.recall(question)
+    assert {h.id for h in both.hints} == {"mem_freeze", "mem_allowed"}
+    assert all(h.signals["contradicts"] for h in both.hints)
+    note = [line for line in both.text().splitlines() if line.startswith("!")]
+    assert len(note) == 1 and "contradict each other" in note[0] and "not yet decided" in note[0]
+    data = both.to_dict()
+    assert data["text"] == both.text() and {h["id"]: h["signals"]["contradicts"] for h in data["hints"]} == {
+        "mem_freeze": ["mem_allowed"],
+        "mem_allowed": ["mem_freeze"],
+    }
+    # The context block, and the hook's [recall] block, say it too.
+    assert "contradict each other" in bm25_store.context(question)["text"]
+    hooked = bm25_store.hook(event="message", text=question, run_id="r1")
+    assert "contradict each other" in hooked["context"]
+    # One of them alone still says it is disputed.
+    alone = bm25_store.recall("the quokka rule")
+    assert [h.id for h in alone.hints] == ["mem_freeze"]
+    assert "! mem_freeze is disputed by mem_allowed" in alone.text()
+    # Decided (one supersedes the other): no mark any more.
+    allowed.write_text(allowed.read_text().replace("conflicts_with:", "supersedes:"))
+    bm25_store.sync()
+    settled = bm25_store.recall(question)
+    assert [h.id for h in settled.hints] == ["mem_allowed"] and "!" not in settled.text()
+    assert "contradicts" not in settled.hints[0].signals

@@ -22,6 +22,7 @@ from marchdb.changes import MAX_BODY_BYTES, Changes, validate_changes
 from marchdb.errors import Conflict, InvalidInput, NotFound
 from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
 from marchdb.index import db, vectors
+from marchdb.index.recall import RELATED_BELOW
 from marchdb.ops import SAVE
 from marchdb.save import update_file
 from marchdb.twins import find_similar
@@ -591,3 +592,75 @@ def test_an_empty_supersedes_clears_a_value_that_names_no_id(vault, store):
     store.sync(embed=False)
     assert store.save(id="mem_odd", supersedes=[], embed=False)["status"] == "updated"
     assert "supersedes" not in path.read_text()
+
+
+# ---------------------------------------------------------------- conflicts_with, related
+
+
+def test_conflicts_with_is_written_checked_and_removed(vault, store):
+    vault.memory("freeze.md", "mem_freeze", name="Release freeze on Fridays", description="no releases on Fridays")
+    vault.memory("other.md", "mem_other", name="Tea", description="green tea at 80 degrees")
+    store.sync(embed=False)
+    # A memory of the same name is a duplicate, unless the new one says it contradicts it.
+    assert create(store, name="Release freeze on Fridays")["status"] == "duplicate"
+    res = create(store, name="Release freeze on Fridays", description="releases allowed", conflicts_with="mem_freeze")
+    assert res["status"] == "created"
+    path = Path(res["path"])
+    assert "\nconflicts_with: mem_freeze\n" in path.read_text(encoding="utf-8")
+    rid = store.con.execute("SELECT rid FROM memory_index WHERE id = ?", (res["id"],)).fetchone()[0]
+    assert store.con.execute("SELECT target FROM conflicts_with WHERE rid = ?", (rid,)).fetchall() == [("mem_freeze",)]
+    pairs = store.con.execute("SELECT id, other_id FROM diag_contradictions ORDER BY id").fetchall()
+    assert sorted(pairs) == sorted([(res["id"], "mem_freeze"), ("mem_freeze", res["id"])])  # both sides
+    assert store.save(id=res["id"], conflicts_with=["mem_freeze"], embed=False)["status"] == "unchanged"
+    with pytest.raises(NotFound, match="no memory has id mem_nope, so it cannot be contradicted"):
+        store.save(id=res["id"], conflicts_with=["mem_nope"], embed=False)
+    with pytest.raises(InvalidInput, match="cannot contradict itself"):
+        store.save(id=res["id"], conflicts_with=[res["id"]], embed=False)
+    with pytest.raises(InvalidInput, match="both supersedes and conflicts_with"):
+        store.save(id=res["id"], conflicts_with=["mem_other"], supersedes=["mem_other"], embed=False)
+    with pytest.raises(InvalidInput, match="contradicts at most"):
+        store.save(id=res["id"], conflicts_with=[f"m{i}" for i in range(notes.MAX_SUPERSEDES + 1)], embed=False)
+    # Settled by a person: the newer one replaces the older, and the contradiction is gone.
+    assert store.save(id=res["id"], supersedes=["mem_freeze"], embed=False)["status"] == "updated"
+    assert store.con.execute("SELECT count(*) FROM diag_contradictions").fetchone()[0] == 0
+    assert store.save(id=res["id"], conflicts_with=[], embed=False)["status"] == "updated"
+    assert "conflicts_with" not in path.read_text(encoding="utf-8")
+    assert store.con.execute("SELECT count(*) FROM conflicts_with").fetchone()[0] == 0
+
+
+def test_a_created_memory_answers_with_the_related_ones(vault, store):
+    vault.memory(
+        "freeze.md",
+        "mem_freeze",
+        name="Release freeze on Fridays",
+        description="No production releases on Fridays, the weekend has no on-call",
+        tags=["release", "process"],
+    )
+    for i in range(8):
+        vault.memory(f"g{i}.md", f"mem_g{i}", name=f"Garden note {i}", description=f"tomatoes and basil, bed {i}")
+    store.sync(embed=False)
+    res = create(
+        store,
+        name="Friday releases allowed",
+        description="Production releases on Fridays are allowed again, on-call covers the weekend",
+        tags=["release"],
+    )
+    assert res["status"] == "created"
+    (rel,) = res["related"]
+    assert (rel["id"], rel["name"], rel["shared_tags"]) == ("mem_freeze", "Release freeze on Fridays", ["release"])
+    assert rel["score"] >= store.cfg.min_score - RELATED_BELOW and "shares the tags release" in rel["why"]
+    assert rel["description"].startswith("No production releases")
+    # Nothing is recorded: the writer's look is no hint.
+    assert store.con.execute("SELECT count(*) FROM recall_log").fetchone()[0] == 0
+    # What it names already (it replaces or contradicts them) is not listed again; updates list nothing.
+    again = create(
+        store,
+        name="Friday releases now fine",
+        description="Production releases on Fridays are fine, on-call covers the weekend",
+        tags=["release"],
+        supersedes=["mem_freeze"],
+    )
+    assert "mem_freeze" not in [r["id"] for r in again["related"]]
+    assert store.save(id="mem_g1", description="tomatoes only", embed=False)["related"] == []
+    unrelated = create(store, name="Dog's medication", description="Biscuit takes carprofen", tags=["pets"])
+    assert unrelated["related"] == []

@@ -1,5 +1,5 @@
 """The core commands of the ``marchdb`` CLI: ``sync``, ``status``, ``doctor``,
-``open``, ``rebuild``, ``recall``, ``search``, ``save``, ``context``, ``demo``.
+``open``, ``rebuild``, ``recall``, ``search``, ``save``, ``remember``, ``context``, ``demo``.
 
 They register on ``cli.app.app`` (``cli.main`` imports this module) and, like
 every command, only format what the library returns.
@@ -255,9 +255,22 @@ def save(ctx: typer.Context, args: dict, as_json: bool):
     if body == "-" or (body is None and stdin_has_input()):
         piped = _read_stdin_body()
         args["body"] = piped if (body == "-" or piped.strip()) else None
-    if args["supersedes"] is not None:  # --supersedes '' removes the field
-        args["supersedes"] = [x for x in args["supersedes"] if x.strip()]
-    result = _call(ctx, "memory_save", args)
+    for key in ("supersedes", "conflicts_with"):  # --supersedes '' removes the field
+        if args[key] is not None:
+            args[key] = [x for x in args[key] if x.strip()]
+    _saved(_call(ctx, "memory_save", args), as_json)
+
+
+@op_command(app, "memory_remember")
+def remember(ctx: typer.Context, args: dict, as_json: bool):
+    result = _call(ctx, "memory_remember", args)
+    if not as_json and result["status"] == "created":
+        say(one_line(f"name: {result['name']}"))
+    _saved(result, as_json)
+
+
+def _saved(result: dict, as_json: bool) -> None:
+    """What ``save`` and ``remember`` print; exit 9 for a near-duplicate (nothing written)."""
     if as_json:
         _emit(result)
     else:
@@ -267,8 +280,25 @@ def save(ctx: typer.Context, args: dict, as_json: bool):
             say(result["message"])
         for warning in result.get("warnings", []):
             say(f"warning: {one_line(warning)}", err=True)
+        _say_related(result)
     if result["status"] == "duplicate":
         raise typer.Exit(EXIT_DUPLICATE)
+
+
+def _say_related(result: dict) -> None:
+    """Text mode: the memories on the same subject as one just created, and what to do with them."""
+    related = result.get("related") or []
+    if not related:
+        return
+    say(f"related ({len(related)}): memories on the same subject; reconcile before moving on:")
+    for item in related:
+        say(one_line(f"  {item['id']} | {item['name']} | {item['description']} ({item['why']})"))
+    new = result["id"]
+    say(
+        f"  replaces one (a fact changed)? marchdb save --id {new} --supersedes OLD_ID; contradicts one? "
+        f"marchdb save --id {new} --conflicts-with OLD_ID; adds to one? update it and deprecate {new}; "
+        "else keep both"
+    )
 
 
 @op_command(app, "memory_context")

@@ -1,4 +1,4 @@
-"""The lifecycle commands of the ``marchdb`` CLI: ``log``, ``import``, ``maintain``.
+"""The lifecycle commands of the ``marchdb`` CLI: ``log``, ``now``, ``reflect``, ``import``, ``maintain``.
 
 They register on ``cli.app`` (``cli`` imports this module) and, like every
 command, only format what the library returns.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typer
 
+from marchdb import ops
 from marchdb.cli.app import (
     JsonOpt,
     _call,
@@ -24,6 +25,7 @@ from marchdb.cli.app import (
     stdin_has_input,
 )
 from marchdb.errors import FileError, InvalidInput
+from marchdb.lifecycle.now import NOW_HEADER
 from marchdb.text import one_line
 
 
@@ -42,6 +44,37 @@ def log_(ctx: typer.Context, args: dict, as_json: bool):
     say(result["entry"])
     for warning in result.get("warnings", []):
         say(f"warning: {one_line(warning)}", err=True)
+
+
+@op_command(app, "memory_now")
+def now_(ctx: typer.Context, args: dict, as_json: bool):
+    if args["text"] == "-":  # only when asked: `marchdb now` prints the page at once, whatever stdin is
+        args["text"] = _read_stdin_body("page")
+    # The page is a file of the home: answered here, never through the warm engine (no index, no model).
+    data = ops.call(_store(ctx), "memory_now", args)
+    if as_json:
+        _emit(data)
+        return
+    _say_notices(data)
+    if data["status"] == "cleared":
+        say(f"cleared the working page ({data['path']})")
+    elif data["status"] == "set":
+        say(f"set the working page ({len(data['text']):,} characters, {data['path']})")
+    elif data["block"]:
+        say(data["block"].removeprefix(f"{NOW_HEADER}\n"))
+    else:
+        say('no working page (marchdb now "what I am doing now" sets one)', err=True)
+
+
+@op_command(app, "memory_reflect")
+def reflect(ctx: typer.Context, args: dict, as_json: bool):
+    # Reads the logs and the index, needs no model: answered here (a cron job starts no engine).
+    data = ops.call(_store(ctx), "memory_reflect", args)
+    if as_json:
+        _emit(data)
+        return
+    _say_notices(data)
+    say(data["text"], nl=False)
 
 
 def _apply_or_dry_run(apply: bool, dry_run: bool) -> None:
@@ -83,8 +116,8 @@ def import_(
         _emit(data)
         _some_failed(failed)
         return
-    shown = {"create": 20, "created": 20, "skip": 100, "problem": 100}
-    for action in ("created", "create", "skip", "problem"):
+    shown = {"create": 20, "created": 20, "now": 1, "skip": 100, "problem": 100}
+    for action in ("created", "create", "now", "skip", "problem"):
         rows = [r for r in data["items"] if r["action"] == action]
         for row in rows[: shown[action]]:
             where = f" -> {row['id']} {row['path']}" if row.get("id") and row.get("path") else ""
@@ -116,12 +149,25 @@ def maintain_(
     deprecated_days: int = typer.Option(
         90, "--deprecated-days", help="Propose memories deprecated for this many days."
     ),
+    action_days: int = typer.Option(
+        14, "--action-days", help="Propose finished actions (actions/done/, tag action/done) done this many days ago."
+    ),
+    reflection_days: int = typer.Option(
+        30, "--reflection-days", help="Propose reflections this old and unused for as long."
+    ),
     as_json: bool = JsonOpt,
 ):
-    """Propose what to archive, merge or describe, with the reason for each; --apply archives (never deletes)."""
+    """Propose what to archive, merge, describe or decide, with the reason for each; --apply archives (never
+    deletes). A dry run by default: safe to run from cron or a systemd timer (docs/lifecycle.md)."""
     _apply_or_dry_run(apply, dry_run)
     store = _store(ctx)
-    data = store.maintain(apply=apply, log_days=log_days, deprecated_days=deprecated_days)
+    data = store.maintain(
+        apply=apply,
+        log_days=log_days,
+        deprecated_days=deprecated_days,
+        action_days=action_days,
+        reflection_days=reflection_days,
+    )
     notes = _notices(store, as_json)
     # an archive that failed: a file that cannot be edited in place, a folder now a link
     failed = sum(1 for p in data["proposals"] if p["error"]) if data["applied"] else 0

@@ -44,7 +44,7 @@ def vec_extension() -> str:
 
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 10_000
 
 

@@ -36,6 +36,8 @@ ADVICE = {
     "not_regular": "replace it with a regular file, or move it out of the memory root (it is never read)",
     "bad_file_name": "rename the file or folder (its name is not valid UTF-8, e.g. from an old Latin-1 system)",
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
+    "contradiction": "decide which holds: supersede the other (marchdb save --id KEEP --supersedes OTHER), "
+    "deprecate one, or remove conflicts_with if both hold after all",
     "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "
     "invisible characters are easy to confuse)",
 }

@@ -435,6 +435,75 @@ def apply_rules(
     return hints, display, scored
 
 
+#: Most memories a save names as ``related`` (``related``).
+RELATED_MAX = 5
+#: How far below the hint threshold a memory still counts as related to one
+#: being saved. tools/bench_related.py (12 new facts beside 15 agent memories
+#: and 20 notes; --chats: and 269 chats): the old memory a new one contradicts
+#: or adds to scored 0.44-0.78 (0.31-0.70 with the chats; 0.49 for "Friday
+#: releases allowed" beside "Release freeze on Fridays"), any other at most
+#: 0.38 (0.26). From 0.35 a save lists 8 of 8 with 2 others (7 of 8, none);
+#: at the hint threshold it would miss 2 (4). A miss costs a silent
+#: contradiction, a false one a line the writer reads.
+RELATED_BELOW = 0.15
+
+
+def related(
+    con: apsw.Connection,
+    text: str,
+    embedder=None,
+    *,
+    threshold: float = DEFAULT_MIN_SCORE - RELATED_BELOW,
+    exclude: frozenset[str] | set[str] = frozenset(),
+    w_dense: float | None = None,
+    vindex: VectorIndex | None = None,
+    words: bridge.Dictionary | None = None,
+) -> list[Hint]:
+    """The active memories on the subject of ``text`` (a memory just saved,
+    its name and description): those recall scores for it from
+    ``threshold`` (a little below the hint threshold), with a description,
+    not superseded, at most
+    ``RELATED_MAX``, best first, none of ``exclude``. Scored as a recall is,
+    but nothing is logged: this is the writer's look, not a hint."""
+    text = text[:MAX_RECALL_CHARS]
+    qvec, calib = None, calibrate.bm25_only()
+    if embedder is not None and vectors_usable(con, embedder.fingerprint):
+        calib = calibrate.ensure(con, embedder)
+        qvec = embedder.embed_queries([text])[0]
+    found = []
+    for cand in score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, words=words):
+        if (
+            cand.id in exclude
+            or cand.signals.get("status") != "active"
+            or cand.signals.get("superseded_by")
+            or not cand.description
+            or cand.score < threshold
+        ):
+            continue
+        found.append(cand)
+        if len(found) >= RELATED_MAX:
+            break
+    return found
+
+
+def mark_contradictions(con: apsw.Connection, hints: list[Hint]) -> None:
+    """Name, in each hint's ``signals["contradicts"]``, the memories it is in
+    an undecided contradiction with (``conflicts_with``; the view
+    ``diag_contradictions``), so the answer says so wherever it is shown
+    (``hints.contradiction_lines``)."""
+    if not hints:
+        return
+    disputed: dict[str, list[str]] = {}
+    for mem_id, other in con.execute(
+        "SELECT id, other_id FROM diag_contradictions WHERE id IN (SELECT value FROM json_each(?)) ORDER BY other_id",
+        (json.dumps([h.id for h in hints]),),
+    ):
+        disputed.setdefault(mem_id, []).append(other)
+    for hint in hints:
+        if hint.id in disputed:
+            hint.signals["contradicts"] = disputed[hint.id]
+
+
 def recall(
     con: apsw.Connection,
     text: str,
@@ -474,6 +543,7 @@ def recall(
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only, conversation)
         if deadline is not None and run_id is not None and time.time() > deadline:
             raise Expired("the caller stopped waiting for this recall; nothing was recorded")  # rolls back
+    mark_contradictions(con, hints)
     return RecallResult(
         trigger=trigger,
         run_id=run_id,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from marchdb.hints import hint_line
+from marchdb.hints import contradiction_lines, hint_line
 
 
 @dataclass
@@ -63,8 +63,9 @@ class RecallResult:
     settings: dict = field(default_factory=dict)
 
     def text(self) -> str:
-        """The hints as seed 000's ``[recall]`` lines, one per hint ("" for none)."""
-        return "\n".join(h.line() for h in self.hints)
+        """The hints as seed 000's ``[recall]`` lines, one per hint, then a
+        line for each undecided contradiction among them ("" for none)."""
+        return "\n".join([h.line() for h in self.hints] + contradiction_lines(self.hints))
 
     def to_dict(self) -> dict:
         """The result as data, the same for every front-end: ``hints``,

@@ -26,17 +26,18 @@ from marchdb.errors import ConfigError, Retry
 from marchdb.files import folder_identity, read_file, stat_paths, walk
 from marchdb.index.db import bump_meta, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
 from marchdb.notes import (
+    ID_FIELDS,
     MAX_FILE_BYTES,
     BadNote,
     Note,
     Problem,
     chunk_body,
     content_hash,
+    field_ids,
     index_key,
     metadata_text,
     parse_note,
     priority_value,
-    supersedes_ids,
     text_hash,
 )
 
@@ -487,17 +488,18 @@ class Syncer:
 def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
     """The lifecycle fields of ``note`` (``memory_attrs``: priority for the
     ranking, source for import's idempotency; no row when it has neither) and
-    the ids it supersedes (``supersedes``)."""
+    the ids it supersedes and contradicts (``supersedes``, ``conflicts_with``)."""
     priority = priority_value(note.extra.get("priority"))
     source = note.extra.get("source")
     source = index_key(source) if isinstance(source, str) and source.strip() else None
     con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
     if priority is not None or source is not None:
         con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))
-    con.execute("DELETE FROM supersedes WHERE rid = ?", (rid,))
-    for target in supersedes_ids(note.extra.get("supersedes")):
-        if target != note.id:
-            con.execute("INSERT INTO supersedes(rid, target) VALUES (?, ?)", (rid, target))
+    for table in ID_FIELDS:  # each field has its table of the same name (sql/003_lifecycle.sql)
+        con.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
+        for target in field_ids(note.extra.get(table), table):
+            if target != note.id:
+                con.execute(f"INSERT INTO {table}(rid, target) VALUES (?, ?)", (rid, target))
 
 
 def sync_files(

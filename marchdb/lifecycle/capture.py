@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import stat
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -117,6 +118,46 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
             "save long material as a memory of its own (marchdb save)"
         )
     return one_line, text if text and text.strip() else None
+
+
+#: Longest one-liner ``remember`` takes: it becomes the memory's description
+#: (``changes.MAX_DESCRIPTION_CHARS``), the line recall hints.
+MAX_ONE_LINER_CHARS = 1000
+#: A one-liner's name: its first words, at most this many characters.
+NAME_CHARS = 60
+#: A one-liner's tag when none is given (``save`` needs one).
+DEFAULT_ONE_LINER_TAG = "note"
+_FIRST_SENTENCE = re.compile(r"(.+?(?:[.!?](?=\s|$)|[。！？]))", re.S)
+#: Where a sentence's subject usually ends: "Release freeze on Fridays: ..." is named "Release freeze on Fridays".
+_SUBJECT_END = re.compile(r"\s*(?::\s|\s[-–—]\s|;\s|[：；，])")
+
+
+def one_liner(text: object) -> tuple[str, str, str]:
+    """``(name, description, body)`` of a memory made from one sentence
+    (seed 004's ``retain "text"``; ``Store.remember``): the description is the
+    sentence on one line, the body the text as given, the name its subject
+    (what comes before a colon, a dash or a semicolon) or its first words,
+    at most ``NAME_CHARS`` characters. Raises ``InvalidInput`` for no text or
+    more than ``MAX_ONE_LINER_CHARS``."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput('give the sentence to remember, e.g. marchdb remember "Deploys are on Tuesdays"')
+    check_text(text, "the text")
+    line = " ".join(text.split())
+    if len(line) > MAX_ONE_LINER_CHARS:
+        raise InvalidInput(
+            f"the text is {len(line):,} characters; remember takes one sentence (at most {MAX_ONE_LINER_CHARS:,}): "
+            "save a longer memory with marchdb save (memory_save), which takes a name, a description and a body"
+        )
+    first = _FIRST_SENTENCE.match(line)
+    name = (first.group(1) if first else line).rstrip(".!?。！？ ")
+    head = _SUBJECT_END.split(name, maxsplit=1)[0].strip()
+    if len(head) >= 3 and head != name:
+        name = head
+    if len(name) > NAME_CHARS:
+        cut = name[:NAME_CHARS]
+        words = cut.rsplit(" ", 1)[0] if " " in cut.strip() else cut
+        name = words.rstrip(",;:-–— ") + "…"
+    return name or line[:NAME_CHARS], line, text.strip()
 
 
 @dataclass

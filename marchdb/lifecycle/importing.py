@@ -2,7 +2,8 @@
 
 Kinds:
 
-* ``workspace`` — seed 003's layout: ``NOW.md``, ``memory/INDEX.md``, daily
+* ``workspace`` — seed 003's layout: ``NOW.md`` (the working page, ``now``:
+  taken over when marchdb's is empty, never a memory), ``memory/INDEX.md``, daily
   logs ``memory/YYYY-MM-DD.md``, ``decisions/ lessons/ people/ projects/
   preferences/ reflections/ actions/``, ``.archive/``;
 * ``typed`` — seed 004's layout: ``MEMORY.md`` and ``user/ feedback/
@@ -52,8 +53,9 @@ from marchdb.errors import FileError, InvalidInput
 from marchdb.files import is_inside, read_file
 from marchdb.index import db
 from marchdb.index.sync import sync_files
+from marchdb.lifecycle import now
 from marchdb.lifecycle.notefolders import read_notes
-from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Skip, source_key
+from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Page, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates
@@ -71,7 +73,7 @@ BATCH = 100
 class Row:
     """One line of an import report."""
 
-    action: str  # create (dry run) | created | skip | problem
+    action: str  # create (dry run) | created | now (the working page) | skip | problem
     origin: str
     source: str | None = None
     id: str | None = None
@@ -203,6 +205,9 @@ class Importer:
             if isinstance(thing, Bad):
                 report.rows.append(Row("problem", thing.origin, detail=thing.detail))
                 continue
+            if isinstance(thing, Page):
+                report.rows.append(self._page(thing, apply))
+                continue
             _storable(thing)
             if thing.source in seen:
                 report.rows.append(
@@ -225,6 +230,32 @@ class Importer:
         if batch:
             self._write(batch, report)
         return report
+
+    def _page(self, page: Page, apply: bool) -> Row:
+        """A workspace's ``NOW.md`` becomes the working page (``now``), keeping
+        its age (a month-old page is injected as stale, not as current) — when
+        the page is empty: one that holds text already is the user's now, and
+        an import never overwrites."""
+        if self.home is None:
+            return Row("skip", page.origin, detail="no marchdb home to hold the working page")
+        held = now.read_page(self.home, float("inf"))["text"]
+        if held == page.text:
+            return Row("skip", page.origin, detail="the working page holds it already")
+        if held:
+            return Row(
+                "skip",
+                page.origin,
+                detail="the working page holds other text (marchdb now prints it) and is not overwritten; "
+                f"`marchdb now - < {page.origin}` takes this one",
+            )
+        if apply:
+            now.write_page(self.home, page.text, page.changed.timestamp())
+        return Row(
+            "now",
+            page.origin,
+            detail=f"{'became' if apply else 'becomes'} the working page (marchdb now), not a memory; "
+            f"written {format_time(page.changed)}",
+        )
 
     def _skipped(self, item: Item, mem_id: str) -> str:
         """Why an item is skipped as imported already — and, for a chat that

@@ -4,6 +4,11 @@ What it proposes, each with its reason:
 
 * **archive** a daily log (tag ``daily-log``) older than ``log_days`` days
   that no recall ever hinted, showed or recorded and nobody opened;
+* **archive** a finished action (tag ``action/done`` or a folder
+  ``actions/done``, seed 003) done ``action_days`` (14) days ago, and a
+  reflection (tag ``reflection`` or a folder ``reflections``) written
+  ``reflection_days`` (30) days ago, when no recall or open used it in
+  that time;
 * **archive** a memory whose status has been ``deprecated`` for
   ``deprecated_days`` days (since its ``updated_at`` or its file's last
   change, whichever is later: a note deprecated by hand in an editor keeps
@@ -13,7 +18,9 @@ What it proposes, each with its reason:
   tags) are nearly the same, as clusters listing every id;
 * **describe** a memory without a description (it is never a hint);
 * **archive** an imported chat that holds nothing (``transcripts.hollow``:
-  the rule an import applies now, so only older imports have such memories).
+  the rule an import applies now, so only older imports have such memories);
+* **decide** between two active memories that contradict each other
+  (``conflicts_with``): a person's call, never applied.
 
 "Never used" means as far as the kept logs remember (they are bounded,
 ``sql/003_lifecycle.sql``). Never proposed (seed 003: decisions and user
@@ -28,7 +35,7 @@ rewritten: filing is no update, so ``updated_at`` stays, and so does the
 undo; the file stays where it is). Archived memories
 leave recall and default search, and stay readable by ``open`` and by
 ``search --archived``; ``marchdb save --id ID --status active`` brings one
-back. Merge and describe proposals need a person and are never applied.
+back. Merge, describe and decide proposals need a person and are never applied.
 """
 
 from __future__ import annotations
@@ -56,6 +63,14 @@ from marchdb.tags import normalize_tag
 LOG_DAYS = 30
 #: Memories deprecated this many days ago are proposed for the archive.
 DEPRECATED_DAYS = 90
+#: Finished actions (seed 003's ``actions/done/``) this many days old are proposed for the archive (~14 days).
+ACTION_DAYS = 14
+#: Reflections this many days old, and unused as long, are proposed for the archive (seed 003: ~30 days).
+REFLECTION_DAYS = 30
+#: What marks a finished action: the tag (an import of ``actions/done/`` gives it) or the folders.
+ACTION_DONE_TAG = "action/done"
+#: What marks a reflection (seed 003's ``reflections/``, the ``reflection`` tag ``marchdb reflect`` asks for).
+REFLECTION_TAGS = frozenset({"reflection", "reflections"})
 #: Metadata cosine from which two active memories are proposed for a merge.
 #: Below save's refusal threshold (0.97: a restatement), since this only asks.
 MERGE_COSINE = 0.95
@@ -71,7 +86,7 @@ PROTECTED_FOLDERS = frozenset({"decisions", "profiles"})
 
 @dataclass
 class Proposal:
-    """One proposal: ``action`` archive | merge | describe, the memories it is about, and why."""
+    """One proposal: ``action`` archive | merge | describe | decide, the memories it is about, and why."""
 
     action: str
     ids: list[str]
@@ -142,6 +157,35 @@ def _age_days(now: dt.datetime, *stamps: object, fallback: object = None) -> flo
     return None if not times else (now - max(times)).total_seconds() / 86400.0
 
 
+def finished_action(tags: list[str], path: str) -> bool:
+    """Whether a memory is a finished action: tagged ``action/done``, or in a
+    folder ``actions/done`` (seed 003's ``actions/{open,in-progress,done}/``)."""
+    folders = [part.lower() for part in path.split("/")[:-1]]
+    in_done = any(a == "actions" and b == "done" for a, b in zip(folders, folders[1:]))
+    return ACTION_DONE_TAG in tags or in_done
+
+
+def reflection(tags: list[str], path: str) -> bool:
+    """Whether a memory is a reflection: tagged ``reflection(s)`` or in a folder ``reflections``."""
+    return bool(REFLECTION_TAGS & set(tags)) or "reflections" in {p.lower() for p in path.split("/")[:-1]}
+
+
+def _cold(now: dt.datetime, r: dict, mtime: str, days: int, since_change: bool) -> float | None:
+    """The age of a memory (its last change, from its times; with
+    ``since_change`` the file's too, whichever is later: moving a note into
+    ``actions/done/`` by hand changes no frontmatter) when it is older than
+    ``days`` and no recall or open used it in that time; else None."""
+    age = (
+        _age_days(now, r["updated_at"], mtime)
+        if since_change
+        else _age_days(now, r["created_at"], r["updated_at"], fallback=mtime)
+    )
+    used = _age_days(now, r["last_recalled"], r["last_opened"])
+    if age is None or age <= days or (used is not None and used <= days):
+        return None
+    return age
+
+
 def propose(
     con: apsw.Connection,
     now: dt.datetime | None = None,
@@ -149,6 +193,8 @@ def propose(
     deprecated_days: int = DEPRECATED_DAYS,
     merge_cosine: float = MERGE_COSINE,
     project_prefix: str = "project/",
+    action_days: int = ACTION_DAYS,
+    reflection_days: int = REFLECTION_DAYS,
 ) -> tuple[list[Proposal], list[str]]:
     """Every proposal for the index's memories now, and notes on what was
     skipped (``project_prefix``: the tag form of a project, config's
@@ -158,7 +204,7 @@ def propose(
     rows = db.rows(
         con,
         "SELECT m.rid, m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
-        "m.mtime_ms, u.recalled, u.opened, u.priority, u.source, "
+        "m.mtime_ms, u.recalled, u.opened, u.last_recalled, u.last_opened, u.priority, u.source, "
         "s.by_id AS superseded_by, coalesce(n.updated_at, n.created_at) AS superseded_at "
         "FROM memory_index m JOIN diag_usage u ON u.id = m.id "
         "LEFT JOIN superseded s ON s.id = m.id LEFT JOIN memory_index n ON n.id = s.by_id ORDER BY m.path",
@@ -180,6 +226,22 @@ def propose(
                         [r["path"]],
                         f"daily log last written {age:.0f} days ago (more than {log_days}), never hinted nor opened",
                     )
+                )
+                continue
+        if r["status"] == "active" and finished_action(tags, r["path"]):
+            age = _cold(now, r, mtime, action_days, since_change=True)
+            if age is not None:
+                rule = f"more than {action_days}, and not hinted nor opened in as long"
+                proposals.append(
+                    Proposal("archive", [r["id"]], [r["path"]], f"a finished action, done {age:.0f} days ago ({rule})")
+                )
+                continue
+        if r["status"] == "active" and reflection(tags, r["path"]):
+            age = _cold(now, r, mtime, reflection_days, since_change=False)
+            if age is not None:
+                rule = f"more than {reflection_days}, and not hinted nor opened in as long"
+                proposals.append(
+                    Proposal("archive", [r["id"]], [r["path"]], f"a reflection written {age:.0f} days ago ({rule})")
                 )
                 continue
         if r["status"] == "deprecated" or (r["status"] == "active" and r["superseded_by"]):
@@ -213,7 +275,29 @@ def propose(
             )
     skip = keep | {r["id"] for r in rows if LOG_TAG in json.loads(r["tags_json"])}
     merges, notes = _merge_proposals(con, skip, merge_cosine, project_prefix)
-    return proposals + merges, notes
+    return proposals + merges + _contradictions(con), notes
+
+
+def _contradictions(con: apsw.Connection) -> list[Proposal]:
+    """A ``decide`` proposal per undecided contradiction (``conflicts_with``,
+    the view ``diag_contradictions``): which of the two holds is a person's
+    call, so it is never applied (decisions and profiles too are listed)."""
+    out = []
+    for a, a_path, a_name, b, b_path, b_name in con.execute(
+        "SELECT id, path, name, other_id, other_path, other_name FROM diag_contradictions WHERE id < other_id "
+        "ORDER BY id, other_id"
+    ):
+        out.append(
+            Proposal(
+                "decide",
+                [a, b],
+                [a_path, b_path],
+                f"{a_name!r} and {b_name!r} contradict each other (conflicts_with) and both are active; decide "
+                f"which holds: supersede the other (marchdb save --id {a} --supersedes {b}, or the other way "
+                "round), deprecate one, or remove conflicts_with if both hold",
+            )
+        )
+    return out
 
 
 def _hollow_chat(con: apsw.Connection, rid: int) -> str | None:

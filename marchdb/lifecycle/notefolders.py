@@ -6,7 +6,8 @@ file name); description from ``description`` or the first sentence; tags
 from the frontmatter, from ``#tags`` in the text and from the folder (seed
 003's ``decisions/`` → ``decision``, ``people/`` → ``person``…; seed 004's
 ``user/`` → ``user`` + ``profile``…; any other folder path as one nested tag);
-a folder named ``archive`` or ``.archive`` gives status ``archived``. Other
+a folder named ``archive`` or ``.archive`` gives status ``archived``; a
+workspace's ``NOW.md`` is its working page (``Page``), not a memory. Other
 frontmatter fields are kept as they are. A note without a description that
 is empty or holds only headings is skipped, with the reason.
 """
@@ -32,12 +33,14 @@ from marchdb.lifecycle.sources import (
     Bad,
     Found,
     Item,
+    Page,
     Skip,
     clean_tags,
     one_line,
     unreadable,
 )
 from marchdb.notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
+from marchdb.ops import MAX_NOW_CHARS
 
 WORKSPACE_FOLDERS = {
     "decisions": ["decision"],
@@ -99,6 +102,26 @@ def first_sentence(body: str) -> str:
         match = _SENTENCE.match(plain)
         return one_line(match.group(1) if match else plain, DESCRIPTION_CHARS)
     return ""
+
+
+#: Seed 003's working page, at the workspace's top (``workspace/NOW.md``) or in its ``memory/``.
+NOW_FILES = ("NOW.md", "memory/NOW.md")
+
+
+def _page(origin: str, body: str, changed: dt.datetime) -> Page | Skip | Bad:
+    """A workspace's ``NOW.md`` for the working page: its text without a
+    frontmatter and a lone top heading (``# Now``), within the page's bound."""
+    text = _HEADING.sub("", body, count=1) if re.match(r"#[ \t]", body.lstrip()) else body
+    text = text.strip()
+    if not text:
+        return Skip(origin, "the working page is empty: nothing to take over")
+    if len(text) > MAX_NOW_CHARS:
+        return Bad(
+            origin,
+            f"{len(text):,} characters; marchdb's working page holds at most {MAX_NOW_CHARS:,}: shorten it and import "
+            "again, or move its lasting facts into memories",
+        )
+    return Page(origin, text, changed)
 
 
 def _only_headings(body: str) -> str | None:
@@ -198,7 +221,8 @@ def _entry_time(day: dt.date, body: str, last: bool = False) -> dt.datetime:
 
 
 def note_item(base: Path, rel: str, kind: str) -> Found:
-    """One Markdown file of a folder import as an ``Item``, ``Skip`` or ``Bad``."""
+    """One Markdown file of a folder import as an ``Item``, ``Skip``, ``Bad``
+    or (a workspace's ``NOW.md``) ``Page``."""
     origin = rel
     reason = _special(kind, rel)
     if reason:
@@ -220,6 +244,8 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         meta, body = _split_frontmatter(text)
     except ValueError as exc:
         return Bad(origin, str(exc))
+    if kind == "workspace" and rel in NOW_FILES:
+        return _page(origin, body, dt.datetime.fromtimestamp(st.st_mtime, dt.UTC))
     if meta.get("id") not in (None, ""):
         return Skip(
             origin,
@@ -287,8 +313,10 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
             extra[f"original_{key}"] = value
     if "priority" in extra and priority_value(extra["priority"]) is None:  # another tool's words for it
         extra["original_priority"] = extra.pop("priority")
-    if "supersedes" in extra:  # another tool's ids (an ADR's "[[adr-0003]]"): imported notes get new ones
-        extra["original_supersedes"] = extra.pop("supersedes")
+    # Another tool's ids (an ADR's "[[adr-0003]]"): imported notes get new ones.
+    for key in ("supersedes", "conflicts_with"):
+        if key in extra:
+            extra[f"original_{key}"] = extra.pop(key)
     if isinstance(meta.get("status"), str) and meta["status"].strip().lower() in STATUSES and status == "active":
         status = meta["status"].strip().lower()
     return Item(

@@ -4,7 +4,8 @@ which writes the items:
 
 * ``Item`` — one memory an import would create;
 * ``Skip`` — a source item left out on purpose (with the reason);
-* ``Bad`` — one that could not be read (malformed, half-written, too large).
+* ``Bad`` — one that could not be read (malformed, half-written, too large);
+* ``Page`` — a workspace's ``NOW.md``, for the working page (``now``).
 """
 
 from __future__ import annotations
@@ -86,7 +87,18 @@ class Bad:
     detail: str
 
 
-Found = Item | Skip | Bad
+@dataclass
+class Page:
+    """A workspace's working page (seed 003's ``NOW.md``): it becomes marchdb's
+    working page (``now``), never a memory that recall would later hint as if
+    it were current."""
+
+    origin: str
+    text: str
+    changed: dt.datetime  # when it was last written: the page keeps that age
+
+
+Found = Item | Skip | Bad | Page
 
 
 #: ``text`` on one line of plain text (``text.plain_line``: no escape

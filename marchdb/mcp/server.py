@@ -96,7 +96,43 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
     for op in ops.OPERATIONS.values():
         if op.mcp:
             server.add_tool(_tool_function(op, call), name=op.name, description=op.description)
+        if op.prompt:
+            server.add_prompt(_prompt(op, call))
     return server
+
+
+def _prompt(op, call: Callable[..., dict]):
+    """The MCP prompt of ``op`` (``memory_reflect``): its arguments are the
+    operation's (text, as MCP prompt arguments are), and its message is the
+    answer's ``text``. A refusal (a bad day) is an error the client shows."""
+    import inspect
+
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.prompts.base import Prompt
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    def render(**args: Any) -> str:
+        try:
+            return str(call(op.name, **{k: v for k, v in args.items() if v is not None})["text"])
+        except ToolError as exc:  # raised by ``call``: the message names what is wrong
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+
+    params = [
+        inspect.Parameter(
+            p.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[str | None, Field(description=p.help, max_length=p.max_chars)],
+        )
+        for p in op.params
+        if p.mcp and p.kind == "str" and not p.required
+    ]
+    render.__name__ = op.name
+    render.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    # The SDK checks a prompt's arguments with pydantic's validate_call, which reads the annotations.
+    render.__annotations__ = {**{q.name: q.annotation for q in params}, "return": str}
+    return Prompt.from_function(render, name=op.name, description=op.description)
 
 
 def _tool_function(op, call: Callable[..., dict]) -> Callable[..., dict]:
