@@ -15,8 +15,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from marchdb.config import Config, ensure_layout
-from marchdb.errors import FileError, InvalidInput
+from marchdb.config import Config
+from marchdb.errors import ConfigError, FileError, InvalidInput
 from marchdb.files import read_file
 from marchdb.hints import contradiction_lines, hint_line, recall_block
 
@@ -125,3 +125,55 @@ def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | objec
     if hints_text and hints_text.strip():
         blocks.append(recall_block(hints_text).strip())
     return "\n\n".join(blocks) + "\n"
+
+
+AGENT_PROFILE = """\
+# Agent Profile
+
+How the agent works, speaks and collaborates. This file is injected into every
+run as [agent_profile]; edit it freely. Keep searchable events out of it: those
+belong in memories.
+"""
+
+
+USER_PROFILE = """\
+# User Profile
+
+The user's stable preferences, long-term goals and facts. Injected into every
+run as [user_profile]; edit it freely.
+"""
+
+
+def ensure_layout(cfg: Config) -> list[Path]:
+    """Create the home, the default memory root and missing profiles; never
+    overwrite. A configured memory root is never created (``require_root``).
+
+    Returns the paths created, so a caller can tell the user.
+    """
+    created: list[Path] = []
+    folders = (cfg.home, cfg.profiles_dir) if cfg.root_source else (cfg.home, cfg.memory_root, cfg.profiles_dir)
+    for folder in folders:
+        if not folder.exists():
+            try:
+                # The home holds the engine's socket and lock: private to its user.
+                if folder == cfg.home:
+                    from marchdb.private import make_private_dirs
+
+                    make_private_dirs(folder)
+                else:
+                    folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot create {folder}: {exc.strerror}") from None
+            created.append(folder)
+    for name, text in (("agent.md", AGENT_PROFILE), ("user.md", USER_PROFILE)):
+        path = cfg.profiles_dir / name
+        try:
+            # "x" mode: never clobber a profile another process just wrote.
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(text)
+            created.append(path)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise ConfigError(f"cannot create {path}: {exc.strerror}") from None
+    return created

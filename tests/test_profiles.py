@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from marchdb.config import AGENT_PROFILE, USER_PROFILE
 from marchdb.errors import InvalidInput, MarchError
 from marchdb.hints import short as shorten
-from marchdb.profiles import format_context, format_hint_lines, read_profiles
+from marchdb.profiles import AGENT_PROFILE, USER_PROFILE, format_context, format_hint_lines, read_profiles
 
 
 def test_read_profiles_creates_missing_files_and_reads_edits(cfg):

@@ -128,7 +128,7 @@ def _hosts_seen() -> tuple[list[dict], list[dict]]:
     rows = install.installed(cwd)
     problems = []
     if any(r["host"] == "codex" for r in rows):
-        seen = codex.trust_status(str(cwd))
+        seen = codex.trust_status(str(cwd), lambda command: install.command_is_ours(command, "codex"))
         for hook in seen or []:
             if hook["status"] != "trusted":
                 problems.append(

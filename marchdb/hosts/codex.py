@@ -5,7 +5,7 @@ events ``SessionStart``, ``UserPromptSubmit``, ``PostToolUse``,
 ``PreCompact``, ``Stop``; ``hookSpecificOutput.additionalContext`` becomes a
 developer message. Codex runs a new or changed hook only once the user has
 trusted it (``/hooks`` in its TUI), and says nothing when it skips one:
-``install`` and ``doctor`` say so (``trust_notes``). Its transcript is a
+``install`` says so, and ``doctor`` asks Codex (``trust_status``). Its transcript is a
 "rollout" file of ``response_item`` lines. Only the standard library.
 """
 
@@ -50,21 +50,13 @@ def _rollout_turn(entry: dict) -> tuple[str, str] | None:
     return None
 
 
-def trust_notes(path) -> tuple[str, ...]:
-    """What to tell a user who has just written hooks into ``path``: Codex
-    skips them until they are trusted."""
-    return (
-        f"Codex runs new or changed hooks only once you trust them: start `codex`, type /hooks and trust the "
-        f"marchdb hooks of {path} (until then Codex skips them without a word; `marchdb doctor` tells)",
-    )
-
-
 #: Seconds ``trust_status`` gives Codex's app server to answer.
 TRUST_TIMEOUT = 20.0
 
 
-def trust_status(cwd: str, env: dict | None = None) -> list[dict] | None:
-    """Codex's own word on the marchdb hooks it sees from ``cwd``: each
+def trust_status(cwd: str, ours, env: dict | None = None) -> list[dict] | None:
+    """Codex's own word on the hooks it sees from ``cwd`` whose command
+    ``ours(command)`` says is marchdb's: each
     ``{"key", "event", "status"}`` (``trusted``, ``untrusted``, ``modified``),
     asked of ``codex app-server`` (the JSON-RPC server behind its TUI's
     /hooks); None when Codex is not on PATH or does not answer."""
@@ -98,13 +90,11 @@ def trust_status(cwd: str, env: dict | None = None) -> list[dict] | None:
         proc.wait()
     if listing is None:
         return None
-    from marchdb.hosts.install import command_is_ours
-
     return [
         {"key": h.get("key"), "event": h.get("eventName"), "status": h.get("trustStatus")}
         for entry in listing.get("data", [])
         for h in entry.get("hooks", [])
-        if command_is_ours(str(h.get("command", "")), HOST)
+        if ours(str(h.get("command", "")))
     ]
 
 

@@ -23,7 +23,14 @@ only says how the answer reads: the plain context text.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from marchdb.hosts import claude_code
+
+if TYPE_CHECKING:
+    from marchdb.hosts.settings import InstallResult
 
 HOST = "hermes"
 #: The operations Hermes' model gets as tools (recall reaches it by itself, through prefetch).
@@ -139,3 +146,92 @@ def register(ctx):
 def provider_source(command: list[str]) -> str:
     """The plugin's ``__init__.py`` for this installation's ``command`` (argv)."""
     return PROVIDER.format(command=repr(command), tools=repr(TOOLS))
+
+
+class HermesPlugin:
+    """Hermes Agent's installer: a memory-provider plugin folder, and the one
+    setting that chooses it. (Its imports are its own: the hook that Hermes
+    runs imports this module, and needs none of them.)"""
+
+    host = "hermes"
+    events: tuple[str, ...] = ("memory provider",)
+
+    @staticmethod
+    def home(project: Path | None = None) -> Path:
+        """``$HERMES_HOME`` (``~/.hermes``); Hermes has no per-project plugins."""
+        from marchdb.errors import ConfigError
+
+        if project is not None:
+            raise ConfigError("Hermes has no project settings: install it for the user (without --project)")
+        return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser().absolute()
+
+    def path(self, project: Path | None) -> Path:
+        """The plugin folder."""
+        return self.home(project) / "plugins" / "marchdb"
+
+    def install(self, folder: Path, argv: list[str]) -> InstallResult:
+        """Write the provider into ``folder``, and choose it (``hermes config set``) when Hermes is on PATH."""
+        from marchdb.errors import FileError
+        from marchdb.files import fsync_dir, write_temp
+        from marchdb.hosts.settings import InstallResult, check_folder
+
+        init = folder / "__init__.py"
+        source = provider_source(argv).encode()
+        notes = _choose_hermes_provider()
+        if os.path.lexists(folder) and not self.is_ours(folder):
+            raise FileError(f"{folder} exists and is not marchdb's plugin; marchdb does not replace it")
+        if init.exists() and init.read_bytes() == source:
+            return InstallResult(folder, False, " ".join(argv), notes=notes)
+        check_folder(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "plugin.yaml").write_text(
+            "name: marchdb\ndescription: marchdb memory (Markdown files, one SQLite index)\n"
+            "# written by `marchdb install hermes`, removed by `marchdb uninstall hermes`\n",
+            encoding="utf-8",
+        )
+        os.replace(write_temp(folder, source, 0o644), init)
+        fsync_dir(folder)
+        return InstallResult(folder, True, " ".join(argv), None, self.events, (), notes)
+
+    @staticmethod
+    def is_ours(folder: Path) -> bool:
+        """Whether ``folder`` is the plugin ``install`` wrote."""
+        try:
+            if os.path.islink(folder) or not folder.is_dir():
+                return False
+            text = (folder / "__init__.py").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        return "Written by `marchdb install hermes`" in text
+
+    def uninstall(self, folder: Path) -> InstallResult:
+        """Remove the plugin folder ``install`` wrote."""
+        import shutil
+
+        from marchdb.hosts.settings import InstallResult
+
+        if not self.is_ours(folder):
+            return InstallResult(folder, False, "")
+        shutil.rmtree(folder)
+        note = (
+            "Hermes still names marchdb as its memory provider: `hermes config set memory.provider builtin` "
+            "(or another) chooses another"
+        )
+        return InstallResult(folder, True, "", None, self.events, (), (note,))
+
+
+def _choose_hermes_provider() -> tuple[str, ...]:
+    import shutil
+    import subprocess
+
+    hermes = shutil.which("hermes")
+    line = "hermes config set memory.provider marchdb"
+    if hermes is None:
+        return (f"Hermes is not on PATH here: run `{line}` where it is (the one line that chooses marchdb)",)
+    try:
+        done = subprocess.run([hermes, "config", "set", "memory.provider", "marchdb"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return (f"could not run `{line}` ({exc}); run it yourself",)
+    if done.returncode != 0:
+        return (f"`{line}` failed ({done.stderr.decode(errors='replace').strip()[:200]}); run it yourself",)
+    return (f"ran `{line}`",)

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import stat
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +35,8 @@ from pathlib import Path
 from marchdb.errors import ConfigError, FileError
 from marchdb.files import fsync_dir, write_temp
 from marchdb.hosts import HOSTS, settings
+from marchdb.hosts.hermes import HermesPlugin
+from marchdb.hosts.settings import InstallResult
 
 #: Seconds a host gives the hook (it answers in well under one; a prompt
 #: waits up to ``hookWaitSeconds`` for an engine that is starting).
@@ -53,34 +53,6 @@ CARRIED_ENV = (
 #: The first line after the shebang of a hook file marchdb writes (Cline):
 #: only a file that holds it is ever replaced or removed.
 FILE_MARK = "# marchdb hook: written by `marchdb install`, removed by `marchdb uninstall`"
-
-
-@dataclass
-class InstallResult:
-    """What ``install`` / ``uninstall`` did."""
-
-    settings: Path
-    changed: bool
-    command: str
-    backup: Path | None = None
-    events: tuple[str, ...] = ()
-    #: Commands of earlier marchdb hooks install put its own in place of
-    #: (another path, home, root or model): said, and kept in the backup.
-    replaced: tuple[str, ...] = ()
-    #: What the user still has to do (Codex: trust the hooks; Hermes: choose the provider).
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        """JSON-ready form."""
-        return {
-            "settings": str(self.settings),
-            "changed": self.changed,
-            "command": self.command,
-            "backup": None if self.backup is None else str(self.backup),
-            "events": list(self.events),
-            "replaced": list(self.replaced),
-            "notes": list(self.notes),
-        }
 
 
 # ---------------------------------------------------------------- the command
@@ -350,7 +322,7 @@ class FileHooks:
                 if target.read_bytes() == data:
                     continue
                 replaced.append(next(line for line in target.read_text().splitlines()[2:] if line.strip()))
-            _check_folder(folder)
+            settings.check_folder(folder)
             folder.mkdir(parents=True, exist_ok=True)
             os.replace(write_temp(folder, data, 0o755), target)
             added.append(event)
@@ -366,90 +338,7 @@ class FileHooks:
         return InstallResult(folder, bool(removed), "", None, tuple(removed))
 
 
-def _check_folder(folder: Path) -> None:
-    """Refuse a hook folder that is a symbolic link: marchdb never writes through one."""
-    if os.path.islink(folder):
-        raise FileError(f"{folder} is a symbolic link; marchdb does not write through links")
-
-
 # ---------------------------------------------------------------- Hermes' plugin folder
-
-
-@dataclass
-class HermesPlugin:
-    """Hermes Agent: a memory-provider plugin folder, and the one setting that chooses it."""
-
-    host: str = "hermes"
-    events: tuple[str, ...] = ("memory provider",)
-
-    @staticmethod
-    def home(project: Path | None = None) -> Path:
-        """``$HERMES_HOME`` (``~/.hermes``); Hermes has no per-project plugins."""
-        if project is not None:
-            raise ConfigError("Hermes has no project settings: install it for the user (without --project)")
-        return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser().absolute()
-
-    def path(self, project: Path | None) -> Path:
-        """The plugin folder."""
-        return self.home(project) / "plugins" / "marchdb"
-
-    def install(self, folder: Path, argv: list[str]) -> InstallResult:
-        """Write the provider into ``folder``, and choose it (``hermes config set``) when Hermes is on PATH."""
-        from marchdb.hosts.hermes import provider_source
-
-        init = folder / "__init__.py"
-        source = provider_source(argv).encode()
-        notes = _choose_hermes_provider()
-        if os.path.lexists(folder) and not self.is_ours(folder):
-            raise FileError(f"{folder} exists and is not marchdb's plugin; marchdb does not replace it")
-        if init.exists() and init.read_bytes() == source:
-            return InstallResult(folder, False, " ".join(argv), notes=notes)
-        _check_folder(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "plugin.yaml").write_text(
-            "name: marchdb\ndescription: marchdb memory (Markdown files, one SQLite index)\n"
-            "# written by `marchdb install hermes`, removed by `marchdb uninstall hermes`\n",
-            encoding="utf-8",
-        )
-        os.replace(write_temp(folder, source, 0o644), init)
-        fsync_dir(folder)
-        return InstallResult(folder, True, " ".join(argv), None, self.events, (), notes)
-
-    @staticmethod
-    def is_ours(folder: Path) -> bool:
-        """Whether ``folder`` is the plugin ``install`` wrote."""
-        try:
-            if os.path.islink(folder) or not folder.is_dir():
-                return False
-            text = (folder / "__init__.py").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
-        return "Written by `marchdb install hermes`" in text
-
-    def uninstall(self, folder: Path) -> InstallResult:
-        """Remove the plugin folder ``install`` wrote."""
-        if not self.is_ours(folder):
-            return InstallResult(folder, False, "")
-        shutil.rmtree(folder)
-        note = (
-            "Hermes still names marchdb as its memory provider: `hermes config set memory.provider builtin` "
-            "(or another) chooses another"
-        )
-        return InstallResult(folder, True, "", None, self.events, (), (note,))
-
-
-def _choose_hermes_provider() -> tuple[str, ...]:
-    hermes = shutil.which("hermes")
-    line = "hermes config set memory.provider marchdb"
-    if hermes is None:
-        return (f"Hermes is not on PATH here: run `{line}` where it is (the one line that chooses marchdb)",)
-    try:
-        done = subprocess.run([hermes, "config", "set", "memory.provider", "marchdb"], capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return (f"could not run `{line}` ({exc}); run it yourself",)
-    if done.returncode != 0:
-        return (f"`{line}` failed ({done.stderr.decode(errors='replace').strip()[:200]}); run it yourself",)
-    return (f"ran `{line}`",)
 
 
 # ---------------------------------------------------------------- where each host keeps them
@@ -468,9 +357,11 @@ def _gemini_dir() -> Path:
 
 
 def _codex_after(path: Path) -> tuple[str, ...]:
-    from marchdb.hosts import codex
-
-    return codex.trust_notes(path)
+    # Codex skips a new or changed hook, without a word, until the user trusts it.
+    return (
+        f"Codex runs new or changed hooks only once you trust them: start `codex`, type /hooks and trust the "
+        f"marchdb hooks of {path} (until then Codex skips them without a word; `marchdb doctor` tells)",
+    )
 
 
 def _cline_user_dirs() -> list[Path]:

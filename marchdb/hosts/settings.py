@@ -14,6 +14,7 @@ import json
 import math
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from marchdb.clock import utc_now_iso
@@ -170,3 +171,37 @@ def _prune_backups(path: Path) -> None:
     ours = sorted(p for p in path.parent.iterdir() if p.name.startswith(prefix) and stat.S_ISREG(os.lstat(p).st_mode))
     for old in ours[:-KEEP_BACKUPS]:
         old.unlink(missing_ok=True)
+
+
+@dataclass
+class InstallResult:
+    """What ``install`` / ``uninstall`` did."""
+
+    settings: Path
+    changed: bool
+    command: str
+    backup: Path | None = None
+    events: tuple[str, ...] = ()
+    #: Commands of earlier marchdb hooks install put its own in place of
+    #: (another path, home, root or model): said, and kept in the backup.
+    replaced: tuple[str, ...] = ()
+    #: What the user still has to do (Codex: trust the hooks; Hermes: choose the provider).
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {
+            "settings": str(self.settings),
+            "changed": self.changed,
+            "command": self.command,
+            "backup": None if self.backup is None else str(self.backup),
+            "events": list(self.events),
+            "replaced": list(self.replaced),
+            "notes": list(self.notes),
+        }
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse a hook folder that is a symbolic link: marchdb never writes through one."""
+    if os.path.islink(folder):
+        raise FileError(f"{folder} is a symbolic link; marchdb does not write through links")
