@@ -75,8 +75,17 @@ def world(tmp_path, vault, default_model_path):
         vault.memory(f"f{i}.md", f"mem_filler_{i}", name=name, description=words, tags=["misc"], body=words)
     synced = run([MARCHDB, "sync"], {**env, "MARCH_DAEMON": "0"}, tmp_path)
     assert synced.returncode == 0, synced.stderr
+    # Warm before the host starts, as a user's engine is after their first prompt: no hook
+    # here races an engine still loading on a busy machine (test_daemon.py tests that race).
+    serve = subprocess.Popen(
+        [MARCHDB, "serve"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    from marchdb.engine import client
+
+    assert client.wait_ready(march, 120), "the engine did not start"
     yield {"home": home, "march": march, "env": env, "work": tmp_path, "project": tmp_path}
     run([MARCHDB, "serve", "--stop"], env, tmp_path)
+    serve.wait(timeout=60)
 
 
 #: Other memories of the vault, unrelated to the prompts.
