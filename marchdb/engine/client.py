@@ -19,12 +19,15 @@ This module is what a hook imports to stay fast: the standard library only.
 
 from __future__ import annotations
 
+# The C socket module, not socket.py: a hook connects, sends one line and
+# reads one, and socket.py (with the selectors and enum it imports) costs
+# every prompt's process more than that.
+import _socket
 import contextlib
 import fcntl
 import json
 import os
 import signal
-import socket
 import stat
 import sys
 import time
@@ -180,8 +183,8 @@ def _socket_kind(path: Path) -> str:
 # ---------------------------------------------------------------- requests
 
 
-def _connect(path: Path, timeout: float) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _connect(path: Path, timeout: float) -> _socket.socket:
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.settimeout(timeout)
     dir_fd = None
     try:
@@ -199,7 +202,7 @@ def _connect(path: Path, timeout: float) -> socket.socket:
     return sock
 
 
-def _read_line(sock: socket.socket, what: str = "the engine's answer", seconds: float | None = None) -> bytes:
+def _read_line(sock: _socket.socket, what: str = "the engine's answer", seconds: float | None = None) -> bytes:
     """One message line from ``sock`` (``what`` it is, for errors); with
     ``seconds``, the whole line must arrive within them (a peer sending a
     byte now and then must not hold the reader for good)."""
@@ -280,7 +283,7 @@ def request(
     try:
         sock.settimeout(timeout)
         sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
+        sock.shutdown(_socket.SHUT_WR)
         line = _answer_line(home, sock, timeout, PATIENCE if patience is None else patience)
     except TimeoutError:
         raise Unavailable("timeout", f"no answer within {timeout:.1f}s") from None
@@ -331,7 +334,7 @@ STUCK_REPLACE = 30.0
 STUCK_NAME = "engine.stuck"
 
 
-def _answer_line(home: Path, sock: socket.socket, timeout: float, patience: float) -> bytes:
+def _answer_line(home: Path, sock: _socket.socket, timeout: float, patience: float) -> bytes:
     """The engine's answer line, waited for up to ``timeout`` seconds; every
     ``patience`` seconds without it the engine is pinged, and one that does
     not answer is marked stuck (``Unavailable("stuck")``)."""
@@ -374,7 +377,7 @@ def ping(home: Path, seconds: float = PING_SECONDS) -> bool:
     try:
         sock.settimeout(seconds)
         sock.sendall(json.dumps({"v": PROTOCOL, "op": "ping", "args": {}}).encode() + b"\n")
-        sock.shutdown(socket.SHUT_WR)
+        sock.shutdown(_socket.SHUT_WR)
         line = _read_line(sock, "the engine's ping", seconds)
         return bool(line) and bool(json.loads(line).get("ok"))
     except (OSError, ValueError, Unavailable):
