@@ -57,17 +57,14 @@ def load_llama_cpp():
         # llama.cpp's CPU backend synchronises its threads with OpenMP
         # barriers, and libgomp spins at them by default. When other
         # processes keep the cores busy, a spinning thread waits for one
-        # that is not even scheduled: measured on 2 busy cores, 2 threads
-        # went from 1.9 to 13.3 chunks/s with passive waiting (and 1.9 ->
-        # 8.9 with GOMP_SPINCOUNT=10000). libgomp reads this once, when
-        # llama_cpp's libraries load, i.e. just below. A user's own setting wins.
+        # that is not even scheduled, and embedding slows several times over.
+        # libgomp reads this once, when llama_cpp's libraries load, i.e. just
+        # below. A user's own setting wins.
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         # ...but a short spin first: a query's decode is hundreds of tiny
-        # steps, and waking a sleeping thread at each cost more than the step
-        # (18-token queries, 2 idle cores: p50 13-14 ms passive, 11.1-11.7
-        # with this spin; a 96-text batch 21.4 / 22.1 texts/s). Spinning only
-        # hurts where the other thread's core is busy, and then embedding
-        # runs on one thread (``_use_threads``), so nobody waits.
+        # steps, and waking a sleeping thread at each costs more than the
+        # step. Spinning only hurts where the other thread's core is busy,
+        # and then embedding runs on one thread (``_use_threads``), so nobody waits.
         os.environ["GOMP_SPINCOUNT"] = GOMP_SPIN
     try:
         import llama_cpp

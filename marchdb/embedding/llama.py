@@ -3,25 +3,18 @@
 ``LlamaEmbedder`` loads any GGUF embedding model; pooling and dimension come from
 the file. It drives llama.cpp's C API directly instead of ``Llama.embed``:
 
-* **Batching.** ``Llama.embed([...])`` was measured *slower* than one call per
-  text (8.6 vs 16 chunks/s for 130-token chunks on 2 threads). For a
-  non-causal model llama.cpp runs a whole batch as one ubatch with a mask, and
-  without flash attention (which ``Llama`` disables by default) it computes
-  attention over *all* tokens of the batch: the cost per token grows with the
-  batch size (1 thread: 0.72 ms/token for one 128-token text, 1.6 for four
-  packed, 5.4 for sixteen). With flash attention on, llama.cpp's CPU kernel
-  skips masked positions, so the cost per token stays flat (~0.45-0.5
-  ms/token up to 1,024 tokens). So: flash attention on, texts sorted by length
-  and packed into batches of a bounded token budget (default 512), one
-  sequence id per text, and the pooled vector of each read with
-  ``llama_get_embeddings_seq``. The batch arrays are numpy-backed, so
-  filling them costs no per-token Python. Measured on 2 cores, 2 threads,
-  200 chunks of 130 tokens (tools/bench_embed.py, machine otherwise idle):
-  bare loop of ``Llama.embed`` 18 chunks/s, ``Llama.embed(list)`` 9, this
-  class 22-25 (1 thread: 9.8 vs 14). A loop of ``Llama.embed`` with
-  ``flash_attn=True`` reaches 19-23: flash attention is most of the gain;
-  packing adds little for texts this long (budgets of 140-1,024 tokens
-  measured within noise) and mainly saves per-call overhead on short ones.
+* **Batching.** ``Llama.embed([...])`` is *slower* than one call per text:
+  for a non-causal model llama.cpp runs a whole batch as one ubatch with a
+  mask, and without flash attention (which ``Llama`` disables by default) it
+  computes attention over *all* tokens of the batch, so the cost per token
+  grows with the batch. With flash attention on, llama.cpp's CPU kernel skips
+  masked positions and the cost per token stays flat. So: flash attention on,
+  texts sorted by length and packed into batches of a bounded token budget
+  (default 512), one sequence id per text, and the pooled vector of each read
+  with ``llama_get_embeddings_seq``. The batch arrays are numpy-backed, so
+  filling them costs no per-token Python. Flash attention is most of the
+  gain; packing mainly saves per-call overhead on short texts
+  (``tools/bench_embed.py`` measures it; docs/benchmarks.md has the figures).
 * **Long texts are never truncated.** A text longer than the model window is
   split into windows that each fit (special tokens and the prefix repeated in
   every window, 1/8 of a window of overlap); each window is embedded and the
@@ -342,8 +335,8 @@ class LlamaEmbedder(Embedder):
         if kind not in self._prefixes:
             raise ValueError(f"kind must be 'query' or 'passage', not {kind!r}")
         # A query is one window, the start of the message: a prompt with a long
-        # paste took 1.6-2.4 s to embed window by window (4,000 characters),
-        # past the hook's budget; a passage averages all of its windows.
+        # paste embedded window by window takes seconds, past a hook's budget;
+        # a passage averages all of its windows.
         return self._embed(texts, self._prefixes[kind], progress, first_window=kind == "query")
 
     def count_tokens(self, text: str, kind: str = "passage") -> int:
@@ -490,12 +483,8 @@ class LlamaEmbedder(Embedder):
     def _use_threads(self, threads: int) -> None:
         # Only as many threads as there are idle cores at that moment (plus
         # our own): llama.cpp's threads wait for each other at every step, and
-        # one whose core is busy stalls them all. On 2 cores, an 18-token
-        # query: 22 ms on one thread, 15 ms on two when the other core is
-        # idle, 28 ms on two when it is busy; paired over 200 queries (idle):
-        # p50 16.7 -> 14.1 ms, p90 25.7 -> 17.2. A 96-text batch with one core
-        # busy: 13.1 texts/s on one thread, 10.9 on two spinning, 14.1 on two
-        # sleeping (the wait policy before GOMP_SPIN).
+        # one whose core is busy stalls them all: two threads beat one only
+        # while the other core is idle, and lose to it when it is busy.
         if threads != self._active_threads:
             self._lc.llama_set_n_threads(self._ctx, threads, threads)
             self._active_threads = threads

@@ -73,9 +73,8 @@ class Engine:
         # Every operation on the Store runs on this one long-lived thread; the
         # connection threads only read and write their sockets. llama.cpp's
         # OpenMP team and OpenBLAS's buffers belong to the thread that calls
-        # them, and a recall on a fresh thread each time paid for new ones:
-        # 43 ms p50 against 35 ms on one thread (warm recall at 10,000
-        # memories, in one process).
+        # them, and a recall on a fresh thread each time paid for new ones
+        # (a fifth of a warm recall).
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marchdb-store")
         self.last_request = time.monotonic()
         self.requests = 0
