@@ -1,10 +1,10 @@
 """Gemini CLI (npm ``@google/gemini-cli``): its hooks in ``settings.json``.
 
 ``~/.gemini/settings.json`` or ``<repo>/.gemini/settings.json``; events
-``SessionStart`` (profiles), ``BeforeAgent`` (the prompt: ``[recall]``,
-this turn only), ``AfterTool`` (seed 000's steer after a tool),
-``PreCompress`` (the window starts afresh), ``AfterAgent`` (the reply:
-recorded). Only JSON may go to stdout: ``hookSpecificOutput.additionalContext``.
+``SessionStart`` (profiles; ``source`` ``clear`` starts the window afresh),
+``BeforeAgent`` (the prompt: ``[recall]``), ``AfterTool`` (seed 000's steer
+after a tool), ``AfterAgent`` (the reply: recorded). Not ``PreCompress``:
+Gemini fires it before nearly every model call, compressing or not. Only JSON may go to stdout: ``hookSpecificOutput.additionalContext``.
 Gemini wraps injected context in ``<hook_context>`` and puts what
 SessionStart gave into the next prompt: that is not the user's words, and a
 prompt is never recalled on it. Its transcript is a JSONL chat whose
@@ -23,7 +23,6 @@ EVENTS = {
     "SessionStart": "session_start",
     "BeforeAgent": "prompt",
     "AfterTool": "tool",
-    "PreCompress": "compact",
     "AfterAgent": "stop",
 }
 #: What Gemini wraps injected context in (a hook's own answer, echoed back).

@@ -386,7 +386,9 @@ TARGETS: dict[str, JsonHooks | FileHooks | HermesPlugin] = {
     ),
     "gemini": JsonHooks(
         "gemini",
-        ("SessionStart", "BeforeAgent", "AfterTool", "PreCompress", "AfterAgent"),
+        # Not PreCompress: Gemini fires it before nearly every model call (trigger "auto"),
+        # whether or not it then compresses: the window would start afresh at each.
+        ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent"),
         lambda: _gemini_dir() / "settings.json",
         lambda project: project / ".gemini" / "settings.json",
         timeout_ms=True,
