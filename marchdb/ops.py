@@ -438,12 +438,7 @@ def json_schema(op: Operation) -> dict:
             prop = {"type": _JSON_TYPES[p.kind]}
         if p.choices is not None:
             prop["enum"] = list(p.choices)
-        if p.low is not None:
-            prop["minimum"] = p.low
-        if p.high is not None:
-            prop["maximum"] = p.high
-        if p.max_chars is not None:
-            prop["maxLength"] = p.max_chars
+        prop.update(p.bounds())
         if not p.required and p.default is not None:
             prop["default"] = p.default
         properties[p.name] = {"description": p.help, **prop}

@@ -71,6 +71,12 @@ class Param:
     def __repr__(self) -> str:
         return f"Param({self.name!r}, {self.kind!r})"
 
+    def bounds(self) -> dict:
+        """The parameter's bounds by their JSON schema names (``minimum``,
+        ``maximum``, ``maxLength``): for the schemas agents read."""
+        found = {"minimum": self.low, "maximum": self.high, "maxLength": self.max_chars}
+        return {k: v for k, v in found.items() if v is not None}
+
     def check(self, value: object, op: str) -> object:
         """``value`` if it is of this parameter's type and within its bounds
         (a list for ``strs``), else ``InvalidInput`` saying what is wanted."""

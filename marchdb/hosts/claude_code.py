@@ -61,22 +61,38 @@ def text_of(value: object) -> str | None:
     return mend_surrogates(value) if isinstance(value, str) else None
 
 
+def event_of(data: dict, events: dict[str, str], host: str, session: object = None) -> dict | None:
+    """The ``memory_hook`` arguments every event has — which event
+    (``events`` maps the host's names to marchdb's), the host, the session (the
+    event's ``session_id`` unless ``session`` is given), the working folder —
+    or None for an event that is not in ``events``."""
+    name = data.get("hook_event_name")
+    event = events.get(name) if isinstance(name, str) else None
+    if event is None:
+        return None
+    args: dict = {
+        "event": event,
+        "host": host,
+        "session": text_of(data.get("session_id") if session is None else session),
+    }
+    if isinstance(data.get("cwd"), str):
+        args["cwd"] = data["cwd"]
+    if event == "session_start":
+        args["source"] = data.get("source") if isinstance(data.get("source"), str) else None
+    return args
+
+
 def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> dict | None:
     """The ``memory_hook`` event of one Claude Code hook event, or None for an
     event that takes nothing (``transcript(path, this_turn)``: how the host's
     transcript gives the assistant's latest text; Claude Code's by default)."""
     transcript = latest_assistant_text if transcript is None else transcript
     data = read_json(raw)
-    name = data.get("hook_event_name")
-    event = EVENTS.get(name) if isinstance(name, str) else None
-    if event is None:
+    args = event_of(data, EVENTS, host)
+    if args is None:
         return None
-    args: dict = {"event": event, "host": host, "session": text_of(data.get("session_id"))}
-    if isinstance(data.get("cwd"), str):
-        args["cwd"] = data["cwd"]
-    if event == "session_start":
-        args["source"] = data.get("source") if isinstance(data.get("source"), str) else None
-    elif event == "prompt":
+    event = args["event"]
+    if event == "prompt":
         args["text"] = text_of(data.get("prompt"))
     elif event == "tool":
         text = transcript(data.get("transcript_path"), True)
@@ -89,12 +105,14 @@ def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> di
     return args
 
 
-def render(args: dict, data: dict) -> str:
-    """The hook's stdout: the context for Claude, or nothing."""
+def render(args: dict, data: dict, events: dict[str, str] = EVENTS) -> str:
+    """The hook's stdout: ``hookSpecificOutput.additionalContext`` under the
+    host's name of the event (``events``), or nothing (never at a run's end:
+    a Stop hook's output would steer Claude; Codex marks it failed)."""
     context = str(data.get("context") or "").strip()
     if not context or args["event"] in ("stop", "compact"):
         return ""
-    name = {v: k for k, v in EVENTS.items()}[args["event"]]
+    name = {v: k for k, v in events.items()}[args["event"]]
     return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}, ensure_ascii=False)
 
 

@@ -27,20 +27,13 @@ EVENTS = {"sessionStart": "session_start", "postToolUse": "tool", "afterAgentRes
 def parse(raw: str, options: list[str]) -> dict | None:
     """The ``memory_hook`` event of one Cursor hook event."""
     data = claude_code.read_json(raw)
-    name = data.get("hook_event_name")
-    event = EVENTS.get(name) if isinstance(name, str) else None
-    if event is None:
+    args = claude_code.event_of(data, EVENTS, HOST, data.get("conversation_id") or data.get("session_id"))
+    if args is None:
         return None
-    session = data.get("conversation_id") or data.get("session_id")
-    args: dict = {"event": event, "host": HOST, "session": claude_code.text_of(session)}
+    event = args["event"]
     roots = data.get("workspace_roots")
-    cwd = (
-        data.get("cwd")
-        if isinstance(data.get("cwd"), str)
-        else (roots[0] if isinstance(roots, list) and roots else None)
-    )
-    if isinstance(cwd, str):
-        args["cwd"] = cwd
+    if "cwd" not in args and isinstance(roots, list) and roots and isinstance(roots[0], str):
+        args["cwd"] = roots[0]
     if event == "tool":
         text = claude_code.text_of(data.get("agent_message"))
         if not text or not text.strip():

@@ -13,7 +13,6 @@ prompt is never recalled on it. Its transcript is a JSONL chat whose
 
 from __future__ import annotations
 
-import json
 import re
 
 from marchdb.hosts import claude_code
@@ -37,16 +36,11 @@ def users_words(prompt: str | None) -> str | None:
 def parse(raw: str, options: list[str]) -> dict | None:
     """The ``memory_hook`` event of one Gemini CLI hook event."""
     data = claude_code.read_json(raw)
-    name = data.get("hook_event_name")
-    event = EVENTS.get(name) if isinstance(name, str) else None
-    if event is None:
+    args = claude_code.event_of(data, EVENTS, HOST)
+    if args is None:
         return None
-    args: dict = {"event": event, "host": HOST, "session": claude_code.text_of(data.get("session_id"))}
-    if isinstance(data.get("cwd"), str):
-        args["cwd"] = data["cwd"]
-    if event == "session_start":
-        args["source"] = data.get("source") if isinstance(data.get("source"), str) else None
-    elif event == "prompt":
+    event = args["event"]
+    if event == "prompt":
         args["text"] = users_words(claude_code.text_of(data.get("prompt")))
     elif event == "tool":
         text = latest_model_text(data.get("transcript_path"), this_turn=True)
@@ -54,19 +48,14 @@ def parse(raw: str, options: list[str]) -> dict | None:
             return None
         args["text"] = text
     elif event == "stop":
-        args["text"] = claude_code.text_of(data.get("prompt_response")) or latest_model_text(
-            data.get("transcript_path")
-        )
+        answer = claude_code.text_of(data.get("prompt_response"))
+        args["text"] = answer or latest_model_text(data.get("transcript_path"))
     return args
 
 
 def render(args: dict, data: dict) -> str:
     """JSON only: the context as ``hookSpecificOutput.additionalContext``."""
-    context = str(data.get("context") or "").strip()
-    if not context or args["event"] in ("stop", "compact"):
-        return ""
-    name = {v: k for k, v in EVENTS.items()}[args["event"]]
-    return json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}, ensure_ascii=False)
+    return claude_code.render(args, data, EVENTS)
 
 
 def latest_model_text(transcript_path: object, this_turn: bool = False) -> str:

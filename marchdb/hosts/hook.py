@@ -153,9 +153,6 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
     if cfg.use_engine:
         try:
             return _from_engine(cfg, host, module, event)
-        except client.RemoteError as exc:
-            logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
-            return ""
         except client.Unavailable as exc:
             reason = exc
         why = str(reason)
@@ -173,9 +170,6 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
             if waits and alive and client.wait_ready(cfg.home, cfg.hook_wait_seconds):
                 try:
                     return _from_engine(cfg, host, module, event)
-                except client.RemoteError as exc:
-                    logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
-                    return ""
                 except client.Unavailable as exc:
                     why = str(exc)
             elif client.engine_alive(cfg.home):
@@ -200,10 +194,16 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
 
 
 def _from_engine(cfg, host: str, module, event: dict) -> str:
-    """The engine's answer to ``event``, rendered for the host (its note logged)."""
-    data, _ms = client.request(
-        cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS, patience=HOOK_PATIENCE
-    )
+    """The engine's answer to ``event``, rendered for the host (its note
+    logged); "" when the engine refused it (said in the hook log);
+    ``client.Unavailable`` when it cannot answer."""
+    try:
+        data, _ms = client.request(
+            cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS, patience=HOOK_PATIENCE
+        )
+    except client.RemoteError as exc:
+        logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
+        return ""
     note = _note(data)
     if note:
         logfile.log(cfg.home, "hooks", f"{host}: {note}")

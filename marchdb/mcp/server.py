@@ -135,6 +135,9 @@ def _prompt(op, call: Callable[..., dict]):
     return Prompt.from_function(render, name=op.name, description=op.description)
 
 
+_PYDANTIC = {"minimum": "ge", "maximum": "le", "maxLength": "max_length"}
+
+
 def _tool_function(op, call: Callable[..., dict]) -> Callable[..., dict]:
     """A function whose signature is ``op``'s parameters (those agents see),
     each annotated with its type and bounds: the SDK derives the tool's JSON
@@ -149,13 +152,9 @@ def _tool_function(op, call: Callable[..., dict]) -> Callable[..., dict]:
         kind: Any = {"str": str, "int": int, "float": float, "bool": bool, "strs": list[str] | str}[p.kind]
         if p.choices is not None:
             kind = Literal[p.choices]
+        # pydantic's names for the table's bounds: it checks them, and writes them into the schema
         field: dict[str, Any] = {"description": p.help}
-        if p.low is not None:
-            field["ge"] = p.low
-        if p.high is not None:
-            field["le"] = p.high
-        if p.max_chars is not None:
-            field["max_length"] = p.max_chars
+        field.update({_PYDANTIC[k]: v for k, v in p.bounds().items()})
         if not p.required and p.default is None:
             kind = kind | None
         annotation: Any = Annotated[kind, Field(**field)]
