@@ -507,3 +507,25 @@ def test_many_memories_replacing_many_others_resolve_to_the_newest(vault, store)
     (vault.root / "m59.md").unlink()  # gone: the one before it holds now
     store.sync(embed=False)
     assert store.con.execute("SELECT DISTINCT by_id FROM superseded").fetchall() == [("m58",)]
+
+
+def test_a_scan_time_in_the_future_is_ignored(vault, cfg):
+    # A clock that was once a year ahead left its scan time in the index:
+    # every dirty check took the index for fresh until real time caught up,
+    # and hand edits were missed.
+    from marchdb.store import Store
+
+    vault.memory("a.md", "mem_a", name="Old name")
+    with Store(cfg) as store:
+        store.sync(embed=False)
+    con = db.connect(cfg.index_path)  # the scan of that process, its clock a year ahead
+    with con:
+        db.set_meta(con, "last_scan_epoch", f"{time.time() + 365 * 86400:.3f}")
+    con.close()
+    vault.memory("a.md", "mem_a", name="Hand edited")
+    with Store(cfg) as store:  # a new process, as a hook without the engine is
+        assert store.last_scan() is None or store.last_scan() <= time.time()
+        store.ensure_fresh(embed=False)
+        assert store.query("SELECT name FROM memory_index WHERE id = 'mem_a'")[1] == [("Hand edited",)]
+        # ... and the clock in the index is real time again, once that scan ran.
+        assert float(db.get_meta(store.con, "last_scan_epoch")) <= time.time()

@@ -271,10 +271,13 @@ class Keeper:
     def last_scan(self) -> float | None:
         """When the index was last fully scanned (``time.time()``), by any
         process as the index says, or by this one; None if never."""
-        stored = db.get_meta(self.con, "last_scan_epoch")
-        if stored is None and self.scanned_at is None:
+        # Either clock may lie ahead (the system clock was set back since):
+        # a time in the future is no scan at all (``scan_epoch``).
+        stored = scan_epoch(db.get_meta(self.con, "last_scan_epoch"))
+        mine = scan_epoch(self.scanned_at)
+        if not stored and not mine:
             return None
-        return max(scan_epoch(stored), self.scanned_at or 0.0)
+        return max(stored, mine)
 
     def rebuild(self, embed: bool = True, progress=None, starting: Callable[[], None] | None = None) -> SyncReport:
         """Delete the index and build it again from the Markdown files (only

@@ -528,9 +528,20 @@ def owner_problem(con: apsw.Connection, root: Path, index_path: str | os.PathLik
     )
 
 
-def scan_epoch(value: str | None) -> float:
-    """A ``meta.last_scan_epoch`` as a number (0 when absent or not one)."""
+#: A stored scan time this far ahead of the clock is not believed (the
+#: three decimals it is written with may put it a fraction ahead).
+FUTURE_SLACK_SECONDS = 1.0
+
+
+def scan_epoch(value: str | float | None, now: float | None = None) -> float:
+    """A ``meta.last_scan_epoch`` as a number (0 when absent, not one, or in
+    the future): a clock that was once ahead (a wrong time at boot, then
+    corrected) left a time that would keep the dirty check off until real
+    time caught up with it — every hand edit missed meanwhile."""
     try:
-        return float(value or 0)
+        epoch = float(value or 0)
     except ValueError:
         return 0.0
+    if not epoch == epoch or epoch > (time.time() if now is None else now) + FUTURE_SLACK_SECONDS:
+        return 0.0  # NaN, or ahead of the clock
+    return epoch
