@@ -273,11 +273,10 @@ class Keeper:
         process as the index says, or by this one; None if never."""
         # Either clock may lie ahead (the system clock was set back since):
         # a time in the future is no scan at all (``scan_epoch``).
-        stored = scan_epoch(db.get_meta(self.con, "last_scan_epoch"))
-        mine = scan_epoch(self.scanned_at)
-        if not stored and not mine:
+        stored = db.get_meta(self.con, "last_scan_epoch")
+        if stored is None and self.scanned_at is None:
             return None
-        return max(stored, mine)
+        return max(scan_epoch(stored), scan_epoch(self.scanned_at))
 
     def rebuild(self, embed: bool = True, progress=None, starting: Callable[[], None] | None = None) -> SyncReport:
         """Delete the index and build it again from the Markdown files (only
