@@ -230,10 +230,13 @@ class Store(Keeper):
     def search(self, query: str, limit: int = 10, context: int = 2, include_archived: bool = False) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they
         are now. The index is asked only which ids are in conflict (left out,
-        seed 000) and for the ids of files being rewritten. Archived memories
+        seed 000, as are ids several of the files found hold) and for the ids
+        of files being rewritten; seed 000's throttled dirty check runs first,
+        as for recall (index only: search needs no vectors). Archived memories
         are searched only with ``include_archived``. See ``search.search``
         for the result."""
         check_text(query, "the query")
+        self.ensure_fresh(embed=False)
 
         def ids_for(paths: list[str]) -> dict[str, str]:
             return dict(
