@@ -408,18 +408,28 @@ class Store(Keeper):
             "warning": warning,
         }
 
-    def query(self, sql: str, params: tuple = (), write: bool = False) -> tuple[list[str], list[tuple]]:
+    def query(
+        self,
+        sql: str,
+        params: tuple = (),
+        write: bool = False,
+        max_rows: int | None = None,
+        timeout: float | None = None,
+    ) -> tuple[list[str], list[tuple]]:
         """Run SQL on the index (sqlite-vec loaded). Returns (columns, rows).
 
         Read-only unless ``write``: the index is derived from the files, and
         a hand edit (``DELETE FROM memory_index``) would leave it silently
         out of step with them until a rebuild. Reads run on ``reader()``.
+        ``max_rows``: read at most this many rows; ``timeout``: stop the
+        statement after this many seconds (``InvalidInput``); both unbounded
+        by default (``marchdb sql`` bounds them: ``query.DEFAULT_*``).
         """
         check_text(sql, "the SQL")
         if _RECALLS_IN_SQL.search(sql):
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()
-        return query_mod.run_one(self.con if write else self.reader(), sql, params)
+        return query_mod.run_one(self.con if write else self.reader(), sql, params, max_rows, timeout)
 
 
 #: Statements that recall from the index get the dirty check first.

@@ -162,7 +162,9 @@ def _modes(path) -> dict[str, str]:
     import stat
 
     return {
-        s: oct(stat.S_IMODE(os.stat(f"{path}{s}").st_mode)) for s in ("", "-wal", "-shm") if os.path.exists(f"{path}{s}")
+        s: oct(stat.S_IMODE(os.stat(f"{path}{s}").st_mode))
+        for s in ("", "-wal", "-shm")
+        if os.path.exists(f"{path}{s}")
     }
 
 

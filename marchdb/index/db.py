@@ -143,6 +143,8 @@ def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
     # read-only, so none can write); nothing else.
     if op in _READ_OPS or op in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
         return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and str(arg1).lower() == "wal_checkpoint":
+        return apsw.SQLITE_DENY  # it writes even when asked without a value ("disk I/O error" on mode=ro)
     if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
         return apsw.SQLITE_OK
     if op == apsw.SQLITE_PRAGMA and str(arg1).lower() == "journal_mode" and arg2 in ("main", "temp"):
