@@ -61,6 +61,8 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import apsw
+
 from marchdb.changes import Changes
 from marchdb.edit import edit_note
 from marchdb.errors import Conflict, FileError, InvalidInput, NotFound, Retry
@@ -256,7 +258,8 @@ def update_file(
 
 @dataclass
 class SaveResult:
-    """What one save did. ``rel`` is the file written (None: nothing was)."""
+    """What one save did. ``rel`` is the file written (None: nothing was);
+    ``indexed`` False when the index could not take it (a warning says so)."""
 
     status: str  # created | updated | unchanged | duplicate
     id: str
@@ -264,6 +267,7 @@ class SaveResult:
     message: str
     warnings: list[str] = field(default_factory=list)
     rel: str | None = None
+    indexed: bool = True
 
     def to_dict(self) -> dict:
         """``{"status", "id", "path" (absolute), "message", "warnings"}``."""
@@ -274,6 +278,24 @@ class SaveResult:
             "message": self.message,
             "warnings": list(self.warnings),
         }
+
+
+def index_written(con, root: Path, index_path, rel: str, warnings: list[str]) -> bool:
+    """Index the file just written at ``rel``; False, with a warning in
+    ``warnings``, when the index cannot take it (a full disk, a read-only
+    index). The file is the memory: the save is done, and the index learns of
+    it at its next scan. Said as an error, the save was done again by users
+    and agents alike, and a second file made."""
+    try:
+        sync_files(con, root, index_path, [rel])
+        return True
+    except apsw.Error as exc:
+        warnings.append(
+            f"the file was written ({rel}), so this is saved; but the index could not be updated "
+            f"({exc}: {db.index_trouble(exc)}): it catches up at the next sync (the next recall, search "
+            "or `marchdb sync`); do not save it again"
+        )
+        return False
 
 
 def checked_id(con, raw: object) -> str:
@@ -370,8 +392,9 @@ class Saver:
                 "unchanged", mem_id, path, f"memory {mem_id} already holds these values; nothing was written"
             )
         result = SaveResult("updated", mem_id, path, f"updated memory {mem_id}: {', '.join(changed)}", rel=rel)
-        self._sync([rel])
-        self._check_indexed(result)
+        result.indexed = index_written(self.con, self.root, self.index_path, rel, result.warnings)
+        if result.indexed:
+            self._check_indexed(result)
         return result
 
     def _create(self, mem_id: str | None, note: Note) -> SaveResult:
@@ -385,8 +408,9 @@ class Saver:
         note = replace(note, id=mem_id, created_at=stamp, updated_at=stamp)
         rel = create_file(self.root, note, when.astimezone())
         result = SaveResult("created", mem_id, self.root / rel, f"created memory {mem_id} at {rel}", rel=rel)
-        self._sync([rel])
-        self._check_indexed(result)
+        result.indexed = index_written(self.con, self.root, self.index_path, rel, result.warnings)
+        if result.indexed:
+            self._check_indexed(result)
         return result
 
     def _check_indexed(self, result: SaveResult) -> None:

@@ -304,7 +304,7 @@ class Store(Keeper):
                 text = metadata_text(changes.name or "", changes.description or "", changes.tags or [])
                 twin_probe = (emb.embed_passages([text])[0], emb.fingerprint)
         result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
-        if embed and result.rel is not None:
+        if embed and result.rel is not None and result.indexed:
             # Outside the lock: embedding must not hold up other savers.
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
@@ -317,7 +317,7 @@ class Store(Keeper):
         "message", "warnings"}``. ``embed=False`` indexes the entry for BM25
         now and leaves its vector to the next sync."""
         result = capture.Logger(self.con, self.cfg.require_root(), self.cfg.index_path).run(title, text, now)
-        if embed:
+        if embed and result.indexed:
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
 

@@ -216,6 +216,11 @@ def index_error(exc: apsw.Error, path: str | os.PathLike | None = None) -> Index
     """An SQLite error that escaped a command, as the one-line error a person
     can act on (the Markdown files are never at risk: the index is a cache)."""
     where = f" {path}" if path else ""
+    return IndexUnavailable(f"the index{where} cannot be used: {exc}; {index_trouble(exc)}")
+
+
+def index_trouble(exc: apsw.Error) -> str:
+    """What an SQLite error means for the index, and what to do about it."""
     if isinstance(exc, apsw.FullError):
         why = "the disk is full; free some space and run the command again"
     elif isinstance(exc, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
@@ -228,7 +233,7 @@ def index_error(exc: apsw.Error, path: str | os.PathLike | None = None) -> Index
         why = "the disk refused a read or a write (full, removed, a file size limit?); check it and try again"
     else:
         why = "run `marchdb doctor`, or `marchdb rebuild` if it persists"
-    return IndexUnavailable(f"the index{where} cannot be used: {exc}; {why}")
+    return why
 
 
 def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict]:
