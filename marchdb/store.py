@@ -80,6 +80,7 @@ class Store(Keeper):
             self.notices.append(str(exc))
         summary = db.rows(con, "SELECT * FROM diag_summary")[0]
         summary.update(db.rows(con, "SELECT * FROM diag_lifecycle")[0])
+        summary.update(db.wal_state(con, self.cfg.index_path))
         summary.update(
             index_path=str(self.cfg.index_path),
             memory_root=str(self.root),

@@ -773,3 +773,26 @@ def test_the_engine_output_file_is_appended_to_then_begun_afresh_past_its_bound(
     big = b"x" * (logfile.DAEMON_OUT_BYTES + 1)
     after = start_and_wait(big)
     assert not after.startswith(b"x") and len(after) < 10_000
+
+
+def test_an_idle_engine_folds_its_wal_into_the_index_file(home, tmp_path):
+    # A plain copy of index.sqlite held 0 memories while the engine ran: all of it sat in the WAL.
+    import shutil
+
+    saved = marchdb("save", "--json", "--name", "Kept in the file", "-d", "d", "-t", "t", "--body", "in the file")
+    assert saved.returncode == 0, saved.stderr
+    mem_id = json.loads(saved.stdout)["id"]
+    assert client.engine_pid(home) is not None  # the engine saved it
+    wal = Path(f"{home / 'index.sqlite'}-wal")
+    deadline = time.monotonic() + daemon.IDLE_CHECKPOINT_SECONDS + 60
+    while wal.exists() and wal.stat().st_size > 0:
+        assert time.monotonic() < deadline, f"the -wal file still holds {wal.stat().st_size} bytes"
+        time.sleep(0.2)
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(home / "index.sqlite", copy)
+    con = apsw.Connection(str(copy))
+    try:
+        assert con.execute("SELECT count(*) FROM memory_index WHERE id = ?", (mem_id,)).fetchone()[0] == 1
+        assert con.execute("SELECT count(*) FROM vectors").fetchone()[0] > 0
+    finally:
+        con.close()

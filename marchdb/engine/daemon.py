@@ -55,6 +55,10 @@ from marchdb.index.db import index_error
 TICK = 0.5
 #: Seconds one connection may take to send its request.
 READ_TIMEOUT = 10.0
+#: Seconds without a request after which the engine folds the whole WAL
+#: into the index file and cuts the -wal file to 0 bytes (once per quiet
+#: spell; it never waits for a reader): the file alone is then the cache.
+IDLE_CHECKPOINT_SECONDS = 5.0
 #: Texts embedded before the engine starts answering (~5 s on 2 cores); the
 #: rest of a large backlog is embedded by the watcher while it serves.
 WARM_UP_EMBED_LIMIT = 128
@@ -272,15 +276,21 @@ class Engine:
     def _accept_loop(self) -> None:
         assert self._listener is not None
         checked = time.monotonic()
+        folded_since = None  # the last request before the last idle checkpoint
         while not self.stopping.is_set():
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
-                if time.monotonic() - self.last_request > self.idle_seconds:
+                quiet = time.monotonic() - self.last_request
+                if quiet > self.idle_seconds:
                     self.log(f"idle for {self.idle_seconds / 60:g} min; stopping")
                     return
                 if self._outdated():
                     return
+                if quiet > IDLE_CHECKPOINT_SECONDS and folded_since != self.last_request:
+                    folded_since = self.last_request
+                    with contextlib.suppress(RuntimeError):  # the worker shut down: stopping anyway
+                        self._worker.submit(self._idle_checkpoint)
                 checked = time.monotonic()
                 continue
             except OSError as exc:
@@ -296,6 +306,15 @@ class Engine:
                     return
             self.last_request = time.monotonic()
             threading.Thread(target=self._serve_one, args=(conn,), name="marchdb-request", daemon=True).start()
+
+    def _idle_checkpoint(self) -> None:
+        """On the worker thread, between requests: the WAL into the file."""
+        with self.busy:
+            if self.store is not None and not self.stopping.is_set():
+                try:
+                    self.store.idle_checkpoint()
+                except Exception as exc:  # noqa: BLE001 - a quiet moment's chore must not end the engine
+                    self.log(f"idle checkpoint failed: {type(exc).__name__}: {exc}")
 
     def _outdated(self) -> bool:
         """Whether config.json or marchdb's code changed under the engine (said in its log)."""

@@ -359,6 +359,43 @@ def _apply_schema(con: apsw.Connection) -> str:
     return logs.describe(copied, skipped) if saved and saved.rows() else ""
 
 
+def checkpoint(con: apsw.Connection, truncate: bool = False) -> tuple[int, int] | None:
+    """Copy what the WAL holds into the index file, so that the file alone is
+    the cache (a plain copy of ``index.sqlite`` held 0 memories while the
+    engine ran: all of it sat in the ``-wal`` file). PASSIVE by default: as
+    far as readers allow, never waiting for one; ``truncate``: all of it and
+    the ``-wal`` file cut to 0 bytes, only if no reader or writer is in the
+    way right now (it never waits either: for an idle moment). Returns
+    ``(frames in the WAL, frames in the file)``; None when it could not run
+    (busy, inside a transaction, not in WAL mode): a later one will."""
+    if con.in_transaction:
+        return None
+    try:
+        if not truncate:
+            return con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        con.set_busy_timeout(0)
+        try:
+            return con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+        finally:
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+    except apsw.Error:
+        return None
+
+
+def wal_state(con: apsw.Connection, path: str | os.PathLike) -> dict[str, int]:
+    """How much of the index sits in its WAL, after a PASSIVE checkpoint:
+    ``wal_bytes`` (the ``-wal`` file's size), ``wal_pages`` (pages it holds)
+    and ``wal_pages_pending`` (of those, not yet in the index file: a reader
+    holds them back; a plain copy of the file lacks them)."""
+    done = checkpoint(con)
+    try:
+        size = os.stat(f"{path}-wal").st_size
+    except OSError:
+        size = 0
+    log, copied = done if done is not None and done[0] >= 0 else (0, 0)
+    return {"wal_bytes": size, "wal_pages": log, "wal_pages_pending": max(0, log - copied)}
+
+
 def remove_index_files(path: str | os.PathLike) -> None:
     """Delete an index file and its WAL/SHM companions, once the file has
     shown it is an index marchdb created (``ownership``); anything else raises

@@ -24,7 +24,7 @@ from marchdb import fts
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.files import folder_identity, read_file, stat_paths, walk
-from marchdb.index.db import bump_meta, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
+from marchdb.index.db import bump_meta, checkpoint, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
 from marchdb.notes import (
     MAX_FILE_BYTES,
     BadNote,
@@ -246,6 +246,10 @@ class Syncer:
                         set_meta(self.con, "last_scan_epoch", f"{now:.3f}")
                         for key, value in owner.items():
                             set_meta(self.con, key, value)
+            if applied:
+                # A write batch is done: into the index file itself, as far as
+                # readers allow (never waiting for them), so the file alone is the cache.
+                checkpoint(self.con)
             self.report.conflicts = int(get_meta(self.con, "count_conflicts", "0") or 0)
             self.report.problems = int(get_meta(self.con, "count_problems", "0") or 0)
         self.report.seconds = time.perf_counter() - started
