@@ -71,10 +71,12 @@ from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.notes import (
     MAX_FILE_BYTES,
+    MAX_SLUG_BYTES,
     YAML_LOADER,
     BadNote,
     Note,
     bucket_path,
+    cut_bytes,
     format_time,
     new_id,
     parse_note,
@@ -118,7 +120,9 @@ def create_file(root: Path, note: Note, when: dt.datetime, slug: str | None = No
     existing file is never overwritten.
     """
     data = _render(note)
-    rel = bucket_path(when, slug or slugify(note.name))
+    # A slug given by a caller is held to the bound slugify keeps, so that the
+    # whole name with its "-N" fits a file name (255 bytes).
+    rel = bucket_path(when, cut_bytes(slug, MAX_SLUG_BYTES).rstrip("-") or "memory" if slug else slugify(note.name))
     # Folder by folder, refusing a link: a YYYY folder linked to elsewhere
     # would take the memory out of the vault (and it would vanish at the next scan).
     folder = safe_folder(root, rel.parent, create=True)
@@ -336,6 +340,11 @@ class Saver:
                 raise FileError(
                     f"cannot write{where}: {exc.strerror}; marchdb never writes through a symbolic link, so nothing "
                     "was saved: replace the link with a real folder inside the memory root"
+                ) from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise FileError(
+                    f"cannot write{where}: the file name or path is too long for the file system; nothing was "
+                    "saved: give the memory a shorter name, or move the memory root to a shorter path"
                 ) from None
             raise FileError(
                 f"cannot write{where}: {exc.strerror or exc}; nothing was saved, check the disk and permissions"
