@@ -364,6 +364,24 @@ def test_json_nested_past_any_request_is_a_protocol_error_not_a_failure(bm25_eng
     assert answer == {"ok": False, "error": {"kind": "protocol", "message": "the request is not JSON", "exit_code": 2}}
 
 
+@pytest.mark.parametrize(
+    "request_fields",
+    [
+        {"op": "memory_recall", "args": ["why", "cache"]},
+        {"op": "memory_recall", "args": "why does the cache miss"},
+        {"op": "memory_recall", "args": 7},
+        {"op": ["memory_recall"], "args": {}},
+        {"op": "memory_recall", "args": {}, "identity": ["root"]},
+    ],
+)
+def test_a_request_of_the_wrong_shape_is_a_protocol_error_not_a_bug(bm25_engine, request_fields):
+    # "args": [...] was "the engine failed: AttributeError ..." (exit 1, "a bug").
+    line = {"v": client.PROTOCOL, "identity": bm25_engine.identity, **request_fields}
+    answer = bm25_engine.answer(json.dumps(line).encode())
+    assert not answer["ok"] and answer["error"]["kind"] == "protocol" and answer["error"]["exit_code"] == 2, answer
+    assert "failed" not in answer["error"]["message"]
+
+
 def test_the_engine_stops_when_its_index_is_corrupt(bm25_engine):
     index = bm25_engine.cfg.index_path
     bm25_engine.store.con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)

@@ -350,11 +350,18 @@ class Engine:
             req = json.loads(line)
             if not isinstance(req, dict) or req.get("v") != client.PROTOCOL:
                 return _refusal("protocol", f"expected a protocol {client.PROTOCOL} request", 2)
+            op, args, ident = req.get("op"), req.get("args"), req.get("identity")
+            args = {} if args is None else args
+            if not isinstance(op, str) or not isinstance(args, dict) or not isinstance(ident, (dict, type(None))):
+                # A list of arguments was "the engine failed" (exit 1, "a bug").
+                return _refusal(
+                    "protocol", '"op" must be a string, "args" an object and "identity" an object or null', 2
+                )
             deadline = req.get("deadline")
             deadline = (
                 float(deadline) if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None
             )
-            data = self.dispatch(str(req.get("op")), req.get("args") or {}, req.get("identity"), deadline)
+            data = self.dispatch(op, args, ident, deadline)
         except (ValueError, RecursionError):  # RecursionError: nested past any request's depth
             return _refusal("protocol", "the request is not JSON", 2)
         except MarchError as exc:
