@@ -627,3 +627,30 @@ def test_an_answer_too_large_for_memory_is_a_clear_error(tmp_path):
     )
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr == "error: the answer does not fit in memory; add a LIMIT, or read fewer rows (--max-rows)\n"
+
+
+def test_an_error_quotes_at_most_a_few_hundred_characters_of_what_it_was_given(cli, tmp_path):
+    # SQLite's "near ...", click's "is not a valid integer" and a path named in an error
+    # echoed the whole input: 100,000 characters of one error line (10 MB through the shell).
+    from marchdb.text import MAX_ERROR_CHARS
+
+    huge = "x" * 100_000
+    root = tmp_path / "vault"
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(root), "MARCH_DAEMON": "0"}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    for args in (("sql", f"select {huge}"), ("search", "--limit", huge, "q"), ("import", "obsidian", f"/tmp/{huge}")):
+        out = subprocess.run([marchdb, *args], capture_output=True, text=True, env=env, timeout=60)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args[0], out.stderr[:300])
+        assert len(lines[0]) <= MAX_ERROR_CHARS + 100 and "characters left out" in lines[0], lines[0]
+    shell = cli("sql", input=f"select {'y' * 1_000_000};\nSELECT 40 + 2;\n")
+    assert len(shell.stderr) < 2 * MAX_ERROR_CHARS and "characters left out" in shell.stderr
+    assert "42" in shell.stdout
+
+
+def test_bounded_keeps_the_start_and_the_end():
+    from marchdb.text import bounded
+
+    assert bounded("short") == "short"
+    cut = bounded("error: " + "x" * 5000 + "; do this next", 100)
+    assert len(cut) <= 100 and cut.startswith("error: xxx") and cut.endswith("; do this next")

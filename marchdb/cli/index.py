@@ -99,8 +99,13 @@ def _bounded_shell(timeout: float):
     import apsw.shell
 
     from marchdb.index.query import time_bound, too_long
+    from marchdb.text import bounded
 
     class BoundedShell(apsw.shell.Shell):
+        def write_error(self, text):
+            # SQLite's "near ..." quotes the statement: a 10 MB line came back whole.
+            super().write_error(bounded(text.rstrip("\n")) + ("\n" if text.endswith("\n") else ""))
+
         def process_sql(self, sql, *args, **kwargs):
             with time_bound(self.db, timeout) as stopped:
                 try:

@@ -11,7 +11,7 @@ import typer
 from marchdb.cli import core, hosts, index, lifecycle  # noqa: F401
 from marchdb.cli.app import app, say
 from marchdb.errors import EXIT_INTERRUPTED
-from marchdb.text import one_line
+from marchdb.text import error_line
 
 __all__ = ["app", "main"]
 
@@ -31,7 +31,7 @@ def main() -> None:
             sys.exit(exit_code)  # the help is printed already
         ctx = getattr(exc, "ctx", None)
         where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-        say(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
+        say(f"error: {error_line(exc.format_message()).rstrip('.')}{where}", err=True)
         sys.exit(exit_code)
     except (click.exceptions.Abort, typer.Abort) as exc:  # Ctrl-C, or stdin closed at a prompt
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):

@@ -133,6 +133,12 @@ def check_source(kind: object, path: object, root: Path, home: Path | None = Non
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise InvalidInput("give the file or folder to import")
     source = Path(os.path.expanduser(str(path))).absolute()
+    try:
+        os.lstat(source)
+    except FileNotFoundError:
+        pass  # said just below
+    except OSError as exc:  # a name too long, a folder that cannot be looked into
+        raise InvalidInput(f"cannot look at {source}: {exc.strerror}; give the file or folder to import") from None
     if source.is_symlink():
         # The path the user names may be a link (to an export in Downloads);
         # links found inside a source are never followed.
