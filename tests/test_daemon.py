@@ -218,8 +218,15 @@ def test_two_hosts_share_one_engine(home):
     assert len(engine_processes(home)) == 1
 
 
+#: An engine idle for 3 s: below what serve --idle takes (a minute), through the library.
+SHORT_IDLE_ENGINE = (
+    "import sys; from marchdb.config import load_config; from marchdb.engine import daemon; "
+    "sys.exit(daemon.Engine(load_config(), idle_seconds=3).run())"
+)
+
+
 def test_an_idle_engine_exits_by_itself(home):
-    proc = subprocess.Popen([MARCHDB, "serve", "--idle", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", SHORT_IDLE_ENGINE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert client.wait_ready(home, 60)
     assert proc.wait(timeout=60) == 0
     assert not client.socket_path(home).exists()
@@ -278,9 +285,9 @@ def test_serve_says_what_it_does_and_checks_its_idle_time(home):
         assert client.wait_ready(home, 60)
         second = marchdb("serve")
         assert second.returncode == 0 and f"an engine already serves {home} (pid {first.pid})" in second.stderr
-        for bad in ("0", "-1", "nan", "inf", "20000"):
+        for bad in ("0", "-1", "nan", "inf", "20000", "0.5"):
             refused = marchdb("serve", "--idle", bad)
-            assert refused.returncode == 2 and "--idle must be a number of minutes above 0" in refused.stderr, bad
+            assert refused.returncode == 2 and "--idle must be a number of minutes, at least 1" in refused.stderr, bad
     finally:
         daemon.stop(home)
     out = first.stderr.read()
