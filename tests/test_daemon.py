@@ -661,7 +661,7 @@ def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed
     # A pid in a lock file is only ever signalled when it is a marchdb engine of this user.
     victim = subprocess.Popen(["sleep", "60"])
     try:
-        assert not client._is_engine_process(victim.pid)
+        assert not client._is_engine_process(victim.pid, home)
     finally:
         victim.kill()
         victim.wait()
@@ -821,3 +821,52 @@ def test_an_idle_engine_folds_its_wal_into_the_index_file(home, tmp_path):
         assert con.execute("SELECT count(*) FROM vectors").fetchone()[0] > 0
     finally:
         con.close()
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, (str(os.getpid()) if sys.argv[2] == "self" else sys.argv[2]).encode() + b"\\n")
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_serve_stop_signals_only_the_process_holding_this_homes_lock(tmp_path):
+    # The pid came from the lock file, and any process of this user whose command line held
+    # "marchdb" and "serve" was taken for the engine: another home's engine, or a decoy.
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    other = tmp_path / "other"
+    decoy = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "marchdb", "--home", str(other), "serve"]
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(home / client.LOCK_NAME), str(decoy.pid)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert client.engine_alive(home)
+        assert client.engine_pid(home) is None  # the decoy holds no lock of this home
+        assert daemon.stop(home, timeout=1.0) is True  # asked (no socket answers), signalled nobody
+        assert decoy.poll() is None and holder.poll() is None
+    finally:
+        for proc in (decoy, holder):
+            proc.kill()
+            proc.wait()
+    # The process that holds the lock, and is a marchdb serve, is the engine.
+    engine = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(home / client.LOCK_NAME), "self", "marchdb", "serve"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert engine.stdout.readline().strip() == "held"
+        assert client.engine_pid(home) == engine.pid
+    finally:
+        engine.kill()
+        engine.wait()
