@@ -529,3 +529,24 @@ def test_a_scan_time_in_the_future_is_ignored(vault, cfg):
         assert store.query("SELECT name FROM memory_index WHERE id = 'mem_a'")[1] == [("Hand edited",)]
         # ... and the clock in the index is real time again, once that scan ran.
         assert float(db.get_meta(store.con, "last_scan_epoch")) <= time.time()
+
+
+def test_ids_mixing_scripts_inside_a_word_are_flagged_not_refused(vault, store):
+    # mem_gооd with two Cyrillic о's reads as mem_good, and nothing said so.
+    vault.memory("a.md", "mem_g\u043e\u043ed")
+    vault.memory("b.md", "mem_good")
+    vault.memory("c.md", "\u0437\u0430\u043c\u0435\u0442\u043a\u0430_db")  # a Russian word and a Latin one: fine
+    vault.memory("d.md", "mem_\u03b1lpha")  # Greek alpha inside a Latin word
+    run(store)
+    mixed = {r["path"]: r for r in store.doctor()["problems"] if r["kind"] == "mixed_script_id"}
+    assert set(mixed) == {"a.md", "d.md"}, mixed
+    assert "Cyrillic" in mixed["a.md"]["detail"] and "Latin" in mixed["a.md"]["detail"]
+    assert mixed["a.md"]["advice"]
+    assert len(mem_rows(store)) == 4  # told, not dropped
+    # A save that names such an id says so, and saves.
+    saved = store.save(id="mem_b\u0430d", name="Bad", description="d", body="b", tags=["t"], embed=False)
+    assert saved["status"] == "created" and any("mixes scripts" in w for w in saved["warnings"]), saved
+    updated = store.save(id="mem_g\u043e\u043ed", body="new body", embed=False)
+    assert updated["status"] == "updated" and any("mixes scripts" in w for w in updated["warnings"])
+    plain = store.save(id="mem_good", body="new body", embed=False)
+    assert not any("mixes scripts" in w for w in plain["warnings"])

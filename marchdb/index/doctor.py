@@ -15,6 +15,7 @@ import apsw
 
 from marchdb import logfile
 from marchdb.index.db import rows
+from marchdb.notes import mixed_scripts
 
 #: What to do about each kind of problem in ``diag_problems``.
 ADVICE = {
@@ -38,6 +39,8 @@ ADVICE = {
     "missing_vector": "run `marchdb sync`; if it persists, `marchdb model check`",
     "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "
     "invisible characters are easy to confuse)",
+    "mixed_script_id": "give it an id whose words are each in one script (a Cyrillic 'о' inside a Latin word "
+    "reads as 'o': an agent told the id may type another)",
 }
 
 
@@ -53,7 +56,8 @@ def advice(kind: str) -> str:
 def problems(con: apsw.Connection) -> list[dict]:
     """Every row of ``diag_problems``, and ids that look alike
     (``lookalike_ids``), each with its ``advice``, by kind then path."""
-    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path") + lookalike_ids(con)
+    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path")
+    found += lookalike_ids(con) + mixed_script_ids(con)
     found.sort(key=lambda r: (r["kind"], r["path"]))
     for row in found:
         row["advice"] = advice(row["kind"])
@@ -77,6 +81,20 @@ def lookalike_ids(con: apsw.Connection) -> list[dict]:
         for mem_id, path in members:
             others = ", ".join(repr(o) for o in ids if o != mem_id)
             out.append({"path": path, "kind": "lookalike_id", "detail": f"id {mem_id!r} reads like {others}"})
+    return out
+
+
+def mixed_script_ids(con: apsw.Connection) -> list[dict]:
+    """Memories whose id mixes look-alike scripts inside a word
+    (``notes.mixed_scripts``: ``mem_gооd`` with Cyrillic о's). Indexed as
+    written; said here, as an id easy to mistype."""
+    out = []
+    for mem_id, path in con.execute("SELECT id, path FROM memory_index ORDER BY id"):
+        found = mixed_scripts(mem_id)
+        if found is not None:
+            word, scripts = found
+            detail = f"id {mem_id!r} mixes {' and '.join(scripts)} letters in {word!r}"
+            out.append({"path": path, "kind": "mixed_script_id", "detail": detail})
     return out
 
 
