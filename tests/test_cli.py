@@ -654,3 +654,18 @@ def test_bounded_keeps_the_start_and_the_end():
     assert bounded("short") == "short"
     cut = bounded("error: " + "x" * 5000 + "; do this next", 100)
     assert len(cut) <= 100 and cut.startswith("error: xxx") and cut.endswith("; do this next")
+
+
+def test_model_build_takes_the_recipe_the_global_model_names(tmp_path):
+    # `marchdb --model minilm model build` built e5: the recipe was a positional defaulting to e5.
+    home = ["--home", str(tmp_path / "home")]
+    env = {"MARCH_MODELS_DIR": str(tmp_path / "models")}
+    built = js(CliRunner().invoke(app, [*home, "--model", "minilm", "model", "build", "--json"], env=env))
+    assert built["recipe"] == "minilm" and built["path"].endswith(".gguf") and "MiniLM" in built["path"]
+    same = js(CliRunner().invoke(app, [*home, "--model", "minilm", "model", "build", "minilm", "--json"], env=env))
+    assert same["path"] == built["path"]
+    disagree = CliRunner().invoke(app, [*home, "--model", "minilm", "model", "build", "e5"], env=env)
+    assert disagree.exit_code == 2 and "--model minilm" in disagree.stderr and "e5" in disagree.stderr
+    a_file = CliRunner().invoke(app, [*home, "--model", str(tmp_path / "my.gguf"), "model", "build"], env=env)
+    assert a_file.exit_code == 2 and "names a file" in a_file.stderr and "e5" in a_file.stderr
+    assert not (tmp_path / "models" / "multilingual-e5-small-q4_0.gguf").exists()  # nothing else was built

@@ -229,7 +229,9 @@ def _cell(value) -> str:
 @command(model_app, "build")
 def model_build(
     ctx: typer.Context,
-    recipe: str = typer.Argument("e5", help="Recipe name: e5 (default, multilingual) or minilm (English)."),
+    recipe: Optional[str] = typer.Argument(
+        None, help="Recipe name: e5 (multilingual) or minilm (English); default: the one --model names, else e5."
+    ),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the file exists."),
     as_json: bool = JsonOpt,
 ):
@@ -239,11 +241,33 @@ def model_build(
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    data = build_report(recipe, cfg.models_dir, force=force)
+    data = build_report(_recipe_to_build(recipe, obj.get("model")), cfg.models_dir, force=force)
     if as_json:
         _emit(data)
     else:
         say(f"{data['recipe']}: {data['path']} ({data['bytes'] / 1e6:.1f} MB) in {data['seconds']}s")
+
+
+def _recipe_to_build(recipe: str | None, model_flag: str | None) -> str:
+    """The recipe ``model build`` builds: the one named, else the one the
+    global ``--model`` names (``marchdb --model minilm model build`` built e5),
+    else e5; the two naming different recipes, or ``--model`` naming a file
+    with no recipe given, is ``InvalidInput``."""
+    from marchdb.embedding.recipes import DEFAULT_RECIPE, RECIPES
+
+    if model_flag and model_flag not in RECIPES:
+        if recipe is None:
+            raise InvalidInput(
+                f"--model {model_flag} names a file, and `model build` builds a recipe: name one "
+                f"({', '.join(RECIPES)}), e.g. `marchdb model build {DEFAULT_RECIPE}`"
+            )
+        return recipe
+    if recipe is not None and model_flag and recipe != model_flag:
+        raise InvalidInput(
+            f"--model {model_flag} and the recipe {recipe} disagree; give one of them "
+            f"(`marchdb --model {model_flag} model build` or `marchdb model build {recipe}`)"
+        )
+    return recipe or model_flag or DEFAULT_RECIPE
 
 
 def _embedder(ctx: typer.Context):
