@@ -325,10 +325,11 @@ class Store(Keeper):
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
 
-    def import_(self, kind: str, path, *, apply: bool = False, embed: bool = True, progress=None) -> dict:
+    def import_(self, kind: str, path=None, *, apply: bool = False, embed: bool = True, progress=None) -> dict:
         """``marchdb import``: plan (or with ``apply``, make) a memory for each
-        note or conversation of ``path`` (``importing``); idempotent, never
-        overwrites. See ``importing.ImportReport.to_dict`` for the result."""
+        note or conversation of ``path`` (``importing``; None for claude-code:
+        Claude Code's own folder); idempotent, never overwrites. See
+        ``importing.ImportReport.to_dict`` for the result."""
         report = importing.Importer(self.con, self.cfg.require_root(), self.cfg.index_path, self.cfg.home).run(
             kind, path, apply
         )
