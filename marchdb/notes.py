@@ -244,38 +244,6 @@ def validate_id(raw: object) -> str:
     return ident
 
 
-#: Scripts whose letters pass for one another (Latin "o", Cyrillic "о", Greek "ο").
-_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
-_ID_WORD = re.compile(r"[^\W\d_]+")
-
-
-def mixed_scripts(ident: str) -> tuple[str, list[str]] | None:
-    """The first word of ``ident`` whose letters come from scripts that look
-    alike (``gооd`` with Cyrillic о's), and those scripts; None when there is
-    none. Words of one script each (``заметка_db``) are fine."""
-    for word in _ID_WORD.findall(unicodedata.normalize("NFKC", ident)):
-        scripts = set()
-        for c in word:
-            script = unicodedata.name(c, "").split(" ", 1)[0]
-            if script in _LOOKALIKE_SCRIPTS:
-                scripts.add(script)
-        if len(scripts) > 1:
-            return word, sorted(s.title() for s in scripts)
-    return None
-
-
-def mixed_scripts_warning(ident: str) -> str | None:
-    """What a save says about an id that mixes scripts (``mixed_scripts``), or None."""
-    found = mixed_scripts(ident)
-    if found is None:
-        return None
-    word, scripts = found
-    return (
-        f"the id {ident!r} mixes scripts in {word!r} ({' and '.join(scripts)} letters that look alike): "
-        "an agent told it may type another; consider an id in one script"
-    )
-
-
 # ---------------------------------------------------------------- time
 
 

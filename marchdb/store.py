@@ -26,7 +26,7 @@ from marchdb.index.recall import project_tag
 from marchdb.index.recall import recall as recall_hints
 from marchdb.index.results import RecallResult
 from marchdb.lifecycle import capture, importing, maintain
-from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text, mixed_scripts_warning
+from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
 from marchdb.twins import check_supersedes
 
 if TYPE_CHECKING:
@@ -305,7 +305,7 @@ class Store(Keeper):
                 text = metadata_text(changes.name or "", changes.description or "", changes.tags or [])
                 twin_probe = (emb.embed_passages([text])[0], emb.fingerprint)
         result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
-        odd_id = mixed_scripts_warning(result.id) if mem_id is not None and result.rel is not None else None
+        odd_id = doctor.mixed_scripts_warning(result.id) if mem_id is not None and result.rel is not None else None
         if odd_id:
             result.warnings.append(odd_id)  # said, never refused: files may hold such ids already
         if embed and result.rel is not None and result.indexed:

@@ -7,6 +7,7 @@ CLI, the MCP server and any other front-end show the same words.
 
 from __future__ import annotations
 
+import re
 import stat
 import unicodedata
 from pathlib import Path
@@ -15,7 +16,6 @@ import apsw
 
 from marchdb import logfile
 from marchdb.index.db import rows
-from marchdb.notes import mixed_scripts
 
 #: What to do about each kind of problem in ``diag_problems``.
 ADVICE = {
@@ -42,6 +42,38 @@ ADVICE = {
     "mixed_script_id": "give it an id whose words are each in one script (a Cyrillic 'о' inside a Latin word "
     "reads as 'o': an agent told the id may type another)",
 }
+
+
+#: Scripts whose letters pass for one another (Latin "o", Cyrillic "о", Greek "ο").
+_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
+_ID_WORD = re.compile(r"[^\W\d_]+")
+
+
+def mixed_scripts(ident: str) -> tuple[str, list[str]] | None:
+    """The first word of ``ident`` whose letters come from scripts that look
+    alike (``gооd`` with Cyrillic о's), and those scripts; None when there is
+    none. Words of one script each (``заметка_db``) are fine."""
+    for word in _ID_WORD.findall(unicodedata.normalize("NFKC", ident)):
+        scripts = set()
+        for c in word:
+            script = unicodedata.name(c, "").split(" ", 1)[0]
+            if script in _LOOKALIKE_SCRIPTS:
+                scripts.add(script)
+        if len(scripts) > 1:
+            return word, sorted(s.title() for s in scripts)
+    return None
+
+
+def mixed_scripts_warning(ident: str) -> str | None:
+    """What a save says about an id that mixes scripts (``mixed_scripts``), or None."""
+    found = mixed_scripts(ident)
+    if found is None:
+        return None
+    word, scripts = found
+    return (
+        f"the id {ident!r} mixes scripts in {word!r} ({' and '.join(scripts)} letters that look alike): "
+        "an agent told it may type another; consider an id in one script"
+    )
 
 
 #: Lines of the hook log ``marchdb doctor`` shows.
