@@ -269,10 +269,21 @@ def with_settings(cfg: Config, settings: dict, sources: dict[str, str] | None = 
     return copy
 
 
+#: The engine's idle time may be from a minute to a week: 0.0001 minutes was
+#: taken, and an engine started (loading the model) for every call.
+MIN_IDLE_MINUTES, MAX_IDLE_MINUTES = 1, 7 * 24 * 60
+#: What a bad idle time is told (``daemonIdleMinutes``, ``serve --idle``).
+IDLE_RULE = f"a number of minutes, at least {MIN_IDLE_MINUTES} minute and at most a week ({MAX_IDLE_MINUTES:,})"
+
+
 def idle_minutes_ok(value: object) -> bool:
-    """Whether ``value`` may be the engine's idle time: above 0, at most a
+    """Whether ``value`` may be the engine's idle time: from a minute to a
     week (``daemonIdleMinutes``, ``serve --idle``)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value <= 7 * 24 * 60
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and MIN_IDLE_MINUTES <= value <= MAX_IDLE_MINUTES
+    )
 
 
 def unusual_root(root: Path, home: Path) -> str | None:
@@ -484,7 +495,7 @@ def load_config(
         )
     idle = data.get("daemonIdleMinutes", DEFAULT_DAEMON_IDLE_MINUTES)
     if not idle_minutes_ok(idle):
-        raise ConfigError("daemonIdleMinutes in config.json must be a number of minutes above 0 (at most a week)")
+        raise ConfigError(f"daemonIdleMinutes in config.json must be {IDLE_RULE}")
 
     prefix = data.get("projectTagPrefix", "project/")
     if not isinstance(prefix, str):

@@ -207,6 +207,9 @@ def remote_error(kind: str, message: str, exit_code: int, fields: dict | None = 
 #: The CLI's exit codes. 9 is not an error: ``save`` wrote nothing because a
 #: near-duplicate exists (its result says which memory to update instead).
 EXIT_DUPLICATE = 9
+#: Exit status of a command stopped by Ctrl-C: a shell's status for a
+#: command a SIGINT ends (128 + 2).
+EXIT_INTERRUPTED = 130
 #: Exit status when stdout is closed early (``| head``): a shell's status for
 #: a command killed by SIGPIPE (128 + 13), never "a bug".
 EXIT_PIPE = 141
@@ -229,6 +232,7 @@ EXIT_CODES: list[tuple[int, str]] = [
     (Retry.exit_code, "something changed meanwhile; nothing was written, try again"),
     (SearchFailed.exit_code, "ripgrep is missing or failed"),
     (Unanswered.exit_code, "the warm engine took a save or log and did not answer in time: look before retrying"),
+    (EXIT_INTERRUPTED, "stopped by Ctrl-C (`marchdb sql` stops the statement it runs)"),
     (
         EXIT_PIPE,
         "the output was closed before all of it was written (piped into `head`), as for any command a SIGPIPE ends",

@@ -170,15 +170,26 @@ def week_of_month(day: int) -> int:
     return (day - 1) // 7 + 1
 
 
+#: Most UTF-8 bytes of a slug: ``YYYY-MM-DD-<slug>-1000.md`` must fit the
+#: 255 bytes a file name may have (60 four-byte characters did not, with ``-2``).
+MAX_SLUG_BYTES = 200
+
+
+def cut_bytes(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, never inside a character."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
 def slugify(name: str, max_len: int = 60) -> str:
     """A file-name-safe slug: ASCII lowercased, CJK and other letters kept,
-    everything else folded to single ``-``. Never empty (``memory``)."""
+    everything else folded to single ``-``; at most ``max_len`` characters
+    and ``MAX_SLUG_BYTES`` bytes. Never empty (``memory``)."""
     text = unicodedata.normalize("NFKC", name).translate(ASCII_LOWERCASE)
     text = re.sub(r"[^\w]+", "-", text).replace("_", "-")
     text = re.sub(r"-{2,}", "-", text).strip("-")
     if len(text) > max_len:
         text = text[:max_len].rstrip("-")
-    return text or "memory"
+    return cut_bytes(text, MAX_SLUG_BYTES).rstrip("-") or "memory"
 
 
 def bucket_dir(when: dt.datetime | dt.date) -> PurePosixPath:

@@ -61,6 +61,8 @@ import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import apsw
+
 from marchdb.changes import Changes
 from marchdb.edit import edit_note
 from marchdb.errors import Conflict, FileError, InvalidInput, NotFound, Retry
@@ -69,10 +71,12 @@ from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.notes import (
     MAX_FILE_BYTES,
+    MAX_SLUG_BYTES,
     YAML_LOADER,
     BadNote,
     Note,
     bucket_path,
+    cut_bytes,
     format_time,
     new_id,
     parse_note,
@@ -116,7 +120,9 @@ def create_file(root: Path, note: Note, when: dt.datetime, slug: str | None = No
     existing file is never overwritten.
     """
     data = _render(note)
-    rel = bucket_path(when, slug or slugify(note.name))
+    # A slug given by a caller is held to the bound slugify keeps, so that the
+    # whole name with its "-N" fits a file name (255 bytes).
+    rel = bucket_path(when, cut_bytes(slug, MAX_SLUG_BYTES).rstrip("-") or "memory" if slug else slugify(note.name))
     # Folder by folder, refusing a link: a YYYY folder linked to elsewhere
     # would take the memory out of the vault (and it would vanish at the next scan).
     folder = safe_folder(root, rel.parent, create=True)
@@ -256,7 +262,8 @@ def update_file(
 
 @dataclass
 class SaveResult:
-    """What one save did. ``rel`` is the file written (None: nothing was)."""
+    """What one save did. ``rel`` is the file written (None: nothing was);
+    ``indexed`` False when the index could not take it (a warning says so)."""
 
     status: str  # created | updated | unchanged | duplicate
     id: str
@@ -266,6 +273,7 @@ class SaveResult:
     rel: str | None = None
     #: For a created memory: active memories on the same subject (``Store.save``).
     related: list[dict] = field(default_factory=list)
+    indexed: bool = True
 
     def to_dict(self) -> dict:
         """``{"status", "id", "path" (absolute), "message", "warnings", "related"}``."""
@@ -277,6 +285,24 @@ class SaveResult:
             "warnings": list(self.warnings),
             "related": list(self.related),
         }
+
+
+def index_written(con, root: Path, index_path, rel: str, warnings: list[str]) -> bool:
+    """Index the file just written at ``rel``; False, with a warning in
+    ``warnings``, when the index cannot take it (a full disk, a read-only
+    index). The file is the memory: the save is done, and the index learns of
+    it at its next scan. Said as an error, the save was done again by users
+    and agents alike, and a second file made."""
+    try:
+        sync_files(con, root, index_path, [rel])
+        return True
+    except apsw.Error as exc:
+        warnings.append(
+            f"the file was written ({rel}), so this is saved; but the index could not be updated "
+            f"({exc}: {db.index_trouble(exc)}): it catches up at the next sync (the next recall, search "
+            "or `marchdb sync`); do not save it again"
+        )
+        return False
 
 
 def checked_id(con, raw: object) -> str:
@@ -317,6 +343,11 @@ class Saver:
                 raise FileError(
                     f"cannot write{where}: {exc.strerror}; marchdb never writes through a symbolic link, so nothing "
                     "was saved: replace the link with a real folder inside the memory root"
+                ) from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise FileError(
+                    f"cannot write{where}: the file name or path is too long for the file system; nothing was "
+                    "saved: give the memory a shorter name, or move the memory root to a shorter path"
                 ) from None
             raise FileError(
                 f"cannot write{where}: {exc.strerror or exc}; nothing was saved, check the disk and permissions"
@@ -374,8 +405,9 @@ class Saver:
                 "unchanged", mem_id, path, f"memory {mem_id} already holds these values; nothing was written"
             )
         result = SaveResult("updated", mem_id, path, f"updated memory {mem_id}: {', '.join(changed)}", rel=rel)
-        self._sync([rel])
-        self._check_indexed(result)
+        result.indexed = index_written(self.con, self.root, self.index_path, rel, result.warnings)
+        if result.indexed:
+            self._check_indexed(result)
         return result
 
     def _create(self, mem_id: str | None, note: Note) -> SaveResult:
@@ -389,8 +421,9 @@ class Saver:
         note = replace(note, id=mem_id, created_at=stamp, updated_at=stamp)
         rel = create_file(self.root, note, when.astimezone())
         result = SaveResult("created", mem_id, self.root / rel, f"created memory {mem_id} at {rel}", rel=rel)
-        self._sync([rel])
-        self._check_indexed(result)
+        result.indexed = index_written(self.con, self.root, self.index_path, rel, result.warnings)
+        if result.indexed:
+            self._check_indexed(result)
         return result
 
     def _check_indexed(self, result: SaveResult) -> None:

@@ -470,6 +470,12 @@ def search(
     results: list[dict] = []
     pos = 0
     leftover = False
+    # Ids several files hold, by what the files say now: a copy made since the
+    # last scan is unknown to the index (``exclude_ids``), and recall, whose
+    # dirty check found it, already leaves it out.
+    holder_of: dict[str, str] = {}
+    shared: dict[str, set[str]] = {mem_id: set() for mem_id in exclude_ids}
+    left_out: set[str] = set()
     while pos < len(ranked) and len(results) < limit:
         # Some files drop out (deprecated, vanished); over-fetch a little.
         batch = ranked[pos : pos + max(2 * (limit - len(results)), 8)]
@@ -480,7 +486,14 @@ def search(
             if full.is_symlink() or not is_inside(str(root), str(full)):
                 continue
             mem_id, status = _frontmatter(root, full)
-            if (status is not None and status not in statuses) or mem_id in exclude_ids:
+            if status is not None and status not in statuses:
+                continue
+            if mem_id is not None and holder_of.setdefault(mem_id, cand.path) != cand.path:
+                shared.setdefault(mem_id, set()).update((holder_of[mem_id], cand.path))
+                results = [r for r in results if r["id"] != mem_id]
+                kept = [(c, i) for c, i in kept if i != mem_id]
+            if mem_id in shared:
+                left_out.add(mem_id)
                 continue
             kept.append((cand, mem_id))
         if not kept:
@@ -508,4 +521,9 @@ def search(
                 }
             )
     truncated = leftover or pos < len(ranked)
+    for mem_id in sorted(left_out):
+        warnings.append(
+            f"left out {mem_id}: several files hold that id (seed 000 leaves conflicts out until they are "
+            "fixed); give all but one a new id (`marchdb doctor` lists them)"
+        )
     return {"query": query, "terms": terms, "results": results, "truncated": truncated, "warnings": warnings}

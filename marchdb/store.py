@@ -85,6 +85,7 @@ class Store(Keeper):
             self.notices.append(str(exc))
         summary = db.rows(con, "SELECT * FROM diag_summary")[0]
         summary.update(db.rows(con, "SELECT * FROM diag_lifecycle")[0])
+        summary.update(db.wal_state(con, self.cfg.index_path))
         summary.update(
             index_path=str(self.cfg.index_path),
             memory_root=str(self.root),
@@ -258,10 +259,13 @@ class Store(Keeper):
     def search(self, query: str, limit: int = 10, context: int = 2, include_archived: bool = False) -> dict:
         """``memory_search``: ripgrep full-text search of the files as they
         are now. The index is asked only which ids are in conflict (left out,
-        seed 000) and for the ids of files being rewritten. Archived memories
+        seed 000, as are ids several of the files found hold) and for the ids
+        of files being rewritten; seed 000's throttled dirty check runs first,
+        as for recall (index only: search needs no vectors). Archived memories
         are searched only with ``include_archived``. See ``search.search``
         for the result."""
         check_text(query, "the query")
+        self.ensure_fresh(embed=False)
 
         def ids_for(paths: list[str]) -> dict[str, str]:
             return dict(
@@ -343,7 +347,10 @@ class Store(Keeper):
             named = {*(changes.supersedes or []), *(changes.conflicts_with or [])}
             related = self.related(f"{changes.name}\n{changes.description}", named, changes.tags or [], embed)
         result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
-        if embed and result.rel is not None:
+        odd_id = doctor.mixed_scripts_warning(result.id) if mem_id is not None and result.rel is not None else None
+        if odd_id:
+            result.warnings.append(odd_id)  # said, never refused: files may hold such ids already
+        if embed and result.rel is not None and result.indexed:
             # Outside the lock: embedding must not hold up other savers.
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         if result.status == "created":
@@ -407,14 +414,15 @@ class Store(Keeper):
         "message", "warnings"}``. ``embed=False`` indexes the entry for BM25
         now and leaves its vector to the next sync."""
         result = capture.Logger(self.con, self.cfg.require_root(), self.cfg.index_path).run(title, text, now)
-        if embed:
+        if embed and result.indexed:
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
 
-    def import_(self, kind: str, path, *, apply: bool = False, embed: bool = True, progress=None) -> dict:
+    def import_(self, kind: str, path=None, *, apply: bool = False, embed: bool = True, progress=None) -> dict:
         """``marchdb import``: plan (or with ``apply``, make) a memory for each
-        note or conversation of ``path`` (``importing``); idempotent, never
-        overwrites. See ``importing.ImportReport.to_dict`` for the result."""
+        note or conversation of ``path`` (``importing``; None for claude-code:
+        Claude Code's own folder); idempotent, never overwrites. See
+        ``importing.ImportReport.to_dict`` for the result."""
         report = importing.Importer(self.con, self.cfg.require_root(), self.cfg.index_path, self.cfg.home).run(
             kind, path, apply
         )
@@ -540,18 +548,28 @@ class Store(Keeper):
             "warning": warning,
         }
 
-    def query(self, sql: str, params: tuple = (), write: bool = False) -> tuple[list[str], list[tuple]]:
+    def query(
+        self,
+        sql: str,
+        params: tuple = (),
+        write: bool = False,
+        max_rows: int | None = None,
+        timeout: float | None = None,
+    ) -> tuple[list[str], list[tuple]]:
         """Run SQL on the index (sqlite-vec loaded). Returns (columns, rows).
 
         Read-only unless ``write``: the index is derived from the files, and
         a hand edit (``DELETE FROM memory_index``) would leave it silently
         out of step with them until a rebuild. Reads run on ``reader()``.
+        ``max_rows``: read at most this many rows; ``timeout``: stop the
+        statement after this many seconds (``InvalidInput``); both unbounded
+        by default (``marchdb sql`` bounds them: ``query.DEFAULT_*``).
         """
         check_text(sql, "the SQL")
         if _RECALLS_IN_SQL.search(sql):
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()
-        return query_mod.run_one(self.con if write else self.reader(), sql, params)
+        return query_mod.run_one(self.con if write else self.reader(), sql, params, max_rows, timeout)
 
 
 #: Statements that recall from the index get the dirty check first.

@@ -52,3 +52,27 @@ def plain_line(text: str) -> str:
 def one_line(message: object) -> str:
     """``message`` as one line of a terminal (``escaped``): an error is always one line."""
     return escaped(str(message))
+
+
+#: Characters of an error message shown at most: it may quote what it was
+#: given (SQLite's "near ...", a path, an option's value), and a 10 MB line
+#: once came back whole.
+MAX_ERROR_CHARS = 600
+
+
+def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` with its middle left out past ``limit`` characters, saying
+    how much: the start says what went wrong, the end what to do next."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    head = limit - tail
+    for _ in range(2):  # the note's own length depends on the count it gives
+        note = f" … ({len(text) - head - tail:,} characters left out) … "
+        head = max(0, limit - tail - len(note))
+    return text[:head] + f" … ({len(text) - head - tail:,} characters left out) … " + text[-tail:]
+
+
+def error_line(message: object) -> str:
+    """An error (or a note) as one bounded line of a terminal: ``one_line``, then ``bounded``."""
+    return bounded(one_line(message))

@@ -106,6 +106,92 @@ def test_canned_queries_without_a_model(tmp_path, mixed_vault, capfd):
         assert store.query("SELECT count(*) FROM recall_log")[1] == [(1,)]
 
 
+PORT = 8123
+KEY = "k" * 22
+
+
+def _guarded_get(ds, path: str, headers: dict | None = None, key: str | None = KEY):
+    """A request through the guard ``marchdb browse`` puts before Datasette,
+    as a browser on this machine sends it (Host, the run's cookie)."""
+    import httpx
+
+    async def fetch():
+        await browse.check(ds)
+        app = browse.guard(ds.app(), PORT, KEY)
+        cookies = {browse.cookie_name(PORT): key} if key else {}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), cookies=cookies) as client:
+            return await client.get(
+                f"http://127.0.0.1:{PORT}{path}", headers={"host": f"127.0.0.1:{PORT}", **(headers or {})}
+            )
+
+    return asyncio.run(fetch())
+
+
+@needs_datasette
+def test_only_this_sites_pages_and_this_runs_key_are_answered(tmp_path, vault):
+    # A cross-site <img src="http://127.0.0.1:PORT/marchdb?sql=..."> was served: timing a
+    # CASE WHEN <a memory's text> THEN <a heavy CTE> read a memory's text in 288 requests.
+    vault.memory("a.md", "mem_a", name="The secret plan")
+    cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        ds = browse.build(store)
+    sql = "/marchdb.json?_shape=array&sql=select+name+from+memory_index"
+    try:
+        ok = _guarded_get(ds, sql, {"sec-fetch-site": "same-origin", "referer": f"http://127.0.0.1:{PORT}/marchdb"})
+        assert ok.status_code == 200 and ok.json() == [{"name": "The secret plan"}]
+        assert _guarded_get(ds, sql, {"sec-fetch-site": "none"}).status_code == 200  # typed in the address bar
+        assert _guarded_get(ds, sql, {"origin": f"http://localhost:{PORT}"}).status_code == 200
+        for headers in (
+            {"sec-fetch-site": "cross-site"},
+            {"sec-fetch-site": "same-site"},  # another port of this machine: another origin
+            {"origin": "https://evil.example"},
+            {"origin": "null"},
+            {"origin": f"http://127.0.0.1:{PORT + 1}"},
+            {"referer": "https://evil.example/page.html"},
+            {"sec-fetch-site": "same-origin", "referer": "https://evil.example/"},
+        ):
+            refused = _guarded_get(ds, sql, headers)
+            assert refused.status_code == 403 and "secret" not in refused.text, headers
+            assert "another site" in refused.text, refused.text
+        # Without this run's key (another user of this machine, a page that guessed the port):
+        for key in (None, "wrong"):
+            refused = _guarded_get(ds, sql, {"sec-fetch-site": "none"}, key=key)
+            assert refused.status_code == 403 and "the address `marchdb browse` printed" in refused.text
+        # The printed address carries the key: it becomes a cookie, and the key leaves the URL.
+        first = _guarded_get(ds, f"/marchdb?{browse.KEY_PARAM}={KEY}", {"sec-fetch-site": "none"}, key=None)
+        assert first.status_code == 302 and first.headers["location"] == "/marchdb"
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith(f"{browse.cookie_name(PORT)}={KEY};") and "HttpOnly" in cookie
+        assert "SameSite=Strict" in cookie
+        kept = _guarded_get(ds, f"/marchdb/memory_index?{browse.KEY_PARAM}={KEY}&_sort=id", key=None)
+        assert kept.status_code == 302 and kept.headers["location"] == "/marchdb/memory_index?_sort=id"
+        wrong = _guarded_get(ds, f"/marchdb?{browse.KEY_PARAM}=nope", key=None)
+        assert wrong.status_code == 403 and "set-cookie" not in wrong.headers
+        # What was refused before still is.
+        assert _guarded_get(ds, sql, {"host": f"evil.example:{PORT}"}).status_code == 421
+    finally:
+        _close(ds)
+
+
+@needs_datasette
+def test_a_query_is_stopped_after_two_seconds_and_says_why(tmp_path, vault):
+    # An endless recursive CTE burnt 20 s of CPU per request (Datasette's limit was 20 s).
+    cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        ds = browse.build(store)
+    try:
+        endless = "with+recursive+c(x)+as+(select+1+union+all+select+x%2B1+from+c)+select+count(*)+from+c"
+        page = _get(ds, f"/marchdb?sql={endless}")
+        assert page.status_code == 400
+        assert "ran for more than 2 s and was stopped" in page.text and "marchdb sql --timeout" in page.text
+        answer = _get(ds, f"/marchdb.json?sql={endless}")
+        assert answer.status_code == 400 and "more than 2 s" in answer.json()["error"]
+    finally:
+        _close(ds)
+
+
 SIDE_BY_SIDE = """
 import asyncio, sys
 from marchdb.browse import plugin as browse_plugin
@@ -229,7 +315,42 @@ def _browser():
         "--window-size=1200,900",
     ):
         opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})  # the statuses of every request
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def _printed_address(server, seconds: float) -> str:
+    """The address ``marchdb browse`` printed on stderr once it was up."""
+    import threading
+
+    found: list[str] = []
+    lines: list[str] = []
+
+    def read():
+        for line in server.stderr:
+            lines.append(line)
+            if line.startswith("marchdb browse: http"):
+                found.append(line.split()[2])
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if not found:
+        raise AssertionError(f"marchdb browse did not start: {''.join(lines)[-3000:]}")
+    return found[0]
+
+
+def _statuses(driver, prefix: str) -> list[int]:
+    """The HTTP statuses of the browser's requests to URLs starting with ``prefix`` (DevTools log)."""
+    out = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.responseReceived":
+            response = message["params"]["response"]
+            if response["url"].startswith(prefix):
+                out.append(response["status"])
+    return out
 
 
 def _free_port() -> int:
@@ -280,29 +401,54 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
         env={**os.environ, "TMPDIR": str(private_tmp)},
     )
     base = f"http://127.0.0.1:{port}/marchdb"
+    evil = None
     try:
-        deadline = time.monotonic() + 120
-        while True:
+        printed = _printed_address(server, 120)  # the run's key is in it
+        assert printed.startswith(f"{base}?{browse.KEY_PARAM}=")
+        key = printed.split("=", 1)[1]
+        cookie = {"Cookie": f"{browse.cookie_name(port)}={key}"}
+        versions_url = f"http://127.0.0.1:{port}/-/versions.json"
+        deadline = time.monotonic() + 60
+        while True:  # printed just before uvicorn listens
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/versions.json", timeout=5) as r:
+                with urllib.request.urlopen(urllib.request.Request(versions_url, headers=cookie), timeout=10) as r:
                     versions = json.load(r)
                 break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"marchdb browse did not start: {server.communicate(timeout=10)}") from None
-                time.sleep(0.3)
+            except urllib.error.URLError as exc:
+                if isinstance(exc, urllib.error.HTTPError) or server.poll() is not None:
+                    raise
+                if time.monotonic() > deadline:
+                    raise AssertionError("marchdb browse printed its address but does not listen") from None
+                time.sleep(0.2)
         assert versions["datasette"]["version"] == "0.65.5"
         if os.path.exists("/proc/net/tcp"):
             assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
-        # A page of another site reaching 127.0.0.1 through DNS rebinding names its own host; and
-        # nothing may write.
+        # A page of another site reaching 127.0.0.1 through DNS rebinding names its own host; nothing
+        # may write; a request without this run's key is refused.
         for request, status in (
-            (urllib.request.Request(f"{base}.json", headers={"Host": f"evil.example:{port}"}), 421),
-            (urllib.request.Request(f"{base}/recall", data=b"text=hi", method="POST"), 405),
+            (urllib.request.Request(f"{base}.json", headers={**cookie, "Host": f"evil.example:{port}"}), 421),
+            (urllib.request.Request(f"{base}/recall", data=b"text=hi", method="POST", headers=cookie), 405),
+            (urllib.request.Request(f"{base}.json"), 403),
         ):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=10)
             assert refused.value.code == status
+
+        # A page of another site (localhost is another site than 127.0.0.1) that the user visits
+        # after opening browse, asking for the index with an <img> and a no-cors fetch.
+        evil_port = _free_port()
+        evil_dir = tmp_path / "evil"
+        evil_dir.mkdir()
+        sql = "select+name+from+memory_index"
+        (evil_dir / "index.html").write_text(
+            f'<img src="{base}.json?sql={sql}"><script>fetch("{base}.json?sql={sql}&x=2", {{mode: "no-cors"}})'
+            '.then(() => document.title = "fetched", () => document.title = "failed")</script>'
+        )
+        evil = subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(evil_port), "--bind", "127.0.0.1", "--directory", str(evil_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
@@ -320,7 +466,9 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
                 expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "table.rows-and-columns td"))
             )
 
-        # What a person does: open the recall page, type a message, run it.
+        # What a person does: open the address browse printed, then the recall page, type a message, run it.
+        driver.get(printed)
+        assert driver.current_url == base  # the key went into a cookie, out of the address
         driver.get(f"{base}/recall")
         assert driver.find_element(By.TAG_NAME, "h1").text == "Recall, explained"
         submit("text", "why does the prompt cache miss?")
@@ -348,7 +496,25 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
         for title in ("Recall, explained", "Problems", "Hint history", "Memory use", "nearest neighbours"):
             assert title in page, title
         assert [p.name for p in private_tmp.iterdir()][0].startswith("marchdb-vec0-")
+
+        # The other site's page, in the browser that holds the key: its requests are refused.
+        driver.get_log("performance")  # what came before
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                driver.get(f"http://localhost:{evil_port}/index.html")
+                break
+            except Exception:  # noqa: BLE001 - the little server is still starting
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        WebDriverWait(driver, 60).until(lambda d: d.title in ("fetched", "failed"))
+        statuses = _statuses(driver, f"{base}.json")
+        assert len(statuses) == 2 and set(statuses) == {403}, statuses
     finally:
+        if evil is not None:
+            evil.terminate()
+            evil.wait(10)
         driver.quit()
         server.terminate()
         try:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from marchdb.cli.main import app
 from marchdb.config import load_config
+from marchdb.errors import InvalidInput
 from marchdb.store import Store
 
 
@@ -88,9 +89,9 @@ def test_sql_json_and_table(cli, vault):
     vault.memory("a.md", "mem_a")
     cli("sync", "--no-embed")
     data = js(cli("sql", "SELECT id, status FROM memory_index", "--json"))
-    assert data == {"columns": ["id", "status"], "rows": [{"id": "mem_a", "status": "active"}]}
+    assert data == {"columns": ["id", "status"], "rows": [{"id": "mem_a", "status": "active"}], "truncated": False}
     empty = js(cli("sql", "SELECT id FROM memory_index WHERE 0", "--json"))
-    assert empty == {"columns": ["id"], "rows": []}
+    assert empty == {"columns": ["id"], "rows": [], "truncated": False}
     assert "vec_version" in js(cli("sql", "SELECT vec_version() AS vec_version", "--json"))["columns"]
     bad = cli("sql", "SELEC nonsense")
     assert bad.exit_code != 0 and "SQL error" in bad.stderr
@@ -509,7 +510,9 @@ def test_output_closed_early_ends_quietly_with_the_sigpipe_status(tmp_path):
     # ~350 KB of output, several times a pipe's 64 KiB: it cannot all be written before the close
     # (300,000 rows cost a second more, formatted before the first line is printed).
     rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 50000) SELECT x FROM c"
-    proc = subprocess.Popen([marchdb, "sql", rows], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [marchdb, "sql", "--max-rows", "0", rows], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     assert proc.stdout.readline().strip() == b"x"
     proc.stdout.close()  # as `head -1` does
     assert proc.wait(timeout=60) == 141
@@ -555,3 +558,155 @@ def test_save_says_what_is_related_and_takes_conflicts_with(cli, vault):
     assert "contradict each other" in cli("recall", "can we release to production on friday").stdout
     assert js(cli("save", "--id", created, "--conflicts-with", "", "--json"))["status"] == "updated"
     assert "contradiction" not in {p["kind"] for p in js(cli("doctor", "--json"))["problems"]}
+
+
+COUNT = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c{limit}) SELECT {what} FROM c"
+ENDLESS = COUNT.format(limit="", what="count(*)")
+
+
+def test_sql_prints_a_bounded_number_of_rows_and_says_more_exist(cli):
+    # 30 M rows ended in "unexpected MemoryError ... this is a bug".
+    rows = COUNT.format(limit=" LIMIT 10005", what="x")
+    out = cli("sql", rows)
+    assert out.exit_code == 0 and out.stdout.split() == ["x", "-----", *[str(i) for i in range(1, 10_001)]]
+    assert "the first 10,000 rows; more exist" in out.stderr and "--max-rows" in out.stderr
+    data = js(cli("sql", "--json", rows))
+    assert len(data["rows"]) == 10_000 and data["truncated"] is True
+    assert js(cli("sql", "--json", "--max-rows", "3", rows))["rows"] == [{"x": 1}, {"x": 2}, {"x": 3}]
+    every = js(cli("sql", "--json", "--max-rows", "0", rows))
+    assert len(every["rows"]) == 10_005 and every["truncated"] is False
+    exact = cli("sql", "--max-rows", "5", COUNT.format(limit=" LIMIT 5", what="x"))
+    assert exact.exit_code == 0 and exact.stderr == ""  # five of five: nothing more to say
+
+
+def test_sql_stops_a_statement_at_its_time_bound(cli, store):
+    # An endless recursive CTE ran until killed.
+    out = cli("sql", "--timeout", "0.5", ENDLESS)
+    assert out.exit_code == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "ran for more than 0.5 s and was stopped" in out.stderr and "--timeout" in out.stderr
+    with pytest.raises(InvalidInput, match="ran for more than 0.2 s"):
+        store.query(ENDLESS, timeout=0.2)
+    assert store.query("SELECT 1")[1] == [(1,)]  # the connection is fine after it
+    assert cli("sql", "--timeout", "0", "SELECT 2 AS two").stdout.split() == ["two", "---", "2"]
+    for bad in ("-1", "nan"):
+        assert cli("sql", "--timeout", bad, "SELECT 1").exit_code == 2, bad
+
+
+def test_sql_says_a_checkpoint_writes(cli):
+    # PRAGMA wal_checkpoint on the read-only connection said "disk I/O error".
+    cli("sync", "--no-embed")
+    refused = cli("sql", "PRAGMA wal_checkpoint")
+    assert refused.exit_code == 2 and "read-only" in refused.stderr and "--write" in refused.stderr
+    assert "disk I/O" not in refused.stderr
+    done = js(cli("sql", "--write", "--json", "PRAGMA wal_checkpoint"))
+    assert done["columns"] == ["busy", "log", "checkpointed"]
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _interrupt_when_busy(proc) -> None:
+    """SIGINT once ``proc`` has spent 1.5 s of CPU: in its statement by then
+    (starting takes well under that), however loaded the machine is."""
+    import signal
+    import time
+
+    while proc.poll() is None and _cpu_seconds(proc.pid) < 1.5:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads CPU time from /proc")
+@pytest.mark.parametrize("shell", [False, True])
+def test_ctrl_c_stops_a_runaway_statement(tmp_path, shell):
+    # Ctrl-C did nothing until the statement ended (never, for an endless CTE).
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(tmp_path), "MARCH_DAEMON": "0"}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    args = [marchdb, "sql", "--timeout", "0"] + ([] if shell else [ENDLESS])
+    proc = subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        if shell:
+            proc.stdin.write(ENDLESS + ";\n")
+            proc.stdin.flush()
+        _interrupt_when_busy(proc)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err.strip().splitlines()[-1] == "interrupted" and "Traceback" not in err, err
+
+
+def test_the_shell_bounds_each_statement_and_goes_on(cli):
+    out = cli("sql", "--timeout", "0.5", input=f"{ENDLESS};\nSELECT 40 + 2;\n")
+    assert "ran for more than 0.5 s and was stopped" in out.stderr
+    assert "42" in out.stdout
+
+
+def test_an_answer_too_large_for_memory_is_a_clear_error(tmp_path):
+    # 30 M rows with no bound ended in "unexpected MemoryError ... this is a bug".
+    import resource
+
+    def half_a_gigabyte():
+        resource.setrlimit(resource.RLIMIT_AS, (500_000_000, 500_000_000))
+
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(tmp_path), "MARCH_DAEMON": "0"}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    rows = COUNT.format(limit=" LIMIT 30000000", what="x")
+    out = subprocess.run(
+        [marchdb, "sql", "--max-rows", "0", rows],
+        preexec_fn=half_a_gigabyte,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr == "error: the answer does not fit in memory; add a LIMIT, or read fewer rows (--max-rows)\n"
+
+
+def test_an_error_quotes_at_most_a_few_hundred_characters_of_what_it_was_given(cli, tmp_path):
+    # SQLite's "near ...", click's "is not a valid integer" and a path named in an error
+    # echoed the whole input: 100,000 characters of one error line (10 MB through the shell).
+    from marchdb.text import MAX_ERROR_CHARS
+
+    huge = "x" * 100_000
+    root = tmp_path / "vault"
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(root), "MARCH_DAEMON": "0"}
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    for args in (("sql", f"select {huge}"), ("search", "--limit", huge, "q"), ("import", "obsidian", f"/tmp/{huge}")):
+        out = subprocess.run([marchdb, *args], capture_output=True, text=True, env=env, timeout=60)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args[0], out.stderr[:300])
+        assert len(lines[0]) <= MAX_ERROR_CHARS + 100 and "characters left out" in lines[0], lines[0]
+    shell = cli("sql", input=f"select {'y' * 1_000_000};\nSELECT 40 + 2;\n")
+    assert len(shell.stderr) < 2 * MAX_ERROR_CHARS and "characters left out" in shell.stderr
+    assert "42" in shell.stdout
+
+
+def test_bounded_keeps_the_start_and_the_end():
+    from marchdb.text import bounded
+
+    assert bounded("short") == "short"
+    cut = bounded("error: " + "x" * 5000 + "; do this next", 100)
+    assert len(cut) <= 100 and cut.startswith("error: xxx") and cut.endswith("; do this next")
+
+
+def test_model_build_takes_the_recipe_the_global_model_names(tmp_path):
+    # `marchdb --model minilm model build` built e5: the recipe was a positional defaulting to e5.
+    home = ["--home", str(tmp_path / "home")]
+    env = {"MARCH_MODELS_DIR": str(tmp_path / "models")}
+    built = js(CliRunner().invoke(app, [*home, "--model", "minilm", "model", "build", "--json"], env=env))
+    assert built["recipe"] == "minilm" and built["path"].endswith(".gguf") and "MiniLM" in built["path"]
+    same = js(CliRunner().invoke(app, [*home, "--model", "minilm", "model", "build", "minilm", "--json"], env=env))
+    assert same["path"] == built["path"]
+    disagree = CliRunner().invoke(app, [*home, "--model", "minilm", "model", "build", "e5"], env=env)
+    assert disagree.exit_code == 2 and "--model minilm" in disagree.stderr and "e5" in disagree.stderr
+    a_file = CliRunner().invoke(app, [*home, "--model", str(tmp_path / "my.gguf"), "model", "build"], env=env)
+    assert a_file.exit_code == 2 and "names a file" in a_file.stderr and "e5" in a_file.stderr
+    assert not (tmp_path / "models" / "multilingual-e5-small-q4_0.gguf").exists()  # nothing else was built

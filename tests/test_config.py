@@ -34,3 +34,33 @@ def test_the_index_may_lie_in_a_hidden_folder_of_the_root_only(tmp_path):
             place(index)
     for index in (root / ".marchdb" / "idx.sqlite", root / "sub" / ".x" / "idx.sqlite", tmp_path / "idx.sqlite"):
         place(index)
+
+
+@pytest.mark.parametrize("minutes", [0.0001, 0.5, 0, -1, 20000, "30", True])
+def test_the_engines_idle_time_has_a_sane_minimum(tmp_path, minutes):
+    # daemonIdleMinutes: 0.0001 was accepted: an engine started (and loaded the model) for every call.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"daemonIdleMinutes": minutes}))
+    with pytest.raises(ConfigError, match="at least 1 minute"):
+        load_config(home=home, root=tmp_path, env={})
+
+
+@pytest.mark.parametrize("minutes", [1, 2.5, 30, 10080])
+def test_idle_times_from_a_minute_to_a_week_are_taken(tmp_path, minutes):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"daemonIdleMinutes": minutes}))
+    assert load_config(home=home, root=tmp_path, env={}).daemon_idle_minutes == minutes
+
+
+def test_serve_idle_has_the_same_minimum(tmp_path):
+    from typer.testing import CliRunner
+
+    from marchdb.cli.main import app
+
+    for bad in ("0.0001", "0.5", "0", "20000"):
+        out = CliRunner().invoke(
+            app, ["--home", str(tmp_path / "home"), "--root", str(tmp_path), "serve", "--idle", bad]
+        )
+        assert out.exit_code == 2 and "at least 1 minute" in out.stderr, (bad, out.stderr)

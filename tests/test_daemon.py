@@ -239,8 +239,15 @@ def test_two_hosts_share_one_engine(home):
     assert len(engine_processes(home)) == 1
 
 
+#: An engine idle for 3 s: below what serve --idle takes (a minute), through the library.
+SHORT_IDLE_ENGINE = (
+    "import sys; from marchdb.config import load_config; from marchdb.engine import daemon; "
+    "sys.exit(daemon.Engine(load_config(), idle_seconds=3).run())"
+)
+
+
 def test_an_idle_engine_exits_by_itself(home):
-    proc = subprocess.Popen([MARCHDB, "serve", "--idle", "0.05"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", SHORT_IDLE_ENGINE], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert client.wait_ready(home, 60)
     assert proc.wait(timeout=60) == 0
     assert not client.socket_path(home).exists()
@@ -299,9 +306,9 @@ def test_serve_says_what_it_does_and_checks_its_idle_time(home):
         assert client.wait_ready(home, 60)
         second = marchdb("serve")
         assert second.returncode == 0 and f"an engine already serves {home} (pid {first.pid})" in second.stderr
-        for bad in ("0", "-1", "nan", "inf", "20000"):
+        for bad in ("0", "-1", "nan", "inf", "20000", "0.5"):
             refused = marchdb("serve", "--idle", bad)
-            assert refused.returncode == 2 and "--idle must be a number of minutes above 0" in refused.stderr, bad
+            assert refused.returncode == 2 and "--idle must be a number of minutes, at least 1" in refused.stderr, bad
     finally:
         daemon.stop(home)
     out = first.stderr.read()
@@ -383,6 +390,24 @@ def test_the_engine_drops_what_its_client_stopped_waiting_for(bm25_engine):
 def test_json_nested_past_any_request_is_a_protocol_error_not_a_failure(bm25_engine):
     answer = bm25_engine.answer(b'{"a":' + b"[" * 100_000)
     assert answer == {"ok": False, "error": {"kind": "protocol", "message": "the request is not JSON", "exit_code": 2}}
+
+
+@pytest.mark.parametrize(
+    "request_fields",
+    [
+        {"op": "memory_recall", "args": ["why", "cache"]},
+        {"op": "memory_recall", "args": "why does the cache miss"},
+        {"op": "memory_recall", "args": 7},
+        {"op": ["memory_recall"], "args": {}},
+        {"op": "memory_recall", "args": {}, "identity": ["root"]},
+    ],
+)
+def test_a_request_of_the_wrong_shape_is_a_protocol_error_not_a_bug(bm25_engine, request_fields):
+    # "args": [...] was "the engine failed: AttributeError ..." (exit 1, "a bug").
+    line = {"v": client.PROTOCOL, "identity": bm25_engine.identity, **request_fields}
+    answer = bm25_engine.answer(json.dumps(line).encode())
+    assert not answer["ok"] and answer["error"]["kind"] == "protocol" and answer["error"]["exit_code"] == 2, answer
+    assert "failed" not in answer["error"]["message"]
 
 
 def test_the_engine_stops_when_its_index_is_corrupt(bm25_engine):
@@ -657,7 +682,7 @@ def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed
     # A pid in a lock file is only ever signalled when it is a marchdb engine of this user.
     victim = subprocess.Popen(["sleep", "60"])
     try:
-        assert not client._is_engine_process(victim.pid)
+        assert not client._is_engine_process(victim.pid, home)
     finally:
         victim.kill()
         victim.wait()
@@ -897,3 +922,75 @@ def test_an_engine_stops_when_its_index_is_deleted(home):
     assert pid not in engine_processes(home)
     assert any("its index" in line and "is gone" in line for line in logfile.read_log(home, "daemon"))
     assert not (home / "index.sqlite").exists()
+
+
+def test_an_idle_engine_folds_its_wal_into_the_index_file(home, tmp_path):
+    # A plain copy of index.sqlite held 0 memories while the engine ran: all of it sat in the WAL.
+    import shutil
+
+    saved = marchdb("save", "--json", "--name", "Kept in the file", "-d", "d", "-t", "t", "--body", "in the file")
+    assert saved.returncode == 0, saved.stderr
+    mem_id = json.loads(saved.stdout)["id"]
+    assert client.engine_pid(home) is not None  # the engine saved it
+    wal = Path(f"{home / 'index.sqlite'}-wal")
+    deadline = time.monotonic() + daemon.IDLE_CHECKPOINT_SECONDS + 60
+    while wal.exists() and wal.stat().st_size > 0:
+        assert time.monotonic() < deadline, f"the -wal file still holds {wal.stat().st_size} bytes"
+        time.sleep(0.2)
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(home / "index.sqlite", copy)
+    con = apsw.Connection(str(copy))
+    try:
+        assert con.execute("SELECT count(*) FROM memory_index WHERE id = ?", (mem_id,)).fetchone()[0] == 1
+        assert con.execute("SELECT count(*) FROM vectors").fetchone()[0] > 0
+    finally:
+        con.close()
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, (str(os.getpid()) if sys.argv[2] == "self" else sys.argv[2]).encode() + b"\\n")
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_serve_stop_signals_only_the_process_holding_this_homes_lock(tmp_path):
+    # The pid came from the lock file, and any process of this user whose command line held
+    # "marchdb" and "serve" was taken for the engine: another home's engine, or a decoy.
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    other = tmp_path / "other"
+    decoy = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "marchdb", "--home", str(other), "serve"]
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(home / client.LOCK_NAME), str(decoy.pid)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert client.engine_alive(home)
+        assert client.engine_pid(home) is None  # the decoy holds no lock of this home
+        assert daemon.stop(home, timeout=1.0) is True  # asked (no socket answers), signalled nobody
+        assert decoy.poll() is None and holder.poll() is None
+    finally:
+        for proc in (decoy, holder):
+            proc.kill()
+            proc.wait()
+    # The process that holds the lock, and is a marchdb serve, is the engine.
+    engine = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(home / client.LOCK_NAME), "self", "marchdb", "serve"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert engine.stdout.readline().strip() == "held"
+        assert client.engine_pid(home) == engine.pid
+    finally:
+        engine.kill()
+        engine.wait()

@@ -155,3 +155,50 @@ def test_logs_keep_their_last_rows_and_prune_in_the_writers_transaction(tmp_path
     assert 49_999 <= sizes["open_log"]["rows"] <= 51_000 and 20_000 <= sizes["runs"]["rows"] <= 21_000
     assert sizes["recall_log"]["keep_rows"] == 100_000 and sizes["recall_log"]["oldest"] is not None
     con.close()
+
+
+def _modes(path) -> dict[str, str]:
+    import os
+    import stat
+
+    return {
+        s: oct(stat.S_IMODE(os.stat(f"{path}{s}").st_mode))
+        for s in ("", "-wal", "-shm")
+        if os.path.exists(f"{path}{s}")
+    }
+
+
+def test_the_index_and_its_companions_are_private_wherever_it_lives(tmp_path, vault):
+    # indexPath outside the 0700 home: the index (every memory's text, the logs)
+    # and its -wal and -shm were 0644 under a usual umask; the export is 0600 already.
+    import json
+    import os
+
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    outside = tmp_path / "shared"
+    outside.mkdir(mode=0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"indexPath": str(outside / "index.sqlite")}))
+    vault.memory("a.md", "mem_a")
+    old = os.umask(0o022)
+    try:
+        cfg = load_config(home=home, root=vault.root, model=str(tmp_path / "none.gguf"), env={})
+        with Store(cfg) as store:
+            store.sync(embed=False)
+            assert _modes(cfg.index_path) == {"": "0o600", "-wal": "0o600", "-shm": "0o600"}
+        # A rebuild creates the file afresh: private too.
+        with Store(cfg) as store:
+            store.rebuild(embed=False)
+            assert set(_modes(cfg.index_path).values()) == {"0o600"}
+        # An index made world-readable before (by an older marchdb) is made private when opened.
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(f"{cfg.index_path}{suffix}"):
+                os.chmod(f"{cfg.index_path}{suffix}", 0o644)
+        with Store(cfg) as store:
+            store.status()
+            assert set(_modes(cfg.index_path).values()) == {"0o600"}
+    finally:
+        os.umask(old)

@@ -135,3 +135,18 @@ def test_export_refuses_what_it_must_not_write(tmp_path, mixed_vault):
     assert cli("export", str(tmp_path / "home" / "backup.sqlite")).exit_code == 0
     refused = cli("export", str(tmp_path / "x.db-journal"))
     assert refused.exit_code == 2 and "journal" in refused.stderr and not (tmp_path / "x.db-journal").exists()
+
+
+def test_a_file_name_too_long_is_a_clear_error(tmp_path, vault, store):
+    # `export` to a 300-character name was "unexpected OSError ... File name too long" (exit 1, "a bug").
+    from marchdb.errors import InvalidInput
+
+    vault.memory("a.md", "mem_a")
+    store.sync(embed=False)
+    for name in ("x" * 300 + ".sqlite", "x" * 240 + ".sqlite", "é" * 120 + ".sqlite"):
+        with pytest.raises(InvalidInput, match="file name is too long") as refused:
+            store.export(tmp_path / name)
+        assert "choose a shorter name" in str(refused.value)
+    with pytest.raises(InvalidInput, match="cannot look at"):
+        store.export(tmp_path / ("d" * 300) / "index.sqlite")  # a folder whose name is too long
+    assert store.export(tmp_path / ("x" * 200 + ".sqlite"))["memories"] == 1  # a long name that fits

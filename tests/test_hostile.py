@@ -922,6 +922,56 @@ def test_12_any_sqlite_error_escaping_a_command_is_one_line(tmp_path, vault):
     assert "disk is full" in proc.stderr and "Traceback" not in proc.stderr
 
 
+TIGHT_INDEX = (
+    "import sys, apsw\n"
+    "from marchdb.index import db\n"
+    "real = db._connect_raw\n"
+    "def tight(path):\n"
+    "    con = real(path)\n"
+    "    con.pragma('max_page_count', con.pragma('page_count'))\n"
+    "    return con\n"
+    "db._connect_raw = tight\n"
+    "from marchdb.cli.main import main\n"
+    "sys.argv = ['marchdb'] + sys.argv[1:]\n"
+    "main()\n"
+)
+
+
+def test_12_a_save_on_a_full_index_disk_says_the_file_was_written(tmp_path, vault):
+    # The memory file was written, and the save said exit 7 "the index cannot be used":
+    # a user (or an agent) saving again then made a second file.
+    home = tmp_path / "home"
+    vault.memory("a.md", "mem_a")
+    assert marchdb_cli(home, "sync", "--no-embed", root=vault.root).exit_code == 0
+
+    def tight(*args):
+        return subprocess.run(
+            [sys.executable, "-c", TIGHT_INDEX, "--home", str(home), "--root", str(vault.root), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "MARCH_EMBED_MODEL": NO_MODEL},
+        )
+
+    logged = tight("log", "A note", "text " * 3000)
+    assert logged.returncode == 0 and "the file was written" in logged.stderr, logged.stderr
+    # With room again, the next command indexes the note (and a save's own scan would have to, first).
+    assert marchdb_cli(home, "sync", "--no-embed", root=vault.root).exit_code == 0
+    body = "words " * 3000  # more than the index's free pages hold
+    saved = tight(
+        "save", "--json", "--name", "Full disk", "-d", "a memory saved on a full disk", "-t", "t", "--body", body
+    )
+    assert saved.returncode == 0, saved.stderr
+    data = json.loads(saved.stdout)
+    assert data["status"] == "created" and Path(data["path"]).is_file()
+    warning = " ".join(data["warnings"])
+    assert "the file was written" in warning and "next sync" in warning and "disk is full" in warning, warning
+    assert "Traceback" not in saved.stderr
+    # Once the disk has room, the index catches up by itself.
+    found = marchdb_cli(home, "open", data["id"], root=vault.root)
+    assert found.exit_code == 0 and "words words" in found.stdout
+
+
 # ---------------------------------------------------------------- 13. marchdb sql
 
 

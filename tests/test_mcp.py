@@ -418,3 +418,20 @@ def test_the_servers_own_dirty_check_starts_once_the_call_is_done(tmp_path, mixe
             local.watcher.stop()
         if local.store is not None:
             local.store.close()
+
+
+def test_an_unknown_tool_or_method_is_not_echoed_whole(tmp_path):
+    # The SDK answered "Unknown tool: <the whole name>" and "Method not found" with the method as data.
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from marchdb.mcp import wire
+    from marchdb.mcp.server import build_server
+    from marchdb.text import MAX_ERROR_CHARS
+
+    server = build_server(lambda op, args: {}, tmp_path / "index.sqlite")
+    with pytest.raises(ToolError) as caught:
+        asyncio.run(server.call_tool("x" * 100_000, {}))
+    assert len(str(caught.value)) <= MAX_ERROR_CHARS and "Unknown tool" in str(caught.value)
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m" * 100_000}).encode()
+    passed, answer = wire.check_line(line)
+    assert passed is None and len(answer) < 2 * MAX_ERROR_CHARS and '"id": 1' in answer, answer[:300]

@@ -664,3 +664,17 @@ def test_a_created_memory_answers_with_the_related_ones(vault, store):
     assert store.save(id="mem_g1", description="tomatoes only", embed=False)["related"] == []
     unrelated = create(store, name="Dog's medication", description="Biscuit takes carprofen", tags=["pets"])
     assert unrelated["related"] == []
+
+
+def test_a_second_save_of_a_name_of_four_byte_characters_fits_the_file_name_limit(store):
+    # The slug kept 60 characters (240 bytes): with "-2" the name passed 255 bytes,
+    # and the save failed with a message blaming the disk.
+    name = "\U00020000" * 70  # CJK Extension B: four bytes each in UTF-8
+    paths = []
+    for n in range(3):
+        saved = store.save(name=name, description=f"take {n}", body=f"body {n}", tags=["t"], force=True, embed=False)
+        assert saved["status"] == "created", saved
+        paths.append(saved["path"])
+    for path in paths:
+        assert len(os.path.basename(path).encode()) <= 255, path
+    assert len(set(paths)) == 3

@@ -200,6 +200,38 @@ def test_files_sharing_an_id_are_left_out_until_fixed(vault, store):
     assert {r["id"] for r in store.search("kumquat")["results"]} == {"mem_twin", "mem_other"}
 
 
+def test_a_copy_made_a_moment_ago_is_left_out_as_recall_leaves_it_out(vault, store):
+    # A file copied (same id) a moment after a scan: the index did not know of
+    # the conflict yet, and search showed the memory twice where recall left it out.
+    import shutil
+
+    first = vault.memory("a.md", "mem_twin", body="the kumquat harvest")
+    vault.memory("c.md", "mem_other", body="kumquat jam")
+    store.sync(embed=False)
+    shutil.copyfile(first, vault.root / "copy of a.md")
+    found = store.search("kumquat")
+    assert [r["id"] for r in found["results"]] == ["mem_other"]
+    assert any("mem_twin" in w and "several files" in w for w in found["warnings"]), found["warnings"]
+
+
+def test_search_runs_the_throttled_dirty_check(vault, store):
+    # Seconds after the copy the index still did not know: search ran no dirty check at all.
+    import shutil
+    import time
+
+    from marchdb.index import db
+
+    first = vault.memory("a.md", "mem_twin", body="the kumquat harvest")
+    store.sync(embed=False)
+    shutil.copyfile(first, vault.root / "b.md")
+    # The last scan is older than the dirty check's 5 s.
+    with store.con:
+        db.set_meta(store.con, "last_scan_epoch", f"{time.time() - 30:.3f}")
+    store.scanned_at = time.time() - 30
+    assert store.search("kumquat")["results"] == []
+    assert db.file_holders(store.con, "mem_twin") == ["a.md", "b.md"]  # the index knows now
+
+
 def test_a_path_too_deep_for_ripgrep_does_not_fail_a_search(vault):
     # rg could not open a file 4,500 characters deep: a query matching nothing else failed whole.
     vault.memory("a.md", "mem_a", body="hello there")

@@ -272,3 +272,46 @@ def test_a_sync_with_nothing_to_embed_never_loads_the_model(model_store, vault, 
     vault.memory("b.md", "mem_b", body="A new memory: now the model is loaded and it is embedded.")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split()[0] != "0" and out.stdout.split()[2] == "True", out.stderr
+
+
+def test_a_plain_copy_of_the_index_file_holds_what_a_long_lived_store_saved(vault, store, tmp_path):
+    # While the engine ran, a copy of index.sqlite held 0 memories: all of it sat in the WAL.
+    import shutil
+
+    import apsw
+
+    for i in range(3):
+        store.save(name=f"Memory {i}", description="kept in the file", body=f"body {i}", tags=["t"], embed=False)
+    vault.memory("hand.md", "mem_hand")
+    store.sync(embed=False)
+    reader = db.connect(store.cfg.index_path)  # another long-lived connection, as the engine's watcher has
+    reader.execute("SELECT count(*) FROM memory_index").fetchall()
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(store.cfg.index_path, copy)  # the file alone, without its -wal
+    con = apsw.Connection(str(copy))
+    try:
+        assert con.execute("SELECT count(*) FROM memory_index").fetchone()[0] == 4
+    finally:
+        con.close()
+        reader.close()
+
+
+def test_status_says_how_much_sits_in_the_wal_and_an_idle_checkpoint_empties_it(vault, store):
+    vault.memory("a.md", "mem_a")
+    store.sync(embed=False)
+    reader = db.connect(store.cfg.index_path)
+    try:
+        # A reader in the middle of a read holds back what was written after its snapshot.
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM memory_index").fetchall()
+        store.save(name="Later", description="after the reader began", body="b", tags=["t"], embed=False)
+        status = store.status()
+        assert status["wal_bytes"] > 0 and status["wal_pages"] > 0
+        assert 0 < status["wal_pages_pending"] <= status["wal_pages"]
+        assert store.idle_checkpoint() is False  # a reader is in the WAL: nothing waits for it
+        reader.execute("COMMIT")
+        assert store.idle_checkpoint() is True
+        status = store.status()
+        assert (status["wal_bytes"], status["wal_pages"], status["wal_pages_pending"]) == (0, 0, 0)
+    finally:
+        reader.close()

@@ -507,3 +507,46 @@ def test_many_memories_replacing_many_others_resolve_to_the_newest(vault, store)
     (vault.root / "m59.md").unlink()  # gone: the one before it holds now
     store.sync(embed=False)
     assert store.con.execute("SELECT DISTINCT by_id FROM superseded").fetchall() == [("m58",)]
+
+
+def test_a_scan_time_in_the_future_is_ignored(vault, cfg):
+    # A clock that was once a year ahead left its scan time in the index:
+    # every dirty check took the index for fresh until real time caught up,
+    # and hand edits were missed.
+    from marchdb.store import Store
+
+    vault.memory("a.md", "mem_a", name="Old name")
+    with Store(cfg) as store:
+        store.sync(embed=False)
+    con = db.connect(cfg.index_path)  # the scan of that process, its clock a year ahead
+    with con:
+        db.set_meta(con, "last_scan_epoch", f"{time.time() + 365 * 86400:.3f}")
+    con.close()
+    vault.memory("a.md", "mem_a", name="Hand edited")
+    with Store(cfg) as store:  # a new process, as a hook without the engine is
+        assert store.last_scan() is None or store.last_scan() <= time.time()
+        store.ensure_fresh(embed=False)
+        assert store.query("SELECT name FROM memory_index WHERE id = 'mem_a'")[1] == [("Hand edited",)]
+        # ... and the clock in the index is real time again, once that scan ran.
+        assert float(db.get_meta(store.con, "last_scan_epoch")) <= time.time()
+
+
+def test_ids_mixing_scripts_inside_a_word_are_flagged_not_refused(vault, store):
+    # mem_gооd with two Cyrillic о's reads as mem_good, and nothing said so.
+    vault.memory("a.md", "mem_g\u043e\u043ed")
+    vault.memory("b.md", "mem_good")
+    vault.memory("c.md", "\u0437\u0430\u043c\u0435\u0442\u043a\u0430_db")  # a Russian word and a Latin one: fine
+    vault.memory("d.md", "mem_\u03b1lpha")  # Greek alpha inside a Latin word
+    run(store)
+    mixed = {r["path"]: r for r in store.doctor()["problems"] if r["kind"] == "mixed_script_id"}
+    assert set(mixed) == {"a.md", "d.md"}, mixed
+    assert "Cyrillic" in mixed["a.md"]["detail"] and "Latin" in mixed["a.md"]["detail"]
+    assert mixed["a.md"]["advice"]
+    assert len(mem_rows(store)) == 4  # told, not dropped
+    # A save that names such an id says so, and saves.
+    saved = store.save(id="mem_b\u0430d", name="Bad", description="d", body="b", tags=["t"], embed=False)
+    assert saved["status"] == "created" and any("mixes scripts" in w for w in saved["warnings"]), saved
+    updated = store.save(id="mem_g\u043e\u043ed", body="new body", embed=False)
+    assert updated["status"] == "updated" and any("mixes scripts" in w for w in updated["warnings"])
+    plain = store.save(id="mem_good", body="new body", embed=False)
+    assert not any("mixes scripts" in w for w in plain["warnings"])

@@ -680,3 +680,24 @@ def test_a_thread_past_the_bound_is_said_to_be_long_not_to_loop(monkeypatch):
     messages, warnings = transcripts.thread({"mapping": mapping, "current_node": "m59"})
     assert len(messages) == 50 and messages[-1]["id"] == "m59"
     assert warnings == ["the thread is longer than 50 messages; its latest 50 are read"]
+
+
+def test_claude_code_import_finds_claude_codes_folder_by_itself(tmp_path, vault, store, projects, monkeypatch):
+    # `marchdb import claude-code` required a path, though Claude Code's folder is known.
+    from typer.testing import CliRunner
+
+    from marchdb.cli.main import app
+
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(projects.parent))  # as Claude Code reads it
+    plan = store.import_("claude-code", None)
+    assert plan["path"] == str(projects) and plan["created"] == 1
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR")
+    monkeypatch.setenv("HOME", str(projects.parent.parent))
+    (projects.parent.parent / ".claude").mkdir()
+    projects.rename(projects.parent.parent / ".claude" / "projects")  # ~/.claude/projects
+    base = ["--home", str(store.cfg.home), "--root", str(vault.root)]
+    out = CliRunner().invoke(app, [*base, "import", "claude-code", "--json"], env={"MARCH_EMBED_MODEL": "/x.gguf"})
+    assert out.exit_code == 0, out.stderr
+    assert json.loads(out.stdout)["path"] == str(projects.parent.parent / ".claude" / "projects")
+    other = CliRunner().invoke(app, [*base, "import", "obsidian"])
+    assert other.exit_code == 2 and "give the folder" in other.stderr

@@ -156,6 +156,38 @@ def register_functions(conn: Any, attached: _Attached) -> None:
     conn.create_function("march_similar_json", -1, march_similar_json)
 
 
+def warm_up(datasette: Any) -> None:
+    """One recall on an attached instance, outside any query's time limit:
+    it loads the model, its calibration and the dictionary (a second or
+    more), which the first recall of a page would otherwise spend of its
+    query's limit."""
+    attached = _ATTACHED.get(datasette)
+    if attached is not None:
+        try:
+            attached.engine.recall(attached.con, "warm up")
+        except MarchError as exc:
+            _fail("march_recall_json", exc)  # said once in the terminal; the page shows it again
+
+
+#: What a query stopped at browse's time limit says (Datasette's own words
+#: name a setting of its own a marchdb user cannot reach).
+STOPPED = (
+    "<p>The query ran for more than {seconds:g} s and was stopped: marchdb browse stops every query "
+    "after {seconds:g} s (a recursive CTE without an end?). A longer one can run in a terminal: "
+    '<code>marchdb sql --timeout 60 "..."</code>.</p>'
+)
+
+
+@hookimpl
+def handle_exception(datasette, request, exception):
+    """A query stopped at the time limit, said in marchdb's words (then
+    Datasette's own handler shows it)."""
+    if datasette in _ATTACHED and getattr(exception, "title", None) == "SQL Interrupted":
+        exception.message = STOPPED.format(seconds=datasette.setting("sql_time_limit_ms") / 1000)
+        exception.message_is_html = True
+    return None
+
+
 @hookimpl
 def prepare_connection(conn, database, datasette):
     """sqlite-vec and the march functions on every connection of an attached instance."""

@@ -18,6 +18,14 @@ Why it is put together this way:
 * Datasette opens the file with ``mode=ro``: it sees what sync writes, live,
   and can write nothing. Arbitrary SQL stays allowed — it cannot change the
   index, and reading the index in SQL is the point.
+* Who may ask (``guard``): only this machine's names in ``Host`` (DNS
+  rebinding), only reads, only requests a page of this server made or the
+  user typed (``Sec-Fetch-Site``, ``Origin``, ``Referer``: a page of another
+  site could fire ``<img src=".../marchdb?sql=...">`` and time the answers
+  to read a memory's text), and only with this run's key (other users of the
+  machine reach 127.0.0.1 too): printed in the address, kept in a cookie.
+* Every query stops after ``SQL_TIME_LIMIT_MS``; the model is loaded before
+  the server says it is up, so the first recall fits in it.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 import re
+import secrets
 import signal
 import socket
 import sys
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,9 +51,12 @@ from marchdb.index import db
 DB_NAME = "marchdb"
 HOST = "127.0.0.1"  # loopback only, on purpose: the index holds the user's memories
 INSTALL_HINT = "marchdb browse needs Datasette: pip install -e '.[browse]' (or pip install 'marchdb[browse]')"
-#: Embedding a message on the first recall loads the model (about a second);
-#: Datasette's default limit of one second would cut such a query short.
-SQL_TIME_LIMIT_MS = 20_000
+#: Datasette stops every query after this long: an endless recursive CTE burnt
+#: 20 s of CPU per request under the old limit. Recall fits easily (the model
+#: is loaded before serving: ``check``), and a longer query has `marchdb sql`.
+SQL_TIME_LIMIT_MS = 2_000
+#: The query parameter of the printed address that carries this run's key.
+KEY_PARAM = "marchdb_key"
 
 
 def require_datasette() -> None:
@@ -137,12 +150,18 @@ def build(store) -> Any:
 
 async def check(ds: Any) -> None:
     """Start Datasette's plugins and run one query through them: a missing
-    extension or function fails here, before the server says it is up."""
+    extension or function fails here, before the server says it is up. Then
+    one recall outside any time limit: it loads the model, the calibration
+    and the dictionary, which the first recall of a page would otherwise
+    load within its query's ``SQL_TIME_LIMIT_MS``."""
+    from marchdb.browse import plugin as browse_plugin
+
     await ds.invoke_startup()
     try:
         await ds.get_database(DB_NAME).execute("SELECT vec_version(), march_fts('x'), count(*) FROM memory_index")
     except Exception as exc:  # sqlite3 errors of whichever module Datasette uses
         raise IndexUnavailable(f"Datasette cannot read the index: {exc}") from None
+    browse_plugin.warm_up(ds)
 
 
 def _port_free(port: int) -> bool:
@@ -154,30 +173,99 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def local_only(app: Any, port: int) -> Any:
-    """``app`` answering only requests that read (GET, HEAD) and name this
-    machine in their ``Host``: bound to loopback, the server is still
-    reachable from a web page through DNS rebinding (evil.example resolving
-    to 127.0.0.1), whose requests carry the page's host name."""
-    hosts = {f"{name}:{port}".encode() for name in ("127.0.0.1", "localhost", "[::1]")}
+def cookie_name(port: int) -> str:
+    """The cookie that holds the run's key (cookies do not tell ports apart:
+    one per port, so two browse servers do not log each other out)."""
+    return f"marchdb_browse_{port}"
+
+
+def _origin(url: bytes) -> str | None:
+    """``scheme://host[:port]`` of a URL header (None when it has none)."""
+    parts = urllib.parse.urlsplit(url.decode("latin-1").strip())
+    if not parts.scheme or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _cookies(header: bytes) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for piece in header.decode("latin-1").split(";"):
+        name, eq, value = piece.strip().partition("=")
+        if eq:
+            found.setdefault(name, value)
+    return found
+
+
+def _refusal(port: int, key: str, headers: dict[bytes, bytes], method: str) -> tuple[int, str] | None:
+    """Why a request is not answered (status, text), or None."""
+    hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+    if headers.get(b"host", b"").decode("latin-1").lower() not in hosts:
+        return 421, "marchdb browse answers requests for 127.0.0.1 and localhost only"
+    if method not in ("GET", "HEAD"):
+        return 405, "marchdb browse is read-only"
+    origins = {f"http://{h}" for h in hosts}
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
+    origin = headers.get(b"origin")
+    referer = headers.get(b"referer")
+    if (
+        (site and site not in ("same-origin", "none"))
+        or (origin is not None and _origin(origin) not in origins)
+        or (referer is not None and _origin(referer) not in origins)
+    ):
+        return 403, (
+            "marchdb browse answers its own pages only, not a request made by another site; "
+            "open its address yourself (the one `marchdb browse` printed)"
+        )
+    given = _cookies(headers.get(b"cookie", b"")).get(cookie_name(port), "")
+    if not secrets.compare_digest(given.encode(), key.encode()):
+        return 403, (
+            "this needs the key of this run of marchdb browse: open the address `marchdb browse` printed "
+            f"(it ends in ?{KEY_PARAM}=...)"
+        )
+    return None
+
+
+def guard(app: Any, port: int, key: str) -> Any:
+    """``app`` answering only what ``_refusal`` lets through: bound to
+    loopback, the server is still reachable from a web page (an ``<img>``,
+    a form, DNS rebinding: evil.example resolving to 127.0.0.1) and from
+    other users of this machine. A request whose query holds ``KEY_PARAM``
+    equal to ``key`` (the printed address) gets the key as a cookie
+    (HttpOnly, SameSite=Strict) and a redirect to the same address without
+    it, so the key stays out of the page's links and the history."""
 
     async def guarded(scope, receive, send):
-        if scope["type"] == "http":
-            host = dict(scope.get("headers") or []).get(b"host", b"").lower()
-            why = None
-            if host not in hosts:
-                why = (421, b"marchdb browse answers requests for 127.0.0.1 and localhost only\n")
-            elif scope.get("method") not in ("GET", "HEAD"):
-                why = (405, b"marchdb browse is read-only\n")
-            if why is not None:
-                await send(
-                    {"type": "http.response.start", "status": why[0], "headers": [(b"content-type", b"text/plain")]}
-                )
-                await send({"type": "http.response.body", "body": why[1]})
-                return
-        await app(scope, receive, send)
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        offered = [v for k, v in query if k == KEY_PARAM]
+        offer_ok = bool(offered) and secrets.compare_digest(offered[-1].encode(), key.encode())
+        if offer_ok:
+            headers[b"cookie"] = f"{cookie_name(port)}={key}".encode()  # checked as the cookie will be
+        why = _refusal(port, key, headers, scope.get("method", ""))
+        if why is not None:
+            await _send(send, why[0], [(b"content-type", b"text/plain; charset=utf-8")], why[1].encode() + b"\n")
+            return None
+        if offered:
+            # The key leaves the address (the page's links, the history); a
+            # table page would also take the parameter for a column filter.
+            rest = urllib.parse.urlencode([(k, v) for k, v in query if k != KEY_PARAM])
+            location = urllib.parse.quote(scope.get("path", "/")) + (f"?{rest}" if rest else "")
+            out = [(b"location", location.encode())]
+            if offer_ok:
+                cookie = f"{cookie_name(port)}={key}; Path=/; HttpOnly; SameSite=Strict"
+                out.append((b"set-cookie", cookie.encode()))
+            await _send(send, 302, out, b"")
+            return None
+        return await app(scope, receive, send)
 
     return guarded
+
+
+async def _send(send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
@@ -198,12 +286,13 @@ def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
     ds = build(store)
     try:
         asyncio.run(check(ds))
-        say(f"marchdb browse: http://{HOST}:{port}/{DB_NAME}  (read-only; Ctrl-C to stop)")
+        key = secrets.token_urlsafe(18)
+        say(f"marchdb browse: http://{HOST}:{port}/{DB_NAME}?{KEY_PARAM}={key}  (read-only; Ctrl-C to stop)")
         # uvicorn ends on SIGTERM by raising it again once it has stopped: with
         # this handler that is an exit, and the vec0 copy in /tmp is removed
         # (atexit) instead of left behind at every `kill`.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-        uvicorn.run(local_only(ds.app(), port), host=HOST, port=port, log_level="warning", lifespan="on")
+        uvicorn.run(guard(ds.app(), port, key), host=HOST, port=port, log_level="warning", lifespan="on")
     finally:
         from marchdb.browse import plugin as browse_plugin
 

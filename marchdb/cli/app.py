@@ -26,7 +26,7 @@ from marchdb.errors import (
     remote_error,
     unanswered_message,
 )
-from marchdb.text import one_line
+from marchdb.text import error_line
 
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
@@ -54,7 +54,7 @@ def command(group: typer.Typer, *args, **kwargs):
                 sys.stdout.flush()  # a closed pipe shows here, not as a traceback at exit
                 return result
             except MarchError as exc:
-                say(f"error: {one_line(exc)}", err=True)
+                say(f"error: {error_line(exc)}", err=True)
                 raise typer.Exit(exc.exit_code) from None
             except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
                 raise
@@ -68,12 +68,12 @@ def command(group: typer.Typer, *args, **kwargs):
                 if apsw is not None and isinstance(exc, apsw.Error):
                     from marchdb.index.db import index_error
 
-                    say(f"error: {one_line(index_error(exc, _index_path()))}", err=True)
+                    say(f"error: {error_line(index_error(exc, _index_path()))}", err=True)
                     raise typer.Exit(IndexUnavailable.exit_code) from None
                 if os.environ.get("MARCHDB_DEBUG"):
                     raise
                 say(
-                    f"error: unexpected {type(exc).__name__}: {one_line(exc)}; this is a bug, please report it "
+                    f"error: unexpected {type(exc).__name__}: {error_line(exc)}; this is a bug, please report it "
                     "(MARCHDB_DEBUG=1 prints where it happened)",
                     err=True,
                 )
@@ -240,14 +240,14 @@ def _notices(store, as_json: bool, warned: list[str] | tuple[str, ...] = ()) -> 
     notes = [n for n in notes if not any(n.split(": ", 1)[-1] in w for w in warned)]
     if not as_json:
         for note in notes:
-            say(f"note: {one_line(note)}", err=True)
+            say(f"note: {error_line(note)}", err=True)
     return notes
 
 
 def _say_notices(data: dict) -> None:
     """Text mode: the ``notices`` of a ``tools.call`` answer, on stderr."""
     for note in data.get("notices", []):
-        say(f"note: {one_line(note)}", err=True)
+        say(f"note: {error_line(note)}", err=True)
 
 
 class _Progress:

@@ -27,7 +27,7 @@ from marchdb.cli.app import (
     stdin_has_input,
 )
 from marchdb.errors import EXIT_DUPLICATE, Conflict, NotFound
-from marchdb.text import one_line
+from marchdb.text import error_line, one_line
 
 # ---------------------------------------------------------------- core
 
@@ -166,11 +166,11 @@ def open_(ctx: typer.Context, args: dict, as_json: bool):
             if data.get("superseded_by"):
                 say(f"note: superseded by {', '.join(data['superseded_by'])}", err=True)
         elif data["status"] == "conflict":
-            say(f"conflict: {one_line(data['message'])}:", err=True)
+            say(f"conflict: {error_line(data['message'])}:", err=True)
             for path in data["paths"]:
                 say(f"  {one_line(path)}", err=True)
         else:
-            say(f"not found: {one_line(data['message'])}", err=True)
+            say(f"not found: {error_line(data['message'])}", err=True)
     if data["status"] != "ok":
         raise typer.Exit(Conflict.exit_code if data["status"] == "conflict" else NotFound.exit_code)
 

@@ -99,7 +99,7 @@ def quick(flags: dict, rest: list[str]) -> int | None:
     from marchdb.cli import render
     from marchdb.config import load_config
     from marchdb.errors import MarchError
-    from marchdb.text import one_line
+    from marchdb.text import error_line
 
     try:
         cfg = load_config(home=flags.get("home"))
@@ -109,7 +109,7 @@ def quick(flags: dict, rest: list[str]) -> int | None:
     except (client.Unavailable, MarchError):
         return None  # the full CLI starts the engine, answers in-process or reports the error
     except client.RemoteError as exc:
-        sys.stderr.write(f"error: {one_line(exc)}\n")
+        sys.stderr.write(f"error: {error_line(exc)}\n")
         return exc.exit_code
     if as_json:
         out, err = render.as_json(data), ""

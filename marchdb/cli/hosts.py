@@ -28,7 +28,7 @@ def serve(
     as_json: bool = JsonOpt,
 ):
     """Run the warm engine (model, vectors, watcher) for this home on its Unix socket, in the foreground."""
-    from marchdb.config import idle_minutes_ok, load_config
+    from marchdb.config import IDLE_RULE, idle_minutes_ok, load_config
     from marchdb.engine import client, daemon
 
     obj = ctx.find_root().obj or {}
@@ -70,7 +70,7 @@ def serve(
                 )
         return
     if idle is not None and not idle_minutes_ok(idle):
-        raise InvalidInput(f"--idle must be a number of minutes above 0, at most a week (10080), got {idle}")
+        raise InvalidInput(f"--idle must be {IDLE_RULE}, got {idle:g}")
     engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60)
     raise typer.Exit(engine.run())
 

@@ -14,8 +14,14 @@ from typing import Optional
 import typer
 
 from marchdb.cli.app import JsonOpt, _emit, _notices, _store, app, command, model_app, say
-from marchdb.errors import ModelError
+from marchdb.errors import EXIT_INTERRUPTED, InvalidInput, ModelError
 from marchdb.text import one_line
+
+#: ``marchdb sql``'s bounds unless ``--timeout`` / ``--max-rows`` say
+#: otherwise (``Store.query`` has none of its own): an endless recursive CTE
+#: ran until killed, and 30 million rows ended in a MemoryError.
+DEFAULT_TIMEOUT_SECONDS = 10.0
+DEFAULT_MAX_ROWS = 10_000
 
 
 @command(app)
@@ -28,22 +34,40 @@ def sql(
         "--write",
         help="Allow changes to the index. A change to what sync writes stays until `marchdb rebuild` (sync only re-reads files that changed).",
     ),
+    max_rows: int = typer.Option(
+        DEFAULT_MAX_ROWS, "--max-rows", min=0, help="Rows printed at most (a note says when more exist); 0: all."
+    ),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT_SECONDS,
+        "--timeout",
+        min=0,
+        help="Seconds a statement may run before it is stopped (in the shell: each statement); 0: no limit.",
+    ),
 ):
     """Run read-only SQL on the index (sqlite-vec loaded), or open an SQL shell."""
+    if not math.isfinite(timeout):
+        raise InvalidInput(f"--timeout must be a number of seconds (0: no limit), got {timeout}")
     store = _store(ctx)
-    if query is None:
-        import apsw.shell
-
-        # A read-only connection, not an authorizer alone: dot commands such as
-        # .restore write through the backup API, which no authorizer sees.
-        shell = (apsw.shell.Shell if write else _read_only_shell())(db=store.con if write else store.reader())
-        shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
-        return
-    columns, rows = store.query(query, write=write)
+    try:
+        if query is None:
+            # A read-only connection, not an authorizer alone: dot commands such as
+            # .restore write through the backup API, which no authorizer sees.
+            shell = _shell(write, timeout)(db=store.con if write else store.reader())
+            shell.cmdloop(intro=f"marchdb index {store.cfg.index_path} (sqlite-vec loaded); .help for help")
+            return
+        # One row more than is printed: it tells whether more exist.
+        columns, rows = store.query(query, write=write, max_rows=max_rows + 1 if max_rows else None, timeout=timeout)
+    except KeyboardInterrupt:
+        say("interrupted", err=True)  # the statement was stopped; nothing else to say
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    more = bool(max_rows) and len(rows) > max_rows
+    rows = rows[:max_rows] if more else rows
     if as_json:
         keys = _unique(columns)  # SELECT 1 AS a, 2 AS a: two keys, not one value lost
-        _emit({"columns": columns, "rows": [dict(zip(keys, _jsonable(r))) for r in rows]})
+        _emit({"columns": columns, "rows": [dict(zip(keys, _jsonable(r))) for r in rows], "truncated": more})
         return
+    if more:
+        say(f"note: the first {max_rows:,} rows; more exist (--max-rows N for more, 0 for all)", err=True)
     if not columns:
         return
     cells = [[_cell(v) for v in r] for r in rows]
@@ -69,12 +93,42 @@ _READ_ONLY_DOT_COMMANDS = frozenset(
 )
 
 
-def _read_only_shell():
+def _bounded_shell(timeout: float):
+    """apsw's shell with each statement stopped after ``timeout`` seconds (0:
+    never), and Ctrl-C stopping a statement (``query.time_bound``)."""
+    import apsw.shell
+
+    from marchdb.index.query import time_bound, too_long
+    from marchdb.text import bounded
+
+    class BoundedShell(apsw.shell.Shell):
+        def write_error(self, text):
+            # SQLite's "near ..." quotes the statement: a 10 MB line came back whole.
+            super().write_error(bounded(text.rstrip("\n")) + ("\n" if text.endswith("\n") else ""))
+
+        def process_sql(self, sql, *args, **kwargs):
+            with time_bound(self.db, timeout) as stopped:
+                try:
+                    return super().process_sql(sql, *args, **kwargs)
+                except apsw.InterruptError:
+                    if not stopped:
+                        raise
+                    raise self.Error(too_long(timeout)) from None
+
+    return BoundedShell
+
+
+def _shell(write: bool, timeout: float):
+    """The shell ``marchdb sql`` opens: bounded, and read-only unless ``write``."""
+    return _bounded_shell(timeout) if write else _read_only_shell(_bounded_shell(timeout))
+
+
+def _read_only_shell(base=None):
     import apsw.shell
 
     from marchdb.index.query import READ_ONLY_SQL
 
-    class ReadOnlyShell(apsw.shell.Shell):
+    class ReadOnlyShell(base or apsw.shell.Shell):
         """apsw's shell without the dot commands that run programs or write."""
 
         def write_error(self, text):
@@ -175,7 +229,9 @@ def _cell(value) -> str:
 @command(model_app, "build")
 def model_build(
     ctx: typer.Context,
-    recipe: str = typer.Argument("e5", help="Recipe name: e5 (default, multilingual) or minilm (English)."),
+    recipe: Optional[str] = typer.Argument(
+        None, help="Recipe name: e5 (multilingual) or minilm (English); default: the one --model names, else e5."
+    ),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the file exists."),
     as_json: bool = JsonOpt,
 ):
@@ -185,11 +241,33 @@ def model_build(
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
-    data = build_report(recipe, cfg.models_dir, force=force)
+    data = build_report(_recipe_to_build(recipe, obj.get("model")), cfg.models_dir, force=force)
     if as_json:
         _emit(data)
     else:
         say(f"{data['recipe']}: {data['path']} ({data['bytes'] / 1e6:.1f} MB) in {data['seconds']}s")
+
+
+def _recipe_to_build(recipe: str | None, model_flag: str | None) -> str:
+    """The recipe ``model build`` builds: the one named, else the one the
+    global ``--model`` names (``marchdb --model minilm model build`` built e5),
+    else e5; the two naming different recipes, or ``--model`` naming a file
+    with no recipe given, is ``InvalidInput``."""
+    from marchdb.embedding.recipes import DEFAULT_RECIPE, RECIPES
+
+    if model_flag and model_flag not in RECIPES:
+        if recipe is None:
+            raise InvalidInput(
+                f"--model {model_flag} names a file, and `model build` builds a recipe: name one "
+                f"({', '.join(RECIPES)}), e.g. `marchdb model build {DEFAULT_RECIPE}`"
+            )
+        return recipe
+    if recipe is not None and model_flag and recipe != model_flag:
+        raise InvalidInput(
+            f"--model {model_flag} and the recipe {recipe} disagree; give one of them "
+            f"(`marchdb --model {model_flag} model build` or `marchdb model build {recipe}`)"
+        )
+    return recipe or model_flag or DEFAULT_RECIPE
 
 
 def _embedder(ctx: typer.Context):

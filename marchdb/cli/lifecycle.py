@@ -6,6 +6,8 @@ command, only format what the library returns.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
 from marchdb import ops
@@ -94,7 +96,11 @@ def _some_failed(failed: bool) -> None:
 def import_(
     ctx: typer.Context,
     kind: str = typer.Argument(..., help="workspace | typed | obsidian | claude-code | chatgpt"),
-    path: str = typer.Argument(..., help="The folder or file to import from (only read)."),
+    path: Optional[str] = typer.Argument(
+        None,
+        help="The folder or file to import from (only read); claude-code: by default Claude Code's own "
+        "folder ($CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects).",
+    ),
     apply: bool = typer.Option(False, "--apply", help="Create the memories (default: a dry run that only reports)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be created (the default)."),
     no_embed: bool = typer.Option(False, "--no-embed", help="Leave the new memories' vectors to the next sync."),

@@ -10,7 +10,8 @@ import typer
 # Each module registers its commands on ``app``.
 from marchdb.cli import core, hosts, index, lifecycle  # noqa: F401
 from marchdb.cli.app import app, say
-from marchdb.text import one_line
+from marchdb.errors import EXIT_INTERRUPTED
+from marchdb.text import error_line
 
 __all__ = ["app", "main"]
 
@@ -30,9 +31,15 @@ def main() -> None:
             sys.exit(exit_code)  # the help is printed already
         ctx = getattr(exc, "ctx", None)
         where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
-        say(f"error: {one_line(exc.format_message()).rstrip('.')}{where}", err=True)
+        say(f"error: {error_line(exc.format_message()).rstrip('.')}{where}", err=True)
         sys.exit(exit_code)
-    except (click.exceptions.Abort, typer.Abort):  # Ctrl-C at a prompt, or stdin closed on one
+    except (click.exceptions.Abort, typer.Abort) as exc:  # Ctrl-C, or stdin closed at a prompt
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            say("interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)  # a shell's status for a command SIGINT ended
         say("aborted", err=True)
         sys.exit(1)
+    except KeyboardInterrupt:
+        say("interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     sys.exit(code if isinstance(code, int) else 0)

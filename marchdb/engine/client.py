@@ -154,12 +154,15 @@ def engine_pid(home: Path) -> int | None:
     if not text.isdigit():
         return None
     pid = int(text)
-    return pid if _is_engine_process(pid) else None
+    return pid if _is_engine_process(pid, home) else None
 
 
-def _is_engine_process(pid: int) -> bool:
-    # Another pid namespace (a container sharing the home) writes pids that
-    # mean other processes here; so does a stale or forged lock file.
+def _is_engine_process(pid: int, home: Path) -> bool:
+    """Whether ``pid`` is this home's engine: a process of this user, running
+    ``marchdb ... serve``, that has this home's lock file open. Another pid
+    namespace (a container sharing the home) writes pids that mean other
+    processes here; so does a stale or forged lock file; and a command line
+    alone is any ``marchdb serve``, another home's engine included."""
     proc = Path("/proc") / str(pid)
     if not Path("/proc/self").exists():
         return True  # no /proc (macOS): the lock's owner is vouched for by the home's mode
@@ -167,9 +170,17 @@ def _is_engine_process(pid: int) -> bool:
         if os.stat(proc).st_uid != os.getuid():
             return False
         args = (proc / "cmdline").read_bytes().split(b"\0")
+        if not (any(b"marchdb" in a for a in args) and b"serve" in args):
+            return False
+        lock = os.stat(home / LOCK_NAME, follow_symlinks=False)
+        for fd in os.listdir(proc / "fd"):
+            with contextlib.suppress(OSError):  # closed meanwhile
+                st = os.stat(proc / "fd" / fd)  # the file the descriptor is open on
+                if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+                    return True
     except OSError:
         return False
-    return any(b"marchdb" in a for a in args) and b"serve" in args
+    return False
 
 
 def _socket_kind(path: Path) -> str:

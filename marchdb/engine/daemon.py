@@ -55,6 +55,10 @@ from marchdb.index.db import index_error
 TICK = 0.5
 #: Seconds one connection may take to send its request.
 READ_TIMEOUT = 10.0
+#: Seconds without a request after which the engine folds the whole WAL
+#: into the index file and cuts the -wal file to 0 bytes (once per quiet
+#: spell; it never waits for a reader): the file alone is then the cache.
+IDLE_CHECKPOINT_SECONDS = 5.0
 #: Texts embedded before the engine starts answering (~5 s on 2 cores); the
 #: rest of a large backlog is embedded by the watcher while it serves.
 WARM_UP_EMBED_LIMIT = 128
@@ -274,15 +278,21 @@ class Engine:
     def _accept_loop(self) -> None:
         assert self._listener is not None
         checked = time.monotonic()
+        folded_since = None  # the last request before the last idle checkpoint
         while not self.stopping.is_set():
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
-                if time.monotonic() - self.last_request > self.idle_seconds:
+                quiet = time.monotonic() - self.last_request
+                if quiet > self.idle_seconds:
                     self.log(f"idle for {self.idle_seconds / 60:g} min; stopping")
                     return
                 if self._outdated():
                     return
+                if quiet > IDLE_CHECKPOINT_SECONDS and folded_since != self.last_request:
+                    folded_since = self.last_request
+                    with contextlib.suppress(RuntimeError):  # the worker shut down: stopping anyway
+                        self._worker.submit(self._idle_checkpoint)
                 checked = time.monotonic()
                 continue
             except OSError as exc:
@@ -312,6 +322,15 @@ class Engine:
         if not os.path.exists(self.cfg.index_path):
             return f"its index {self.cfg.index_path} is gone"
         return None
+
+    def _idle_checkpoint(self) -> None:
+        """On the worker thread, between requests: the WAL into the file."""
+        with self.busy:
+            if self.store is not None and not self.stopping.is_set():
+                try:
+                    self.store.idle_checkpoint()
+                except Exception as exc:  # noqa: BLE001 - a quiet moment's chore must not end the engine
+                    self.log(f"idle checkpoint failed: {type(exc).__name__}: {exc}")
 
     def _outdated(self) -> bool:
         """Whether the engine must stop: its home, socket or index is gone, or
@@ -353,11 +372,18 @@ class Engine:
             req = json.loads(line)
             if not isinstance(req, dict) or req.get("v") != client.PROTOCOL:
                 return _refusal("protocol", f"expected a protocol {client.PROTOCOL} request", 2)
+            op, args, ident = req.get("op"), req.get("args"), req.get("identity")
+            args = {} if args is None else args
+            if not isinstance(op, str) or not isinstance(args, dict) or not isinstance(ident, (dict, type(None))):
+                # A list of arguments was "the engine failed" (exit 1, "a bug").
+                return _refusal(
+                    "protocol", '"op" must be a string, "args" an object and "identity" an object or null', 2
+                )
             deadline = req.get("deadline")
             deadline = (
                 float(deadline) if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None
             )
-            data = self.dispatch(str(req.get("op")), req.get("args") or {}, req.get("identity"), deadline)
+            data = self.dispatch(op, args, ident, deadline)
         except (ValueError, RecursionError):  # RecursionError: nested past any request's depth
             return _refusal("protocol", "the request is not JSON", 2)
         except MarchError as exc:

@@ -142,6 +142,8 @@ def _read_only_authorizer(op, arg1, arg2, db_name, trigger):
     # read-only, so none can write); nothing else.
     if op in _READ_OPS or op in (apsw.SQLITE_TRANSACTION, apsw.SQLITE_SAVEPOINT):
         return apsw.SQLITE_OK
+    if op == apsw.SQLITE_PRAGMA and str(arg1).lower() == "wal_checkpoint":
+        return apsw.SQLITE_DENY  # it writes even when asked without a value ("disk I/O error" on mode=ro)
     if op == apsw.SQLITE_PRAGMA and (arg2 is None or str(arg1).lower() in _LOOKING_PRAGMAS):
         return apsw.SQLITE_OK
     if op == apsw.SQLITE_PRAGMA and str(arg1).lower() == "journal_mode" and arg2 in ("main", "temp"):
@@ -173,6 +175,11 @@ def index_error(exc: apsw.Error, path: str | os.PathLike | None = None) -> Index
     """An SQLite error that escaped a command, as the one-line error a person
     can act on (the Markdown files are never at risk: the index is a cache)."""
     where = f" {path}" if path else ""
+    return IndexUnavailable(f"the index{where} cannot be used: {exc}; {index_trouble(exc)}")
+
+
+def index_trouble(exc: apsw.Error) -> str:
+    """What an SQLite error means for the index, and what to do about it."""
     if isinstance(exc, apsw.FullError):
         why = "the disk is full; free some space and run the command again"
     elif isinstance(exc, (apsw.ReadOnlyError, apsw.PermissionsError, apsw.AuthError)):
@@ -185,7 +192,7 @@ def index_error(exc: apsw.Error, path: str | os.PathLike | None = None) -> Index
         why = "the disk refused a read or a write (full, removed, a file size limit?); check it and try again"
     else:
         why = "run `marchdb doctor`, or `marchdb rebuild` if it persists"
-    return IndexUnavailable(f"the index{where} cannot be used: {exc}; {why}")
+    return why
 
 
 def rows(con: apsw.Connection, sql: str, params: tuple | dict = ()) -> list[dict]:
@@ -311,6 +318,43 @@ def _apply_schema(con: apsw.Connection) -> str:
     return logs.describe(copied, skipped) if saved and saved.rows() else ""
 
 
+def checkpoint(con: apsw.Connection, truncate: bool = False) -> tuple[int, int] | None:
+    """Copy what the WAL holds into the index file, so that the file alone is
+    the cache (a plain copy of ``index.sqlite`` held 0 memories while the
+    engine ran: all of it sat in the ``-wal`` file). PASSIVE by default: as
+    far as readers allow, never waiting for one; ``truncate``: all of it and
+    the ``-wal`` file cut to 0 bytes, only if no reader or writer is in the
+    way right now (it never waits either: for an idle moment). Returns
+    ``(frames in the WAL, frames in the file)``; None when it could not run
+    (busy, inside a transaction, not in WAL mode): a later one will."""
+    if con.in_transaction:
+        return None
+    try:
+        if not truncate:
+            return con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        con.set_busy_timeout(0)
+        try:
+            return con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+        finally:
+            con.set_busy_timeout(BUSY_TIMEOUT_MS)
+    except apsw.Error:
+        return None
+
+
+def wal_state(con: apsw.Connection, path: str | os.PathLike) -> dict[str, int]:
+    """How much of the index sits in its WAL, after a PASSIVE checkpoint:
+    ``wal_bytes`` (the ``-wal`` file's size), ``wal_pages`` (pages it holds)
+    and ``wal_pages_pending`` (of those, not yet in the index file: a reader
+    holds them back; a plain copy of the file lacks them)."""
+    done = checkpoint(con)
+    try:
+        size = os.stat(f"{path}-wal").st_size
+    except OSError:
+        size = 0
+    log, copied = done if done is not None and done[0] >= 0 else (0, 0)
+    return {"wal_bytes": size, "wal_pages": log, "wal_pages_pending": max(0, log - copied)}
+
+
 def remove_index_files(path: str | os.PathLike) -> None:
     """Delete an index file and its WAL/SHM companions, once the file has
     shown it is an index marchdb created (``ownership``); anything else raises
@@ -359,6 +403,8 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
         with writer_lock(path):
             state = ownership.check_owned(path)  # another process may have made it meanwhile
             if state != ownership.OURS:
+                ownership.create_private(path)
+                ownership.make_index_private(path)  # an empty file left by a killed process: ours (see above)
                 new = connect(path)
                 try:
                     _apply_schema(new)
@@ -366,6 +412,7 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
                     new.close()
                     raise IndexUnavailable(f"cannot create the index {path}: {exc}; check the disk") from None
                 return new, None if state == ownership.MISSING else "the index file was empty"
+    ownership.make_index_private(path)
     con = None
     try:
         con = _connect_raw(path)
@@ -409,6 +456,7 @@ def recreate_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None
     logs could not be read (None when they could)."""
     saved, unreadable = logs.read_file(path)
     remove_index_files(path)
+    ownership.create_private(path)
     con = connect(path)
     _apply_schema(con)
     kept = None

@@ -7,6 +7,7 @@ CLI, the MCP server and any other front-end show the same words.
 
 from __future__ import annotations
 
+import re
 import stat
 import unicodedata
 from pathlib import Path
@@ -40,7 +41,41 @@ ADVICE = {
     "deprecate one, or remove conflicts_with if both hold after all",
     "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "
     "invisible characters are easy to confuse)",
+    "mixed_script_id": "give it an id whose words are each in one script (a Cyrillic 'о' inside a Latin word "
+    "reads as 'o': an agent told the id may type another)",
 }
+
+
+#: Scripts whose letters pass for one another (Latin "o", Cyrillic "о", Greek "ο").
+_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
+_ID_WORD = re.compile(r"[^\W\d_]+")
+
+
+def mixed_scripts(ident: str) -> tuple[str, list[str]] | None:
+    """The first word of ``ident`` whose letters come from scripts that look
+    alike (``gооd`` with Cyrillic о's), and those scripts; None when there is
+    none. Words of one script each (``заметка_db``) are fine."""
+    for word in _ID_WORD.findall(unicodedata.normalize("NFKC", ident)):
+        scripts = set()
+        for c in word:
+            script = unicodedata.name(c, "").split(" ", 1)[0]
+            if script in _LOOKALIKE_SCRIPTS:
+                scripts.add(script)
+        if len(scripts) > 1:
+            return word, sorted(s.title() for s in scripts)
+    return None
+
+
+def mixed_scripts_warning(ident: str) -> str | None:
+    """What a save says about an id that mixes scripts (``mixed_scripts``), or None."""
+    found = mixed_scripts(ident)
+    if found is None:
+        return None
+    word, scripts = found
+    return (
+        f"the id {ident!r} mixes scripts in {word!r} ({' and '.join(scripts)} letters that look alike): "
+        "an agent told it may type another; consider an id in one script"
+    )
 
 
 #: Lines of the hook log ``marchdb doctor`` shows.
@@ -55,7 +90,8 @@ def advice(kind: str) -> str:
 def problems(con: apsw.Connection) -> list[dict]:
     """Every row of ``diag_problems``, and ids that look alike
     (``lookalike_ids``), each with its ``advice``, by kind then path."""
-    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path") + lookalike_ids(con)
+    found = rows(con, "SELECT path, kind, detail FROM diag_problems ORDER BY kind, path")
+    found += lookalike_ids(con) + mixed_script_ids(con)
     found.sort(key=lambda r: (r["kind"], r["path"]))
     for row in found:
         row["advice"] = advice(row["kind"])
@@ -79,6 +115,20 @@ def lookalike_ids(con: apsw.Connection) -> list[dict]:
         for mem_id, path in members:
             others = ", ".join(repr(o) for o in ids if o != mem_id)
             out.append({"path": path, "kind": "lookalike_id", "detail": f"id {mem_id!r} reads like {others}"})
+    return out
+
+
+def mixed_script_ids(con: apsw.Connection) -> list[dict]:
+    """Memories whose id mixes look-alike scripts inside a word
+    (``notes.mixed_scripts``: ``mem_gооd`` with Cyrillic о's). Indexed as
+    written; said here, as an id easy to mistype."""
+    out = []
+    for mem_id, path in con.execute("SELECT id, path FROM memory_index ORDER BY id"):
+        found = mixed_scripts(mem_id)
+        if found is not None:
+            word, scripts = found
+            detail = f"id {mem_id!r} mixes {' and '.join(scripts)} letters in {word!r}"
+            out.append({"path": path, "kind": "mixed_script_id", "detail": detail})
     return out
 
 

@@ -51,12 +51,29 @@ def _is_earlier_export(path: Path) -> bool:
 _COMPANIONS = ("-journal", "-wal", "-shm")
 
 
+#: Longest file name of an export, in bytes: the copy is first written beside
+#: it as ``.<name>.<12 hex>.tmp``, whose ``-journal`` must fit 255 bytes too.
+MAX_NAME_BYTES = 255 - len(".") - len(".0123456789ab.tmp") - len("-journal")
+
+
 def check_target(cfg: Config, dest: str | os.PathLike, force: bool) -> Path:
     """The absolute target path, or an ``InvalidInput`` saying why not."""
     raw = Path(os.path.expanduser(str(dest)))
     if not str(dest).strip() or raw.name in ("", ".", ".."):
         raise InvalidInput("give the file to write, e.g. `marchdb export ~/march-index.sqlite`")
     target = raw.absolute()
+    size = len(os.fsencode(target.name))
+    if size > MAX_NAME_BYTES:
+        raise InvalidInput(
+            f"the file name is too long ({size} bytes; an export's name may have {MAX_NAME_BYTES}: its copy is "
+            "written beside it under a longer one first); choose a shorter name"
+        )
+    try:
+        os.lstat(target.parent)
+    except FileNotFoundError:
+        pass  # said just below
+    except OSError as exc:  # a folder name too long, a folder that cannot be looked into
+        raise InvalidInput(f"cannot look at {target.parent}: {exc.strerror}; choose another folder") from None
     if not target.parent.is_dir():
         raise InvalidInput(f"{target.parent} does not exist; create the folder first")
     if is_inside(str(cfg.memory_root), str(target)):

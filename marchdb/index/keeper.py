@@ -221,6 +221,8 @@ class Keeper:
                 vectors.embed_after_sync(
                     self.con, emb, self.cfg.index_path, report, progress, embed_limit, embed_wait, self.keep_vectors
                 )
+                if report.embedded:
+                    db.checkpoint(self.con)  # the new vectors into the file itself (sync did the rows)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -301,10 +303,18 @@ class Keeper:
     def last_scan(self) -> float | None:
         """When the index was last fully scanned (``time.time()``), by any
         process as the index says, or by this one; None if never."""
+        # Either clock may lie ahead (the system clock was set back since):
+        # a time in the future is no scan at all (``scan_epoch``).
         stored = db.get_meta(self.con, "last_scan_epoch")
         if stored is None and self.scanned_at is None:
             return None
-        return max(scan_epoch(stored), self.scanned_at or 0.0)
+        return max(scan_epoch(stored), scan_epoch(self.scanned_at))
+
+    def idle_checkpoint(self) -> bool:
+        """All of the WAL into the index file and the ``-wal`` file cut to 0
+        bytes, if nothing reads or writes the index right now (never waits):
+        for a long-lived process's quiet moments (the engine's). True when done."""
+        return db.checkpoint(self.con, truncate=True) is not None
 
     def rebuild(self, embed: bool = True, progress=None, starting: Callable[[], None] | None = None) -> SyncReport:
         """Delete the index and build it again from the Markdown files (only

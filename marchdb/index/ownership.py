@@ -168,3 +168,43 @@ def check_owned(path: str | os.PathLike) -> str:
         what = "an SQLite database with no tables" if os.path.getsize(path) else "an empty file"
         raise _refuse(Path(path), f"it is {what}, and no marchdb lock file lies next to it; delete it if it is yours")
     return state
+
+
+#: The index's files: SQLite gives its -wal and -shm the mode of the database file.
+INDEX_FILE_MODE = 0o600
+
+
+def create_private(path: str | os.PathLike) -> None:
+    """Create the index file empty with mode 0600 before SQLite opens it (an
+    existing one is left to ``make_index_private``): SQLite would create it
+    under the umask, 0644 as a rule, and an ``indexPath`` outside the 0700
+    home then showed every memory's text and the logs to every user (the
+    export is 0600 for the same reason)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), INDEX_FILE_MODE))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise IndexUnavailable(f"cannot create the index {path}: {exc.strerror}; check the folder") from None
+
+
+def make_index_private(path: str | os.PathLike) -> None:
+    """Take group and other access off the index and its -wal and -shm (an
+    index made by an earlier marchdb, or copied in under a wider umask);
+    only this user's regular files, never a link. Best effort: a file that
+    cannot be changed (a read-only mount) is used as it is.
+
+    By path, never through a descriptor: closing any descriptor of the file
+    drops every POSIX lock this process holds on it, and another process
+    could then delete the -wal file of a connection still open here (the
+    ownership check reads the header the same way for the same reason).
+    Between the look and the change a link could be swapped in; the change
+    only ever takes access away, and only from files of this user."""
+    for suffix in ("", "-wal", "-shm"):
+        name = f"{path}{suffix}"
+        try:
+            st = os.lstat(name)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+                os.chmod(name, INDEX_FILE_MODE)
+        except OSError:
+            continue  # absent, or cannot be changed: used as it is

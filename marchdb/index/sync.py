@@ -24,7 +24,7 @@ from marchdb import fts
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.files import folder_identity, read_file, stat_paths, walk
-from marchdb.index.db import bump_meta, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
+from marchdb.index.db import bump_meta, checkpoint, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
 from marchdb.notes import (
     ID_FIELDS,
     MAX_FILE_BYTES,
@@ -247,6 +247,10 @@ class Syncer:
                         set_meta(self.con, "last_scan_epoch", f"{now:.3f}")
                         for key, value in owner.items():
                             set_meta(self.con, key, value)
+            if applied:
+                # A write batch is done: into the index file itself, as far as
+                # readers allow (never waiting for them), so the file alone is the cache.
+                checkpoint(self.con)
             self.report.conflicts = int(get_meta(self.con, "count_conflicts", "0") or 0)
             self.report.problems = int(get_meta(self.con, "count_problems", "0") or 0)
         self.report.seconds = time.perf_counter() - started
@@ -530,9 +534,20 @@ def owner_problem(con: apsw.Connection, root: Path, index_path: str | os.PathLik
     )
 
 
-def scan_epoch(value: str | None) -> float:
-    """A ``meta.last_scan_epoch`` as a number (0 when absent or not one)."""
+#: A stored scan time this far ahead of the clock is not believed (the
+#: three decimals it is written with may put it a fraction ahead).
+FUTURE_SLACK_SECONDS = 1.0
+
+
+def scan_epoch(value: str | float | None, now: float | None = None) -> float:
+    """A ``meta.last_scan_epoch`` as a number (0 when absent, not one, or in
+    the future): a clock that was once ahead (a wrong time at boot, then
+    corrected) left a time that would keep the dirty check off until real
+    time caught up with it — every hand edit missed meanwhile."""
     try:
-        return float(value or 0)
+        epoch = float(value or 0)
     except ValueError:
         return 0.0
+    if not epoch == epoch or epoch > (time.time() if now is None else now) + FUTURE_SLACK_SECONDS:
+        return 0.0  # NaN, or ahead of the clock
+    return epoch

@@ -39,7 +39,7 @@ from marchdb.files import fsync_dir, read_file, safe_folder, vault_lock, write_t
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.notes import ENTRY_HEADING, MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
-from marchdb.save import RACE_RETRIES, create_file
+from marchdb.save import RACE_RETRIES, create_file, index_written
 from marchdb.text import plain_line
 from marchdb.twins import refuse_twin
 
@@ -171,6 +171,7 @@ class LogResult:
     message: str
     rel: str
     warnings: list[str] = field(default_factory=list)
+    indexed: bool = True  # False: the index could not take it (a warning says so)
 
     def to_dict(self) -> dict:
         """``{"status", "id", "path" (absolute), "entry" (its heading), "message", "warnings"}``."""
@@ -250,7 +251,7 @@ class Logger:
                 result.warnings.append(
                     f"{mem_id} has status {status}: its entries stay out of recall and search until it is active again"
                 )
-        sync_files(self.con, self.root, self.index_path, [rel])
+        result.indexed = index_written(self.con, self.root, self.index_path, rel, result.warnings)
         return result
 
     def _find(self, mem_id: str, usual: str) -> str | None:

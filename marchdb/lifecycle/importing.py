@@ -126,15 +126,37 @@ def readers(kind: str, path: Path, root: Path | None = None) -> Iterator[Found]:
     return transcripts.read_chatgpt(path)
 
 
+def claude_code_projects() -> Path:
+    """Where Claude Code keeps its sessions: ``$CLAUDE_CONFIG_DIR/projects``,
+    else ``~/.claude/projects`` (as Claude Code itself, and ``install``, read it)."""
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser() / "projects"
+
+
 def check_source(kind: object, path: object, root: Path, home: Path | None = None) -> Path:
     """The source path of an import, or ``InvalidInput`` saying what is wrong
     (a folder that is obviously not one of notes — ``/``, a system folder, the
-    home folder, marchdb's home — is refused as a memory root would be)."""
+    home folder, marchdb's home — is refused as a memory root would be).
+    ``path`` None: the kind's own folder, for ``claude-code`` (``claude_code_projects``)."""
     if kind not in KINDS:
         raise InvalidInput(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
+    if path is None and kind == "claude-code":
+        path = claude_code_projects()
+        if not path.is_dir():
+            raise InvalidInput(
+                f"Claude Code's sessions are not at {path} (CLAUDE_CONFIG_DIR, else ~/.claude); "
+                "give their folder: `marchdb import claude-code PATH`"
+            )
+    if path is None:
+        raise InvalidInput(f"give the folder (or file) to import from: `marchdb import {kind} PATH`")
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
         raise InvalidInput("give the file or folder to import")
     source = Path(os.path.expanduser(str(path))).absolute()
+    try:
+        os.lstat(source)
+    except FileNotFoundError:
+        pass  # said just below
+    except OSError as exc:  # a name too long, a folder that cannot be looked into
+        raise InvalidInput(f"cannot look at {source}: {exc.strerror}; give the file or folder to import") from None
     if source.is_symlink():
         # The path the user names may be a link (to an export in Downloads);
         # links found inside a source are never followed.

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from marchdb.errors import InvalidInput
-from marchdb.hints import short
+from marchdb.hints import cut
 from marchdb.notes import MAX_SOURCE_CHARS, MAX_TAGS, index_key, normalize_tag
 
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
@@ -103,8 +103,9 @@ Found = Item | Skip | Bad | Page
 
 #: ``text`` on one line of plain text (``text.plain_line``: no escape
 #: sequence or direction control, which ``save`` refuses too), cut to
-#: ``limit`` characters with an ellipsis: the hint line's own rule.
-one_line = short
+#: ``limit`` characters with an ellipsis: the hint line's own cut, without
+#: its neutralising of block markers (how a hint shows a name, never what is stored).
+one_line = cut
 
 
 def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> list[str]:

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from marchdb import ops
 from marchdb.errors import MarchError, Unanswered, remote_error, unanswered_message
-from marchdb.text import one_line
+from marchdb.text import bounded, one_line
 
 #: The SDK runs each call of a (sync) tool on a worker thread, so calls may
 #: overlap; a store has one connection (its transactions and the per-query
@@ -67,6 +67,9 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             # The SDK checks arguments against the schema first; its pydantic
             # report spans lines and ends in a URL. One line, as every other
             # marchdb error: which argument, what is wrong, what was given.
+            if name not in tool_names:
+                # The SDK's answer quoted the whole name.
+                raise ToolError(f"Unknown tool: {bounded(str(name), 200)}; the tools are {', '.join(tool_names)}")
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
@@ -76,6 +79,7 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
                 # Keeping the cause: the SDK then logs the fields, not the caller's values.
                 raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from exc.__cause__
 
+    tool_names = [op.name for op in ops.OPERATIONS.values() if op.mcp]
     server = _Server(name="marchdb", version=__version__, instructions=ops.INSTRUCTIONS)
 
     def call(op: str, /, **args: Any) -> dict:
@@ -83,8 +87,9 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             with ONE_AT_A_TIME:
                 return run(op, args)
         except MarchError as exc:
-            # A tool error the model can read and act on, not a crash.
-            raise ToolError(str(exc)) from None
+            # A tool error the model can read and act on, not a crash (bounded:
+            # it may quote what it was given).
+            raise ToolError(bounded(str(exc))) from None
         except Exception as exc:
             apsw = sys.modules.get("apsw")
             if apsw is not None and isinstance(exc, apsw.Error):  # a full disk, a read-only index

@@ -31,6 +31,9 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
+#: Longer than any MCP method: the SDK's "Method not found" quoted it whole.
+MAX_METHOD_CHARS = 200
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -87,6 +90,11 @@ def check_line(raw: bytes) -> tuple[str | None, str | None]:
             return None, _error(None, INVALID_REQUEST, "Invalid Request: a JSON-RPC message needs a method")
         if bad_byte is not None or "method" not in message:
             return None, None  # a response, or a broken notification: JSON-RPC never answers those
+    method = message.get("method")
+    if isinstance(method, str) and len(method) > MAX_METHOD_CHARS:
+        if isinstance(mid, bool) or not isinstance(mid, (str, int)):
+            return None, None  # a notification: never answered
+        return None, _error(mid, METHOD_NOT_FOUND, f"Method not found: {method[:60]}… ({len(method):,} characters)")
     if bad_byte is None:
         try:
             types.jsonrpc_message_adapter.validate_json(text, by_name=False)
