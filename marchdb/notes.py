@@ -24,6 +24,7 @@ import yaml
 from marchdb.clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
 from marchdb.errors import InvalidInput
 from marchdb.tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
+from marchdb.text import cut_bytes
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
 MAX_FILE_BYTES = 4 * 1024 * 1024
@@ -175,11 +176,6 @@ def week_of_month(day: int) -> int:
 MAX_SLUG_BYTES = 200
 
 
-def cut_bytes(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes, never inside a character."""
-    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
-
-
 def slugify(name: str, max_len: int = 60) -> str:
     """A file-name-safe slug: ASCII lowercased, CJK and other letters kept,
     everything else folded to single ``-``; at most ``max_len`` characters
@@ -187,9 +183,7 @@ def slugify(name: str, max_len: int = 60) -> str:
     text = unicodedata.normalize("NFKC", name).translate(ASCII_LOWERCASE)
     text = re.sub(r"[^\w]+", "-", text).replace("_", "-")
     text = re.sub(r"-{2,}", "-", text).strip("-")
-    if len(text) > max_len:
-        text = text[:max_len].rstrip("-")
-    return cut_bytes(text, MAX_SLUG_BYTES).rstrip("-") or "memory"
+    return cut_bytes(text[:max_len], MAX_SLUG_BYTES).rstrip("-") or "memory"
 
 
 def bucket_dir(when: dt.datetime | dt.date) -> PurePosixPath:

@@ -76,7 +76,6 @@ from marchdb.notes import (
     BadNote,
     Note,
     bucket_path,
-    cut_bytes,
     format_time,
     new_id,
     parse_note,
@@ -85,6 +84,7 @@ from marchdb.notes import (
     utc_now_iso,
     validate_id,
 )
+from marchdb.text import cut_bytes
 from marchdb.twins import find_same_name, find_similar, refuse_twin
 
 #: Rounds of re-applying an update onto a file that keeps changing under us.

@@ -76,3 +76,8 @@ def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
 def error_line(message: object) -> str:
     """An error (or a note) as one bounded line of a terminal: ``one_line``, then ``bounded``."""
     return bounded(one_line(message))
+
+
+def cut_bytes(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, never inside a character."""
+    return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
