@@ -279,7 +279,7 @@ IDLE_RULE = f"a number of minutes, at least {MIN_IDLE_MINUTES} minute and at mos
 def idle_minutes_ok(value: object) -> bool:
     """Whether ``value`` may be the engine's idle time: from a minute to a
     week (``daemonIdleMinutes``, ``serve --idle``)."""
-    return type(value) in (int, float) and MIN_IDLE_MINUTES <= value <= MAX_IDLE_MINUTES
+    return type(value) in (int, float) and MIN_IDLE_MINUTES <= value <= MAX_IDLE_MINUTES  # type: ignore[operator]
 
 
 def unusual_root(root: Path, home: Path) -> str | None:
