@@ -844,7 +844,7 @@ def test_a_frozen_engine_costs_one_prompt_a_moment_and_the_next_ones_nothing(hom
         # The CLI too: one line saying so, and the answer computed in the command itself.
         cli = marchdb("recall", PROMPT, "--json")
         assert cli.returncode == 0 and json.loads(cli.stdout)["hints"][0]["id"] == "mem_cache"
-        assert "the warm engine is not answering" in cli.stderr
+        assert "the warm engine is suspended or stuck" in cli.stderr
     finally:
         os.kill(pid, signal.SIGCONT)
     # A ping answered again, after the quiet spell: the engine is used again.

@@ -57,7 +57,7 @@ class Unavailable(Exception):
 
     def __init__(self, reason: str, detail: str = ""):
         super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
+        self.reason, self.detail = reason, detail
 
     def may_redo(self, op: str) -> bool:
         """Whether ``op`` may be run in-process after this failure: always,
@@ -571,13 +571,15 @@ def in_words(exc: Unavailable) -> str:
     """Why the warm engine did not answer, for a person who has never heard of it."""
     plain = {
         "not ready": "the warm engine (`marchdb serve`, which keeps the model loaded) is still starting",
-        "stuck": "the warm engine is not answering (suspended or stuck?)",
+        "stuck": "the warm engine is suspended or stuck",
         "replaced": "the warm engine was stuck and has been restarted",
         "timeout": "the warm engine took too long",
         "cannot start": "the warm engine could not start",
         "untrusted": "the warm engine's folder cannot be trusted",
     }.get(exc.reason)
-    return f"{plain} ({exc})" if plain else f"the warm engine could not answer ({exc})"
+    if not plain:
+        return f"the warm engine could not answer ({exc})"
+    return f"{plain} ({exc.detail})" if exc.detail else plain
 
 
 # ---------------------------------------------------------------- a log of what went wrong
