@@ -102,8 +102,8 @@ class Config:
     """Resolved settings for one marchdb process (``load_config`` makes one).
 
     A plain class, not a dataclass: the hook imports this module on every
-    prompt, and ``dataclasses`` (with the ``inspect`` it pulls in) cost
-    ~20 ms of a ~140 ms hook process on the 2-core machine (farm-bench)."""
+    prompt, and ``dataclasses`` (with the ``inspect`` it pulls in) would be
+    a large share of a hook process's own time."""
 
     __slots__ = FIELDS = (
         "home",
