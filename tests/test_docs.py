@@ -10,6 +10,7 @@ import click
 import pytest
 from typer.main import get_command
 
+from marchdb import ops
 from marchdb.cli.main import app
 from marchdb.config import CONFIG_KEYS
 
@@ -54,6 +55,20 @@ def test_every_environment_variable_the_code_reads_is_documented():
     documented = CONFIG_PAGE + CLI_PAGE + (DOCS / "engine.md").read_text(encoding="utf-8")
     missing = sorted(n for n in names if n not in documented)
     assert not missing, f"environment variables not in docs/configuration.md: {missing}"
+
+
+AGENT_OPS = [op for op in ops.OPERATIONS.values() if op.mcp or op.prompt]
+
+
+@pytest.mark.parametrize("op", AGENT_OPS, ids=[op.name for op in AGENT_OPS])
+def test_every_mcp_tool_and_prompt_is_in_the_mcp_page_and_the_readme(op):
+    page = (DOCS / "hosts" / "mcp.md").read_text(encoding="utf-8")
+    row = next((line for line in page.splitlines() if line.startswith(f"| `{op.name}` |")), None)
+    assert row is not None, f"{op.name} has no row in docs/hosts/mcp.md"
+    for p in op.params:
+        if p.mcp:
+            assert f"`{p.name}`" in row, f"{op.name}'s {p.name} is not in its row of docs/hosts/mcp.md"
+    assert f"`{op.name}`" in (ROOT / "README.md").read_text(encoding="utf-8"), f"{op.name} is not in the README"
 
 
 def _pages() -> list[Path]:
