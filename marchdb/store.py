@@ -27,6 +27,7 @@ from marchdb.index.recall import RELATED_BELOW, W_DENSE, project_tag
 from marchdb.index.recall import recall as recall_hints
 from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
+from marchdb.index.terms import memory_count
 from marchdb.lifecycle import capture, importing, maintain
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle import reflect as reflect_mod
@@ -232,6 +233,13 @@ class Store(Keeper):
                 "'#'), so it ranks nothing"
             )
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
+        if not result.hints and not memory_count(self.con):
+            # a new user's first recall: "no hint" alone reads as "recall does not work"
+            empty = (
+                f"no memories in {self.cfg.memory_root} yet, so nothing to recall: save one "
+                "(marchdb remember, marchdb save, memory_save) or bring notes in (marchdb import)"
+            )
+            result.warning = f"{result.warning}; {empty}" if result.warning else empty
         return result
 
     def _other_script_held(self, text: str) -> bool:

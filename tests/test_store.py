@@ -315,3 +315,12 @@ def test_status_says_how_much_sits_in_the_wal_and_an_idle_checkpoint_empties_it(
         assert (status["wal_bytes"], status["wal_pages"], status["wal_pages_pending"]) == (0, 0, 0)
     finally:
         reader.close()
+
+
+def test_a_recall_in_an_empty_vault_says_there_is_nothing_yet(vault, store):
+    # A new user's first `marchdb recall` said only "no hint at threshold 0.50".
+    result = store.recall("how do we deploy?")
+    assert not result.hints and "no memories in" in (result.warning or "")
+    vault.memory("a.md", "mem_a")
+    store.sync(embed=False)
+    assert "no memories" not in (store.recall("how do we deploy?").warning or "")
