@@ -608,3 +608,28 @@ def test_two_memories_that_contradict_each_other_are_never_hinted_side_by_side_u
     settled = bm25_store.recall(question)
     assert [h.id for h in settled.hints] == ["mem_allowed"] and "!" not in settled.text()
     assert "contradicts" not in settled.hints[0].signals
+
+
+def test_a_long_memory_holding_the_words_together_outranks_one_holding_them_apart(vault, bm25_store):
+    # Two chat logs of ~12,000 characters with the same words as often: one
+    # says them in one exchange, the other far apart. The document-level BM25
+    # cannot tell them apart; the best chunk's share can (fts_chunk).
+    filler = [f"We talked about the weather on day {i} and what to cook for dinner." for i in range(170)]
+    together = filler[:85] + ["The zebra migration crosses the Serengeti river in July."] + filler[85:]
+    apart = (
+        (filler[:5] + ["The zebra was asleep."] + filler[5:80] + ["A migration of birds."] + filler[80:160])
+        + ["The Serengeti is far. July is hot, a river is cold, it crosses my mind."]
+        + filler[160:]
+    )
+    vault.memory("t.md", "mem_together", name="Chat log one", description="a long chat", body="\n\n".join(together))
+    vault.memory("a.md", "mem_apart", name="Chat log two", description="a long chat", body="\n\n".join(apart))
+    topic_vault(vault, n=0)
+    bm25_store.sync()
+    found = {
+        h.id: h
+        for h in bm25_store.recall("zebra migration crosses the Serengeti river in July", explain=True).candidates
+    }
+    one, two = found["mem_together"], found["mem_apart"]
+    assert one.signals["cbm25_raw"] > two.signals["cbm25_raw"]
+    assert one.score > two.score + 0.1
+    assert one.signals["bm25_raw"] == pytest.approx(two.signals["bm25_raw"], rel=0.1)

@@ -37,7 +37,15 @@ from marchdb.errors import Expired, InvalidInput
 from marchdb.index import calibrate, temperature
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
 from marchdb.index.results import Hint, RecallResult
-from marchdb.index.terms import BM25_K1, SMALL_VAULT, bm25_terms, bridge_terms, memory_count
+from marchdb.index.terms import (
+    BM25_K1,
+    SMALL_VAULT,
+    bm25_terms,
+    bridge_terms,
+    chunk_ceiling,
+    chunk_count,
+    memory_count,
+)
 from marchdb.index.vectors import K_COARSE, has_bits
 from marchdb.index.vectors import usable as vectors_usable
 from marchdb.tags import normalize_tag
@@ -70,6 +78,19 @@ BM25_FLOOR = 0.5
 #: almost any question somewhere (tools/fusion_lab.py chose both).
 BM25_LREF = 3000.0
 BM25_LPEN = 0.5
+#: The BM25 share counts at least CBM25_W times the best body chunk's own
+#: share of the message (BM25 over each chunk, ``fts_chunk``, of the
+#: message's ceiling on chunk statistics). A long memory that answers a
+#: question holds its words together; one that holds them by chance, spread
+#: over 11,000 characters, does not (tools/fusion_lab.py, leave one set out).
+CBM25_W = 1.0
+#: The best candidate's lead over the next one, times LEAD_K, is added to
+#: its score (at most LEAD_CAP): a memory that stands out of the vault
+#: answers the message; the best of many look-alikes does not
+#: (tools/fusion_lab.py, leave one set out). Not below SMALL_VAULT
+#: memories, where a lead over four unrelated memories means little.
+LEAD_K = 0.0
+LEAD_CAP = 1.0
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -223,7 +244,18 @@ def _cosine_slot(con: apsw.Connection) -> _CosineSlot:
 
 
 #: The signals a Hint carries (the BM25-only statement has no dense ones, nor xbm25_raw).
-_SIGNALS = ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "xbm25_raw", "bm25_ratio", "bm25")
+_SIGNALS = (
+    "meta_cos",
+    "body_cos",
+    "dense_cos",
+    "dense",
+    "dense_alone",
+    "bm25_raw",
+    "cbm25_raw",
+    "xbm25_raw",
+    "bm25_ratio",
+    "bm25",
+)
 
 
 def score(
@@ -247,11 +279,13 @@ def score(
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
     from the vec0 tables, in SQL.
     """
-    ceiling, informative = bm25_terms(con, fts.query_terms(text))
+    terms = fts.query_terms(text)
+    ceiling, informative = bm25_terms(con, terms)
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)
     # not below SMALL_VAULT (see bm25_max)
     floor = BM25_FLOOR * (BM25_K1 + 1.0) * math.log(total) if total >= SMALL_VAULT else 0.0
+    chunk_floor = BM25_FLOOR * (BM25_K1 + 1.0) * math.log(max(chunk_count(con), 1)) if total >= SMALL_VAULT else 0.0
     params = {
         "few_memories": int(total < SMALL_VAULT),
         "match": fts.match_expression(informative),
@@ -264,6 +298,9 @@ def score(
         "bm25_tau": calibrate.BM25_TAU,
         "bm25_lref": BM25_LREF,
         "bm25_lpen": BM25_LPEN,
+        # the best chunk's share, of the ceiling on chunk statistics
+        "cbm25_max": max(chunk_ceiling(con, terms), chunk_floor),
+        "cbm25_w": CBM25_W,
         "k_bm25": K_BM25,
         "limit": limit,
         "project_tag": project_tag,
@@ -310,17 +347,39 @@ def score(
         if slot is not None:
             slot.query = None  # only valid while this recall runs
     out = []
+    if rows and total >= SMALL_VAULT and LEAD_K > 0:
+        rows, names = _with_lead(rows, names)
     for row in rows:
         r = dict(zip(names, row))
         signals = {k: r[k] for k in _SIGNALS if r.get(k) is not None}
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
+        if r.get("lead"):
+            signals["lead"] = r["lead"]
         if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
             signals["rank_score"] = r["rank_score"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
     return temperature.rerank(con, out)  # recency, use, priority: reorders, never changes a score
+
+
+def _with_lead(rows: list, names: list[str]) -> tuple[list, list[str]]:
+    """``rows`` with the best-scored one's score raised by its lead over the
+    second (``LEAD_K`` times the difference, at most ``LEAD_CAP``; the
+    score stays at most 1), and its rank key by as much; a column ``lead``
+    holds what was added."""
+    i_score, i_rank = names.index("score"), names.index("rank_score")
+    scores = [float(r[i_score]) for r in rows]
+    best = max(range(len(rows)), key=scores.__getitem__)
+    second = max((v for i, v in enumerate(scores) if i != best), default=0.0)
+    lead = min(LEAD_K * (scores[best] - second), LEAD_CAP)
+    out = [[*r, 0.0] for r in rows]
+    out[best][i_score] = min(1.0, scores[best] + lead)
+    out[best][i_rank] = float(out[best][i_rank]) + lead
+    out[best][-1] = lead
+    out.sort(key=lambda r: -(float(r[i_rank]) + float(r[names.index("project_bonus")])))
+    return out, [*names, "lead"]
 
 
 # ---------------------------------------------------------------- hint rules
