@@ -75,22 +75,18 @@ W_DENSE = 0.5
 BM25_FLOOR = 0.5
 #: Bodies longer than BM25_LREF characters get their BM25 share multiplied
 #: by (BM25_LREF / length) ** BM25_LPEN: a long chat log holds the words of
-#: almost any question somewhere (tools/fusion_lab.py chose both).
-BM25_LREF = 3000.0
-BM25_LPEN = 0.5
+#: almost any question somewhere. A session of a few thousand characters is
+#: an ordinary memory, and the best chunk (CBM25_W) already tells a long one
+#: that answers from one that holds the words by chance, so the discount is
+#: mild (tools/fusion_lab.py chose both, leaving one set out).
+BM25_LREF = 5000.0
+BM25_LPEN = 0.25
 #: The BM25 share counts at least CBM25_W times the best body chunk's own
 #: share of the message (BM25 over each chunk, ``fts_chunk``, of the
 #: message's ceiling on chunk statistics). A long memory that answers a
 #: question holds its words together; one that holds them by chance, spread
 #: over 11,000 characters, does not (tools/fusion_lab.py, leave one set out).
 CBM25_W = 1.0
-#: The best candidate's lead over the next one, times LEAD_K, is added to
-#: its score (at most LEAD_CAP): a memory that stands out of the vault
-#: answers the message; the best of many look-alikes does not
-#: (tools/fusion_lab.py, leave one set out). Not below SMALL_VAULT
-#: memories, where a lead over four unrelated memories means little.
-LEAD_K = 0.0
-LEAD_CAP = 1.0
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -347,39 +343,17 @@ def score(
         if slot is not None:
             slot.query = None  # only valid while this recall runs
     out = []
-    if rows and total >= SMALL_VAULT and LEAD_K > 0:
-        rows, names = _with_lead(rows, names)
     for row in rows:
         r = dict(zip(names, row))
         signals = {k: r[k] for k in _SIGNALS if r.get(k) is not None}
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
-        if r.get("lead"):
-            signals["lead"] = r["lead"]
         if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
             signals["rank_score"] = r["rank_score"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
     return temperature.rerank(con, out)  # recency, use, priority: reorders, never changes a score
-
-
-def _with_lead(rows: list, names: list[str]) -> tuple[list, list[str]]:
-    """``rows`` with the best-scored one's score raised by its lead over the
-    second (``LEAD_K`` times the difference, at most ``LEAD_CAP``; the
-    score stays at most 1), and its rank key by as much; a column ``lead``
-    holds what was added."""
-    i_score, i_rank = names.index("score"), names.index("rank_score")
-    scores = [float(r[i_score]) for r in rows]
-    best = max(range(len(rows)), key=scores.__getitem__)
-    second = max((v for i, v in enumerate(scores) if i != best), default=0.0)
-    lead = min(LEAD_K * (scores[best] - second), LEAD_CAP)
-    out = [[*r, 0.0] for r in rows]
-    out[best][i_score] = min(1.0, scores[best] + lead)
-    out[best][i_rank] = float(out[best][i_rank]) + lead
-    out[best][-1] = lead
-    out.sort(key=lambda r: -(float(r[i_rank]) + float(r[names.index("project_bonus")])))
-    return out, [*names, "lead"]
 
 
 # ---------------------------------------------------------------- hint rules
