@@ -71,6 +71,17 @@ CREATE TRIGGER memory_index_delete AFTER DELETE ON memory_index BEGIN
     DELETE FROM fts WHERE rowid = old.rid;
 END;
 
+-- BM25 over each body chunk of an active memory on its own; rowid =
+-- chunks.rid. A long memory (a chat session of 11,000 characters) holds the
+-- words of almost any question somewhere, spread over it; the one it answers
+-- holds them together, in one chunk (sql/recall.sql: cbm25). Same text form
+-- and tokenizer as fts.
+CREATE VIRTUAL TABLE fts_chunk USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 2');
+
+CREATE TRIGGER chunks_delete AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_chunk WHERE rowid = old.rid;
+END;
+
 -- Which texts have a vector for the current model (meta.model_fingerprint).
 -- The vectors themselves live in vec0 tables keyed by vid; keying by content
 -- hash means a moved or renamed file is never embedded again. AUTOINCREMENT:
@@ -119,3 +130,5 @@ CREATE TABLE open_log (
 -- Document frequency of every FTS term: the IDFs that turn a BM25 score into
 -- "share of the query's information matched" (see sql/recall.sql).
 CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
+-- The same for chunks (the IDFs of a message's words among chunks).
+CREATE VIRTUAL TABLE fts_chunk_vocab USING fts5vocab(fts_chunk, 'row');

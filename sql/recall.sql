@@ -31,6 +31,10 @@
 --           holds carry the largest IDF, so nonsense stays near 0.
 --           length_factor discounts bodies longer than :bm25_lref characters:
 --           a long chat log holds the words of almost any question somewhere.
+--           The share counts at least :cbm25_w times the best body chunk's
+--           own share (cbm25_raw, BM25 over fts_chunk, of :cbm25_max, the
+--           query's ceiling on chunk statistics): a long memory that answers
+--           holds the question's words together, in one chunk, undiscounted.
 --   dense_alone = the same curve centred at :alone_mid, for a candidate no
 --           informative query word supports.
 -- Fusion over the signals present: :w_dense * dense + (1 - :w_dense) * bm25
@@ -91,6 +95,11 @@ xbm25_hits AS MATERIALIZED (
 xbm25_top AS MATERIALIZED (
     SELECT rid FROM xbm25_hits ORDER BY raw DESC LIMIT :k_xbm25
 ),
+-- The same words against each body chunk on its own (fts_chunk): a memory's
+-- best chunk, for cbm25 below.
+cbm25_hits AS MATERIALIZED (
+    SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk WHERE fts_chunk MATCH :match
+),
 cand(rid) AS MATERIALIZED (
     SELECT rid FROM dense_cand
     UNION
@@ -131,6 +140,11 @@ bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the qu
 xbm25_sig AS MATERIALIZED (
     SELECT x.rid, x.raw FROM cand JOIN xbm25_hits x ON x.rid = cand.rid
 ),
+cbm25_sig AS MATERIALIZED (
+    SELECT c.mem_rid AS rid, max(h.raw) AS raw
+    FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
+    WHERE c.mem_rid IN (SELECT rid FROM cand) GROUP BY c.mem_rid
+),
 body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
     FROM (SELECT rid FROM bm25_sig UNION SELECT rid FROM xbm25_sig) b
@@ -146,7 +160,7 @@ signals AS MATERIALIZED (
            ms.cos AS meta_cos, bs.cos AS body_cos,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
-           b.raw AS bm25_raw,
+           b.raw AS bm25_raw, cb.raw AS cbm25_raw,
            -- a memory in the other script than the message shares its words
            -- only through the dictionary: their share of the translated
            -- message (:xbm25_max, its ceiling) counts where larger
@@ -159,12 +173,14 @@ signals AS MATERIALIZED (
     LEFT JOIN body_sig bs ON bs.rid = m.rid
     LEFT JOIN bm25_sig b ON b.rid = m.rid
     LEFT JOIN xbm25_sig x ON x.rid = m.rid
+    LEFT JOIN cbm25_sig cb ON cb.rid = m.rid
     LEFT JOIN body_len bl ON bl.rid = m.rid
 ),
 shares AS (
     SELECT *,
-           CASE WHEN bm25_raw IS NULL AND xbm25_raw IS NULL THEN NULL
-                ELSE max(coalesce(bm25_raw / :bm25_max, 0.0), coalesce(xbm25_raw / :xbm25_max, 0.0)) * length_factor
+           CASE WHEN bm25_raw IS NULL AND xbm25_raw IS NULL AND cbm25_raw IS NULL THEN NULL
+                ELSE max(max(coalesce(bm25_raw / :bm25_max, 0.0), coalesce(xbm25_raw / :xbm25_max, 0.0)) * length_factor,
+                         :cbm25_w * coalesce(cbm25_raw / :cbm25_max, 0.0))
            END AS bm25_ratio
     FROM signals
 ),
@@ -267,6 +283,14 @@ WITH
 bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
+),
+cbm25_hits AS MATERIALIZED (
+    SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk WHERE fts_chunk MATCH :match
+),
+cbm25_sig AS MATERIALIZED (
+    SELECT c.mem_rid AS rid, max(h.raw) AS raw
+    FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
+    WHERE c.mem_rid IN (SELECT rid FROM bm25_sig) GROUP BY c.mem_rid
 )
 SELECT *, 1.0 - exp(-bm25_ratio / :bm25_tau) AS bm25, 1.0 - exp(-bm25_ratio / :bm25_tau) AS score,
        1.0 - exp(-bm25_ratio / :bm25_tau) AS rank_score,
@@ -277,10 +301,12 @@ SELECT *, 1.0 - exp(-bm25_ratio / :bm25_tau) AS bm25, 1.0 - exp(-bm25_ratio / :b
 FROM (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json,
            NULL AS meta_cos, NULL AS body_cos, NULL AS dense_cos, NULL AS dense, NULL AS dense_alone,
-           b.raw AS bm25_raw,
-           b.raw / :bm25_max * min(1.0, pow(:bm25_lref / max(coalesce(
-               (SELECT sum(length(c.text)) FROM chunks c WHERE c.mem_rid = m.rid), 0), 1.0), :bm25_lpen)) AS bm25_ratio
+           b.raw AS bm25_raw, cb.raw AS cbm25_raw,
+           max(b.raw / :bm25_max * min(1.0, pow(:bm25_lref / max(coalesce(
+               (SELECT sum(length(c.text)) FROM chunks c WHERE c.mem_rid = m.rid), 0), 1.0), :bm25_lpen)),
+               :cbm25_w * coalesce(cb.raw / :cbm25_max, 0.0)) AS bm25_ratio
     FROM bm25_sig b JOIN memory_index m ON m.rid = b.rid
+    LEFT JOIN cbm25_sig cb ON cb.rid = b.rid
 )
 ORDER BY score + project_bonus DESC
 LIMIT :limit;
@@ -289,3 +315,7 @@ LIMIT :limit;
 -- Document frequencies of the query's terms, and the collection size, for
 -- the BM25 ceiling of a query (FTS5 computes IDF the same way).
 SELECT term, doc FROM fts_vocab WHERE term IN (SELECT value FROM json_each(:terms));
+
+-- name: chunk_idf
+-- The same among body chunks (fts_chunk), for the ceiling of cbm25.
+SELECT term, doc FROM fts_chunk_vocab WHERE term IN (SELECT value FROM json_each(:terms));

@@ -608,3 +608,48 @@ def test_two_memories_that_contradict_each_other_are_never_hinted_side_by_side_u
     settled = bm25_store.recall(question)
     assert [h.id for h in settled.hints] == ["mem_allowed"] and "!" not in settled.text()
     assert "contradicts" not in settled.hints[0].signals
+
+
+def test_a_long_memory_holding_the_words_together_outranks_one_holding_them_apart(vault, bm25_store):
+    # Two chat logs of ~12,000 characters with the same words as often: one
+    # says them in one exchange, the other far apart. The document-level BM25
+    # cannot tell them apart; the best chunk's share can (fts_chunk).
+    filler = [f"We talked about the weather on day {i} and what to cook for dinner." for i in range(170)]
+    together = filler[:85] + ["The zebra migration crosses the Serengeti river in July."] + filler[85:]
+    apart = (
+        (filler[:5] + ["The zebra was asleep."] + filler[5:80] + ["A migration of birds."] + filler[80:160])
+        + ["The Serengeti is far. July is hot, a river is cold, it crosses my mind."]
+        + filler[160:]
+    )
+    vault.memory("t.md", "mem_together", name="Chat log one", description="a long chat", body="\n\n".join(together))
+    vault.memory("a.md", "mem_apart", name="Chat log two", description="a long chat", body="\n\n".join(apart))
+    topic_vault(vault, n=0)
+    bm25_store.sync()
+    found = {
+        h.id: h
+        for h in bm25_store.recall("zebra migration crosses the Serengeti river in July", explain=True).candidates
+    }
+    one, two = found["mem_together"], found["mem_apart"]
+    assert one.signals["cbm25_raw"] > two.signals["cbm25_raw"]
+    assert one.score > two.score + 0.1
+    assert one.signals["bm25_raw"] == pytest.approx(two.signals["bm25_raw"], rel=0.1)
+
+
+def test_a_memory_of_a_few_thousand_characters_keeps_its_whole_word_share(vault, bm25_store, monkeypatch):
+    # A chat session of ~4,500 characters is an ordinary memory, not a log
+    # that holds every word somewhere: its document share is not discounted
+    # (BM25_LREF). One of ~20,000 characters is, by (LREF / length) ** LPEN.
+    monkeypatch.setattr(recall_mod, "CBM25_W", 0.0)  # the document share alone
+    words = "The okapi grazes by the Ituri river at dawn."
+    filler = [f"We talked about the weather on day {i} and what to cook." for i in range(400)]
+    bodies = {"short": words, "mid": "\n\n".join([words, *filler[:75]]), "long": "\n\n".join([words, *filler])}
+    for key, body in bodies.items():
+        vault.memory(f"{key}.md", f"mem_{key}", name=f"Chat {key}", description="a chat", body=body)
+    topic_vault(vault, n=0)
+    bm25_store.sync()
+    found = {h.id: h.signals for h in bm25_store.recall("okapi Ituri river", explain=True).candidates}
+    share = {k: found[f"mem_{k}"]["bm25_ratio"] / found[f"mem_{k}"]["bm25_raw"] for k in bodies}
+    assert 4000 < len(bodies["mid"]) < 5000 and len(bodies["long"]) > 20_000
+    assert share["mid"] == pytest.approx(share["short"], rel=1e-6)
+    expected = (recall_mod.BM25_LREF / len(bodies["long"])) ** recall_mod.BM25_LPEN
+    assert share["long"] == pytest.approx(share["short"] * expected, rel=0.02)

@@ -6,10 +6,16 @@ messages, the held-out split, and a vector cache that survives index rebuilds.
   ``cmrc2018-hant`` is cmrc2018 converted to Traditional characters with
   OpenCC (``s2t``; the ``bench`` extra installs it); ``crosslingual`` is the
   40 memories of ``tools/data/crosslingual.jsonl`` (each asked about in the
-  other language) among 160 of chats and cmrc2018.
-* **Off-topic messages** for a vault: the other sets' questions, questions in
-  the vault's own language and script about subjects no set holds
-  (``tools/data/offtopic_*.txt``), and chit-chat (``tools/data/chitchat.txt``).
+  other language) among 160 of chats and cmrc2018; ``chatqa`` is the shared
+  ``chats`` vault with the questions of ``tools/data/chatqa`` (259, one
+  session each); ``locomo-long`` is locomo with each conversation's
+  consecutive sessions merged into ~11,000-character memories
+  (``tools/make_locomo_long.py``).
+* **Off-topic messages** for a vault: the other sets' questions (chatqa's
+  among them), questions in the vault's own language and script about
+  subjects no set holds (``tools/data/offtopic_*.txt``; for the chat vaults
+  also ``tools/data/chatqa/offtopic.txt``, requests in the chats' own
+  register), and chit-chat (``tools/data/chitchat.txt``).
 * **Held-out split**: every query (and off-topic message) falls into half
   ``train`` or ``test`` by a seeded hash of its text, the same on every run.
   Constants are chosen on ``train`` and reported on ``test``.
@@ -52,7 +58,15 @@ DATA = Path(__file__).resolve().parent / "data"
 #: Sets with queries (chats has none: it is a vault for off-topic quiet).
 QUERY_SETS = ("locomo", "cmrc2018", "cranfield")
 #: Derived sets: name -> (source set, converter name).
-VARIANTS = {"cmrc2018-hant": ("cmrc2018", "s2t"), "crosslingual": ("chats+cmrc2018", "crosslingual")}
+VARIANTS = {
+    "cmrc2018-hant": ("cmrc2018", "s2t"),
+    "crosslingual": ("chats+cmrc2018", "crosslingual"),
+    "chatqa": ("chats", "chatqa"),
+    "locomo-long": ("locomo", "locomo-long"),
+}
+#: Query sets of our own (tools/data/NAME: queries.jsonl, qrels.tsv,
+#: offtopic.txt) about a shared set's memories.
+OWN_QUERIES = {"chatqa": "chats"}
 #: Memories of the shared sets around the 40 of tools/data/crosslingual.jsonl.
 CROSSLINGUAL_BACKGROUND = 160
 #: Script of each set's text, for the in-language off-topic messages.
@@ -60,6 +74,8 @@ LANGUAGE = {
     "locomo": "en",
     "cranfield": "en",
     "chats": "en",
+    "chatqa": "en",
+    "locomo-long": "en",
     "cmrc2018": "zh",
     "cmrc2018-hant": "zh-hant",
     "crosslingual": "en+zh",
@@ -136,9 +152,22 @@ def _write_crosslingual(out: Path) -> None:
 
 
 def _convert_set(src: Path, out: Path, conv: str) -> None:
-    if conv == "crosslingual":
+    if conv in ("crosslingual", "chatqa", "locomo-long"):
         out.mkdir(parents=True, exist_ok=True)
-        _write_crosslingual(out)
+        if conv == "crosslingual":
+            _write_crosslingual(out)
+        elif conv == "chatqa":
+            (out / "memories.jsonl").write_bytes((src / "memories.jsonl").read_bytes())
+            for f in ("queries.jsonl", "qrels.tsv"):
+                (out / f).write_bytes((DATA / "chatqa" / f).read_bytes())
+        else:
+            import subprocess
+            import sys
+
+            tool = Path(__file__).resolve().parent / "make_locomo_long.py"
+            subprocess.run(
+                [sys.executable, str(tool), str(out), "--src", str(src)], check=True, stdout=subprocess.DEVNULL
+            )
         (out / "done").write_text("ok")
         return
     assert conv == "s2t", conv
@@ -167,17 +196,25 @@ def base_name(name: str) -> str:
 
 
 def other_questions(name: str) -> list[str]:
-    """Every query of the shared sets other than ``name``'s own sources."""
+    """Every query of the shared sets other than ``name``'s own sources, and
+    of our own query sets about other sets' memories (chatqa)."""
     own = set(base_name(name).split("+"))
     out: list[str] = []
     for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name not in own):
         out += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
+    for qset, source in OWN_QUERIES.items():
+        if source not in own:
+            lines = (DATA / qset / "queries.jsonl").read_text().splitlines()
+            out += [json.loads(l)["text"] for l in lines if l.strip()]
     return out
 
 
 def in_language_offtopic(name: str) -> list[str]:
     """Questions in the vault's language and script that no set answers."""
     lang = LANGUAGE.get(Path(name).name, LANGUAGE.get(base_name(name), "en"))
+    if "chats" in base_name(name).split("+") and lang == "en":
+        # requests in the chat sessions' own register that no session answers
+        return read_lines("offtopic_en.txt") + read_lines("chatqa/offtopic.txt")
     if lang == "en+zh":
         return read_lines("offtopic_en.txt") + read_lines("offtopic_zh.txt")
     if lang == "zh-hant":

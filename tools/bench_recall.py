@@ -13,7 +13,9 @@ nDCG@10 on each held-out half (``bench_data.split_of``). It also reports, at
 the default threshold, the share of queries whose relevant memory is among
 the hints, and the share of off-topic messages that get no hint at all, by
 kind: other sets' questions, questions in the vault's own language about
-subjects no set holds, chit-chat. ``--latency N`` times N recalls through
+subjects no set holds, chit-chat; and both over a range of thresholds
+(``CURVE``: the curve hinted against quiet, so that the default point is a
+visible choice). ``--latency N`` times N recalls through
 ``Store.recall`` (quality runs leave it off).
 """
 
@@ -124,19 +126,28 @@ def open_set(name: str, work_root: Path, model: str | None = None, threads: int 
     return store, sdir, memories, queries, qrels, report, time.perf_counter() - t0
 
 
-def quiet_share(store, emb, calib, texts: list[str], threshold: float) -> float:
-    """The share of ``texts`` that get no hint at all."""
+#: Thresholds of the curve (answerable hinted against off-topic quiet), so
+#: the default point is seen as one choice among them.
+CURVE = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
+
+
+def top_scores(store, emb, calib, texts: list[str]) -> list[float]:
+    """Per text, the best score of a candidate that could be hinted (one
+    with a description); 0 when none: the text is quiet at any threshold
+    above it."""
     if not texts:
-        return 1.0
+        return []
     vecs = emb.embed_queries(texts)
-    quiet = sum(
-        1
+    return [
+        max((c.score for c in score(store.con, text, v, calib, words=store.words()) if c.description), default=0.0)
         for text, v in zip(texts, vecs)
-        if not any(
-            c.score >= threshold and c.description for c in score(store.con, text, v, calib, words=store.words())
-        )
-    )
-    return quiet / len(texts)
+    ]
+
+
+def hinted_at(cands, rel: dict[str, int], threshold: float) -> bool:
+    """Whether a relevant memory is among the hints at ``threshold``: the
+    first three candidates with a description scoring at least it."""
+    return any(c.id in rel for c in [c for c in cands if c.score >= threshold and c.description][:3])
 
 
 def main() -> int:
@@ -176,16 +187,17 @@ def main() -> int:
     hinted = dict.fromkeys(halves, 0)
     count = dict.fromkeys(halves, 0)
     qvecs = emb.embed_queries([q["text"] for q in queries])
+    on_curve: list[list[bool]] = []
     for q, qvec in zip(queries, qvecs):
         # the whole union: no cut before ranking
         cands = score(store.con, q["text"], qvec, calib, limit=500, words=store.words())
-        kept = [c.id for c in cands if c.score >= threshold and c.description][:3]
+        on_curve.append([hinted_at(cands, qrels[q["id"]], t) for t in CURVE])
         for half in ("all", split_of(q["text"])):
             count[half] += 1
             for signal, ranked in rankings(cands).items():
                 for key, value in metrics(ranked, qrels[q["id"]]).items():
                     sums[half][signal][key] += value
-            hinted[half] += any(mid in qrels[q["id"]] for mid in kept)
+            hinted[half] += hinted_at(cands, qrels[q["id"]], threshold)
     figures = {
         h: {s: {k: round(v / max(count[h], 1), 4) for k, v in m.items()} for s, m in sums[h].items()} for h in halves
     }
@@ -193,7 +205,17 @@ def main() -> int:
     # Off-topic: other sets' questions, questions in the vault's own language
     # about subjects no set holds, and chit-chat must get no hint here.
     off = offtopic(args.set, args.offtopic)
-    quiet = {kind: round(quiet_share(store, emb, calib, texts, threshold), 4) for kind, texts in off.items()}
+    best = {kind: top_scores(store, emb, calib, texts) for kind, texts in off.items()}
+    quiet = {kind: round(sum(b < threshold for b in v) / max(len(v), 1), 4) for kind, v in best.items()}
+    pooled = [b for v in best.values() for b in v]
+    curve = [
+        {
+            "threshold": t,
+            "answerable_hinted": round(sum(h[i] for h in on_curve) / len(on_curve), 4) if on_curve else None,
+            "offtopic_quiet": round(sum(b < t for b in pooled) / len(pooled), 4) if pooled else None,
+        }
+        for i, t in enumerate(CURVE)
+    ]
     result = {
         "set": args.set,
         "queries": len(queries),
@@ -210,6 +232,7 @@ def main() -> int:
             "offtopic_quiet": quiet,
             "offtopic_queries": {kind: len(texts) for kind, texts in off.items()},
         },
+        "curve": curve,
         "machine": machine(),
         "date": dt.date.today().isoformat(),
     }
@@ -256,6 +279,13 @@ def print_table(r: dict) -> None:
             f"(train {by['train']:.1%} / test {by['test']:.1%})"
         )
     print(f"off-topic quiet: {quiet}")
+    print("threshold  answerable hinted / off-topic quiet (all kinds pooled)")
+    for point in r["curve"]:
+        a, q = point["answerable_hinted"], point["offtopic_quiet"]
+        mark = "  <- default" if abs(point["threshold"] - h["threshold"]) < 1e-9 else ""
+        print(
+            f"  {point['threshold']:.2f}     {'-' if a is None else f'{a:.1%}'} / {'-' if q is None else f'{q:.1%}'}{mark}"
+        )
     if "latency_ms" in r:
         print(f"latency p50 {r['latency_ms']['p50']} ms, p95 {r['latency_ms']['p95']} ms; {r['machine']}")
 

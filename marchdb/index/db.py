@@ -44,7 +44,7 @@ def vec_extension() -> str:
 
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 10_000
 
 
@@ -274,7 +274,12 @@ def _schema_state(con: apsw.Connection) -> str:
 
 
 def _drop_everything(con: apsw.Connection) -> None:
-    # Virtual tables first: dropping them removes their shadow tables too.
+    # Triggers first: a table's drop deletes its rows, cascading to other
+    # tables whose triggers may name a virtual table already gone (chunks ->
+    # fts_chunk). Then virtual tables: dropping them removes their shadow
+    # tables too.
+    for (name,) in list(con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")):
+        con.execute(f'DROP TRIGGER IF EXISTS "{name}"')
     objects = list(
         con.execute(
             "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "

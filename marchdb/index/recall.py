@@ -37,7 +37,15 @@ from marchdb.errors import Expired, InvalidInput
 from marchdb.index import calibrate, temperature
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
 from marchdb.index.results import Hint, RecallResult
-from marchdb.index.terms import BM25_K1, SMALL_VAULT, bm25_terms, bridge_terms, memory_count
+from marchdb.index.terms import (
+    BM25_K1,
+    SMALL_VAULT,
+    bm25_terms,
+    bridge_terms,
+    chunk_ceiling,
+    chunk_count,
+    memory_count,
+)
 from marchdb.index.vectors import K_COARSE, has_bits
 from marchdb.index.vectors import usable as vectors_usable
 from marchdb.tags import normalize_tag
@@ -67,9 +75,18 @@ W_DENSE = 0.5
 BM25_FLOOR = 0.5
 #: Bodies longer than BM25_LREF characters get their BM25 share multiplied
 #: by (BM25_LREF / length) ** BM25_LPEN: a long chat log holds the words of
-#: almost any question somewhere (tools/fusion_lab.py chose both).
-BM25_LREF = 3000.0
-BM25_LPEN = 0.5
+#: almost any question somewhere. A session of a few thousand characters is
+#: an ordinary memory, and the best chunk (CBM25_W) already tells a long one
+#: that answers from one that holds the words by chance, so the discount is
+#: mild (tools/fusion_lab.py chose both, leaving one set out).
+BM25_LREF = 5000.0
+BM25_LPEN = 0.25
+#: The BM25 share counts at least CBM25_W times the best body chunk's own
+#: share of the message (BM25 over each chunk, ``fts_chunk``, of the
+#: message's ceiling on chunk statistics). A long memory that answers a
+#: question holds its words together; one that holds them by chance, spread
+#: over 11,000 characters, does not (tools/fusion_lab.py, leave one set out).
+CBM25_W = 1.0
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -223,7 +240,18 @@ def _cosine_slot(con: apsw.Connection) -> _CosineSlot:
 
 
 #: The signals a Hint carries (the BM25-only statement has no dense ones, nor xbm25_raw).
-_SIGNALS = ("meta_cos", "body_cos", "dense_cos", "dense", "dense_alone", "bm25_raw", "xbm25_raw", "bm25_ratio", "bm25")
+_SIGNALS = (
+    "meta_cos",
+    "body_cos",
+    "dense_cos",
+    "dense",
+    "dense_alone",
+    "bm25_raw",
+    "cbm25_raw",
+    "xbm25_raw",
+    "bm25_ratio",
+    "bm25",
+)
 
 
 def score(
@@ -247,11 +275,13 @@ def score(
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
     from the vec0 tables, in SQL.
     """
-    ceiling, informative = bm25_terms(con, fts.query_terms(text))
+    terms = fts.query_terms(text)
+    ceiling, informative = bm25_terms(con, terms)
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)
     # not below SMALL_VAULT (see bm25_max)
     floor = BM25_FLOOR * (BM25_K1 + 1.0) * math.log(total) if total >= SMALL_VAULT else 0.0
+    chunk_floor = BM25_FLOOR * (BM25_K1 + 1.0) * math.log(max(chunk_count(con), 1)) if total >= SMALL_VAULT else 0.0
     params = {
         "few_memories": int(total < SMALL_VAULT),
         "match": fts.match_expression(informative),
@@ -264,6 +294,9 @@ def score(
         "bm25_tau": calibrate.BM25_TAU,
         "bm25_lref": BM25_LREF,
         "bm25_lpen": BM25_LPEN,
+        # the best chunk's share, of the ceiling on chunk statistics
+        "cbm25_max": max(chunk_ceiling(con, terms), chunk_floor),
+        "cbm25_w": CBM25_W,
         "k_bm25": K_BM25,
         "limit": limit,
         "project_tag": project_tag,

@@ -454,6 +454,13 @@ class Syncer:
             # Only active memories are searched: a deprecated one must not
             # make the words of active ones look common (their IDF).
             self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+            # each chunk on its own too (sql/001_schema.sql: fts_chunk); its
+            # old rows went with its old chunks (trigger chunks_delete)
+            crids = [r[0] for r in con.execute("SELECT rid FROM chunks WHERE mem_rid = ? ORDER BY seq", (rid,))]
+            con.executemany(
+                "INSERT INTO fts_chunk(rowid, body) VALUES (?, ?)",
+                [(crid, fts.index_text(text)) for crid, text in zip(crids, chunks)],
+            )
         _write_attrs(con, rid, note)
 
     def _flush_fts(self) -> None:
@@ -484,6 +491,7 @@ class Syncer:
         )
         with transaction(self.con):
             set_meta(self.con, "fts_docs", docs)  # N of the BM25 IDF, for recall
+            set_meta(self.con, "fts_chunks", chunks)  # the same among chunks
             set_meta(self.con, "recall_texts", docs + chunks)  # texts a message is compared with
             set_meta(self.con, "count_conflicts", conflicts)
             set_meta(self.con, "count_problems", problems)

@@ -135,22 +135,36 @@ def bridge_terms(con: apsw.Connection, text: str, words: bridge.Dictionary) -> t
     return max(ceiling * (BM25_K1 + 1.0), 1e-6), informative
 
 
+def chunk_ceiling(con: apsw.Connection, terms: list[str]) -> float:
+    """What a body chunk matching every one of the query's ``terms``
+    perfectly would score in ``fts_chunk``: ``bm25_terms``' ceiling on chunk
+    statistics (the IDF of a term among the active memories' chunks)."""
+    stems = [stem for _, stem in fts.stems(con, terms)] if terms else []
+    total = chunk_count(con)
+    if not stems or not total:
+        return 1.0
+    df = document_frequencies(con, stems, "chunk_idf")
+    return max(sum(max(_idf(total, df[s]), 1e-6) for s in stems) * (BM25_K1 + 1.0), 1e-6)
+
+
 _DF_CACHE_TERMS = 100_000
 
 
-def document_frequencies(con: apsw.Connection, terms: list[str]) -> dict[str, int]:
-    """How many memories hold each term (absent: none), cached per process."""
+def document_frequencies(con: apsw.Connection, terms: list[str], statement: str = "idf") -> dict[str, int]:
+    """How many memories hold each term (absent: none), cached per process;
+    with ``statement="chunk_idf"``, how many body chunks."""
     gen = (get_meta(con, "index_id"), get_meta(con, "fts_gen"))
-    cached_gen, cache = _DF_CACHE.get(con.filename, (None, {}))
+    key = (con.filename, statement)
+    cached_gen, cache = _DF_CACHE.get(key, (None, {}))
     if cached_gen != gen or len(cache) > _DF_CACHE_TERMS:
         cache = {}
-        _DF_CACHE[con.filename] = (gen, cache)
+        _DF_CACHE[key] = (gen, cache)
     missing = [t for t in terms if t not in cache]
     if missing:
         found: dict[Any, Any] = {
             term: doc
             for term, doc in con.execute(
-                named_statements("recall.sql")["idf"], {"terms": json.dumps(missing, ensure_ascii=False)}
+                named_statements("recall.sql")[statement], {"terms": json.dumps(missing, ensure_ascii=False)}
             )
         }
         cache.update({t: found.get(t, 0) for t in missing})
@@ -185,6 +199,13 @@ POSTINGS_BUDGET = 20_000
 BRIDGE_POSTINGS = 1_000
 
 
+def chunk_count(con: apsw.Connection) -> int:
+    """Body chunks of the active memories: the N of ``fts_chunk``'s IDF."""
+    return int(get_meta(con, "fts_chunks", "0") or 0) or scalar(
+        con, "SELECT count(*) FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active'"
+    )
+
+
 def memory_count(con: apsw.Connection) -> int:
     """Active memories in the index: the N of BM25's IDF (only they are in
     the ``fts`` table, so only they shape its statistics)."""
@@ -196,4 +217,4 @@ def memory_count(con: apsw.Connection) -> int:
 #: Document frequencies by index file, valid while meta.fts_gen is unchanged:
 #: fts5vocab counts a term's documents by walking its whole posting list
 #: (~0.25 ms per common term at 10,000 memories, ~2 ms at 100,000).
-_DF_CACHE: dict[str, tuple[tuple, dict[str, int]]] = {}
+_DF_CACHE: dict[tuple[str, str], tuple[tuple, dict[str, int]]] = {}
