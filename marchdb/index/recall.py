@@ -183,9 +183,8 @@ def inline_limits(sql: str, params: dict) -> str:
     Why: SQLite (3.54, as apsw bundles it) re-prepares a statement whose
     LIMIT is a bound parameter every time that parameter is bound, i.e. at
     every run: perf showed ``sqlite3Reprepare`` under ``sqlite3_step`` for a
-    fifth of the hybrid statement's time, and a warm recall at 10,000
-    memories spent 12.0 ms p50 in it with bound LIMITs, 8.7 ms with them
-    written in (tools/bench_hosts.py's queries, paired). The values are our
+    fifth of the hybrid statement's time, and the statement runs about a
+    quarter faster with the LIMITs written in. The values are our
     own integers (anything else is a ``TypeError``, never text in the SQL);
     each distinct one is its own cached statement."""
     return _write_limits(

@@ -47,9 +47,8 @@ BATCH_FILES = 500
 #: (``meta.last_scan_epoch``, the seed's shared dirty-check clock) at most this
 #: often. Any write makes every other connection to the index drop its page
 #: cache, and in a session every prompt comes with a scan (the engine runs
-#: one after the answer), so the next prompt's recall re-read its pages: its
-#: statement took 22 ms p50 against 15-18 ms with this rule (engine, 10,000
-#: memories, a prompt every 6 s; 12 ms with no scans at all). The process
+#: one after the answer), so the next prompt's recall would re-read its pages
+#: and its statement run a good third slower. The process
 #: that scanned keeps the exact time (``SyncReport.scanned_at``,
 #: ``Store.last_scan``); another one may scan once more than it had to,
 #: never less.
