@@ -247,3 +247,10 @@ def test_a_join_that_runs_the_function_first_is_an_error_not_zero_rows(bm25_stor
     assert store.query("SELECT * FROM march_recall(NULL)")[1] == []  # NULL in, nothing out
     cross = store.query("SELECT m.id, s.id FROM memory_index m CROSS JOIN march_recall(m.name) s WHERE s.hint")[1]
     assert ("mem_cache", "mem_cache") in cross
+
+
+def test_march_recall_has_a_column_for_every_signal_recall_reports():
+    # cbm25_raw came to recall's signals and not to march_recall's columns.
+    from marchdb.index import recall, sqlfuncs
+
+    assert set(recall._SIGNALS) <= set(sqlfuncs.RECALL_COLUMNS)

@@ -59,6 +59,7 @@ RECALL_COLUMNS = (
     "dense",
     "dense_alone",
     "bm25_raw",
+    "cbm25_raw",
     "xbm25_raw",
     "bm25_ratio",
     "bm25",
