@@ -113,18 +113,25 @@ def install(world, host: str, *extra: str) -> dict:
 # ---------------------------------------------------------------- Hermes Agent
 
 
-def test_hermes_gets_the_hint_and_the_profile_from_its_memory_provider(world):
+def hermes_at(world, fake: FakeModel, more_config: str = "") -> tuple[Path, Path]:
+    """The installed ``hermes`` and a ``HERMES_HOME`` whose model is ``fake`` (plus ``more_config``)."""
     hermes = host_program(
         "hermes/bin/hermes", "python3 -m venv .hosts/hermes && .hosts/hermes/bin/pip install hermes-agent"
     )
     hermes_home = world["home"] / ".hermes"
     world["env"]["HERMES_HOME"] = str(hermes_home)
+    hermes_home.mkdir()
+    (hermes_home / "config.yaml").write_text(
+        f"model:\n  provider: custom\n  base_url: {fake.url}/v1\n  default: fake-model\n  api_key: fake-key\n"
+        + more_config,
+        encoding="utf-8",
+    )
+    return hermes, hermes_home
+
+
+def test_hermes_gets_the_hint_and_the_profile_from_its_memory_provider(world):
     with FakeModel() as fake:
-        hermes_home.mkdir()
-        (hermes_home / "config.yaml").write_text(
-            f"model:\n  provider: custom\n  base_url: {fake.url}/v1\n  default: fake-model\n  api_key: fake-key\n",
-            encoding="utf-8",
-        )
+        hermes, hermes_home = hermes_at(world, fake)
         result = install(world, "hermes")["results"][0]
         assert result["changed"] and any("memory.provider marchdb" in n for n in result["notes"])
         assert (hermes_home / "plugins" / "marchdb" / "__init__.py").is_file()
@@ -154,18 +161,8 @@ def install_removed(world, host: str, *extra: str) -> bool:
 
 
 def test_hermes_runs_on_when_marchdb_is_gone(world, tmp_path):
-    hermes = host_program(
-        "hermes/bin/hermes", "python3 -m venv .hosts/hermes && .hosts/hermes/bin/pip install hermes-agent"
-    )
-    hermes_home = world["home"] / ".hermes"
-    world["env"]["HERMES_HOME"] = str(hermes_home)
     with FakeModel() as fake:
-        hermes_home.mkdir()
-        (hermes_home / "config.yaml").write_text(
-            f"model:\n  provider: custom\n  base_url: {fake.url}/v1\n  default: fake-model\n  api_key: fake-key\n"
-            "memory:\n  provider: marchdb\n",
-            encoding="utf-8",
-        )
+        hermes, hermes_home = hermes_at(world, fake, "memory:\n  provider: marchdb\n")
         # The plugin of a marchdb whose venv was deleted afterwards.
         from marchdb.hosts.hermes import provider_source
 

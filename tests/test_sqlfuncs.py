@@ -253,4 +253,4 @@ def test_march_recall_has_a_column_for_every_signal_recall_reports():
     # cbm25_raw came to recall's signals and not to march_recall's columns.
     from marchdb.index import recall, sqlfuncs
 
-    assert set(recall._SIGNALS) <= set(sqlfuncs.RECALL_COLUMNS)
+    assert set(recall.SIGNALS) <= set(sqlfuncs.RECALL_COLUMNS)

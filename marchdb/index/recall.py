@@ -239,7 +239,7 @@ def _cosine_slot(con: apsw.Connection) -> _CosineSlot:
 
 
 #: The signals a Hint carries (the BM25-only statement has no dense ones, nor xbm25_raw).
-_SIGNALS = (
+SIGNALS = (
     "meta_cos",
     "body_cos",
     "dense_cos",
@@ -344,7 +344,7 @@ def score(
     out = []
     for row in rows:
         r = dict(zip(names, row))
-        signals = {k: r[k] for k in _SIGNALS if r.get(k) is not None}
+        signals = {k: r[k] for k in SIGNALS if r.get(k) is not None}
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
         if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
