@@ -170,6 +170,20 @@ def reflection(tags: list[str], path: str) -> bool:
     return bool(REFLECTION_TAGS & set(tags)) or "reflections" in {p.lower() for p in path.split("/")[:-1]}
 
 
+def _cold_archive(now: dt.datetime, r, tags: list[str], mtime: str, rules) -> Proposal | None:
+    """Archiving an active memory by the first of ``rules`` it meets (the
+    memory is of that kind and cold past its days), or None."""
+    if r["status"] != "active":
+        return None
+    for test, days, since_change, what in rules:
+        if test(tags, r["path"]):
+            age = _cold(now, r, mtime, days, since_change=since_change)
+            if age is not None:
+                rule = f"more than {days}, and not hinted nor opened in as long"
+                return Proposal("archive", [r["id"]], [r["path"]], f"{what} {age:.0f} days ago ({rule})")
+    return None
+
+
 def _cold(now: dt.datetime, r: dict, mtime: str, days: int, since_change: bool) -> float | None:
     """The age of a memory (its last change, from its times; with
     ``since_change`` the file's too, whichever is later: moving a note into
@@ -209,6 +223,11 @@ def propose(
         "FROM memory_index m JOIN diag_usage u ON u.id = m.id "
         "LEFT JOIN superseded s ON s.id = m.id LEFT JOIN memory_index n ON n.id = s.by_id ORDER BY m.path",
     )
+    # seed 003's other cold data: (test, days, counted since its last change, what it is)
+    cold_rules = (
+        (finished_action, action_days, True, "a finished action, done"),
+        (reflection, reflection_days, False, "a reflection written"),
+    )
     keep: set[str] = set()
     for r in rows:
         tags = json.loads(r["tags_json"])
@@ -228,22 +247,10 @@ def propose(
                     )
                 )
                 continue
-        if r["status"] == "active" and finished_action(tags, r["path"]):
-            age = _cold(now, r, mtime, action_days, since_change=True)
-            if age is not None:
-                rule = f"more than {action_days}, and not hinted nor opened in as long"
-                proposals.append(
-                    Proposal("archive", [r["id"]], [r["path"]], f"a finished action, done {age:.0f} days ago ({rule})")
-                )
-                continue
-        if r["status"] == "active" and reflection(tags, r["path"]):
-            age = _cold(now, r, mtime, reflection_days, since_change=False)
-            if age is not None:
-                rule = f"more than {reflection_days}, and not hinted nor opened in as long"
-                proposals.append(
-                    Proposal("archive", [r["id"]], [r["path"]], f"a reflection written {age:.0f} days ago ({rule})")
-                )
-                continue
+        cold = _cold_archive(now, r, tags, mtime, cold_rules)
+        if cold is not None:
+            proposals.append(cold)
+            continue
         if r["status"] == "deprecated" or (r["status"] == "active" and r["superseded_by"]):
             # superseded: counted from the later of its own change and its successor's
             age = _age_days(now, r["updated_at"], mtime, r["superseded_at"] if r["status"] == "active" else None)
