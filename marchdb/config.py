@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from marchdb.errors import ConfigError, MarchError
+from marchdb.private import engine_off
+from marchdb.roots import in_plain_sight, unusual_root
 
 DEFAULT_MIN_SCORE = 0.5
 #: The working page (``now``) is shown as stale once older than this many hours.
@@ -41,61 +43,6 @@ DEFAULT_HOOK_WAIT_SECONDS = 6.0
 MAX_CONFIG_BYTES = 1024 * 1024
 #: Most embedding threads a setting may ask for.
 MAX_THREADS = 256
-
-#: System folders: never a memory root, nor anything inside them.
-SYSTEM_TREES = (
-    "/proc",
-    "/sys",
-    "/dev",
-    "/boot",
-    "/etc",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/System",
-    "/private/etc",
-    # /var holds vaults only in /var/home (Fedora Silverblue's homes) or a
-    # temp folder (/var/tmp, macOS's /private/var/folders); the rest is the system's.
-    "/var/lib",
-    "/var/log",
-    "/var/cache",
-    "/var/spool",
-    "/var/mail",
-    "/var/backups",
-    "/var/run",
-    "/var/lock",
-    "/var/db",
-    "/private/var/db",
-    "/private/var/log",
-)
-#: Folders that are not a vault themselves, though vaults may lie below them
-#: (a USB drive under /run/media, a temp folder under /tmp or macOS's /private/var).
-NOT_ROOTS = (
-    "/",
-    "/var",
-    "/run",
-    "/home",
-    "/Users",
-    "/tmp",
-    "/opt",
-    "/srv",
-    "/mnt",
-    "/media",
-    "/Volumes",
-    "/private",
-    "/private/var",
-    "/private/tmp",
-    "/root",
-    "/var/tmp",
-    "/var/home",
-    "/run/media",
-)
-#: Folders of the user's home that hold settings and keys, never notes.
-HOME_SETTINGS = (".ssh", ".gnupg", ".aws", ".kube", ".docker", ".config", ".cache", ".local", ".claude")
 
 
 class Config:
@@ -230,7 +177,7 @@ class Config:
         on purpose (``allowUnusualRoot``) is the user's call."""
         if self.allow_unusual_root or unusual_root(self.memory_root, self.home):
             return
-        if _in_plain_sight(os.path.realpath(self.index_path.parent), os.path.realpath(self.memory_root)):
+        if in_plain_sight(os.path.realpath(self.index_path.parent), os.path.realpath(self.memory_root)):
             raise ConfigError(
                 f"indexPath {self.index_path} is inside the memory root {self.memory_root}; put the index "
                 "outside it (or in a hidden folder of it, such as .marchdb/)"
@@ -280,49 +227,6 @@ def idle_minutes_ok(value: object) -> bool:
     """Whether ``value`` may be the engine's idle time: from a minute to a
     week (``daemonIdleMinutes``, ``serve --idle``)."""
     return type(value) in (int, float) and MIN_IDLE_MINUTES <= value <= MAX_IDLE_MINUTES  # type: ignore[operator]
-
-
-def unusual_root(root: Path, home: Path) -> str | None:
-    """Why ``root`` is obviously not a memory root (None when it may be one):
-    the file system's root, a system folder or anything inside one, a folder
-    such as ``/home`` or ``/tmp`` itself, the user's home folder, marchdb's
-    home, or a folder that holds marchdb's home in plain sight."""
-    real = os.path.realpath(root)
-    if real == os.path.realpath(os.sep) or real in NOT_ROOTS:
-        return f"{real} is a top-level folder of the system, not a vault (a scan would read all of it)"
-    for tree in SYSTEM_TREES:
-        if real == tree or real.startswith(tree + "/"):
-            return f"{real} is inside the system folder {tree}"
-    try:
-        user_home = os.path.realpath(Path.home())
-    except (RuntimeError, KeyError):  # no HOME and no passwd entry
-        user_home = None
-    if real == user_home:
-        return "it is your home folder: every .md file in it would become a memory, and saves would land in it"
-    if user_home and os.path.dirname(real) == user_home and os.path.basename(real) in HOME_SETTINGS:
-        return f"{real} holds your settings and keys, not notes"
-    march_home = os.path.realpath(home)
-    if real == march_home:
-        return "it is marchdb's home (profiles, models, index), not a folder of memories"
-    if os.path.isdir(os.path.join(real, "memory", "profiles")) and any(
-        os.path.lexists(os.path.join(real, name)) for name in ("daemon.lock", "index.sqlite.lock")
-    ):
-        return "it is a marchdb home (profiles, index), another one than this; not a folder of memories"
-    if _in_plain_sight(march_home, real):
-        return f"it holds marchdb's home {march_home}; keep the memories in a folder of their own"
-    return None
-
-
-def _in_plain_sight(path: str, folder: str) -> bool:
-    """Whether ``path`` is ``folder`` or lies below it outside any hidden
-    folder (one a scan would walk into); both real paths."""
-    # Imported here: the warm engine's client path (a hook, a quick recall) loads config but not files,
-    # whose imports (secrets, threading, typing) would add to every hook's start-up; only a Store asks this.
-    from marchdb.files import hidden
-
-    inside = os.path.relpath(path, folder)
-    # The scan's own rule, so the two cannot drift; "." is the folder itself, where the scan starts.
-    return inside == "." or not hidden(inside)
 
 
 def _read_limited(path: Path) -> bytes:
@@ -385,16 +289,37 @@ def _number(raw: object, name: str, example: str) -> float:
     return value
 
 
-def _expand(value: str, base: Path) -> Path:
-    path = Path(os.path.expandvars(os.path.expanduser(value)))
+def _expand(value: str, base: Path, env: Mapping[str, str]) -> Path:
+    path = _user_path(_expand_vars(value, env), env)
     return path if path.is_absolute() else (base / path)
+
+
+def _user_path(value: str | os.PathLike, env: Mapping[str, str]) -> Path:
+    # ~ is the HOME of ``env``: the warm engine resolves a hook's settings
+    # with the hook's environment (hosts.relay), not its own.
+    text = os.fspath(value)
+    if (text == "~" or text.startswith("~/")) and env.get("HOME"):
+        return Path(env["HOME"] + text[1:])
+    return Path(text).expanduser()
+
+
+def _expand_vars(value: str, env: Mapping[str, str]) -> str:
+    """``os.path.expandvars`` over ``env``: ``$NAME`` and ``${NAME}``, left as
+    written when ``env`` lacks them."""
+    import re
+
+    def one(m: re.Match) -> str:
+        name = m.group(1).strip("{}")
+        return env.get(name, m.group(0))
+
+    return re.sub(r"\$(\w+|\{[^}]*\})", one, value, flags=re.ASCII) if "$" in value else value
 
 
 #: Most entries of the ``projects`` map.
 MAX_PROJECTS = 1000
 
 
-def _projects(raw: object, home: Path) -> dict[str, str]:
+def _projects(raw: object, home: Path, env: Mapping[str, str]) -> dict[str, str]:
     """``projects`` of config.json checked: folder paths to project names."""
     if raw is None:
         return {}
@@ -407,7 +332,7 @@ def _projects(raw: object, home: Path) -> dict[str, str]:
     for folder, name in raw.items():
         if not isinstance(name, str) or not name.strip() or len(name) > 100:
             raise ConfigError(f"projects[{folder!r}] in config.json must be a project name of 1 to 100 characters")
-        out[str(_expand(folder, home))] = name.strip()
+        out[str(_expand(folder, home, env))] = name.strip()
     return out
 
 
@@ -419,27 +344,27 @@ def load_config(
 ) -> Config:
     """Resolve the configuration from flags, environment and config.json."""
     env = os.environ if env is None else env
-    home_path = Path(home) if home else Path(env.get("MARCH_HOME") or "~/.march").expanduser()
+    home_path = Path(home) if home else _user_path(env.get("MARCH_HOME") or "~/.march", env)
     home_path = home_path.absolute()
     data = read_config_file(home_path)
     ignored = _check_keys(data)
 
     if root:
-        root_path, root_source = Path(root).expanduser(), "--root"
+        root_path, root_source = _user_path(root, env), "--root"
     elif env.get("MARCH_MEMORY_ROOT"):
-        root_path, root_source = Path(env["MARCH_MEMORY_ROOT"]).expanduser(), "MARCH_MEMORY_ROOT"
+        root_path, root_source = _user_path(env["MARCH_MEMORY_ROOT"], env), "MARCH_MEMORY_ROOT"
     elif data.get("memoryRoot") is not None:
         # An empty one (a template not filled in) must not mean the default vault without a word.
         if not isinstance(data["memoryRoot"], str) or not data["memoryRoot"].strip():
             raise ConfigError("memoryRoot in config.json must be a path string (or left out for the default)")
-        root_path, root_source = _expand(data["memoryRoot"], home_path), "memoryRoot in config.json"
+        root_path, root_source = _expand(data["memoryRoot"], home_path, env), "memoryRoot in config.json"
     else:
         root_path, root_source = home_path / "March Memories", ""
 
     index_value = data.get("indexPath")
     if index_value is not None and (not isinstance(index_value, str) or not index_value.strip()):
         raise ConfigError("indexPath in config.json must be a file path string")
-    index_path = _expand(index_value, home_path) if index_value else home_path / "index.sqlite"
+    index_path = _expand(index_value, home_path, env) if index_value else home_path / "index.sqlite"
 
     embed = model or env.get("MARCH_EMBED_MODEL") or data.get("embeddingModel") or None
     if embed is not None and not isinstance(embed, str):
@@ -483,7 +408,7 @@ def load_config(
         raise ConfigError("daemonAutoStart in config.json must be true or false")
     # MARCH_DAEMON=0: no engine at all, neither started nor used (daemonAutoStart
     # false only keeps clients from starting one).
-    use_engine = env.get("MARCH_DAEMON", "").strip().lower() not in ("0", "off", "no", "false")
+    use_engine = not engine_off(env)
     hook_wait = data.get("hookWaitSeconds", DEFAULT_HOOK_WAIT_SECONDS)
     if isinstance(hook_wait, bool) or not isinstance(hook_wait, (int, float)) or not 0 <= hook_wait <= 8:
         raise ConfigError(
@@ -515,7 +440,7 @@ def load_config(
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")
     if models_value is not None and not isinstance(models_value, str):
         raise ConfigError("modelsDir in config.json must be a folder path string")
-    models_path = _expand(models_value, home_path) if models_value else None
+    models_path = _expand(models_value, home_path, env) if models_value else None
 
     allow_raw = env.get("MARCH_ALLOW_UNUSUAL_ROOT")
     if allow_raw is not None and allow_raw != "":
@@ -550,7 +475,7 @@ def load_config(
         hook_wait_seconds=float(hook_wait),
         daemon_idle_minutes=float(idle),
         allow_unusual_root=allow_unusual,
-        projects=_projects(data.get("projects"), home_path),
+        projects=_projects(data.get("projects"), home_path, env),
         ignored_keys=ignored,
         now_stale_hours=DEFAULT_NOW_STALE_HOURS if stale is None else stale,
         sources=sources,

@@ -27,7 +27,8 @@ import stat
 import time
 from pathlib import Path
 
-from marchdb.private import make_private_dirs
+from marchdb.private import DAEMON_OUT as DAEMON_OUT
+from marchdb.private import LOG_DIR, make_private_dirs
 
 #: A log file is rotated before it would grow past this many bytes (the
 #: same bound as the hook and engine logs of ``marchdb serve``).
@@ -121,11 +122,7 @@ def sizes(folder: Path) -> list[dict]:
     return out
 
 
-#: The folder of marchdb's logs in its home.
-LOG_DIR = "logs"
-#: What engines started in the background print (``logs/daemon.out``), begun
-#: afresh when an engine starts and finds it past ``DAEMON_OUT_BYTES``.
-DAEMON_OUT = "daemon.out"
+#: ``DAEMON_OUT`` is begun afresh when an engine starts and finds it past this.
 DAEMON_OUT_BYTES = 1024 * 1024
 
 

@@ -3,26 +3,48 @@
 The home holds the engine's socket and lock, the logs and the index; a folder
 another user can write to could hold their socket (a fake engine reading every
 prompt) or their lock (a pid to signal). Files are opened without following
-links and never block on a FIFO. Only the standard library (a hook imports it).
+links and never block on a FIFO. A hook's fast path stands on it, so it
+imports ``os`` and ``stat`` alone (paths are strings or ``os.PathLike``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: The folder of marchdb's logs in its home.
+LOG_DIR = "logs"
+#: What engines started in the background print (``logs/daemon.out``).
+DAEMON_OUT = "daemon.out"
+
+
+def home_path(home: str | os.PathLike | None = None) -> str:
+    """The home a command uses, an absolute path: ``--home``, ``MARCH_HOME``
+    or ``~/.march`` (as ``config.load_config`` resolves it, without reading
+    config.json)."""
+    raw = os.fspath(home or os.environ.get("MARCH_HOME") or "~/.march")
+    return os.path.abspath(os.path.expanduser(raw))
+
+
+def engine_off(env) -> bool:
+    """Whether ``env`` (a mapping of environment variables) turns the warm
+    engine off: ``MARCH_DAEMON=0`` (or off, no, false)."""
+    return env.get("MARCH_DAEMON", "").strip().lower() in ("0", "off", "no", "false")
 
 
 def home_dir(home: str | os.PathLike | None = None) -> Path:
-    """The home a command uses: ``--home``, ``MARCH_HOME`` or ``~/.march``
-    (as ``config.load_config`` resolves it, without reading config.json)."""
-    raw = home or os.environ.get("MARCH_HOME") or "~/.march"
-    return Path(raw).expanduser().absolute()
+    """``home_path`` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(home_path(home))
 
 
-def untrusted_home(home: Path) -> str | None:
+def untrusted_home(home: str | os.PathLike) -> str | None:
     """Why the engine files of ``home`` (socket, lock, logs) must not be
     trusted, or None. The socket answers prompts with context to inject and
     the lock names a process to signal: in a folder another user owns or can
@@ -52,7 +74,7 @@ _ACL_XATTR = "system.posix_acl_access"
 _ACL_USER, _ACL_GROUP, _ACL_WRITE = 0x02, 0x08, 0x02
 
 
-def _acl_writer(path: Path) -> str | None:
+def _acl_writer(path: str | os.PathLike) -> str | None:
     # Named users and groups an ACL lets write (through its mask, which the
     # mode's group bits show: the caller asks only when they grant write).
     try:
@@ -87,7 +109,7 @@ def _own_group(gid: int) -> bool:
     return group.gr_name == user and all(member == user for member in group.gr_mem)
 
 
-def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
+def open_private(path: str | os.PathLike, flags: int, mode: int = 0o600) -> int:
     """A descriptor on ``path`` if it is a regular file (created with
     ``mode`` when ``flags`` say so), never through a link and never blocking
     on a FIFO; ``OSError`` otherwise."""
@@ -98,20 +120,24 @@ def open_private(path: Path, flags: int, mode: int = 0o600) -> int:
     return fd
 
 
-def make_private_dirs(path: Path, top: Path | None = None) -> None:
+def make_private_dirs(path: str | os.PathLike, top: str | os.PathLike | None = None) -> None:
     """Create ``path`` with mode 0700, and the missing folders between it and
     ``top`` (default: ``path`` alone) too; folders above ``top`` get the usual
     mode. (``mkdir(parents=True)`` gives every folder the umask's mode: a home
     made group-writable by a umask of 002 is not trusted by its own engine.)"""
-    path = Path(path)
-    top = path if top is None else Path(top)
-    if not os.path.isdir(top.parent):
-        os.makedirs(top.parent, exist_ok=True)
+    here = os.path.normpath(os.fspath(path))
+    top_parent = os.path.dirname(here if top is None else os.path.normpath(os.fspath(top))) or "."
+    if not os.path.isdir(top_parent):
+        os.makedirs(top_parent, exist_ok=True)
     missing = []
-    here = path
-    while not os.path.isdir(here) and here != top.parent:
+    while not os.path.isdir(here) and here != top_parent:
         missing.append(here)
-        here = here.parent
+        parent = os.path.dirname(here) or "."
+        if parent == here:  # the top of the file system
+            break
+        here = parent
     for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from marchdb.config import load_config, unusual_root
+from marchdb.config import load_config
 from marchdb.errors import ConfigError
+from marchdb.roots import unusual_root
 
 
 def test_a_root_holding_marchs_home_in_plain_sight_is_refused_but_not_in_a_hidden_folder(tmp_path):
@@ -64,3 +65,15 @@ def test_serve_idle_has_the_same_minimum(tmp_path):
             app, ["--home", str(tmp_path / "home"), "--root", str(tmp_path), "serve", "--idle", bad]
         )
         assert out.exit_code == 2 and "at least 1 minute" in out.stderr, (bad, out.stderr)
+
+
+def test_home_and_variables_in_paths_come_from_the_environment_given(tmp_path):
+    # The warm engine resolves a hook's settings with the hook's environment (hosts.relay).
+    home = tmp_path / "home"
+    home.mkdir()
+    cfg = load_config(home=home, env={"HOME": str(tmp_path / "someone"), "MARCH_MEMORY_ROOT": "~/notes"})
+    assert cfg.memory_root == tmp_path / "someone" / "notes"
+    (home / "config.json").write_text(json.dumps({"memoryRoot": "$VAULTS/work", "indexPath": "${CACHE}/i.sqlite"}))
+    cfg = load_config(home=home, env={"VAULTS": str(tmp_path / "v"), "CACHE": str(tmp_path / "c")})
+    assert cfg.memory_root == tmp_path / "v" / "work" and cfg.index_path == tmp_path / "c" / "i.sqlite"
+    assert load_config(home=home, env={}).memory_root == home / "$VAULTS" / "work"  # unknown: left as written

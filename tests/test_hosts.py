@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 
 import pytest
 
@@ -229,6 +230,24 @@ def test_the_installed_command_is_quiet_without_marchdb_and_carries_the_shells_s
     assert install.carried_env({"MARCH_MEMORY_RECALL_MIN_SCORE": "0.4", "PATH": "/bin"}) == {
         "MARCH_MEMORY_RECALL_MIN_SCORE": "0.4"
     }
+
+
+def test_the_installed_command_starts_python_isolated_and_is_quiet_once_marchdb_is_uninstalled(tmp_path):
+    import subprocess
+
+    command = install.hook_command("claude-code")
+    # This Python, isolated (-I: the session's folder is not on its path) and without site (-S), on the launcher.
+    argv = install.marchdb_argv(launcher=True)
+    assert argv[:3] == [sys.executable, "-I", "-S"] and argv[3].endswith(install.LAUNCHER)
+    assert install.command_is_ours(command, "claude-code")
+    # Older forms are ours too (an upgrade replaces them); a user's own script is not.
+    for older in ("/v/bin/marchdb hook claude-code", "exec /v/bin/python -m marchdb hook claude-code"):
+        assert install.command_is_ours(older, "claude-code")
+    assert not install.command_is_ours("/v/bin/python -I -S /x/audit.py hook claude-code", "claude-code")
+    # pip uninstall marchdb keeps the venv's Python: the command then exits at once, saying nothing.
+    gone = [sys.executable, "-I", "-S", str(tmp_path / "gone" / install.LAUNCHER)]
+    done = subprocess.run(["/bin/sh", "-c", install._command("codex", gone, {})], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 def test_a_hermes_plugin_folder_that_is_not_ours_is_never_replaced(tmp_path, monkeypatch):

@@ -49,6 +49,7 @@ from bench_sync import ensure_vault, machine_info
 
 from marchdb.config import load_config
 from marchdb.engine import client, daemon
+from marchdb.hosts import install
 from marchdb.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,7 +109,14 @@ HOST_EVENTS = {
 
 
 def hook_cmd(host: str, session: str) -> list[str]:
-    return [MARCHDB, "hook", host, *(["--run", f"{session}-run"] if host == "generic" else [])]
+    """The process a host starts for a hook: the command ``marchdb install``
+    writes, run by ``sh -c`` (Hermes' plugin runs the same argv without a
+    shell; a script runs ``marchdb hook generic`` itself)."""
+    if host == "generic":
+        return [MARCHDB, "hook", host, "--run", f"{session}-run"]
+    if host == "hermes":
+        return [*install.marchdb_argv(launcher=True), "hook", host]
+    return ["sh", "-c", install.hook_command(host)]
 
 
 def main() -> int:
@@ -138,7 +146,7 @@ def main() -> int:
     cold, ready = [], []
     for i in range(args.cold_runs):
         daemon.stop(home)
-        ms, out = timed([MARCHDB, "hook", "claude-code"], event(f"cold-{i}", texts[i]), env)
+        ms, out = timed(hook_cmd("claude-code", ""), event(f"cold-{i}", texts[i]), env)
         assert out.returncode == 0, out.stderr
         cold.append(ms)
         t = time.perf_counter()
@@ -148,7 +156,7 @@ def main() -> int:
     log(f"hook cold: {summary(cold)}; engine warm after {summary(ready)}")
 
     for i in range(10):  # the engine's first requests after its start load what later ones reuse
-        timed([MARCHDB, "hook", "claude-code"], event("warm-up", texts[i % len(texts)]), env)
+        timed(hook_cmd("claude-code", ""), event("warm-up", texts[i % len(texts)]), env)
     per_host: dict[str, dict] = {}
     hinted = 0
     for host, make in HOST_EVENTS.items():
@@ -176,7 +184,7 @@ def main() -> int:
     paced_hook, paced_engine = [], []
     for i in range(args.paced):
         time.sleep(args.pause)
-        ms, out = timed([MARCHDB, "hook", "claude-code"], event("paced", texts[i]), env)
+        ms, out = timed(hook_cmd("claude-code", ""), event("paced", texts[i]), env)
         assert out.returncode == 0, out.stderr
         paced_hook.append(ms)
     for i in range(args.paced):
@@ -192,7 +200,7 @@ def main() -> int:
         try:
             t = time.perf_counter()
             for i in range(3):
-                out = timed([MARCHDB, "hook", "claude-code"], event(f"frozen-{round_}-{i}", texts[i]), env)[1]
+                out = timed(hook_cmd("claude-code", ""), event(f"frozen-{round_}-{i}", texts[i]), env)[1]
                 assert out.returncode == 0, out.stderr
             frozen.append((time.perf_counter() - t) * 1000)
         finally:

@@ -33,6 +33,9 @@ def main() -> None:
             sys.exit(EXIT_PIPE)
         if code is not None:
             sys.exit(code)
+    from marchdb.hosts import full_environment
+
+    full_environment()  # a hook command's Python starts without site-packages
     from marchdb.cli.main import main as cli_main
 
     cli_main()

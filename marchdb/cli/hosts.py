@@ -71,7 +71,9 @@ def serve(
         return
     if idle is not None and not idle_minutes_ok(idle):
         raise InvalidInput(f"--idle must be {IDLE_RULE}, got {idle:g}")
-    engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60)
+    from marchdb.hosts import relay
+
+    engine = daemon.Engine(cfg, idle_seconds=None if idle is None else idle * 60, handlers=relay.HANDLERS)
     raise typer.Exit(engine.run())
 
 
@@ -170,7 +172,7 @@ def install_(
     # the command; config.json is read by the hook itself.
     root = cfg.memory_root if cfg.root_source in ("--root", "MARCH_MEMORY_ROOT") else None
     model = obj.get("model") or os.environ.get("MARCH_EMBED_MODEL") or None
-    argv = install.marchdb_argv(cfg.home, root, model)
+    argv = install.marchdb_argv(cfg.home, root, model, launcher=True)
     results = install.install(host, install.project_folder(project), argv, install.carried_env())
     _report_install(results, as_json, "added")
 

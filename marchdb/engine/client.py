@@ -14,7 +14,10 @@ error's own fields beside (``id``, ``paths``). ``identity`` is the client's
 resolved memory root, index and model: an engine serving another
 configuration refuses, and the client answers in-process instead.
 
-This module is what a hook imports to stay fast: the standard library only.
+A hook's fast path stands on this module, so it imports no more of the
+standard library than it must (no ``json`` package, ``pathlib`` or
+``contextlib``: ``engine.wire`` speaks the JSON; paths are strings or
+``os.PathLike``).
 """
 
 from __future__ import annotations
@@ -23,19 +26,18 @@ from __future__ import annotations
 # reads one, and socket.py (with the selectors and enum it imports) costs
 # every prompt's process more than that.
 import _socket
-import contextlib
 import fcntl
-import json
 import os
-import signal
 import stat
 import sys
 import time
-from pathlib import Path
 
-from marchdb import ops
-from marchdb.logfile import DAEMON_OUT, DAEMON_OUT_BYTES, LOG_DIR
-from marchdb.private import make_private_dirs, open_private, untrusted_home
+from marchdb.engine import wire
+from marchdb.private import DAEMON_OUT, LOG_DIR, make_private_dirs, open_private, untrusted_home
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PROTOCOL = 1
 SOCKET_NAME = "marchdb.sock"
@@ -62,6 +64,8 @@ class Unavailable(Exception):
     def may_redo(self, op: str) -> bool:
         """Whether ``op`` may be run in-process after this failure: always,
         unless it writes and the engine had the request (it may be done)."""
+        from marchdb import ops
+
         return op not in ops.WRITE_OPERATIONS or self.reason not in SENT_REASONS
 
 
@@ -111,21 +115,27 @@ def identity(cfg) -> dict:
 SHARED = ("root", "index", "model", "threads", "prefixes")
 
 
-def socket_path(home: Path) -> Path:
+def socket_path(home: str | os.PathLike) -> Path:
     """Where the engine of ``home`` listens."""
-    return home / SOCKET_NAME
+    from pathlib import Path
+
+    return Path(_socket_file(home))
+
+
+def _socket_file(home: str | os.PathLike) -> str:
+    return os.path.join(home, SOCKET_NAME)
 
 
 # ---------------------------------------------------------------- liveness
 
 
-def engine_alive(home: Path) -> bool:
+def engine_alive(home: str | os.PathLike) -> bool:
     """Whether an engine process holds ``home``'s lock (running or starting);
     False for a home whose engine files cannot be trusted (``untrusted_home``)."""
     if untrusted_home(home):
         return False
     try:
-        fd = open_private(home / LOCK_NAME, os.O_RDONLY)
+        fd = open_private(os.path.join(home, LOCK_NAME), os.O_RDONLY)
     except OSError:
         return False  # none, or not a file an engine made (the engine refuses to start on it)
     try:
@@ -137,14 +147,14 @@ def engine_alive(home: Path) -> bool:
     return False
 
 
-def engine_pid(home: Path) -> int | None:
+def engine_pid(home: str | os.PathLike) -> int | None:
     """The pid the running engine wrote into its lock file (None if none runs,
     or when that pid is not a ``marchdb serve`` of this user: a pid is only
     ever signalled after this check)."""
     if not engine_alive(home):
         return None
     try:
-        fd = open_private(home / LOCK_NAME, os.O_RDONLY)
+        fd = open_private(os.path.join(home, LOCK_NAME), os.O_RDONLY)
         try:
             text = os.read(fd, 32).decode("ascii").strip()
         finally:
@@ -157,33 +167,36 @@ def engine_pid(home: Path) -> int | None:
     return pid if _is_engine_process(pid, home) else None
 
 
-def _is_engine_process(pid: int, home: Path) -> bool:
+def _is_engine_process(pid: int, home: str | os.PathLike) -> bool:
     """Whether ``pid`` is this home's engine: a process of this user, running
     ``marchdb ... serve``, that has this home's lock file open. Another pid
     namespace (a container sharing the home) writes pids that mean other
     processes here; so does a stale or forged lock file; and a command line
     alone is any ``marchdb serve``, another home's engine included."""
-    proc = Path("/proc") / str(pid)
-    if not Path("/proc/self").exists():
+    proc = f"/proc/{pid}"
+    if not os.path.exists("/proc/self"):
         return True  # no /proc (macOS): the lock's owner is vouched for by the home's mode
     try:
         if os.stat(proc).st_uid != os.getuid():
             return False
-        args = (proc / "cmdline").read_bytes().split(b"\0")
+        with open(f"{proc}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
         if not (any(b"marchdb" in a for a in args) and b"serve" in args):
             return False
-        lock = os.stat(home / LOCK_NAME, follow_symlinks=False)
-        for fd in os.listdir(proc / "fd"):
-            with contextlib.suppress(OSError):  # closed meanwhile
-                st = os.stat(proc / "fd" / fd)  # the file the descriptor is open on
-                if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
-                    return True
+        lock = os.stat(os.path.join(home, LOCK_NAME), follow_symlinks=False)
+        for fd in os.listdir(f"{proc}/fd"):
+            try:
+                st = os.stat(f"{proc}/fd/{fd}")  # the file the descriptor is open on
+            except OSError:  # closed meanwhile
+                continue
+            if (st.st_dev, st.st_ino) == (lock.st_dev, lock.st_ino):
+                return True
     except OSError:
         return False
     return False
 
 
-def _socket_kind(path: Path) -> str:
+def _socket_kind(path: str | os.PathLike) -> str:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -194,15 +207,15 @@ def _socket_kind(path: Path) -> str:
 # ---------------------------------------------------------------- requests
 
 
-def _connect(path: Path, timeout: float) -> _socket.socket:
+def _connect(path: str | os.PathLike, timeout: float) -> _socket.socket:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sock.settimeout(timeout)
     dir_fd = None
     try:
-        target = str(path)
+        target = os.fspath(path)
         if len(os.fsencode(target)) > _MAX_SUN_PATH:
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            target = f"/proc/self/fd/{dir_fd}/{path.name}"
+            dir_fd = os.open(os.path.dirname(target), os.O_RDONLY)
+            target = f"/proc/self/fd/{dir_fd}/{os.path.basename(target)}"
         sock.connect(target)
     except BaseException:
         sock.close()
@@ -245,7 +258,7 @@ def _read_line(sock: _socket.socket, what: str = "the engine's answer", seconds:
 
 
 def request(
-    home: Path,
+    home: str | os.PathLike,
     op: str,
     args: dict,
     identity: dict | None = None,
@@ -267,7 +280,7 @@ def request(
     again, and an engine stuck for ``STUCK_REPLACE`` seconds is killed so
     that the next client starts a fresh one.
     """
-    path = socket_path(home)
+    path = _socket_file(home)
     why = untrusted_home(home)
     if why:
         raise Unavailable("untrusted", f"{why}: its socket is not used")
@@ -275,7 +288,7 @@ def request(
     # The engine drops the request, or records nothing, once the client has
     # stopped waiting: a hint the client never printed must not count as shown.
     deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
-    message = json.dumps(
+    message = wire.dumps(
         {"v": PROTOCOL, "op": op, "args": args, "identity": identity, "deadline": deadline}, ensure_ascii=False
     )
     data = message.encode("utf-8", "surrogatepass") + b"\n"
@@ -305,7 +318,7 @@ def request(
     if not line:
         raise Unavailable("connection lost", "the engine closed the connection without answering")
     try:
-        answer = json.loads(line)
+        answer = wire.loads(line)
     except ValueError:
         raise Unavailable("bad answer", "the engine's answer is not JSON") from None
     # An answer of another shape (an engine of another version, or not ours)
@@ -345,7 +358,7 @@ STUCK_REPLACE = 30.0
 STUCK_NAME = "engine.stuck"
 
 
-def _answer_line(home: Path, sock: _socket.socket, timeout: float, patience: float) -> bytes:
+def _answer_line(home: str | os.PathLike, sock: _socket.socket, timeout: float, patience: float) -> bytes:
     """The engine's answer line, waited for up to ``timeout`` seconds; every
     ``patience`` seconds without it the engine is pinged, and one that does
     not answer is marked stuck (``Unavailable("stuck")``)."""
@@ -379,27 +392,28 @@ def _answer_line(home: Path, sock: _socket.socket, timeout: float, patience: flo
     return b"".join(chunks).split(b"\n", 1)[0]
 
 
-def ping(home: Path, seconds: float = PING_SECONDS) -> bool:
+def ping(home: str | os.PathLike, seconds: float = PING_SECONDS) -> bool:
     """Whether the engine of ``home`` answers a ping within ``seconds``."""
     try:
-        sock = _connect(socket_path(home), seconds)
+        sock = _connect(_socket_file(home), seconds)
     except OSError:
         return False
     try:
         sock.settimeout(seconds)
-        sock.sendall(json.dumps({"v": PROTOCOL, "op": "ping", "args": {}}).encode() + b"\n")
+        sock.sendall(wire.dumps({"v": PROTOCOL, "op": "ping", "args": {}}).encode() + b"\n")
         sock.shutdown(_socket.SHUT_WR)
         line = _read_line(sock, "the engine's ping", seconds)
-        return bool(line) and bool(json.loads(line).get("ok"))
+        answer = wire.loads(line) if line else None
+        return isinstance(answer, dict) and bool(answer.get("ok"))
     except (OSError, ValueError, Unavailable):
         return False
     finally:
         sock.close()
 
 
-def _stuck_mark(home: Path) -> tuple[int, float] | None:
+def _stuck_mark(home: str | os.PathLike) -> tuple[int, float] | None:
     try:
-        fd = open_private(home / STUCK_NAME, os.O_RDONLY)
+        fd = open_private(os.path.join(home, STUCK_NAME), os.O_RDONLY)
         try:
             pid_text, since_text = os.read(fd, 64).decode("ascii").split()
         finally:
@@ -409,26 +423,30 @@ def _stuck_mark(home: Path) -> tuple[int, float] | None:
         return None
 
 
-def _mark_stuck(home: Path) -> None:
+def _mark_stuck(home: str | os.PathLike) -> None:
     """Remember that the engine of ``home`` is stuck (kept: the first time it was found so)."""
     if _stuck_mark(home) is not None or not os.path.isdir(home):
         return
-    with contextlib.suppress(OSError):
-        fd = open_private(home / STUCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        fd = open_private(os.path.join(home, STUCK_NAME), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             os.write(fd, f"{engine_pid(home) or 0} {time.time():.3f}\n".encode())
         finally:
             os.close(fd)
+    except OSError:
+        pass
 
 
-def _clear_stuck(home: Path) -> None:
-    with contextlib.suppress(OSError):
-        st = os.lstat(home / STUCK_NAME)
-        if stat.S_ISREG(st.st_mode):
-            os.unlink(home / STUCK_NAME)
+def _clear_stuck(home: str | os.PathLike) -> None:
+    path = os.path.join(home, STUCK_NAME)
+    try:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass
 
 
-def _check_stuck(home: Path) -> None:
+def _check_stuck(home: str | os.PathLike) -> None:
     """Refuse at once while the engine is marked stuck (see ``request``);
     a ping that is answered clears the mark, and an engine stuck too long is
     killed (``Unavailable("replaced")``: the caller starts a new one)."""
@@ -447,8 +465,12 @@ def _check_stuck(home: Path) -> None:
         _clear_stuck(home)
         return
     if age >= STUCK_REPLACE or age < 0:
-        with contextlib.suppress(OSError):
+        import signal
+
+        try:
             os.kill(current, signal.SIGKILL)  # a stopped process cannot catch it; the index is crash-safe
+        except OSError:
+            pass
         wait_gone(home, 2.0)  # its lock is let go when it is gone: then a new one can start
         _clear_stuck(home)
         raise Unavailable("replaced", f"the warm engine (pid {current}) was stuck for {age:.0f} s and was stopped")
@@ -458,30 +480,35 @@ def _check_stuck(home: Path) -> None:
 # ---------------------------------------------------------------- starting
 
 
-def start(home: Path, args: list[str] | None = None) -> str | None:
+def start(home: str | os.PathLike, args: list[str] | None = None) -> str | None:
     """Start an engine for ``home`` in the background (detached, its output
     to ``logs/daemon.out``). Returns None when started, else why not (a file
     at the socket path that is not a socket, never ours to remove; a home not
     to be trusted; a read-only home; a link or FIFO where the output goes)."""
-    if _socket_kind(socket_path(home)) == "other":
-        return f"{socket_path(home)} is taken by a file that is not a socket"
+    if _socket_kind(_socket_file(home)) == "other":
+        return f"{_socket_file(home)} is taken by a file that is not a socket"
     why = untrusted_home(home)
     if why:
         return why
-    import subprocess  # only when starting one: it is the slowest import of this module
+    import subprocess  # only when starting one
 
+    from marchdb.logfile import DAEMON_OUT_BYTES
+
+    logs = os.path.join(home, LOG_DIR)
     try:
-        make_private_dirs(home / LOG_DIR, top=home)
-        path = home / LOG_DIR / DAEMON_OUT
+        make_private_dirs(logs, top=home)
+        path = os.path.join(logs, DAEMON_OUT)
         # Two lines an engine start; begun afresh past a bound, never grown for good.
         big = os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) > DAEMON_OUT_BYTES
         out = open_private(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if big else os.O_APPEND))
     except OSError as exc:
-        return f"cannot write {home / LOG_DIR / DAEMON_OUT}: {exc.strerror or exc}"
+        return f"cannot write {os.path.join(logs, DAEMON_OUT)}: {exc.strerror or exc}"
     try:
         os.set_blocking(out, True)
         subprocess.Popen(
-            [sys.executable, "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
+            # -P: the folder a hook runs in (a project, perhaps a stranger's)
+            # must not put its own "marchdb" or "apsw" ahead of ours.
+            [sys.executable, "-P", "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -495,7 +522,7 @@ def start(home: Path, args: list[str] | None = None) -> str | None:
     return None
 
 
-def wait_gone(home: Path, seconds: float) -> bool:
+def wait_gone(home: str | os.PathLike, seconds: float) -> bool:
     """Wait until no engine of ``home`` is alive (one stopping has let go of
     its lock); False on timeout."""
     started = time.monotonic()
@@ -506,11 +533,11 @@ def wait_gone(home: Path, seconds: float) -> bool:
     return True
 
 
-def wait_ready(home: Path, seconds: float) -> bool:
+def wait_ready(home: str | os.PathLike, seconds: float) -> bool:
     """Wait until the engine of ``home`` accepts connections (False on timeout,
     or when no engine process holds the lock a few seconds after the start)."""
     started = time.monotonic()
-    path = socket_path(home)
+    path = _socket_file(home)
     while time.monotonic() - started < seconds:
         if _socket_kind(path) == "socket":
             try:
@@ -563,7 +590,7 @@ def call(
             if engine_alive(home)
             else "the engine stopped while starting, or refused to"
         )
-        raise Unavailable("not ready", f"{why} (see {home / LOG_DIR}/daemon.log)")
+        raise Unavailable("not ready", f"{why} (see {os.path.join(home, LOG_DIR)}/daemon.log)")
     return request(home, op, args, ident)[0]
 
 

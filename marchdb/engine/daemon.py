@@ -67,8 +67,12 @@ WARM_UP_EMBED_LIMIT = 128
 class Engine:
     """The engine of one home. ``run()`` blocks until it stops."""
 
-    def __init__(self, cfg: Config, idle_seconds: float | None = None):
+    def __init__(self, cfg: Config, idle_seconds: float | None = None, handlers: dict | None = None):
         self.cfg = cfg
+        #: Requests answered beyond the operations: op -> ``handler(args, home, ask)``,
+        #: ``ask(op, args, identity)`` running an operation as a client's request
+        #: would (``marchdb serve`` gives ``hosts.relay``'s raw hook events).
+        self.handlers = dict(handlers or {})
         self.home = cfg.home
         self.idle_seconds = idle_seconds if idle_seconds is not None else cfg.daemon_idle_minutes * 60
         self.identity = client.identity(cfg)
@@ -425,6 +429,9 @@ class Engine:
         if op == "stop":
             self.stopping.set()
             return {"stopping": True}
+        handler = self.handlers.get(op)
+        if handler is not None:
+            return handler(args, self.home, lambda op_, args_, ident_: self.dispatch(op_, args_, ident_, deadline))
         if ident is not None and (
             not isinstance(ident, dict) or any(ident.get(k) != self.identity[k] for k in client.SHARED)
         ):

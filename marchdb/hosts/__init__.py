@@ -8,7 +8,7 @@ standard library is imported until the warm engine cannot answer.
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 #: Hosts ``marchdb hook HOST`` answers, and the module of each.
 HOSTS = {
@@ -29,4 +29,21 @@ class BadEvent(Exception):
 
 def adapter(host: str):
     """The adapter module of ``host`` (``KeyError`` for an unknown one)."""
-    return importlib.import_module(f"marchdb.hosts.{HOSTS[host]}")
+    # __import__, not importlib.import_module: importing importlib costs a hook its warnings module.
+    return __import__(f"marchdb.hosts.{HOSTS[host]}", fromlist=["parse"])
+
+
+_site_done = False
+
+
+def full_environment() -> None:
+    """Give a process started without ``site`` (a hook command's Python,
+    ``cli/launch.py``) its site-packages, their ``.pth`` files included,
+    before a module outside the standard library is imported; nothing when
+    ``site`` ran at start-up or has been run since."""
+    global _site_done
+    if sys.flags.no_site and not _site_done:
+        import site
+
+        site.main()
+    _site_done = True

@@ -72,8 +72,18 @@ TIMEOUT = 7.0
 TOOLS = {tools}
 
 
+def _present():
+    # The program past "/usr/bin/env K=V...", and the file it runs when it is Python on marchdb's launcher.
+    words = MARCHDB[1:] if os.path.basename(MARCHDB[0]) == "env" else MARCHDB
+    while words and "=" in words[0]:
+        words = words[1:]
+    if not words or not os.access(words[0], os.X_OK):
+        return False
+    return words[1:3] != ["-I", "-S"] or os.path.isfile(words[3])
+
+
 def _run(args, payload=""):
-    if not os.access(MARCHDB[0], os.X_OK):
+    if not _present():
         return ""  # marchdb was removed: memory is off, Hermes runs on
     try:
         done = subprocess.run(MARCHDB + args, input=payload, capture_output=True, text=True, timeout=TIMEOUT)
@@ -96,7 +106,7 @@ class MarchdbMemoryProvider(MemoryProvider):
         return "marchdb"
 
     def is_available(self):
-        return os.access(MARCHDB[0], os.X_OK)
+        return _present()
 
     def initialize(self, session_id, **kwargs):
         self._session = session_id or "unknown"

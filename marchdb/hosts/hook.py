@@ -1,18 +1,20 @@
 """``marchdb hook HOST``: one hook event on stdin, the answer on stdout.
 
-The host's adapter (``hosts``) turns the event into a ``memory_hook``
-request; the warm engine answers it. When none is running the hook starts
-one in the background and answers this event itself with keyword (BM25)
-recall. A hook always exits 0 and prints nothing it was not sure of: what
-went wrong goes to ``$MARCH_HOME/logs/hooks.log``. Only the standard library
-and the engine's client until the engine cannot answer.
+While a warm engine runs, the event goes to it as it came and its answer is
+printed (``hosts.relay``: the hook process imports almost nothing). Else the
+host's adapter (``hosts``) turns the event into a ``memory_hook`` request
+here; when no engine is running the hook starts one in the background and
+answers this event itself with keyword (BM25) recall. A hook always exits 0
+and prints nothing it was not sure of: what went wrong goes to
+``$MARCH_HOME/logs/hooks.log``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
-from marchdb import logfile, private
+from marchdb import private
 from marchdb.engine import client
 from marchdb.hosts import HOSTS, BadEvent, adapter
 
@@ -30,27 +32,103 @@ EVENT_WAIT_SECONDS = 5.0
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
+#: The engine protocol's op for a raw hook event (answered by ``hosts.relay``).
+HOOK_EVENT = "hook_event"
+
+
+def relay_args(host: str, options: list[str], raw: bytes, flags: dict) -> dict:
+    """The ``HOOK_EVENT`` request of a hook process: its raw event and what
+    the engine needs to resolve the hook's settings as the hook would have."""
+    given = {}
+    for key in ("root", "model"):
+        value = flags.get(key)
+        if not value:
+            continue
+        value = os.path.expanduser(value)
+        # A path is made absolute here, where its folder is known; a model recipe's name stays a name.
+        if key == "root" or os.sep in value or value.endswith(".gguf"):
+            value = os.path.abspath(value)
+        given[key] = value
+    env = dict(os.environ)
+    if env.get("MARCH_MEMORY_ROOT"):
+        env["MARCH_MEMORY_ROOT"] = os.path.abspath(os.path.expanduser(env["MARCH_MEMORY_ROOT"]))
+    model = env.get("MARCH_EMBED_MODEL", "")
+    if os.sep in model or model.endswith(".gguf"):
+        env["MARCH_EMBED_MODEL"] = os.path.abspath(os.path.expanduser(model))
+    return {
+        "host": host,
+        "options": list(options),
+        "event": raw.decode("utf-8", "replace"),
+        "flags": given,
+        "env": env,
+    }
+
+
+def note_of(data: dict) -> str | None:
+    """What the hook log should say of a ``memory_hook`` answer: its note and notices."""
+    return "; ".join(n for n in [data.get("note"), *data.get("notices", [])] if n) or None
+
+
 def run_hook(flags: dict, args: list[str]) -> int:
     """``marchdb hook HOST [options]``: one hook event on stdin, the answer
     on stdout. Always returns 0 (a failing hook must not block the prompt)."""
-    home = private.home_dir(flags.get("home"))
+    home = private.home_path(flags.get("home"))
     host = args[0]
     later: list = []  # what runs once the answer is out (starting an engine)
     try:
-        event = _event(home, host, args[1:])
-        if event is None:
+        raw = _raw_event(home, host)
+        if raw is None:
             return 0
-        out = _answer(flags, host, event, later)
+        out, tried = _relayed(home, host, args[1:], raw, flags)
+        if out is None:
+            event = _event(home, host, args[1:], raw)
+            if event is None:
+                return 0
+            out = _answer(flags, host, event, later, tried)
         sys.stdout.buffer.write(out.encode("utf-8", "replace"))
         sys.stdout.buffer.flush()
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the prompt goes on
-        logfile.log(home, "hooks", f"{host}: the hook failed: {type(exc).__name__}: {exc}")
+        _log(home, f"{host}: the hook failed: {type(exc).__name__}: {exc}")
     for job in later:
         try:
             job()
         except Exception as exc:  # noqa: BLE001 - the answer is out; the prompt goes on
-            logfile.log(home, "hooks", f"{host}: {type(exc).__name__}: {exc}")
+            _log(home, f"{host}: {type(exc).__name__}: {exc}")
     return 0
+
+
+def _log(home, message: str) -> None:
+    from pathlib import Path
+
+    from marchdb import logfile
+
+    logfile.log(Path(home), "hooks", message)
+
+
+#: ``Unavailable`` reasons of a relayed event after which the long way asks
+#: the engine again (in the form every client uses), rather than answering here at once.
+_ASK_AGAIN = frozenset({"not running", "cannot connect", "replaced", "other_config", "protocol"})
+
+
+def _relayed(home: str, host: str, options: list[str], raw: bytes, flags: dict) -> tuple[str | None, object]:
+    """The warm engine's answer to the raw event (``hosts.relay``), and None
+    with why when it gave none: the long way answers then."""
+    if private.engine_off(os.environ):
+        return None, None
+    try:
+        data, _ms = client.request(
+            home,
+            HOOK_EVENT,
+            relay_args(host, options, raw, flags),
+            timeout=HOOK_WAIT_SECONDS,
+            patience=HOOK_PATIENCE,
+        )
+    except client.Unavailable as exc:
+        return None, exc
+    except client.RemoteError as exc:  # the engine refused the request itself (said as the long way says it)
+        _log(home, f"{host}: {exc.kind}: {exc}")
+        return "", None
+    return str(data.get("stdout", "")), None
 
 
 def _read_event(limit: int) -> bytes | None:
@@ -85,28 +163,31 @@ def _read_event(limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _event(home, host: str, options: list[str]) -> tuple[object, dict] | None:
-    """The host's adapter and the ``memory_hook`` event it read from stdin;
-    None (said in the hook log) when there is nothing to answer."""
+def _raw_event(home: str, host: str) -> bytes | None:
+    """The event on stdin; None (said in the hook log) when there is nothing to answer."""
     raw = _read_event(MAX_EVENT_BYTES + 1)
     if raw is None:
-        logfile.log(
-            home,
-            "hooks",
-            f"{host}: the event did not end within {EVENT_WAIT_SECONDS:.0f} s (stdin left open); nothing injected",
+        _log(
+            home, f"{host}: the event did not end within {EVENT_WAIT_SECONDS:.0f} s (stdin left open); nothing injected"
         )
         return None
     if len(raw) > MAX_EVENT_BYTES:
-        logfile.log(home, "hooks", f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")
+        _log(home, f"{host}: the event is over {MAX_EVENT_BYTES:,} bytes; nothing injected")
         return None
     if host not in HOSTS:
-        logfile.log(home, "hooks", f"unknown host {host!r}; known: {', '.join(HOSTS)}")
+        _log(home, f"unknown host {host!r}; known: {', '.join(HOSTS)}")
         return None
+    return raw
+
+
+def _event(home: str, host: str, options: list[str], raw: bytes) -> tuple[object, dict] | None:
+    """The host's adapter and the ``memory_hook`` event it read; None (said
+    in the hook log) when there is nothing to answer."""
     module = adapter(host)
     try:
         event = module.parse(raw.decode("utf-8", "replace"), options)
     except BadEvent as exc:
-        logfile.log(home, "hooks", f"{host}: {exc}")
+        _log(home, f"{host}: {exc}")
         return None
     return None if event is None else (module, event)
 
@@ -124,26 +205,25 @@ def answer_here(store, module, event: dict) -> dict:
         raise
     except MarchError as exc:
         return {"stdout": "", "note": f"{type(exc).__name__}: {exc}"}
-    return {"stdout": module.render(event, data), "note": _note(data)}
-
-
-def _note(data: dict) -> str | None:
-    """What the hook log should say of an answer: its note and notices."""
-    return "; ".join(n for n in [data.get("note"), *data.get("notices", [])] if n) or None
+    return {"stdout": module.render(event, data), "note": note_of(data)}
 
 
 def _start_engine(home, host: str, start_args: list[str]) -> bool:
     """Start the warm engine in the background; False (said in the hook log) when it cannot be."""
     why_not = client.start(home, start_args)
     if why_not:
-        logfile.log(home, "hooks", f"{host}: cannot start the warm engine: {why_not}")
+        _log(home, f"{host}: cannot start the warm engine: {why_not}")
     return why_not is None
 
 
-def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
+def _answer(flags: dict, host: str, parsed: tuple, later: list, tried: object = None) -> str:
     """The hook's stdout: the warm engine's answer, else keyword recall done
     here; an engine to start is appended to ``later`` (run once the answer
-    is out), unless a prompt waits for it (``WARM_WAIT_SECONDS``)."""
+    is out), unless a prompt waits for it (``hookWaitSeconds``). ``tried``:
+    why the relayed event got no answer (``_relayed``), if it was sent."""
+    from marchdb.hosts import full_environment
+
+    full_environment()  # the configuration and the index need site-packages, which a hook's Python starts without
     from marchdb.config import load_config
 
     module, event = parsed
@@ -152,6 +232,8 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
     why = "MARCH_DAEMON=0"
     if cfg.use_engine:
         try:
+            if isinstance(tried, client.Unavailable) and tried.reason not in _ASK_AGAIN:
+                raise tried  # timed out, stuck, untrusted: asking again would cost the prompt as much
             return _from_engine(cfg, host, module, event)
         except client.Unavailable as exc:
             reason = exc
@@ -178,7 +260,7 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
                 why = "none runs, and daemonAutoStart is off"
             else:
                 why = "none ran; one is starting"
-    logfile.log(cfg.home, "hooks", f"{host}: answered without the warm engine ({why}): keyword recall only")
+    _log(cfg.home, f"{host}: answered without the warm engine ({why}): keyword recall only")
     # Answer this event ourselves, without loading the model (seconds): BM25.
     from marchdb.store import Store
 
@@ -189,7 +271,7 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list) -> str:
     finally:
         store.close()
     if answer["note"]:
-        logfile.log(cfg.home, "hooks", f"{host}: {answer['note']}")
+        _log(cfg.home, f"{host}: {answer['note']}")
     return str(answer["stdout"])
 
 
@@ -202,9 +284,9 @@ def _from_engine(cfg, host: str, module, event: dict) -> str:
             cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS, patience=HOOK_PATIENCE
         )
     except client.RemoteError as exc:
-        logfile.log(cfg.home, "hooks", f"{host}: {exc.kind}: {exc}")
+        _log(cfg.home, f"{host}: {exc.kind}: {exc}")
         return ""
-    note = _note(data)
+    note = note_of(data)
     if note:
-        logfile.log(cfg.home, "hooks", f"{host}: {note}")
+        _log(cfg.home, f"{host}: {note}")
     return str(module.render(event, data))

@@ -48,7 +48,6 @@ import apsw
 
 from marchdb.changes import norm_body
 from marchdb.clock import format_time, parse_time
-from marchdb.config import unusual_root
 from marchdb.errors import FileError, InvalidInput
 from marchdb.files import is_inside, read_file
 from marchdb.index import db
@@ -57,6 +56,7 @@ from marchdb.lifecycle import now
 from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Page, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
+from marchdb.roots import unusual_root
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates
 
