@@ -273,3 +273,26 @@ def test_backups_do_not_pile_up(settings):
     backups = [p for p in settings.parent.iterdir() if ".marchdb-backup-" in p.name]
     assert len(backups) == settings_mod.KEEP_BACKUPS
     assert json.loads(settings.read_text()) == {"model": "x"}
+
+
+def test_doctor_says_when_hooks_run_the_older_slower_command_and_install_mends_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    monkeypatch.chdir(tmp_path)
+    home = ["--home", str(tmp_path / "h"), "--root", str(tmp_path / "vault")]
+    (tmp_path / "vault").mkdir()
+    path = tmp_path / "claude-home" / "settings.json"
+    path.parent.mkdir()
+    older = "test -x /old/venv/bin/marchdb || exit 0; exec /old/venv/bin/marchdb hook claude-code"
+    path.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": older}]}]}}))
+    runner = CliRunner()
+
+    def problems() -> list[dict]:
+        out = runner.invoke(app, [*home, "doctor", "--json"])
+        return [p for p in json.loads(out.stdout)["problems"] if p["kind"] == "hook_command_older"]
+
+    [problem] = problems()
+    assert "/old/venv/bin/marchdb hook claude-code" in problem["detail"]
+    assert problem["advice"] == "run `marchdb install claude-code` again: it replaces them"
+    assert runner.invoke(app, [*home, "install", "claude-code"]).exit_code == 0
+    assert problems() == []
+    assert older not in path.read_text()  # replaced, not doubled

@@ -139,6 +139,17 @@ def _hosts_seen() -> tuple[list[dict], list[dict]]:
                         "advice": "start `codex`, type /hooks and trust marchdb's hooks",
                     }
                 )
+    for row in rows:
+        older = [c for c in row.get("commands", []) if install.LAUNCHER not in c]
+        if older:
+            problems.append(
+                {
+                    "path": row["where"],
+                    "kind": "hook_command_older",
+                    "detail": f"{row['host']}'s hooks run {older[0]!r}, which starts in about twice the time",
+                    "advice": f"run `marchdb install {row['host']}` again: it replaces them",
+                }
+            )
     return rows, problems
 
 

@@ -502,11 +502,11 @@ def installed(project: Path | None = None) -> list[dict]:
             except FileError as exc:
                 found.append({"host": host, "where": str(path), "events": [], "error": str(exc)})
                 continue
-            events = (
-                [e for e, v in hooks.items() if isinstance(v, list) and spec.ours_in(v)]
-                if isinstance(hooks, dict)
-                else []
+            mine = (
+                {e: spec.ours_in(v) for e, v in hooks.items() if isinstance(v, list)} if isinstance(hooks, dict) else {}
             )
+            events = [e for e, handlers in mine.items() if handlers]
             if events:
-                found.append({"host": host, "where": str(path), "events": events})
+                commands = sorted({str(h.get("command")) for handlers in mine.values() for h in handlers})
+                found.append({"host": host, "where": str(path), "events": events, "commands": commands})
     return found
