@@ -107,7 +107,7 @@ def _log(home, message: str) -> None:
 
 #: ``Unavailable`` reasons of a relayed event after which the long way asks
 #: the engine again (in the form every client uses), rather than answering here at once.
-_ASK_AGAIN = frozenset({"not running", "cannot connect", "replaced", "other_config", "protocol"})
+_ASK_AGAIN = frozenset({"not running", "cannot connect", "replaced", "other_config", "protocol", "too large"})
 
 
 def _relayed(home: str, host: str, options: list[str], raw: bytes, flags: dict) -> tuple[str | None, object]:
