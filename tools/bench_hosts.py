@@ -9,10 +9,13 @@ so building the index does not take an hour), with the default model:
 
 * baseline — ``python -c pass`` of the same interpreter: the floor every
   hook pays; the hook's time is also given as a ratio to it;
-* hook warm, per host — ``marchdb hook HOST`` with the event each host sends
-  for a prompt (Claude Code, Codex, Hermes: UserPromptSubmit; Gemini:
-  BeforeAgent; Cline: userPromptSubmit; Cursor: postToolUse; generic: the
-  text on stdin), the engine running (each prompt a new turn of one session);
+* hook warm, per host — the command ``marchdb install HOST`` writes, run as
+  the host runs it (``sh -c``; Hermes' plugin: the same argv, no shell), with
+  the event each host sends for a prompt (Claude Code, Codex, Hermes:
+  UserPromptSubmit; Gemini: BeforeAgent; Cline: userPromptSubmit; Cursor:
+  postToolUse); generic: ``marchdb hook generic`` with the text on stdin, as
+  a script runs it, and the launcher form of it (``generic-launcher``); the
+  engine running (each prompt a new turn of one session);
 * engine — the engine's own time for the same hook request and for a plain
   ``memory_recall`` (query embedding and dirty check included);
 * CLI warm — ``marchdb recall TEXT`` with the engine running;
@@ -105,6 +108,8 @@ HOST_EVENTS = {
         {"conversation_id": s, "hook_event_name": "postToolUse", "tool_name": "Shell", "agent_message": p}
     ),
     "generic": lambda s, p: p,
+    # The same, run by a script as the command `marchdb install` writes for the hosts it knows.
+    "generic-launcher": lambda s, p: p,
 }
 
 
@@ -114,6 +119,8 @@ def hook_cmd(host: str, session: str) -> list[str]:
     shell; a script runs ``marchdb hook generic`` itself)."""
     if host == "generic":
         return [MARCHDB, "hook", host, "--run", f"{session}-run"]
+    if host == "generic-launcher":
+        return [*install.marchdb_argv(launcher=True), "hook", "generic", "--run", f"{session}-run"]
     if host == "hermes":
         return [*install.marchdb_argv(launcher=True), "hook", host]
     return ["sh", "-c", install.hook_command(host)]
