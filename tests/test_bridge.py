@@ -160,7 +160,8 @@ def test_a_long_message_asks_a_bounded_number_of_words(words):
 
 
 def test_a_vault_in_one_script_never_loads_the_dictionary(tmp_path, vault):
-    # ~2 s and 8 MB on a first recall, for words no memory of the vault could share.
+    # ~2 s and 8 MB on a first recall, for words no memory of the vault could share;
+    # and on every first save, with a model or without (the related memories it looks up).
     import subprocess
     import sys
 
@@ -168,13 +169,16 @@ def test_a_vault_in_one_script_never_loads_the_dictionary(tmp_path, vault):
     code = (
         "import sys; from marchdb import Store; from marchdb.config import load_config; from marchdb import bridge;"
         f"s = Store(load_config(home={str(tmp_path / 'home')!r}, root={str(vault.root)!r}, env={{}}), use_model=False);"
-        "s.sync(embed=False); s._embedder_error = None;"
+        "s.sync(embed=False); s.save(name='Freeze', description='No deploys on Fridays', tags=['process'], body='b');"
+        "s._embedder_error = None;"
         "from marchdb.embedding import Embedder\n"
         "class E(Embedder):\n"
         "    fingerprint, dim = 'e', 4\n"
         "    def embed(self, texts, kind, progress=None):\n"
         "        import numpy as np; return np.ones((len(texts), 4), dtype=np.float32) / 2\n"
-        "s._embedder = E(); s.recall('when do we deploy?'); print(bridge._DICT is None)"
+        "s._embedder = E(); s.recall('when do we deploy?');"
+        "s.save(name='Deploy window', description='We deploy before noon', tags=['process'], body='b');"
+        "print(bridge._DICT is None)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "True", out.stderr
