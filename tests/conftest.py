@@ -257,6 +257,39 @@ def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def dictionary_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The zh/en dictionary's file (``bridge``, as a home's ``cache/`` holds
+    it), made once per run like the model: the first worker builds it, the
+    others wait on the lock and find it made. Only test_bridge.py's tests
+    of the cache build one of their own."""
+    import fcntl
+
+    from marchdb import bridge
+
+    folder = model_cache_dir(tmp_path_factory) / "dictionary"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / bridge._cache_name()
+    with open(folder / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        con = bridge._open_cache(path)
+        if con is None:
+            bridge._write_cache(path)
+        else:
+            con.close()
+    return path
+
+
+@pytest.fixture
+def dictionary(dictionary_file: Path):
+    """This process's dictionary (``bridge.load``, opened once per process),
+    opened from ``dictionary_file`` unless the process has one open already:
+    a store's first recall across scripts then opens it instead of building one."""
+    from marchdb import bridge
+
+    return bridge.load(dictionary_file.parent)
+
+
+@pytest.fixture(scope="session")
 def default_embedder(default_model_path: Path):
     """A LlamaEmbedder on the default model, shared by the whole session (2 threads, as on CI)."""
     from marchdb.embedding.llama import LlamaEmbedder
