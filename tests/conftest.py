@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -20,6 +21,14 @@ import typer.testing
 
 from marchdb.config import load_config
 from marchdb.embedding import Embedder
+
+# Bytecode is kept, as a user's Python keeps it: with PYTHONDONTWRITEBYTECODE set
+# (some sandboxes set it), each pytest-xdist worker rewrote and compiled every
+# test module at every run, and each of the marchdb processes the tests start
+# compiled marchdb's modules again (tools/bench_hosts.py keeps it for the same
+# reason). __pycache__ is in .gitignore.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # typer's CliRunner builds the app's click command afresh on every invoke: ~20 ms
 # of reading every command's signature and type hints, ~290 times in the fast
