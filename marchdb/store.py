@@ -372,14 +372,16 @@ class Store(Keeper):
         "shared_tags", "why"}``, for the writer to reconcile (seed 003's
         ADD / UPDATE / CONFLICT): update one, supersede it, or keep both.
         ``use_model=False``: BM25 alone, no model loaded."""
+        emb = self.embedder() if use_model else None
         found = related_hints(
             self.con,
             text,
-            self.embedder() if use_model else None,
+            emb,
             threshold=max(0.0, self.cfg.min_score - RELATED_BELOW),
             exclude=exclude,
             w_dense=self.cfg.dense_weight,
-            words=self.words() if use_model else None,
+            # as in recall: only the hybrid statement reads them, for memories in the other script
+            words=self.words() if emb is not None and self._other_script_held(text) else None,
         )
         tags_of = dict(
             self.con.execute(

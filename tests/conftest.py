@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -20,6 +21,14 @@ import typer.testing
 
 from marchdb.config import load_config
 from marchdb.embedding import Embedder
+
+# Bytecode is kept, as a user's Python keeps it: with PYTHONDONTWRITEBYTECODE set
+# (some sandboxes set it), each pytest-xdist worker rewrote and compiled every
+# test module at every run, and each of the marchdb processes the tests start
+# compiled marchdb's modules again (tools/bench_hosts.py keeps it for the same
+# reason). __pycache__ is in .gitignore.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # typer's CliRunner builds the app's click command afresh on every invoke: ~20 ms
 # of reading every command's signature and type hints, ~290 times in the fast
@@ -254,6 +263,39 @@ def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with open(folder / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return build_model(DEFAULT_RECIPE, folder)
+
+
+@pytest.fixture(scope="session")
+def dictionary_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The zh/en dictionary's file (``bridge``, as a home's ``cache/`` holds
+    it), made once per run like the model: the first worker builds it, the
+    others wait on the lock and find it made. Only test_bridge.py's tests
+    of the cache build one of their own."""
+    import fcntl
+
+    from marchdb import bridge
+
+    folder = model_cache_dir(tmp_path_factory) / "dictionary"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / bridge._cache_name()
+    with open(folder / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        con = bridge._open_cache(path)
+        if con is None:
+            bridge._write_cache(path)
+        else:
+            con.close()
+    return path
+
+
+@pytest.fixture
+def dictionary(dictionary_file: Path):
+    """This process's dictionary (``bridge.load``, opened once per process),
+    opened from ``dictionary_file`` unless the process has one open already:
+    a store's first recall across scripts then opens it instead of building one."""
+    from marchdb import bridge
+
+    return bridge.load(dictionary_file.parent)
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ marchdb's home, and what it makes of real messages."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def _cache_file(cache: Path) -> Path:
 
 
 def test_the_dictionary_is_kept_in_the_home_and_opened_from_there(tmp_path, fresh):
+    # the one test that builds the file from the package's source into a new home
     cache = tmp_path / "home" / "cache"
     words = bridge.load(cache)
     path = _cache_file(cache)
@@ -72,26 +74,28 @@ def test_the_dictionary_is_kept_in_the_home_and_opened_from_there(tmp_path, fres
     assert time.perf_counter() - started < 1.0  # opening, not parsing (~2 s)
     assert path.stat().st_mtime_ns == built
     assert again.translate("Can we ship a release on Friday?") == words.translate("Can we ship a release on Friday?")
-    # a file of an earlier form (other constants) is made again, and the old one removed
-    bridge._DICT = None
-    old = cache / "cedict-0.9-0123456789.sqlite"
-    path.rename(old)
-    bridge.load(cache)
-    assert path.is_file() and not old.exists()
 
 
-def test_a_damaged_or_planted_cache_file_is_made_again_never_read_through(tmp_path, fresh):
+def test_a_damaged_cache_file_is_made_again_and_one_of_an_earlier_form_removed(tmp_path, fresh, dictionary_file):
     cache = tmp_path / "cache"
     cache.mkdir()
     path = _cache_file(cache)
     path.write_bytes(b"not a database" * 100)
+    # a whole file of an earlier form (other constants): not read, removed once the new one is made
+    old = cache / "cedict-0.9-0123456789.sqlite"
+    shutil.copyfile(dictionary_file, old)
     assert bridge.load(cache).translate("密码")
     assert path.is_file() and apsw.Connection(str(path)).execute("SELECT count(*) FROM en").get > 10_000
-    # a link planted where the file goes: replaced by a file, its target untouched
-    bridge._DICT = None
+    assert not old.exists()
+
+
+def test_a_link_planted_where_the_cache_file_goes_is_replaced_its_target_untouched(tmp_path, fresh):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    path = _cache_file(cache)
+    # replaced by a file, its target untouched
     target = tmp_path / "someone_elses.txt"
     target.write_text("keep me")
-    path.unlink()
     path.symlink_to(target)
     assert bridge.load(cache).translate("密码")
     assert not path.is_symlink() and path.is_file()
@@ -115,9 +119,9 @@ def test_a_home_where_the_file_cannot_be_written_still_has_the_dictionary(tmp_pa
 
 
 @pytest.fixture(scope="module")
-def words(tmp_path_factory):
-    bridge._DICT = None
-    return bridge.load(tmp_path_factory.mktemp("home") / "cache")
+def words(dictionary_file):
+    """The dictionary, on the run's file (``dictionary_file``)."""
+    return bridge.Dictionary(apsw.Connection(str(dictionary_file), flags=apsw.SQLITE_OPEN_READONLY))
 
 
 @pytest.mark.parametrize(
@@ -160,7 +164,8 @@ def test_a_long_message_asks_a_bounded_number_of_words(words):
 
 
 def test_a_vault_in_one_script_never_loads_the_dictionary(tmp_path, vault):
-    # ~2 s and 8 MB on a first recall, for words no memory of the vault could share.
+    # ~2 s and 8 MB on a first recall, for words no memory of the vault could share;
+    # and on every first save, with a model or without (the related memories it looks up).
     import subprocess
     import sys
 
@@ -168,13 +173,16 @@ def test_a_vault_in_one_script_never_loads_the_dictionary(tmp_path, vault):
     code = (
         "import sys; from marchdb import Store; from marchdb.config import load_config; from marchdb import bridge;"
         f"s = Store(load_config(home={str(tmp_path / 'home')!r}, root={str(vault.root)!r}, env={{}}), use_model=False);"
-        "s.sync(embed=False); s._embedder_error = None;"
+        "s.sync(embed=False); s.save(name='Freeze', description='No deploys on Fridays', tags=['process'], body='b');"
+        "s._embedder_error = None;"
         "from marchdb.embedding import Embedder\n"
         "class E(Embedder):\n"
         "    fingerprint, dim = 'e', 4\n"
         "    def embed(self, texts, kind, progress=None):\n"
         "        import numpy as np; return np.ones((len(texts), 4), dtype=np.float32) / 2\n"
-        "s._embedder = E(); s.recall('when do we deploy?'); print(bridge._DICT is None)"
+        "s._embedder = E(); s.recall('when do we deploy?');"
+        "s.save(name='Deploy window', description='We deploy before noon', tags=['process'], body='b');"
+        "print(bridge._DICT is None)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "True", out.stderr

@@ -652,15 +652,15 @@ def test_an_answer_too_large_for_memory_is_a_clear_error(tmp_path):
     # 30 M rows with no bound ended in "unexpected MemoryError ... this is a bug".
     import resource
 
-    def half_a_gigabyte():
-        resource.setrlimit(resource.RLIMIT_AS, (500_000_000, 500_000_000))
+    def a_quarter_of_a_gigabyte():  # six times what the command takes to start
+        resource.setrlimit(resource.RLIMIT_AS, (250_000_000, 250_000_000))
 
     env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(tmp_path), "MARCH_DAEMON": "0"}
     marchdb = str(Path(sys.executable).with_name("marchdb"))
     rows = COUNT.format(limit=" LIMIT 30000000", what="x")
     out = subprocess.run(
         [marchdb, "sql", "--max-rows", "0", rows],
-        preexec_fn=half_a_gigabyte,
+        preexec_fn=a_quarter_of_a_gigabyte,
         capture_output=True,
         text=True,
         env=env,

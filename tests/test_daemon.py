@@ -723,6 +723,9 @@ def test_a_lock_or_output_file_that_is_not_a_file_never_hangs_nor_writes_through
     home = tmp_path / "home"
     (home / "logs").mkdir(parents=True)
     home.chmod(0o700)
+    # A prompt waits this long for the engine it starts (which refuses the lock):
+    # the bound is what a hook costs here, not what is tested.
+    (home / "config.json").write_text('{"hookWaitSeconds": 0.5}', encoding="utf-8")
     victim = tmp_path / "victim.txt"
     victim.write_text("my notes")
     env = {**os.environ, "MARCH_HOME": str(home), "MARCH_MEMORY_ROOT": str(mixed_vault.root)}
@@ -743,9 +746,12 @@ def test_a_lock_or_output_file_that_is_not_a_file_never_hangs_nor_writes_through
         if name == client.LOCK_NAME:
             served = subprocess.run([MARCHDB, "serve"], capture_output=True, text=True, env=env, timeout=60)
             assert served.returncode == 3 and "not a file the engine made" in served.stderr, served.stderr
+        # the engine the hook started refuses the lock too, and is gone before the victim is looked at
+        deadline = time.monotonic() + 60
+        while engine_processes(home):
+            assert time.monotonic() < deadline, engine_processes(home)
+            time.sleep(0.05)
         assert victim.read_text() == "my notes"
-        for pid in engine_processes(home):
-            os.kill(pid, signal.SIGKILL)
         path.unlink() if not path.is_dir() or path.is_symlink() else path.rmdir()
 
 
@@ -776,6 +782,8 @@ def plain_home(tmp_path: Path, mixed_vault, monkeypatch) -> tuple[Path, dict]:
 
 def test_a_hook_while_the_engine_warms_up_answers_itself_and_starts_no_second_one(tmp_path, mixed_vault, monkeypatch):
     home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
+    # A prompt waits for an engine that is starting: here for 0.5 s (the default is seconds).
+    (home / "config.json").write_text('{"hookWaitSeconds": 0.5}', encoding="utf-8")
     # An engine holds its lock from its start and binds its socket once warm:
     # this process plays one that is still loading its model.
     fd = os.open(home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)

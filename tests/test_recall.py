@@ -362,7 +362,7 @@ def test_a_memory_in_the_other_script_ranks_by_its_meaning(mixed_vault, model_st
     assert art.signals.get("xbm25_raw") and not res.hints, [(c.id, round(c.score, 3)) for c in res.candidates[:3]]
 
 
-def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault, bm25_store):
+def test_words_the_dictionary_cannot_translate_still_count_in_the_ceiling(vault, bm25_store, dictionary):
     """recall.bridge_terms: each word of the message counts once, at its best
     translation the vault holds; a word with none (a name) as a word no
     memory holds, so the translated words cannot stand for the whole message."""
