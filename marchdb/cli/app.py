@@ -188,7 +188,7 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
     obj = ctx.find_root().obj or {}
     if "store" not in obj:
         from marchdb.config import load_config
-        from marchdb.engine import client
+        from marchdb.engine import calls, client
 
         cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
         overridden = bool(obj.get("root") or obj.get("model"))
@@ -203,14 +203,14 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
                     )
 
             try:
-                return client.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden, starting=starting)
+                return calls.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden, starting=starting)
             except client.RemoteError as exc:
                 raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
             except client.Unavailable as exc:
                 if not exc.may_redo(op):
                     raise Unanswered(unanswered_message(op, exc)) from None
                 if exc.reason not in ("not running", "other_config"):
-                    say(f"note: {client.in_words(exc)}; answered by this command itself", err=True)
+                    say(f"note: {calls.in_words(exc)}; answered by this command itself", err=True)
     return ops.call(_store(ctx), op, args)
 
 

@@ -232,14 +232,14 @@ def through_engine(cfg, local: _Local) -> Callable[[str, dict], dict]:
     process. An engine stopping (idle, an upgrade) is asked once more, once
     it is gone: the call starts the next one. A write the engine may have
     taken is never done again here (``Unanswered``)."""
-    from marchdb.engine import client
+    from marchdb.engine import calls, client
 
     def run(op: str, args: dict) -> dict:
         for attempt in (1, 2):
             if local.store is not None:
                 break
             try:
-                return client.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
+                return calls.call(cfg, op, args, autostart=cfg.daemon_autostart, wait=60.0)
             except client.RemoteError as exc:
                 raise remote_error(exc.kind, str(exc), exc.exit_code, exc.fields) from None
             except client.Unavailable as exc:
