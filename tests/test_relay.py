@@ -139,27 +139,17 @@ def test_the_installed_command_answers_through_the_engine_importing_almost_nothi
     for name in ("json.py", "os.py", "apsw.py", "marchdb/__init__.py", "marchdb/__main__.py"):
         (project / name).write_text(f"open({str(planted)!r}, 'a').write({name!r})\n")
     command = install.hook_command()
-    cold = subprocess.run(
-        ["sh", "-c", command],
-        input=json.dumps(EVENTS["claude-code"]("cold")),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=project,
-        timeout=120,
-    )
+
+    def prompt(argv: list[str], session: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        # As the host runs it: a prompt's event on stdin, in the project's folder.
+        event = json.dumps(EVENTS["claude-code"](session))
+        return subprocess.run(argv, input=event, capture_output=True, text=True, env=env, cwd=project, timeout=timeout)
+
+    cold = prompt(["sh", "-c", command], "cold", timeout=120)
     assert cold.returncode == 0, cold.stderr
     try:
         assert client.wait_ready(home, 120)
-        warm = subprocess.run(
-            ["sh", "-c", command],
-            input=json.dumps(EVENTS["claude-code"]("warm")),
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=project,
-            timeout=60,
-        )
+        warm = prompt(["sh", "-c", command], "warm")
         assert warm.returncode == 0 and "mem_dog" in warm.stdout, (warm.stdout, warm.stderr)
         requests = client.request(home, "ping", {})[0]["requests"]
         # The same path in a process that then says what it imported.
@@ -169,15 +159,7 @@ def test_the_installed_command_answers_through_the_engine_importing_almost_nothi
             "from marchdb.hosts.hook import run_hook; run_hook({}, ['claude-code']);"
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
         )
-        probe = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", code],
-            input=json.dumps(EVENTS["claude-code"]("probe")),
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=project,
-            timeout=60,
-        )
+        probe = prompt([sys.executable, "-I", "-S", "-c", code], "probe")
         assert "mem_dog" in probe.stdout and probe.stderr.strip() == "[]", probe.stderr
         assert client.request(home, "ping", {})[0]["requests"] == requests + 1  # the probe went through the engine
     finally:

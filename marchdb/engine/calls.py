@@ -75,6 +75,3 @@ def in_words(exc: Unavailable) -> str:
     if not plain:
         return f"the warm engine could not answer ({exc})"
     return f"{plain} ({exc.detail})" if exc.detail else plain
-
-
-# ---------------------------------------------------------------- a log of what went wrong

@@ -81,7 +81,7 @@ def run_hook(flags: dict, args: list[str]) -> int:
             return 0
         out, tried = _relayed(home, host, args[1:], raw, flags)
         if out is None:
-            event = _event(home, host, args[1:], raw)
+            event = parse_event(home, host, args[1:], raw.decode("utf-8", "replace"))
             if event is None:
                 return 0
             out = _answer(flags, host, event, later, tried)
@@ -180,12 +180,13 @@ def _raw_event(home: str, host: str) -> bytes | None:
     return raw
 
 
-def _event(home: str, host: str, options: list[str], raw: bytes) -> tuple[object, dict] | None:
-    """The host's adapter and the ``memory_hook`` event it read; None (said
-    in the hook log) when there is nothing to answer."""
+def parse_event(home, host: str, options: list[str], text: str) -> tuple[object, dict] | None:
+    """The host's adapter and the ``memory_hook`` event it read from
+    ``text``; None (said in the hook log) when there is nothing to answer.
+    The engine reads a relayed event with it too (``hosts.relay``)."""
     module = adapter(host)
     try:
-        event = module.parse(raw.decode("utf-8", "replace"), options)
+        event = module.parse(text, options)
     except BadEvent as exc:
         _log(home, f"{host}: {exc}")
         return None
@@ -286,7 +287,14 @@ def _from_engine(cfg, host: str, module, event: dict) -> str:
     except client.RemoteError as exc:
         _log(cfg.home, f"{host}: {exc.kind}: {exc}")
         return ""
+    return rendered(cfg.home, host, module, event, data)
+
+
+def rendered(home, host: str, module, event: dict, data: dict) -> str:
+    """What the hook prints for ``data`` (``memory_hook``'s answer to
+    ``event``), its note said in the hook log; the engine renders a relayed
+    event with it too."""
     note = note_of(data)
     if note:
-        _log(cfg.home, f"{host}: {note}")
+        _log(home, f"{host}: {note}")
     return str(module.render(event, data))

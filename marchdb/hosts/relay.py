@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import os
 
+from marchdb.config import load_config
+from marchdb.engine import client
 from marchdb.errors import MarchError
-from marchdb.hosts.hook import HOOK_EVENT, note_of
+from marchdb.hosts import HOSTS
+from marchdb.hosts.hook import HOOK_EVENT, parse_event, rendered
 
 
 class BadRequest(MarchError):
@@ -44,25 +47,20 @@ def answer(args: object, home, ask) -> dict:
     what the hook prints for the relayed event. ``ask(op, args, identity)``
     runs an operation as a client's request is run, here ``memory_hook``
     with the hook's identity: another root or model is refused as ever."""
-    module, event, cfg = read(args, home)
-    if event is None:
+    parsed, cfg = read(args, home)
+    if parsed is None:
         return {"stdout": ""}
-    from marchdb.engine import client
-
+    module, event = parsed
     data = ask("memory_hook", event, client.identity(cfg))
-    return answered(home, str(args["host"]), module, event, data)  # type: ignore[index]
+    return {"stdout": rendered(home, str(args["host"]), module, event, data)}  # type: ignore[index]
 
 
-def read(args: object, home) -> tuple[object, dict | None, object]:
-    """``(adapter, event, config)`` of a ``HOOK_EVENT`` request's
-    arguments: the host's adapter, the ``memory_hook`` event it read (None:
-    nothing to answer, said in the hook log) and the hook's configuration.
-    ``BadRequest`` for arguments of another shape, ``HooksOwn`` for
-    settings the hook process must resolve itself."""
-    from marchdb import logfile
-    from marchdb.config import load_config
-    from marchdb.hosts import HOSTS, BadEvent, adapter
-
+def read(args: object, home) -> tuple[tuple[object, dict] | None, object]:
+    """``(parsed, config)`` of a ``HOOK_EVENT`` request's arguments: the
+    host's adapter and the ``memory_hook`` event it read, as the hook reads
+    it (None: nothing to answer, said in the hook log), and the hook's
+    configuration. ``BadRequest`` for arguments of another shape,
+    ``HooksOwn`` for settings the hook process must resolve itself."""
     if not isinstance(args, dict):
         raise BadRequest("a hook event's arguments must be an object")
     host, options, raw = args.get("host"), args.get("options"), args.get("event")
@@ -84,28 +82,11 @@ def read(args: object, home) -> tuple[object, dict | None, object]:
     cfg = load_config(home=home, root=flags.get("root"), model=flags.get("model"), env=env)
     if not cfg.use_engine:
         raise HooksOwn("MARCH_DAEMON=0: the hook answers in its own process")
-    module = adapter(host)
-    try:
-        event = module.parse(raw, options)
-    except BadEvent as exc:
-        logfile.log(home, "hooks", f"{host}: {exc}")
-        return module, None, cfg
-    return module, event, cfg
+    return parse_event(home, host, options, raw), cfg
 
 
 def _strings(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
-def answered(home, host: str, module, event: dict, data: dict) -> dict:
-    """In the engine: what the hook prints for ``data`` (``memory_hook``'s
-    answer to ``event``), its note said in the hook log."""
-    from marchdb import logfile
-
-    note = note_of(data)
-    if note:
-        logfile.log(home, "hooks", f"{host}: {note}")
-    return {"stdout": str(module.render(event, data))}
 
 
 #: What ``marchdb serve`` adds to its engine's requests (``engine.daemon.Engine(handlers=...)``).
