@@ -20,7 +20,7 @@ import pytest
 from marchdb import logfile
 from marchdb.config import load_config
 from marchdb.engine import client, daemon
-from marchdb.hosts import adapter, hook, relay
+from marchdb.hosts import adapter, hook, install, relay
 from marchdb.hosts.hook import answer_here
 from marchdb.store import Store
 
@@ -121,8 +121,6 @@ HEAVY = ("json", "re", "enum", "pathlib", "contextlib", "typing", "functools", "
 def test_the_installed_command_answers_through_the_engine_importing_almost_nothing(
     tmp_path, mixed_vault, default_model_path, monkeypatch
 ):
-    from marchdb.hosts import install
-
     home = tmp_path / "home"
     monkeypatch.delenv("MARCH_DAEMON")
     env = {
@@ -165,3 +163,31 @@ def test_the_installed_command_answers_through_the_engine_importing_almost_nothi
     finally:
         daemon.stop(home)
     assert not planted.exists(), planted.read_text()
+
+
+@pytest.mark.model
+def test_an_event_too_large_to_relay_is_asked_again_in_its_parsed_form(
+    tmp_path, mixed_vault, default_model_path, monkeypatch
+):
+    # Claude Code sends fields besides the prompt; escaped, these can pass the engine's
+    # bound on a request while the prompt itself is short: the long way's request carries the prompt alone.
+    home = tmp_path / "home"
+    monkeypatch.delenv("MARCH_DAEMON")
+    monkeypatch.setenv("MARCH_HOME", str(home))
+    monkeypatch.setenv("MARCH_MEMORY_ROOT", str(mixed_vault.root))
+    monkeypatch.setenv("MARCH_EMBED_MODEL", str(default_model_path))
+    # Backslashes: 2 bytes each on stdin, 4 once the raw event is a string of the relayed request.
+    base = json.dumps({**EVENTS["claude-code"]("big"), "padding": ""})
+    room = (hook.MAX_EVENT_BYTES - len(base)) // 2
+    raw = json.dumps({**EVENTS["claude-code"]("big"), "padding": "\\" * room})
+    relayed = json.dumps(hook.relay_args("claude-code", [], raw.encode(), {}), ensure_ascii=False)
+    assert len(raw) <= hook.MAX_EVENT_BYTES and len(relayed) > client.MAX_MESSAGE_BYTES
+    command = install.hook_command()
+    assert client.start(home) is None and client.wait_ready(home, 120)
+    try:
+        done = subprocess.run(["sh", "-c", command], input=raw, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "mem_dog" in done.stdout, done.stderr
+        said = logfile.read_log(home, "hooks")
+        assert not any("without the warm engine" in line for line in said), said
+    finally:
+        daemon.stop(home)
