@@ -97,6 +97,12 @@ def load_llama_cpp():
     return llama_cpp
 
 
+def system_info(lc) -> str:
+    """The features this llama.cpp build was compiled with (``llama_print_system_info``)."""
+    raw = lc.llama_print_system_info()
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+
+
 def why() -> str:
     """llama.cpp's last error lines, formatted for a ModelError message."""
     return f" ({'; '.join(recent_errors)})" if recent_errors else ""

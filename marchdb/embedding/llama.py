@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from marchdb.embedding import Embedder, Kind, Progress, backend, identity
+from marchdb.embedding import Embedder, Kind, Progress, backend, cpu, identity
 from marchdb.embedding import gguf_meta as keys
 from marchdb.errors import ModelError
 
@@ -75,10 +75,12 @@ def _clean(text: str) -> str:
 class LlamaEmbedder(Embedder):
     """Embed queries and passages with a GGUF model (see the module docstring).
 
-    ``LlamaEmbedder(path, threads=None, prefixes=None, batch_tokens=None)``:
+    ``LlamaEmbedder(path, threads=None, prefixes=None, batch_tokens=None, extra_buffers=None)``:
     ``threads`` defaults to the CPU count (at most 8); ``prefixes`` is an
     optional ``{"query": ..., "passage": ...}`` override of the input
-    convention; ``batch_tokens`` is the token budget of one llama.cpp call.
+    convention; ``batch_tokens`` is the token budget of one llama.cpp call;
+    ``extra_buffers`` lets llama.cpp use its AMX / repack weight buffers
+    (None: decided for this CPU by ``cpu.current_decision``).
     Raises ModelError (with advice) when llama-cpp-python is missing or the
     file cannot be loaded as an embedding model. Methods are thread-safe (a
     lock serialises calls into llama.cpp).
@@ -100,6 +102,7 @@ class LlamaEmbedder(Embedder):
         threads: int | None = None,
         prefixes: dict[str, str] | None = None,
         batch_tokens: int | None = None,
+        extra_buffers: bool | None = None,
     ):
         self._path = Path(path).expanduser()
         self._model = None
@@ -127,6 +130,15 @@ class LlamaEmbedder(Embedder):
         # An embedding model is small; keeping it off any GPU build's device
         # avoids surprises, and mmap makes a second process load it for free.
         mparams.n_gpu_layers = 0
+        # llama.cpp's extra buffer types (AMX, CPU repack) are chosen per
+        # machine: the AMX kernels crash on CPUs that have them (cpu.py).
+        if extra_buffers is None:
+            self.extra_buffers = cpu.current_decision(system_info=backend.system_info(lc))
+        else:
+            self.extra_buffers = cpu.Decision(
+                bool(extra_buffers), "extra buffers " + ("on" if extra_buffers else "off")
+            )
+        mparams.use_extra_bufts = self.extra_buffers.use_extra_buffers
         backend.recent_errors.clear()
         self._model = lc.llama_model_load_from_file(str(self._path).encode(), mparams)
         if not self._model:
