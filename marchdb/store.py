@@ -93,6 +93,13 @@ class Store(Keeper):
             home=str(self.cfg.home),
             model_config=self.cfg.embedding_model or "e5 (default)",
         )
+        path, verdict = self.model_verdict()
+        if path is None:
+            summary["model_check"] = "no model file yet (the first embedding builds it)"
+        elif verdict is None:
+            summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
+        else:
+            summary["model_check"] = verdict.summary()
         return summary
 
     def doctor(self) -> dict:
@@ -101,8 +108,22 @@ class Store(Keeper):
         "hook_log"}`` (the last lines of ``logs/hooks.log``: why a hook
         injected nothing)."""
         summary = self.status()
+        path, verdict = self.model_verdict()
+        model_rows = []
+        if verdict is not None and not verdict.usable:
+            model_rows.append(
+                {
+                    "path": str(path),
+                    "kind": "model_unusable",
+                    "detail": f"{verdict.detail} (CPU: {verdict.cpu}; checked {verdict.checked_at})",
+                    "advice": "llama.cpp crashes with this model on this machine, so recall uses keywords only: "
+                    "upgrade llama-cpp-python, or try MARCH_LLAMA_EXTRA_BUFFERS=off, then `marchdb model check`",
+                }
+            )
         return {
-            "problems": doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at"))) + doctor.problems(self.con),
+            "problems": model_rows
+            + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
+            + doctor.problems(self.con),
             "vector_error": summary.get("vector_error"),
             "hook_log": logfile.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),

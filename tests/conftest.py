@@ -132,7 +132,9 @@ def store(cfg):
 @pytest.fixture
 def model_cfg(tmp_path: Path, vault: Vault, default_model_path: Path):
     """A configuration using the real default model."""
-    return load_config(home=tmp_path / "home", root=vault.root, model=str(default_model_path), env={})
+    # The models folder of the run: the model's check on this CPU (nativecheck) is made once there.
+    env = {"MARCH_MODELS_DIR": str(default_model_path.parent)}
+    return load_config(home=tmp_path / "home", root=vault.root, model=str(default_model_path), env=env)
 
 
 @pytest.fixture

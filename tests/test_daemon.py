@@ -39,6 +39,7 @@ def home(tmp_path, mixed_vault, default_model_path, monkeypatch):
     monkeypatch.setenv("MARCH_HOME", str(path))
     monkeypatch.setenv("MARCH_MEMORY_ROOT", str(mixed_vault.root))
     monkeypatch.setenv("MARCH_EMBED_MODEL", str(default_model_path))
+    monkeypatch.setenv("MARCH_MODELS_DIR", str(default_model_path.parent))  # its CPU check made once a run
     yield path
     daemon.stop(path)
     # A hook answered cold may have started an engine that is only now taking

@@ -33,6 +33,7 @@ def server(tmp_path, mixed_vault, default_model_path):
         "MARCH_HOME": str(tmp_path / "home"),
         "MARCH_MEMORY_ROOT": str(mixed_vault.root),
         "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
         "PATH": os.environ.get("PATH", ""),
         "MARCH_DAEMON": "0",  # the server's own engine (test_daemon.py covers the shared one)
     }

@@ -59,6 +59,7 @@ def world(tmp_path, vault, default_model_path):
         "MARCH_HOME": str(march),
         "MARCH_MEMORY_ROOT": str(vault.root),
         "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
         "PATH": f"{HOSTS_DIR / 'hermes' / 'bin'}{os.pathsep}{HOSTS_DIR / 'node_modules' / '.bin'}{os.pathsep}"
         + os.environ.get("PATH", ""),
     }

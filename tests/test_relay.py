@@ -128,6 +128,7 @@ def test_the_installed_command_answers_through_the_engine_importing_almost_nothi
         "MARCH_HOME": str(home),
         "MARCH_MEMORY_ROOT": str(mixed_vault.root),
         "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
     }
     # A stranger's repository as the folder the host runs the hook in: its
     # modules must never be imported, neither by the hook nor by the engine it starts.
@@ -176,6 +177,7 @@ def test_an_event_too_large_to_relay_is_asked_again_in_its_parsed_form(
     monkeypatch.setenv("MARCH_HOME", str(home))
     monkeypatch.setenv("MARCH_MEMORY_ROOT", str(mixed_vault.root))
     monkeypatch.setenv("MARCH_EMBED_MODEL", str(default_model_path))
+    monkeypatch.setenv("MARCH_MODELS_DIR", str(default_model_path.parent))
     # Backslashes: 2 bytes each on stdin, 4 once the raw event is a string of the relayed request.
     base = json.dumps({**EVENTS["claude-code"]("big"), "padding": ""})
     room = (hook.MAX_EVENT_BYTES - len(base)) // 2

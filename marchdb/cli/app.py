@@ -175,7 +175,9 @@ def _store(ctx: typer.Context):
 
     obj = ctx.find_root().obj or {}
     if "store" not in obj:
-        obj["store"] = Store(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+        store = Store(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+        store.say = lambda line: say(line, err=True)
+        obj["store"] = store
         ctx.find_root().obj = obj
     return obj["store"]
 

@@ -292,10 +292,25 @@ def model_info(ctx: typer.Context, as_json: bool = JsonOpt):
 
 @command(model_app, "check")
 def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
-    """Self-test: related text must score clearly above unrelated text."""
+    """Self-test: llama.cpp runs the model on this CPU (proven again, in a
+    separate process), and related text scores clearly above unrelated text."""
+    from marchdb.embedding import nativecheck, resolve_model_path
     from marchdb.embedding.selftest import check_report
 
+    store = _store(ctx)
+    path = resolve_model_path(store.cfg, say=lambda line: say(line, err=True))
+    try:
+        verdict = nativecheck.ensure_proven(store.cfg.models_dir, path, force=True)
+    except nativecheck.ModelUnusable as exc:
+        if as_json:
+            _emit({"ok": False, "native_check": str(exc), "checks": []})
+            raise typer.Exit(ModelError.exit_code) from None
+        raise
     data = check_report(_embedder(ctx))
+    if verdict is not None:
+        data["native_check"] = verdict.summary()
+        if not as_json:
+            say(f"ok   this CPU: {verdict.summary()}")
     ok = data["ok"]
     if as_json:
         _emit(data)

@@ -65,18 +65,21 @@ class Embedder(ABC):
         return False
 
 
-def resolve_model_path(cfg: Config, build: bool = True) -> Path:
+def resolve_model_path(cfg: Config, build: bool = True, say: Callable[[str], None] | None = None) -> Path:
     """The GGUF file to use: a path from the configuration, or a built-in
-    recipe built into the models folder on first need."""
+    recipe built into the models folder on first need (``say`` is told)."""
     from marchdb.embedding import recipes
 
     name = cfg.embedding_model or recipes.DEFAULT_RECIPE
     if name in recipes.RECIPES:
+        target = recipes.get(name).path_in(cfg.models_dir)
         if build:
             from marchdb.embedding.build import build_model
 
+            if say is not None and not target.is_file():
+                say(f"marchdb: building the embedding model {name} into {cfg.models_dir} (first use, a few seconds)")
             return build_model(name, cfg.models_dir)
-        return recipes.get(name).path_in(cfg.models_dir)
+        return target
     path = Path(os.path.expanduser(name))
     if not path.is_file():
         raise ModelError(
@@ -86,8 +89,16 @@ def resolve_model_path(cfg: Config, build: bool = True) -> Path:
     return path
 
 
-def load_embedder(cfg: Config) -> Embedder:
-    """Load the configured model (building the default one if needed)."""
+def load_embedder(cfg: Config, say: Callable[[str], None] | None = None) -> Embedder:
+    """Load the configured model (building the default one if needed), once
+    a child process has proven that llama.cpp runs it on this machine
+    (``nativecheck``: a native crash there costs a ``ModelUnusable`` error,
+    never this process). ``say(line)`` tells a person what a first use is
+    doing (building, proving: seconds)."""
+    from marchdb.embedding import nativecheck
     from marchdb.embedding.llama import LlamaEmbedder
 
-    return LlamaEmbedder(resolve_model_path(cfg), threads=cfg.threads, prefixes=cfg.prefixes)
+    path = resolve_model_path(cfg, say=say)
+    verdict = nativecheck.ensure_proven(cfg.models_dir, path, say=say)
+    extra = None if verdict is None else verdict.extra_buffers
+    return LlamaEmbedder(path, threads=cfg.threads, prefixes=cfg.prefixes, extra_buffers=extra)

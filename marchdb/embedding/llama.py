@@ -327,7 +327,8 @@ class LlamaEmbedder(Embedder):
 
     def info(self) -> dict:
         """What ``marchdb model info`` shows: ``{"path", "bytes", "dim",
-        "pooling", "fingerprint", "n_ctx", "prefixes"}``."""
+        "pooling", "fingerprint", "n_ctx", "prefixes", "extra_buffers"}``
+        (the last: whether llama.cpp's AMX / repack buffers are used, and why)."""
         return {
             "path": str(self.path),
             "bytes": self.path.stat().st_size,
@@ -336,6 +337,7 @@ class LlamaEmbedder(Embedder):
             "fingerprint": self.fingerprint,
             "n_ctx": self.n_ctx,
             "prefixes": self.prefixes,
+            "extra_buffers": self.extra_buffers.reason,
         }
 
     # -- public embedding API -------------------------------------------------

@@ -189,6 +189,7 @@ class Engine:
 
         started = time.perf_counter()
         store = Store(self.cfg, keep_vectors=True)
+        store.say = self.log
         self.store = store
         store.embedder()
         with contextlib.suppress(ConfigError):

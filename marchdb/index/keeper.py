@@ -91,6 +91,10 @@ class Keeper:
         #: files, else left to the engine (10,000 files took ~10 s, past a
         #: host's hook timeout); the answer then has no hints, and says why.
         self.first_scan_inline = True
+        #: Where a first use's long steps are told as they happen (building
+        #: the model, proving it on this CPU: seconds): the CLI's stderr, the
+        #: engine's log. None: told to no one.
+        self.say: Callable[[str], None] | None = None
 
     @property
     def con(self) -> apsw.Connection:
@@ -183,7 +187,7 @@ class Keeper:
         reason is kept for ``status`` / ``doctor`` and announced once)."""
         if self._embedder is None and self._embedder_error is None:
             try:
-                self._embedder = load_embedder(self.cfg)
+                self._embedder = load_embedder(self.cfg, say=self.say)
             except ModelError as exc:
                 self._embedder_error = str(exc)
                 self.notices.append(f"vectors disabled, recall uses BM25 only: {exc}")
@@ -245,6 +249,21 @@ class Keeper:
         if done:
             report.model = fingerprint
         return done
+
+    def model_verdict(self):
+        """``(model path, nativecheck.Verdict)`` of the configured model on this
+        machine, as remembered (never proves, never loads); the verdict is
+        None when the model was not checked here yet; ``(None, None)`` when
+        there is no model file."""
+        from marchdb.embedding import nativecheck
+
+        try:
+            path = resolve_model_path(self.cfg, build=False)
+        except ModelError:
+            return None, None
+        if not path.is_file():
+            return None, None
+        return path, nativecheck.known_verdict(self.cfg.models_dir, path)
 
     def follow_index(self) -> bool:
         """Reopen the index when another process replaced its file
