@@ -73,3 +73,70 @@ def test_two_processes_never_embed_the_same_backlog(tmp_path, vault, default_mod
     reports = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
     total = 40 + 40  # one metadata text and one body chunk (four short paragraphs) per memory
     assert sorted(r["embedded"] for r in reports) == [0, total]
+
+
+def _old_schema(path) -> None:
+    """Make the index at ``path`` look like one an older marchdb made."""
+    from marchdb.index.db import _connect_raw
+
+    con = _connect_raw(path)
+    con.pragma("user_version", db.SCHEMA_VERSION - 1)
+    con.close()
+
+
+def test_a_schema_change_keeps_every_vector(vault, cfg):
+    from marchdb.store import Store
+
+    for i in range(6):
+        vault.memory(f"m{i}.md", f"mem_{i}", name=f"Memory {i}", body=f"body number {i}\n\nsecond part {i}")
+    emb = TinyEmbedder("tiny-8", dim=8)
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        assert vectors.embed_pending(store.con, emb, store.cfg.index_path) == 12
+        before = {
+            (r["kind"], r["hash"]): r["embedding"]
+            for r in db.rows(
+                store.con,
+                "SELECT v.kind, v.hash, e.embedding FROM vectors v JOIN vec_meta e ON e.rowid = v.vid "
+                "UNION ALL SELECT v.kind, v.hash, e.embedding FROM vectors v JOIN vec_chunk e ON e.rowid = v.vid",
+            )
+        }
+        counted = counts(store.con)
+        center = db.get_meta(store.con, "vector_center")
+    _old_schema(cfg.index_path)
+    with Store(cfg) as store:
+        assert store.con is not None  # opening it rebuilds the schema
+        notes = store.take_notices()
+        assert any("kept 12 vectors" in n for n in notes), notes
+        report = store.sync(embed=False)
+        assert report.added == 6
+        assert vectors.embed_pending(store.con, emb, store.cfg.index_path) == 0  # nothing embedded again
+        after = {
+            (r["kind"], r["hash"]): r["embedding"]
+            for r in db.rows(
+                store.con,
+                "SELECT v.kind, v.hash, e.embedding FROM vectors v JOIN vec_meta e ON e.rowid = v.vid "
+                "UNION ALL SELECT v.kind, v.hash, e.embedding FROM vectors v JOIN vec_chunk e ON e.rowid = v.vid",
+            )
+        }
+        assert after == before
+        assert counts(store.con) == counted
+        assert db.get_meta(store.con, "model_fingerprint") == "tiny-8"
+        assert db.get_meta(store.con, "vector_center") == center
+
+
+def test_a_schema_change_with_the_model_embeds_nothing_again(vault, model_cfg):
+    from marchdb.store import Store
+
+    vault.memory("deploy.md", "mem_deploy", name="Deploy day", description="We deploy on Tuesdays, never on Fridays")
+    vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen with breakfast")
+    with Store(model_cfg) as store:
+        assert store.sync().embedded == 3  # two names and descriptions, one body both share
+        first = store.recall("can we ship this on friday?", threshold=0.0)
+    _old_schema(model_cfg.index_path)
+    with Store(model_cfg) as store:
+        report = store.sync()
+        assert report.added == 2 and report.embedded == 0
+        again = store.recall("can we ship this on friday?", threshold=0.0)
+        assert again.mode == first.mode != "bm25"
+        assert [(h.id, round(h.score, 4)) for h in again.hints] == [(h.id, round(h.score, 4)) for h in first.hints]

@@ -27,7 +27,7 @@ import apsw.bestpractice
 
 from marchdb.clock import utc_now_iso
 from marchdb.errors import IndexUnavailable
-from marchdb.index import logs, ownership
+from marchdb.index import carry, logs, ownership
 from marchdb.private import make_private_dirs
 
 
@@ -304,9 +304,11 @@ def _apply_schema(con: apsw.Connection) -> str:
             saved = logs.read(con)
         except apsw.Error:  # an index too old or odd to read its logs
             saved = None
+        stashed = carry.stash(con)
         _drop_everything(con)
         con.execute(schema_sql())
         copied, skipped = logs.restore(con, saved)
+        carry.restore(con, stashed)
         set_meta(con, "schema_hash", schema_hash())
         set_meta(con, "created_at", utc_now_iso())
         # Tells caches of long-lived processes (vecindex, term statistics)
@@ -320,7 +322,8 @@ def _apply_schema(con: apsw.Connection) -> str:
     # Into the file's header now, where ownership.py reads it first (in WAL
     # mode it would wait in the -wal file for the next checkpoint).
     con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-    return logs.describe(copied, skipped) if saved and saved.rows() else ""
+    kept = [logs.describe(copied, skipped) if saved and saved.rows() else "", carry.describe(stashed)]
+    return "; ".join(k for k in kept if k)
 
 
 def checkpoint(con: apsw.Connection, truncate: bool = False) -> tuple[int, int] | None:

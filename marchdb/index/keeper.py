@@ -246,6 +246,11 @@ class Keeper:
             and db.get_meta(self.con, "vectors_complete") == fingerprint
             and db.get_meta(self.con, "model_fingerprint") == fingerprint
         )
+        if not done and fingerprint is not None and db.get_meta(self.con, "model_fingerprint") == fingerprint:
+            # Vectors carried over a rebuild of the schema (or left by an
+            # earlier pass) may cover every text already: told by SQL, the
+            # model stays unloaded (seconds) when nothing waits for it.
+            done = vectors.mark_complete_if_nothing_pending(self.con, fingerprint)
         if done:
             report.model = fingerprint
         return done

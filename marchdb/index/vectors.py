@@ -138,6 +138,25 @@ def pending_texts(con: apsw.Connection) -> list[tuple[str, str, str]]:
     return out
 
 
+def mark_complete_if_nothing_pending(con: apsw.Connection, fingerprint: str) -> bool:
+    """Mark the index's vectors complete for ``fingerprint`` when no active
+    text lacks one, checked and marked in one write transaction (a save in
+    between clears the mark, or waits for it). Returns whether it did."""
+    with transaction(con):
+        if get_meta(con, "model_fingerprint") != fingerprint or not has_vector_tables(con):
+            return False
+        row = con.execute(
+            "SELECT EXISTS (SELECT 1 FROM memory_index m WHERE status = 'active' AND NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash)) "
+            "OR EXISTS (SELECT 1 FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active' "
+            "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash))"
+        ).fetchone()
+        if row is None or row[0]:
+            return False
+        set_meta(con, "vectors_complete", fingerprint)
+    return True
+
+
 def store_vectors(con: apsw.Connection, items: list[tuple[str, str]], vecs: np.ndarray) -> int:
     """Insert vectors for ``(kind, hash)`` items in one transaction; items
     another process stored meanwhile are skipped. Returns how many were new."""
