@@ -262,12 +262,13 @@ def _write_cache(path: Path) -> None:
             old.unlink(missing_ok=True)
 
 
-def load(cache_dir: Path | None = None) -> Dictionary:
+def load(cache_dir: Path | None = None, say=None) -> Dictionary:
     """The dictionary, opened once per process (thread-safe). With
     ``cache_dir`` (marchdb's home's ``cache/``) its file is kept there under
     the source package's version; a file that is missing, damaged or of
-    another ``CACHE_FORM`` is made again (~2 s). Without one, or where the
-    file cannot be written, it is built in memory each time."""
+    another ``CACHE_FORM`` is made again (~2 s, told to ``say(line)``).
+    Without one, or where the file cannot be written, it is built in memory
+    each time."""
     global _DICT
     with _load_lock:
         if _DICT is not None:
@@ -278,6 +279,8 @@ def load(cache_dir: Path | None = None) -> Dictionary:
             path = cache_dir / _cache_name()
             con = _open_cache(path)
             if con is None:
+                if say is not None:
+                    say(f"marchdb: making the Chinese-English word list in {cache_dir} (first use, a few seconds)")
                 try:
                     _write_cache(path)
                     con = _open_cache(path)

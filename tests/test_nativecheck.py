@@ -212,3 +212,18 @@ def test_a_linked_verdicts_file_is_never_followed(tmp_path):
     with pytest.raises(OSError):
         nativecheck._write_all(folder, {})
     assert (folder / nativecheck.VERDICTS_FILE).is_symlink() and "planted" in target.read_text()
+
+
+def test_a_first_command_says_what_it_is_doing_whatever_its_output_is(tmp_path, default_model_path):
+    # A new home: the model is built and checked (seconds). With stdout and stderr
+    # both pipes, as in a script or a host's shell tool, the person still learns why it waits.
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_DAEMON": "0"}
+    for name in ("MARCH_EMBED_MODEL", "MARCH_MODELS_DIR", "MARCH_MEMORY_ROOT", "LD_PRELOAD"):
+        env.pop(name, None)
+    (tmp_path / "home" / "March Memories").mkdir(parents=True)
+    saved = run(env, "remember", "We deploy on Tuesdays, never on Fridays")
+    assert saved.returncode == 0, saved.stderr
+    assert "marchdb: building the embedding model e5" in saved.stderr
+    assert "marchdb: checking that llama.cpp runs" in saved.stderr
+    again = run(env, "recall", "when do we deploy?")
+    assert again.returncode == 0 and "marchdb:" not in again.stderr  # said once, not at every command

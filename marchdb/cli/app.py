@@ -197,12 +197,13 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
         if cfg.use_engine:
 
             def starting() -> None:
-                if sys.stderr.isatty():
-                    say(
-                        "marchdb: starting the warm engine, which keeps the model loaded for the next commands "
-                        "(its first start builds the model: about 20 s)...",
-                        err=True,
-                    )
+                # On stderr whatever it is (a pipe, a file): a first start takes
+                # seconds, and silence looks like a hang.
+                say(
+                    "marchdb: starting the warm engine, which keeps the model loaded for the next commands "
+                    "(a first start in a new home builds the model and checks it on this CPU: up to 30 s)...",
+                    err=True,
+                )
 
             try:
                 return calls.call(cfg, op, args, autostart=cfg.daemon_autostart and not overridden, starting=starting)

@@ -69,7 +69,7 @@ _PROBE_PASSAGES = (
 )
 _PROBE_QUERY = "How do I reset my password?"
 # A passage longer than one window: the path a long memory takes.
-_PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, restart the workers." for i in range(120))
+_PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, restart the workers." for i in range(40))
 #: The related pair must beat the unrelated one by this much (e5 squeezes
 #: cosines into 0.7-0.95; any working model clears it widely).
 _MARGIN = 0.02

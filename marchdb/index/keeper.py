@@ -371,7 +371,7 @@ class Keeper:
         ``cache/``; None, announced once, when it cannot be read."""
         if self._words is None and self._words_error is None:
             try:
-                self._words = bridge.load(self.cfg.home / "cache")
+                self._words = bridge.load(self.cfg.home / "cache", say=self.say)
             except (OSError, EOFError, ValueError, ImportError) as exc:
                 self._words_error = f"{type(exc).__name__}: {exc}"
                 self.notices.append(
