@@ -600,8 +600,16 @@ class Store(Keeper):
         if _RECALLS_IN_SQL.search(sql):
             # As `marchdb recall` does: answer from an index that is up to date.
             self.ensure_fresh()
+        if _EMBEDS_IN_SQL.search(sql) and self.use_model:
+            # The model (built and checked on this CPU on first use) and the
+            # word list recall reads are loaded before the statement's clock
+            # starts, not inside it: seconds that are not the statement's.
+            self.embedder()
+            self.words()
         return query_mod.run_one(self.con if write else self.reader(), sql, params, max_rows, timeout)
 
 
 #: Statements that recall from the index get the dirty check first.
 _RECALLS_IN_SQL = re.compile(r"\bmarch_(recall|similar)", re.IGNORECASE)
+#: Statements whose functions embed text with the model.
+_EMBEDS_IN_SQL = re.compile(r"\bmarch_(recall|similar|embed)", re.IGNORECASE)

@@ -257,6 +257,7 @@ def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     builds it, the others wait on the folder's lock and find it built."""
     import fcntl
 
+    from marchdb.embedding import nativecheck
     from marchdb.embedding.build import build_model
     from marchdb.embedding.recipes import DEFAULT_RECIPE
 
@@ -264,7 +265,12 @@ def default_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return build_model(DEFAULT_RECIPE, folder)
+        path = build_model(DEFAULT_RECIPE, folder)
+    # Checked on this CPU once, here, as a user's first use does: the tests that
+    # point MARCH_MODELS_DIR at this folder find the verdict instead of paying
+    # for the check wherever it falls (an engine's first start, a hook's wait).
+    nativecheck.ensure_proven(folder, path)
+    return path
 
 
 @pytest.fixture(scope="session")

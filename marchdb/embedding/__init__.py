@@ -95,10 +95,35 @@ def load_embedder(cfg: Config, say: Callable[[str], None] | None = None) -> Embe
     (``nativecheck``: a native crash there costs a ``ModelUnusable`` error,
     never this process). ``say(line)`` tells a person what a first use is
     doing (building, proving: seconds)."""
+    import concurrent.futures
+
     from marchdb.embedding import nativecheck
     from marchdb.embedding.llama import LlamaEmbedder
 
     path = resolve_model_path(cfg, say=say)
-    verdict = nativecheck.ensure_proven(cfg.models_dir, path, say=say)
-    extra = None if verdict is None else verdict.extra_buffers
-    return LlamaEmbedder(path, threads=cfg.threads, prefixes=cfg.prefixes, extra_buffers=extra)
+
+    def load(extra: bool | None) -> LlamaEmbedder:
+        return LlamaEmbedder(path, threads=cfg.threads, prefixes=cfg.prefixes, extra_buffers=extra)
+
+    known = nativecheck.known_verdict(cfg.models_dir, path)
+    if known is not None:
+        return load(nativecheck.raise_if_unusable(known).extra_buffers)
+    # First use on this machine: the child embeds while this process loads the
+    # model (loading never runs a kernel that computes; only embedding does,
+    # and nothing here embeds before the verdict). Seconds saved at a first start.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="marchdb-nativecheck") as pool:
+        proving = pool.submit(nativecheck.ensure_proven, cfg.models_dir, path, False, say)
+        try:
+            emb = load(None)
+        except ModelError:
+            proving.cancel()
+            raise
+        try:
+            verdict = proving.result()
+        except BaseException:
+            emb.close()
+            raise
+    if verdict is not None and verdict.extra_buffers is not None:
+        emb.close()  # the child proved another setting than llama.cpp's own choice
+        emb = load(verdict.extra_buffers)
+    return emb

@@ -68,8 +68,9 @@ _PROBE_PASSAGES = (
     "要重置密码，请打开设置，选择账户，然后点击“忘记密码”。",
 )
 _PROBE_QUERY = "How do I reset my password?"
-# A passage longer than one window: the path a long memory takes.
-_PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, restart the workers." for i in range(40))
+# A passage of about 300 tokens: a batch as large as a memory's body makes
+# (kernels may tile large batches differently from a short query).
+_PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, restart the workers." for i in range(14))
 #: The related pair must beat the unrelated one by this much (e5 squeezes
 #: cosines into 0.7-0.95; any working model clears it widely).
 _MARGIN = 0.02
@@ -235,6 +236,11 @@ def _locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def raise_if_unusable(verdict: Verdict) -> Verdict:
+    """``verdict``, or ``ModelUnusable`` when it says the model must not run here."""
+    return _usable(verdict)
 
 
 def known_verdict(folder: Path, path: Path) -> Verdict | None:

@@ -191,7 +191,15 @@ class Engine:
         store = Store(self.cfg, keep_vectors=True)
         store.say = self.log
         self.store = store
-        store.embedder()
+        # The model loads (and, the first time on this CPU, is checked in a
+        # child process) on a thread of its own while this one makes the word
+        # list and scans the files: a first start costs the longer of the two.
+        loading = threading.Thread(target=store.embedder, name="marchdb-load-model", daemon=True)
+        loading.start()
+        with contextlib.suppress(ConfigError):
+            store.words()
+            store.sync(embed=False)
+        loading.join()
         with contextlib.suppress(ConfigError):
             # Scan and embed what is new (a bounded batch: a large backlog is
             # left to the watcher, so clients are not kept waiting minutes),
