@@ -86,7 +86,7 @@ END;
 -- The vectors themselves live in vec0 tables keyed by vid; keying by content
 -- hash means a moved or renamed file is never embedded again. AUTOINCREMENT:
 -- a vid is never reused, so a process holding vectors in memory
--- (marchdb/vecindex.py) can tell new vectors from old ones by vid alone.
+-- (marchdb/index/vecindex.py) can tell new vectors from old ones by vid alone.
 CREATE TABLE vectors (
     vid  INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK (kind IN ('meta', 'chunk')),

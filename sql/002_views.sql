@@ -56,7 +56,7 @@ SELECT
     (SELECT value FROM meta WHERE key = 'vector_error')                 AS vector_error;
 
 -- What the agent was hinted and what it opened (the logs survive rebuilds,
--- marchdb/logs.py). Plain SQL: readable from the stock sqlite3 shell. The
+-- marchdb/index/logs.py). Plain SQL: readable from the stock sqlite3 shell. The
 -- per-memory lookups use the (mem_id, at) indexes of 003_lifecycle.sql.
 
 -- One row per logged hint: when, which run (its place in the order of runs

@@ -3,7 +3,7 @@
 -- from growing forever. Readable from the stock sqlite3 shell.
 
 -- Lifecycle fields of a memory's frontmatter; a row only for memories that
--- have one (sync writes it with the memory, marchdb/sync.py).
+-- have one (sync writes it with the memory, marchdb/index/sync.py).
 CREATE TABLE memory_attrs (
     rid      INTEGER PRIMARY KEY REFERENCES memory_index(rid) ON DELETE CASCADE,
     priority REAL,   -- `priority:` high 1, normal 0, low -1 (notes.priority_value); a ranking signal

@@ -1,4 +1,4 @@
--- How a passive-recall score is made. marchdb/recall.py runs one of these
+-- How a passive-recall score is made. marchdb/index/recall.py runs one of these
 -- statements (the hybrid one when vectors exist, else the BM25 one), then
 -- applies the hint rules (threshold, per-run de-duplication) in Python.
 --
@@ -15,7 +15,7 @@
 --             other script than the message; its share is taken of
 --             :xbm25_max (recall.bridge_terms), and the larger share counts
 -- Calibration turns raw values into 0..1 values that mean the same for
--- every query, every vault and every model (marchdb/embedding/calibrate.py):
+-- every query, every vault and every model (marchdb/index/calibrate.py):
 --   dense = logistic((dense_cos - :dense_bg - :dense_mid) / :dense_scale)
 --           :dense_bg is the query's own background: its mean cosine to the
 --           probe passages (e5 puts "ok thanks" close to every text, a
@@ -254,7 +254,7 @@ knn_chunk AS MATERIALIZED (
 
 -- name: knn_memory
 -- A process that recalls repeatedly keeps the vectors in memory
--- (marchdb/vecindex.py) and finds the nearest ones itself — the same top k
+-- (marchdb/index/vecindex.py) and finds the nearest ones itself — the same top k
 -- by cosine as the vec0 KNN above, ~5x faster; their vids arrive as JSON.
 knn_meta AS MATERIALIZED (SELECT value AS vid FROM json_each(:knn_meta)),
 knn_chunk AS MATERIALIZED (SELECT value AS vid FROM json_each(:knn_chunk)),

@@ -1,4 +1,4 @@
--- Temperature (marchdb/temperature.py): what the ranking adjustment of a
+-- Temperature (marchdb/index/temperature.py): what the ranking adjustment of a
 -- recall needs about its candidates (:ids, a JSON array of memory ids).
 --   hinted  times hinted (injected for a user message or an assistant output) since :since
 --   opened  opens since :since that followed a hint of the same memory within a day

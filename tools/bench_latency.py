@@ -11,7 +11,7 @@ tables have the size and roughly the cosine spread of a real index. The
 query path is the product's own: ``Store.recall`` with the real default
 model embedding each query, the SQL of ``sql/recall.sql`` and the hint rules,
 timed twice: as a long-lived process runs it (vectors held in memory,
-``marchdb/vecindex.py``) and as a one-shot CLI call does (vec0 tables only).
+``marchdb/index/vecindex.py``) and as a one-shot CLI call does (vec0 tables only).
 Half the queries name things of the vault (see ``bench_sync.entity``).
 """
 

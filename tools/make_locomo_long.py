@@ -38,6 +38,8 @@ import os
 import re
 import sys
 
+from bench_data import BENCH
+
 TARGET = 11000
 LOW, HIGH = 8000, 14000
 SEP = "\n\n"
@@ -130,7 +132,7 @@ def quantiles(values):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outdir")
-    ap.add_argument("--src", default="/work/shared/bench/locomo")
+    ap.add_argument("--src", default=str(BENCH / "locomo"), help="the locomo set (default: the shared benchmark sets)")
     args = ap.parse_args()
 
     mems = read_jsonl(os.path.join(args.src, "memories.jsonl"))

