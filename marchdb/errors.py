@@ -65,6 +65,14 @@ class ModelError(MarchError):
     kind = "model_error"
 
 
+class ModelUnusable(ModelError):
+    """The model crashed (or gave nonsense) in llama.cpp on this machine, and
+    is not loaded: recall uses keywords until ``marchdb model check`` proves
+    it again (``embedding.nativecheck``)."""
+
+    kind = "model_unusable"
+
+
 class NotFound(MarchError):
     """No memory has this id."""
 

@@ -124,3 +124,19 @@ def test_every_module_path_named_in_code_sql_and_docs_exists():
             named.setdefault(found, set()).add(str(path.relative_to(ROOT)))
     missing = {p: sorted(where) for p, where in named.items() if not (ROOT / p).is_file()}
     assert not missing, missing
+
+
+def test_every_error_class_is_exported_as_the_api_page_says():
+    import marchdb
+    from marchdb import errors
+
+    family = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.MarchError) and value.__module__ == errors.__name__
+    }
+    assert family <= set(marchdb.__all__), sorted(family - set(marchdb.__all__))
+    for name in family:
+        assert getattr(marchdb, name) is getattr(errors, name)
+    page = (DOCS / "python-api.md").read_text(encoding="utf-8")
+    assert [n for n in sorted(family) if n not in page] == []

@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from marchdb.cli.app import JsonOpt, _emit, _notices, _store, app, command, model_app, say
-from marchdb.errors import EXIT_INTERRUPTED, InvalidInput, ModelError
+from marchdb.errors import EXIT_INTERRUPTED, InvalidInput, ModelError, ModelUnusable
 from marchdb.text import one_line
 
 #: ``marchdb sql``'s bounds unless ``--timeout`` / ``--max-rows`` say
@@ -301,7 +301,7 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
     path = resolve_model_path(store.cfg, say=lambda line: say(line, err=True))
     try:
         verdict = nativecheck.ensure_proven(store.cfg.models_dir, path, force=True)
-    except nativecheck.ModelUnusable as exc:
+    except ModelUnusable as exc:
         if as_json:
             _emit({"ok": False, "native_check": str(exc), "checks": []})
             raise typer.Exit(ModelError.exit_code) from None

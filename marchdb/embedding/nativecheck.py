@@ -45,7 +45,7 @@ from pathlib import Path
 
 from marchdb.clock import utc_now_iso
 from marchdb.embedding import cpu
-from marchdb.errors import ModelError
+from marchdb.errors import ModelError, ModelUnusable
 from marchdb.private import make_private_dirs, open_private
 
 #: The verdicts, in the models folder.
@@ -74,13 +74,6 @@ _PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, re
 #: The related pair must beat the unrelated one by this much (e5 squeezes
 #: cosines into 0.7-0.95; any working model clears it widely).
 _MARGIN = 0.02
-
-
-class ModelUnusable(ModelError):
-    """The model crashed (or gave nonsense) in llama.cpp on this machine, and
-    is not loaded: recall uses keywords until it is proven again."""
-
-    kind = "model_unusable"
 
 
 @dataclass
