@@ -119,6 +119,7 @@ def call_(
     arguments: Optional[str] = typer.Argument(
         None, help="The arguments as a JSON object; '-' reads them from stdin; omitted: none."
     ),
+    as_json: bool = typer.Option(True, "--json", help="Print JSON (always: the answer is JSON).", hidden=True),
 ):
     """Run one operation with JSON arguments and print its JSON answer: what an agent's tool call does (scripts, Hermes)."""
     import json
@@ -141,7 +142,9 @@ def call_(
 
 
 @command(app)
-def tools():
+def tools(
+    as_json: bool = typer.Option(True, "--json", help="Print JSON (always: the answer is JSON).", hidden=True),
+):
     """Print the agent operations as JSON tool schemas (name, description, parameters)."""
     _emit({"tools": ops.tools()})
 
