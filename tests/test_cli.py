@@ -296,10 +296,10 @@ def test_demo_runs_end_to_end_in_a_throwaway_vault(tmp_path, default_model_path,
     assert not (tmp_path / "real-home" / "March Memories").exists()  # the user's vault: untouched
 
 
-def test_the_readme_python_example_runs_as_written_and_twice(tmp_path, default_model_path, monkeypatch, capsys):
+def test_the_python_api_example_runs_as_written_and_twice(tmp_path, default_model_path, monkeypatch, capsys):
     # Pasted as it was, it needed a folder that did not exist, crashed without Claude Code's
     # sessions, and died on hints[0] the second time (the memory was suppressed by then).
-    block = README.read_text(encoding="utf-8").split("## Python API", 1)[1].split("```python\n", 1)[1]
+    block = API_PAGE.read_text(encoding="utf-8").split("## An example", 1)[1].split("```python\n", 1)[1]
     code = block.split("```", 1)[0]
     monkeypatch.setenv("MARCH_MODELS_DIR", str(default_model_path.parent))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -308,9 +308,19 @@ def test_the_readme_python_example_runs_as_written_and_twice(tmp_path, default_m
 
     monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR is read again
     for _ in range(2):
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/python-api.md", "exec"), {})
     out = capsys.readouterr().out
     assert "Deploy day" in out and "does not exist" in out
+
+
+def test_the_readme_python_example_runs_on_the_vault_the_environment_names(tmp_path, mixed_vault, monkeypatch):
+    block = README.read_text(encoding="utf-8").split("## Python API", 1)[1].split("```python\n", 1)[1]
+    monkeypatch.setenv("MARCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MARCH_MEMORY_ROOT", str(mixed_vault.root))
+    monkeypatch.setenv("MARCH_EMBED_MODEL", str(tmp_path / "none.gguf"))  # keyword recall: no model needed here
+    scope: dict = {}
+    exec(compile(block.split("```", 1)[0], "README.md", "exec"), scope)
+    assert isinstance(scope["hints"], list)
 
 
 def test_status_after_a_schema_rebuild_shows_the_files(cli, mixed_vault):
@@ -321,6 +331,8 @@ def test_status_after_a_schema_rebuild_shows_the_files(cli, mixed_vault):
 
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+API_PAGE = README.parent / "docs" / "python-api.md"
+CLI_PAGE = README.parent / "docs" / "cli.md"
 
 
 def _command_names(group, prefix: str = "") -> list[str]:
@@ -360,10 +372,10 @@ def test_every_command_is_in_the_readme():
     assert not missing, f"commands not documented in the README: {missing}"
 
 
-def test_exit_code_table_in_the_readme_is_the_real_one():
+def test_the_exit_code_table_is_the_real_one():
     from marchdb.errors import EXIT_CODES
 
-    section = README.read_text(encoding="utf-8").split("### Exit codes", 1)[1].split("\n#", 1)[0]
+    section = CLI_PAGE.read_text(encoding="utf-8").split("## Exit codes", 1)[1].split("\n#", 1)[0]
     table = [(int(code), meaning) for code, meaning in re.findall(r"^\| (\d+) \| (.+?) \|$", section, re.M)]
     assert table == EXIT_CODES
 

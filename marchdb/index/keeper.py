@@ -56,7 +56,7 @@ class Keeper:
             keys = ", ".join(repr(k) for k in self.cfg.ignored_keys)
             self.notices.append(
                 f"config.json: {keys} {'is' if len(self.cfg.ignored_keys) == 1 else 'are'} not a marchdb setting, "
-                "ignored (the settings are listed in the README, 'Where things live')"
+                "ignored (every setting is in docs/configuration.md)"
             )
         self._con: apsw.Connection | None = None
         self._embedder = embedder  # an already loaded one to share (a watcher with its engine)
