@@ -84,8 +84,8 @@ TRIGGER = Param(
 RECORD_ONLY = Param(
     "record_only",
     "bool",
-    "Record what passes the threshold for this run without injecting it (the final answer at the end of a run, "
-    "seed 000): nothing is hinted, and nothing is suppressed for later runs.",
+    "Record what passes the threshold for this run without injecting it (the final answer at the end of a "
+    "run): nothing is hinted, and nothing is suppressed for later runs.",
     False,
     flag="--record-only",
     hook=True,
@@ -248,7 +248,7 @@ REMEMBER = Operation(
     command="remember",
     summary="A memory from one sentence: name and description made from it, with save's checks.",
     description=(
-        "Remember one sentence as a memory of its own (seed 004's retain): its description is the sentence, its "
+        "Remember one sentence as a memory of its own (a quick retain): its description is the sentence, its "
         "name the sentence's subject or first words, its body the text; tags as given (else 'note'). The same "
         "checks and answer as memory_save: a near-duplicate writes nothing and names it, and a created memory "
         "lists related ones."
@@ -273,7 +273,7 @@ NOW = Operation(
     command="now",
     summary="The working page: what is being done now and where it is stuck (no TEXT: print it).",
     description=(
-        "The working page (seed 003's NOW.md): one short page of what you are doing now, what comes next and "
+        "The working page (a NOW.md of the agent's): one short page of what you are doing now, what comes next and "
         "where you are stuck, overwritten as the work moves on. It is not a memory (never searched nor hinted): "
         "hosts show it beside the profiles at a session's start as [now], with its age, and an old page as "
         "stale. Pass text to replace the whole page (a few lines), clear=true to empty it when the work is done, "
@@ -296,9 +296,9 @@ NOW = Operation(
 REFLECT = Operation(
     "memory_reflect",
     command="reflect",
-    summary="The day's log (or a range) with seed 003's routing, for your agent's model to keep what lasts.",
+    summary="The day's log (or a range) with routing rules, for your agent's model to keep what lasts.",
     description=(
-        "Reflect on the day's log (or a range of days): hands you the daily logs and seed 003's routing "
+        "Reflect on the day's log (or a range of days): hands you the daily logs and the routing rules "
         "(decision, lesson, person, project, preference, log only, nothing) so that you write what lasts as "
         "memories of their own with memory_save (updating, superseding or marking conflicts_with), and refresh "
         "the working page."

@@ -523,7 +523,7 @@ def search(
     truncated = leftover or pos < len(ranked)
     for mem_id in sorted(left_out):
         warnings.append(
-            f"left out {mem_id}: several files hold that id (seed 000 leaves conflicts out until they are "
+            f"left out {mem_id}: several files hold that id (a conflict is left out until it is "
             "fixed); give all but one a new id (`marchdb doctor` lists them)"
         )
     return {"query": query, "terms": terms, "results": results, "truncated": truncated, "warnings": warnings}

@@ -1,4 +1,4 @@
--- The lifecycle of a memory (issue 15): the frontmatter fields temperature
+-- The lifecycle of a memory: the frontmatter fields temperature
 -- and import read, the logs read by memory, and the bounds that keep the logs
 -- from growing forever. Readable from the stock sqlite3 shell.
 

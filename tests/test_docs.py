@@ -153,3 +153,41 @@ def test_every_command_takes_json_as_the_cli_page_promises(path, command):
         pytest.skip("speaks its own protocol, or is a group of commands")
     flags = {opt for p in command.params for opt in getattr(p, "opts", [])}
     assert "--json" in flags
+
+
+#: Names of the project's own working papers: a user or an agent cannot look them up.
+INTERNAL = re.compile(r"\b(seeds? ?0\d\d|issue \d+|the README, section)", re.IGNORECASE)
+
+
+def _user_facing_strings(path: Path) -> list[tuple[int, str]]:
+    """The string constants of a module that reach people or agents: every one
+    but docstrings (help texts, tool descriptions, warnings, text for a model)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_what_users_and_agents_read_names_no_internal_papers():
+    # MCP tool descriptions, the reflection text handed to a model, a search warning and
+    # the docs said "seed 003's routing", "issue 33", which no reader can look up.
+    found = []
+    for page in [ROOT / "README.md", ROOT / "CHANGELOG.md", *DOCS.rglob("*.md"), *ROOT.joinpath("sql").glob("*.sql")]:
+        found += [
+            f"{page.relative_to(ROOT)}: {m.group(0)}" for m in INTERNAL.finditer(page.read_text(encoding="utf-8"))
+        ]
+    for module in ROOT.joinpath("marchdb").rglob("*.py"):
+        for line, text in _user_facing_strings(module):
+            found += [f"{module.relative_to(ROOT)}:{line}: {m.group(0)}" for m in INTERNAL.finditer(text)]
+    assert not found, found

@@ -161,7 +161,7 @@ def reflection(con: apsw.Connection, root: Path, first: dt.date, last: dt.date) 
     span = f"the daily log of {first}" if first == last else f"the daily logs of {first} to {last}"
     have = {log["day"] for log in logs}
     missing = [d.isoformat() for d in _days(first, last) if d.isoformat() not in have]
-    parts = [f"Reflect on {span} (marchdb; seed 003's nightly reflection).", ""]
+    parts = [f"Reflect on {span} (marchdb's nightly reflection).", ""]
     if not logs:
         days = str(first) if first == last else f"{first} to {last}"
         parts.append(f"There is no daily log for {days}: nothing to reflect on. Write nothing.")
