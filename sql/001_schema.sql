@@ -28,7 +28,7 @@ CREATE TABLE problems (
 );
 CREATE INDEX problems_path ON problems(path);
 
--- Seed 000's memory_index, one row per id held by exactly one file.
+-- The memory index, one row per id held by exactly one file.
 CREATE TABLE memory_index (
     rid          INTEGER PRIMARY KEY,  -- stable key for fts/chunks joins
     id           TEXT NOT NULL UNIQUE,

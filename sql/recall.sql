@@ -2,7 +2,7 @@
 -- statements (the hybrid one when vectors exist, else the BM25 one), then
 -- applies the hint rules (threshold, per-run de-duplication) in Python.
 --
--- Signals per candidate memory (seed 000):
+-- Signals per candidate memory:
 --   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
 --   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
 --   dense_cos max(meta_cos, body_cos)
