@@ -34,6 +34,8 @@ from marchdb.roots import in_plain_sight, unusual_root
 DEFAULT_MIN_SCORE = 0.5
 #: The working page (``now``) is shown as stale once older than this many hours.
 DEFAULT_NOW_STALE_HOURS = 24.0
+#: ... and at most a year.
+MAX_NOW_STALE_HOURS = 24 * 366
 #: The warm engine (``marchdb serve``) exits after this many idle minutes.
 DEFAULT_DAEMON_IDLE_MINUTES = 30.0
 #: Seconds a hook's prompt waits for a starting engine: within the 10 s hook
@@ -197,7 +199,7 @@ class Config:
 
 #: Settings a client sends with each request to the warm engine: the engine
 #: answers with them (they shape a recall, not what it has loaded).
-REQUEST_SETTINGS = ("min_score", "dense_weight", "project_tag_prefix", "projects")
+REQUEST_SETTINGS = ("min_score", "dense_weight", "project_tag_prefix", "projects", "now_stale_hours")
 
 
 def request_settings(cfg: Config) -> dict:
@@ -434,7 +436,7 @@ def load_config(
     where = "MARCH_NOW_STALE_HOURS" if env.get("MARCH_NOW_STALE_HOURS") else "nowStaleHours"
     stale_raw = env.get("MARCH_NOW_STALE_HOURS") or data.get("nowStaleHours")
     stale = _number(stale_raw, where, "a number of hours such as 24") if stale_raw is not None else None
-    if stale is not None and not 0 < stale <= 24 * 366:
+    if stale is not None and not 0 < stale <= MAX_NOW_STALE_HOURS:
         raise ConfigError(f"{where}={stale_raw!r} must be a number of hours above 0, at most a year (8784)")
 
     models_value = env.get("MARCH_MODELS_DIR") or data.get("modelsDir")

@@ -894,6 +894,42 @@ def test_settings_given_by_environment_reach_the_engine(home):
     assert "settings: threshold 0.97 (MARCH_MEMORY_RECALL_MIN_SCORE)" in text
 
 
+def test_every_setting_a_client_resolves_reaches_the_answer_or_names_the_refusal(home):
+    # MARCH_NOW_STALE_HOURS was ignored whenever the engine answered; a differing
+    # MARCH_THREADS (how the engine embeds, nothing it answers from) made it refuse the
+    # client without a word; a differing model was refused under "another root and model".
+    assert marchdb("recall", PROMPT, "--json").returncode == 0  # an engine serves this home now
+    assert client.wait_ready(home, 120)
+    assert marchdb("now", "Migrating the billing tables").returncode == 0
+    page = home / "memory" / "now.md"
+    hour_ago = time.time() - 3600
+    os.utime(page, (hour_ago, hour_ago))
+    before = json.loads(marchdb("serve", "--status", "--json").stdout)["requests"]
+    stale = subprocess.run(
+        [MARCHDB, "context", PROMPT, "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MARCH_NOW_STALE_HOURS": "0.5"},
+    )
+    assert json.loads(stale.stdout)["now"]["stale"] is True
+    threads = subprocess.run(
+        [MARCHDB, "recall", PROMPT, "--json"], capture_output=True, text=True, env={**os.environ, "MARCH_THREADS": "1"}
+    )
+    assert threads.returncode == 0 and "note:" not in threads.stderr
+    assert json.loads(marchdb("serve", "--status", "--json").stdout)["requests"] == before + 2  # both answered by it
+    # A model of the environment that is not the engine's: answered here, and the note says which differs.
+    other = subprocess.run(
+        [MARCHDB, "recall", "cache", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "MARCH_EMBED_MODEL": str(home / "none.gguf")},
+    )
+    assert other.returncode == 0
+    assert "runs with other settings" in other.stderr and "embedding model differs" in other.stderr
+    assert json.loads(marchdb("serve", "--status", "--json").stdout)["requests"] == before + 2
+
+
 def test_march_daemon_0_means_no_engine_is_used(home):
     assert marchdb("recall", PROMPT, "--json").returncode == 0
     requests = json.loads(marchdb("serve", "--status", "--json").stdout)["requests"]

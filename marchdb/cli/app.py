@@ -212,7 +212,9 @@ def _call(ctx: typer.Context, op: str, args: dict) -> dict:
             except client.Unavailable as exc:
                 if not exc.may_redo(op):
                     raise Unanswered(unanswered_message(op, exc)) from None
-                if exc.reason not in ("not running", "other_config"):
+                if exc.reason != "not running" and not (exc.reason == "other_config" and overridden):
+                    # A one-off --root or --model is expected to be answered here; a
+                    # setting of the environment that differs from the engine's is told.
                     say(f"note: {calls.in_words(exc)}; answered by this command itself", err=True)
     return ops.call(_store(ctx), op, args)
 

@@ -71,6 +71,7 @@ def in_words(exc: Unavailable) -> str:
         "timeout": "the warm engine took too long",
         "cannot start": "the warm engine could not start",
         "untrusted": "the warm engine's folder cannot be trusted",
+        "other_config": "the warm engine runs with other settings",
     }.get(exc.reason)
     if not plain:
         return f"the warm engine could not answer ({exc})"

@@ -111,8 +111,26 @@ def identity(cfg) -> dict:
     }
 
 
-#: The part of ``identity`` an engine and its client must share.
-SHARED = ("root", "index", "model", "threads", "prefixes")
+#: The part of ``identity`` an engine and its client must share: what it
+#: answers from. How many threads it embeds with is its own affair (a client
+#: with another MARCH_THREADS was refused, silently, and answered in 3.6 s
+#: instead of 0.1 s); the query prefixes change the vectors, so they count.
+SHARED = ("root", "index", "model", "prefixes")
+#: How each shared part is named to a person (the refusal says which differs).
+SHARED_NAMES = {
+    "root": "memory root",
+    "index": "index file",
+    "model": "embedding model",
+    "prefixes": "embeddingPrefixes",
+}
+
+
+def differing(ident: object, own: dict) -> list[str]:
+    """What of a client's ``identity`` is not the engine's ``own`` (by
+    ``SHARED_NAMES``); every part when it is not an identity at all."""
+    if not isinstance(ident, dict):
+        return [SHARED_NAMES[k] for k in SHARED]
+    return [SHARED_NAMES[k] for k in SHARED if ident.get(k) != own.get(k)]
 
 
 def socket_path(home: str | os.PathLike) -> Path:

@@ -46,7 +46,7 @@ from typing import Any
 import apsw
 
 from marchdb import __version__, logfile, ops, private
-from marchdb.config import REQUEST_SETTINGS, Config, with_settings
+from marchdb.config import MAX_NOW_STALE_HOURS, REQUEST_SETTINGS, Config, with_settings
 from marchdb.engine import client
 from marchdb.errors import ConfigError, Expired, FileError, MarchError
 from marchdb.index.db import index_error
@@ -441,12 +441,13 @@ class Engine:
         handler = self.handlers.get(op)
         if handler is not None:
             return handler(args, self.home, lambda op_, args_, ident_: self.dispatch(op_, args_, ident_, deadline))
-        if ident is not None and (
-            not isinstance(ident, dict) or any(ident.get(k) != self.identity[k] for k in client.SHARED)
-        ):
-            raise _OtherConfig(
-                f"this engine serves {self.identity['root']} with model {self.identity['model'] or 'e5'}"
-            )
+        if ident is not None:
+            differing = client.differing(ident, self.identity)
+            if differing:
+                raise _OtherConfig(
+                    f"this engine serves {self.identity['root']} with model {self.identity['model'] or 'e5'}; "
+                    f"the client's {', '.join(differing)} differ{'s' if len(differing) == 1 else ''}"
+                )
         settings = _request_settings(ident)
         if self.stopping.is_set():
             raise _Stopping("the engine is stopping")
@@ -495,6 +496,9 @@ def _request_settings(ident: object) -> tuple[dict, dict] | None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise _BadOp("the request's settings are not the protocol's")
+    stale = settings.get("now_stale_hours", 24.0)
+    if isinstance(stale, bool) or not isinstance(stale, (int, float)) or not 0 < stale <= MAX_NOW_STALE_HOURS:
+        raise _BadOp("the request's settings are not the protocol's")
     projects = settings.get("projects", {})
     if not isinstance(settings.get("project_tag_prefix", ""), str) or not isinstance(projects, dict):
         raise _BadOp("the request's settings are not the protocol's")
