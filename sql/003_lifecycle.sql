@@ -94,13 +94,15 @@ UNION ALL
 SELECT 'runs', count(*), (SELECT keep_rows FROM log_bounds WHERE log = 'runs'), min(at), max(at) FROM runs;
 
 -- How each memory has been used, as far as the kept logs remember: hinted
--- (injected for a user message or an assistant output), recalled (any row:
--- hinted, shown for display, or recorded at the end of a run), opened.
+-- (injected for a user message or an assistant output: what an agent saw),
+-- recalled (any row: hinted, shown for display, or recorded at the end of a
+-- run, which no agent sees), opened.
 CREATE VIEW diag_usage AS
 SELECT m.id, m.path, m.status, m.updated_at,
        (SELECT count(*) FROM recall_log l WHERE l.mem_id = m.id AND l.trigger IN ('user', 'assistant')) AS hinted,
        (SELECT count(*) FROM recall_log l WHERE l.mem_id = m.id) AS recalled,
        (SELECT count(*) FROM open_log o WHERE o.mem_id = m.id) AS opened,
+       (SELECT max(at) FROM recall_log l WHERE l.mem_id = m.id AND l.trigger IN ('user', 'assistant')) AS last_hinted,
        (SELECT max(at) FROM recall_log l WHERE l.mem_id = m.id) AS last_recalled,
        (SELECT max(at) FROM open_log o WHERE o.mem_id = m.id) AS last_opened,
        a.priority, a.source

@@ -46,6 +46,7 @@ def test_proposals_and_their_reasons(vault, store):
     mem(vault, "logs/old.md", "log_old", tags=["daily-log"], created=45)
     mem(vault, "logs/recent.md", "log_recent", tags=["daily-log"], created=3)
     mem(vault, "logs/used.md", "log_used", tags=["daily-log"], created=45)
+    mem(vault, "logs/shown.md", "log_shown", tags=["daily-log"], created=45)
     mem(vault, "logs/opened.md", "log_opened", tags=["daily-log"], created=45)
     mem(vault, "dep/long.md", "mem_dep_long", status="deprecated", created=400, updated=120)
     mem(vault, "dep/recent.md", "mem_dep_recent", status="deprecated", created=400, updated=10)
@@ -57,14 +58,20 @@ def test_proposals_and_their_reasons(vault, store):
     mem(vault, "d.md", "mem_high", tags=["daily-log"], created=100, extra="priority: high\n")
     store.sync(embed=False)
     with store.con:
+        store.con.execute("INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'user', 'log_used', 0.6)")
+        # Shown for display or recorded at a run's end, below the threshold: no agent saw
+        # it (every PostToolUse logged such rows, and weak memories escaped the archive).
         store.con.execute(
-            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'display', 'log_used', 0.4)"
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'display', 'log_shown', 0.4)"
+        )
+        store.con.execute(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'record', 'log_shown', 0.6)"
         )
     store.open("log_opened")
     report = store.maintain()
-    assert report["applied"] is False and report["counts"] == {"archive": 2, "describe": 1}
+    assert report["applied"] is False and report["counts"] == {"archive": 3, "describe": 1}
     props = by_id(report)
-    assert set(props) == {"log_old", "mem_dep_long", "mem_nodesc"}
+    assert set(props) == {"log_old", "log_shown", "mem_dep_long", "mem_nodesc"}
     assert props["log_old"]["reason"].startswith(
         "daily log last written 45 days ago (more than 30), never hinted nor opened"
     )

@@ -188,13 +188,14 @@ def _cold(now: dt.datetime, r: dict, mtime: str, days: int, since_change: bool) 
     """The age of a memory (its last change, from its times; with
     ``since_change`` the file's too, whichever is later: moving a note into
     ``actions/done/`` by hand changes no frontmatter) when it is older than
-    ``days`` and no recall or open used it in that time; else None."""
+    ``days`` and no hint or open used it in that time (a candidate shown for
+    display or recorded at a run's end was never seen by an agent); else None."""
     age = (
         _age_days(now, r["updated_at"], mtime)
         if since_change
         else _age_days(now, r["created_at"], r["updated_at"], fallback=mtime)
     )
-    used = _age_days(now, r["last_recalled"], r["last_opened"])
+    used = _age_days(now, r["last_hinted"], r["last_opened"])
     if age is None or age <= days or (used is not None and used <= days):
         return None
     return age
@@ -218,7 +219,7 @@ def propose(
     rows = db.rows(
         con,
         "SELECT m.rid, m.id, m.path, m.name, m.description, m.tags_json, m.status, m.created_at, m.updated_at, "
-        "m.mtime_ms, u.recalled, u.opened, u.last_recalled, u.last_opened, u.priority, u.source, "
+        "m.mtime_ms, u.hinted, u.opened, u.last_hinted, u.last_opened, u.priority, u.source, "
         "s.by_id AS superseded_by, coalesce(n.updated_at, n.created_at) AS superseded_at "
         "FROM memory_index m JOIN diag_usage u ON u.id = m.id "
         "LEFT JOIN superseded s ON s.id = m.id LEFT JOIN memory_index n ON n.id = s.by_id ORDER BY m.path",
@@ -237,7 +238,7 @@ def propose(
             continue
         if r["status"] == "active" and LOG_TAG in tags:
             age = _age_days(now, r["created_at"], r["updated_at"], fallback=mtime)
-            if age is not None and age > log_days and not r["recalled"] and not r["opened"]:
+            if age is not None and age > log_days and not r["hinted"] and not r["opened"]:
                 proposals.append(
                     Proposal(
                         "archive",
