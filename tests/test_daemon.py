@@ -992,6 +992,24 @@ def test_an_idle_engine_folds_its_wal_into_the_index_file(home, tmp_path):
         con.close()
 
 
+def test_an_idle_checkpoint_a_reader_held_off_is_tried_again(home):
+    # A reader holding a snapshot at the engine's quiet moment: the checkpoint could not
+    # run, and the file lacked the last writes until the next request (27 s later).
+    saved = marchdb("save", "--json", "--name", "Held off", "-d", "d", "-t", "t", "--body", "held off")
+    assert saved.returncode == 0, saved.stderr
+    reader = apsw.Connection(str(home / "index.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM memory_index").fetchall()  # a snapshot, held
+    time.sleep(daemon.IDLE_CHECKPOINT_SECONDS + 3)
+    reader.execute("COMMIT")
+    reader.close()
+    wal = Path(f"{home / 'index.sqlite'}-wal")
+    deadline = time.monotonic() + 30  # no request in between: the engine tries again by itself
+    while wal.exists() and wal.stat().st_size > 0:
+        assert time.monotonic() < deadline, f"the -wal file still holds {wal.stat().st_size} bytes"
+        time.sleep(0.2)
+
+
 HOLD_LOCK = """
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)

@@ -58,7 +58,9 @@ def test_proposals_and_their_reasons(vault, store):
     mem(vault, "d.md", "mem_high", tags=["daily-log"], created=100, extra="priority: high\n")
     store.sync(embed=False)
     with store.con:
-        store.con.execute("INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'user', 'log_used', 0.6)")
+        store.con.execute(
+            "INSERT INTO recall_log(run_id, trigger, mem_id, score) VALUES ('r', 'user', 'log_used', 0.6)"
+        )
         # Shown for display or recorded at a run's end, below the threshold: no agent saw
         # it (every PostToolUse logged such rows, and weak memories escaped the archive).
         store.con.execute(

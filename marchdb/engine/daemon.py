@@ -85,6 +85,10 @@ class Engine:
         # (a fifth of a warm recall).
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="marchdb-store")
         self.last_request = time.monotonic()
+        #: The quiet moment (the last request's time) whose idle checkpoint is
+        #: done, and whether one is queued: it is tried at every tick until done.
+        self._folded_for: float | None = None
+        self._folding = False
         self.requests = 0
         self.started_at = time.time()
         self.store: Any = None
@@ -291,7 +295,6 @@ class Engine:
     def _accept_loop(self) -> None:
         assert self._listener is not None
         checked = time.monotonic()
-        folded_since = None  # the last request before the last idle checkpoint
         while not self.stopping.is_set():
             try:
                 conn, _ = self._listener.accept()
@@ -302,10 +305,13 @@ class Engine:
                     return
                 if self._outdated():
                     return
-                if quiet > IDLE_CHECKPOINT_SECONDS and folded_since != self.last_request:
-                    folded_since = self.last_request
+                if quiet > IDLE_CHECKPOINT_SECONDS and self._folded_for != self.last_request and not self._folding:
+                    # Tried again at every tick until it is done: a reader holding a
+                    # snapshot at the first quiet moment left the file without the
+                    # last writes until the next request, minutes later.
+                    self._folding = True
                     with contextlib.suppress(RuntimeError):  # the worker shut down: stopping anyway
-                        self._worker.submit(self._idle_checkpoint)
+                        self._worker.submit(self._idle_checkpoint, self.last_request)
                 checked = time.monotonic()
                 continue
             except OSError as exc:
@@ -336,14 +342,20 @@ class Engine:
             return f"its index {self.cfg.index_path} is gone"
         return None
 
-    def _idle_checkpoint(self) -> None:
-        """On the worker thread, between requests: the WAL into the file."""
-        with self.busy:
-            if self.store is not None and not self.stopping.is_set():
-                try:
-                    self.store.idle_checkpoint()
-                except Exception as exc:  # noqa: BLE001 - a quiet moment's chore must not end the engine
-                    self.log(f"idle checkpoint failed: {type(exc).__name__}: {exc}")
+    def _idle_checkpoint(self, quiet_since: float) -> None:
+        """On the worker thread, between requests: the WAL into the file
+        (remembered as done for the quiet moment after ``quiet_since``)."""
+        try:
+            with self.busy:
+                if self.store is not None and not self.stopping.is_set():
+                    try:
+                        if self.store.idle_checkpoint():
+                            self._folded_for = quiet_since
+                    except Exception as exc:  # noqa: BLE001 - a quiet moment's chore must not end the engine
+                        self._folded_for = quiet_since  # not tried again and again
+                        self.log(f"idle checkpoint failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._folding = False
 
     def _outdated(self) -> bool:
         """Whether the engine must stop: its home, socket or index is gone, or
