@@ -16,6 +16,9 @@ queries, the logs); it stays as it is:
   in order; ``Finding(kind, start, end)`` is a span of the text given;
 * ``marker(kind) -> "[redacted: KIND]"``; ``MARKER_PREFIX`` starts every one;
 * ``summary(findings) -> "2 github tokens, 1 password"``;
+* ``redact_fields(values) -> (values, said)``: every text of a dict of
+  fields (strings, lists and mappings of them, nested) redacted, and one
+  line a field that held secrets (``"the body held 1 github token"``);
 * ``KINDS``: every kind a finding can have.
 
 What is caught: provider key formats (GitHub, GitLab, OpenAI, Anthropic and
@@ -61,6 +64,7 @@ __all__ = [
     "marker",
     "private_spans",
     "redact",
+    "redact_fields",
     "summary",
     "without_private",
 ]
@@ -456,6 +460,28 @@ def summary(findings: list[Finding]) -> str:
     """The findings counted by kind, for a person: ``"2 github tokens, 1 password"``."""
     counts = Counter(f.kind for f in findings)
     return ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counts.items())
+
+
+def redact_fields(values: dict[str, object]) -> tuple[dict[str, object], list[str]]:
+    """``values`` (a field's label: its value) with every text in them
+    redacted (strings, and strings in lists and mappings, nested; other
+    values as they are), and what was taken out: one line a field,
+    ``"the body held 1 github token, 1 password"``. Mapping keys stay."""
+    found: dict[str, list[Finding]] = {}
+
+    def clean(label: str, value: object) -> object:
+        if isinstance(value, str):
+            text, findings = redact(value)
+            found.setdefault(label, []).extend(findings)
+            return text
+        if isinstance(value, (list, tuple)):
+            return type(value)(clean(label, v) for v in value)
+        if isinstance(value, dict):
+            return {k: clean(label, v) for k, v in value.items()}
+        return value
+
+    out = {label: clean(label, value) for label, value in values.items()}
+    return out, [f"{label} held {summary(f)}" for label, f in found.items() if f]
 
 
 #: Every kind a finding may have.

@@ -14,7 +14,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from marchdb import fts, logfile, ops, profiles
+from marchdb import fts, logfile, ops, profiles, redact
 from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.changes import validate_changes
@@ -123,7 +123,8 @@ class Store(Keeper):
         return {
             "problems": model_rows
             + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
-            + doctor.problems(self.con),
+            + doctor.problems(self.con)
+            + doctor.home_problems(self.cfg),
             "vector_error": summary.get("vector_error"),
             "hook_log": logfile.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),
@@ -209,6 +210,8 @@ class Store(Keeper):
         """
         if not text.strip():
             raise InvalidInput("recall needs the text of a message")
+        # A secret in a message (a pasted key, a transcript's tail) is no word to match on.
+        text = redact.redact(text, marker=redact.blank)[0]
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1
         ):
@@ -351,6 +354,9 @@ class Store(Keeper):
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
+        clean, said = redact.redact_fields({"the name": name, "the description": description, "the body": body})
+        name, description, body = clean["the name"], clean["the description"], clean["the body"]  # type: ignore[assignment]
+        _refuse_secret_tags(tags)
         changes = validate_changes(name, description, body, tags, status, priority, supersedes, conflicts_with)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
         rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
@@ -384,6 +390,8 @@ class Store(Keeper):
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         if result.status == "created":
             result.related = [r for r in related if r["id"] != result.id]
+        if said and result.rel is not None:
+            result.warnings.insert(0, kept_out(said))
         return result.to_dict()
 
     def related(self, text: str, exclude: set[str], tags: list[str], use_model: bool = True) -> list[dict]:
@@ -432,9 +440,12 @@ class Store(Keeper):
         makes its name, description and body; ``tags`` default to ``note``),
         through ``save`` and its checks (a near-duplicate writes nothing).
         Returns save's answer with the ``name`` and ``description`` made."""
+        text, findings = redact.redact(text) if isinstance(text, str) else (text, [])
         name, description, body = capture.one_liner(text)
         tags = tags or [DEFAULT_ONE_LINER_TAG]
         result = self.save(name=name, description=description, body=body, tags=tags, force=force, embed=embed)
+        if findings and result["status"] in ("created", "updated", "unchanged"):
+            result["warnings"].insert(0, kept_out([f"the text held {redact.summary(findings)}"]))
         return {**result, "name": name, "description": description}
 
     @ops.checks("memory_log")
@@ -444,7 +455,11 @@ class Store(Keeper):
         Returns ``{"status": created|appended, "id", "path", "entry",
         "message", "warnings"}``. ``embed=False`` indexes the entry for BM25
         now and leaves its vector to the next sync."""
+        clean, said = redact.redact_fields({"the title": title, "the text": text})
+        title, text = clean["the title"], clean["the text"]  # type: ignore[assignment]
         result = capture.Logger(self.con, self.cfg.require_root(), self.cfg.index_path).run(title, text, now)
+        if said:
+            result.warnings.insert(0, kept_out(said))
         if embed and result.indexed:
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
@@ -531,13 +546,17 @@ class Store(Keeper):
         nor the model."""
         if text is not None and clear:
             raise InvalidInput("pass the page's text or clear, not both")
+        warnings = []
         if clear:
             now_mod.clear_page(self.cfg.home)
         elif text is not None:
+            text, findings = redact.redact(text) if isinstance(text, str) else (text, [])
             now_mod.write_page(self.cfg.home, text)
+            if findings:
+                warnings.append(kept_out([f"the page held {redact.summary(findings)}"]))
         page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         status = "cleared" if clear else "set" if text is not None else "read"
-        return {"status": status, **page, "block": now_mod.block(page)}
+        return {"status": status, **page, "block": now_mod.block(page), "warnings": warnings}
 
     @ops.checks("memory_reflect")
     def reflect(self, date: str | None = None, since: str | None = None, until: str | None = None, today=None) -> dict:
@@ -607,6 +626,26 @@ class Store(Keeper):
             self.embedder()
             self.words()
         return query_mod.run_one(self.con if write else self.reader(), sql, params, max_rows, timeout)
+
+
+def kept_out(said: list[str]) -> str:
+    """The warning of a write that redacted secrets (``redact.redact_fields``'s lines)."""
+    return (
+        f"secrets were kept out of what was stored: {'; '.join(said)}, each replaced by a [redacted: ...] marker "
+        "(keep secrets in a password manager, not in memories)"
+    )
+
+
+def _refuse_secret_tags(tags: object) -> None:
+    """``InvalidInput`` for a tag that looks like a secret: a tag is shown in
+    every hint of its memory, and cannot hold a marker."""
+    for tag in [tags] if isinstance(tags, str) else tags if isinstance(tags, (list, tuple)) else []:
+        found = redact.find(tag) if isinstance(tag, str) else []
+        if found:
+            raise InvalidInput(
+                f"a tag looks like a secret ({redact.summary(found)}); tags are shown in recall hints and "
+                "cannot hold one: leave it out"
+            )
 
 
 #: Statements that recall from the index get the dirty check first.
