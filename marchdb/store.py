@@ -14,13 +14,14 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from marchdb import fts, logfile, ops, profiles, redact
+from marchdb import fts, logfile, ops, profiles, redact, switches
 from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.changes import validate_changes
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
 from marchdb.files import read_memory_text, vault_lock
+from marchdb.hooks import project_here
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
 from marchdb.index.recall import RELATED_BELOW, W_DENSE, project_tag
@@ -100,7 +101,50 @@ class Store(Keeper):
             summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
         else:
             summary["model_check"] = verdict.summary()
+        summary.update(self.recall_switches())
         return summary
+
+    def recall_switches(self, cwd: str | None = None) -> dict:
+        """What the user's switches say (``switches``): ``recall`` ("on", or
+        paused and until when), ``recall_sessions`` (sessions switched off or
+        on, by key), and with ``cwd`` ``recall_here``: on, or why it is off
+        in that folder (its project, a ``.marchdb-norecall``, ``MARCH_RECALL``)."""
+        pause = switches.paused(self.cfg.home)
+        if pause is None:
+            state = "on"
+        else:
+            since = dt.datetime.fromtimestamp(pause["since"]).strftime("%Y-%m-%d %H:%M")
+            until = dt.datetime.fromtimestamp(pause["until"]).strftime("%Y-%m-%d %H:%M") if pause["until"] else None
+            state = f"paused since {since}" + (f" until {until}" if until else "") + " (marchdb resume)"
+        sessions = {k: v.get("recall") for k, v in switches.read_state(self.cfg.home)["sessions"].items()}
+        out: dict = {"recall": state, "recall_sessions": sessions}
+        if cwd is not None:
+            where = project_here(self.cfg, None, cwd)
+            out["recall_here"] = switches.recall_off(self.cfg, project=where, cwd=cwd) or "on"
+        return out
+
+    def switch_session(self, recall: str, session: str | None = None) -> dict:
+        """Turn recall ``"off"`` or ``"on"`` for a session (``switches``): its
+        id as the host gives it, or its conversation (``cc:ID``); without one,
+        the session whose hook ran last. ``{"session", "recall", "last_seen"}``;
+        ``InvalidInput`` when no hook has run yet and no id is given."""
+        last_seen = None
+        if session is None or not session.strip():
+            row = self.con.execute(
+                "SELECT conversation, at FROM runs WHERE conversation IS NOT NULL ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            if row is None:
+                raise InvalidInput(
+                    "no host session has asked for recall yet; give its id: marchdb off --session ID "
+                    "(or pause recall everywhere: marchdb pause)"
+                )
+            session, last_seen = str(row[0]).split("~", 1)[0], row[1]
+        check_text(session, "the session")
+        key = session.strip()
+        if len(key) > 300:
+            raise InvalidInput(f"the session id is {len(key)} characters; a host's is at most 160")
+        switches.set_session(self.cfg.home, key, recall)
+        return {"session": key, "recall": recall, "last_seen": last_seen}
 
     def doctor(self) -> dict:
         """Every problem with the vault or the index and what to do about it:
@@ -190,6 +234,8 @@ class Store(Keeper):
         record_only: bool = False,
         project: str | None = None,
         conversation: str | None = None,
+        cwd: str | None = None,
+        switched: bool = True,
     ) -> RecallResult:
         """Passive recall hints for a user message or an assistant output.
 
@@ -207,9 +253,25 @@ class Store(Keeper):
         scopes the 10-run suppression to that conversation's runs: a hint
         shown in one conversation is not in another's context. Falls back to BM25
         (announced in ``result.warning``) when no model can be loaded.
+
+        ``cwd``: the folder the agent works in, which names the project when
+        ``project`` is not given (as a host's hook does). The user's switches
+        (``switches``: the pause, ``#norecall``, the conversation's session,
+        ``MARCH_RECALL``, the project) are honoured: recall that is off answers
+        no hint, mode ``off``, and says why in ``warning`` (``switched=False``:
+        the caller checked them itself). A project kept apart (``apart`` in its
+        ``projects`` entry) recalls only memories tagged for it (and untagged
+        ones, unless ``untagged`` is false); ``explain`` shows who was left out.
         """
         if not text.strip():
             raise InvalidInput("recall needs the text of a message")
+        where = project_here(self.cfg, project, cwd)
+        if switched:
+            off = switches.recall_off(
+                self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd
+            )
+            if off:
+                return RecallResult(trigger, run_id, self.cfg.min_score, [], mode="off", warning=off, explained=explain)
         # A secret in a message (a pasted key, a transcript's tail) is no word to match on.
         text = redact.redact(text, marker=redact.blank)[0]
         if threshold is not None and (
@@ -220,7 +282,11 @@ class Store(Keeper):
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1
-        tag = project_tag(self.cfg.project_tag_prefix, project)
+        tag = project_tag(self.cfg.project_tag_prefix, where)
+        rules = switches.project_rules(self.cfg, where)
+        apart = (
+            (tag, bool(rules["untagged"]), self.cfg.project_tag_prefix) if rules and rules["apart"] and tag else None
+        )
         result = recall_hints(
             self.con,
             text,
@@ -233,6 +299,7 @@ class Store(Keeper):
             vindex=self.vector_index(),
             record_only=record_only,
             project_tag=tag,
+            apart=apart,
             conversation=conversation or None,
             deadline=self.deadline,
             # Only the hybrid statement reads them, and only for memories in the
@@ -248,12 +315,20 @@ class Store(Keeper):
                 "dense_weight": W_DENSE if self.cfg.dense_weight is None else self.cfg.dense_weight,
                 "dense_weight_from": self.cfg.sources.get("dense_weight", "default"),
             }
+            if where and tag:
+                result.settings["project"] = {
+                    "name": where,
+                    "tag": tag,
+                    "apart": apart is not None,
+                    "untagged": bool(apart and apart[1]),
+                    "from": "projects in config.json" if rules else "ranking only",
+                }
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
             self._told_in_result(str(self._embedder_error))
-        if project and project.strip() and tag is None:
+        if where and where.strip() and tag is None:
             odd = (
-                f"project {project.strip()[:60]!r} cannot be a tag (letters, digits and '/', '-', '_', '.', '+', "
+                f"project {where.strip()[:60]!r} cannot be a tag (letters, digits and '/', '-', '_', '.', '+', "
                 "'#'), so it ranks nothing"
             )
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
@@ -576,18 +651,34 @@ class Store(Keeper):
         run_id: str | None = None,
         project: str | None = None,
         conversation: str | None = None,
+        cwd: str | None = None,
     ) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks, the
         working page as ``[now]`` (with its age; ``now``), plus the recall
-        hints for ``text`` (``project``, ``conversation``: see ``recall``):
+        hints for ``text`` (``project``, ``conversation``, ``cwd``: see ``recall``):
         ``{"text", "agent_profile", "user_profile", "now", "hints", "warning"}``,
-        ready to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
+        ready to put into a prompt (``warning``: the recall's, e.g. BM25 only).
+        Where the user's switches turn recall off (``switches``) it is all
+        empty, and ``off`` and ``warning`` say why."""
         check_text(text, "the message")
+        where = project_here(self.cfg, project, cwd)
+        off = switches.recall_off(self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd)
+        if off:
+            empty = {"text": "", "path": None, "updated_at": None, "age_seconds": None, "age": None, "stale": False}
+            return {
+                "text": "",
+                "agent_profile": "",
+                "user_profile": "",
+                "now": empty,
+                "hints": [],
+                "warning": off,
+                "off": off,
+            }
         blocks = profiles.read_profiles(self.cfg)
         page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         hints, warning = [], None
         if text and text.strip():
-            result = self.recall(text, run_id=run_id, project=project, conversation=conversation)
+            result = self.recall(text, run_id=run_id, project=where, conversation=conversation, switched=False)
             hints, warning = [h.to_dict() for h in result.hints], result.warning
         return {
             "text": profiles.format_context(blocks, hints, now=now_mod.block(page)),
@@ -626,6 +717,14 @@ class Store(Keeper):
             self.embedder()
             self.words()
         return query_mod.run_one(self.con if write else self.reader(), sql, params, max_rows, timeout)
+
+
+def conversation_keys(conversation: str | None) -> tuple[str, ...]:
+    """The keys a conversation's session may be switched by: itself, and
+    before its ``~N`` (a host session's window after a ``/clear``)."""
+    if not conversation:
+        return ()
+    return (conversation, conversation.split("~", 1)[0])
 
 
 def kept_out(said: list[str]) -> str:
