@@ -302,3 +302,20 @@ def test_mcp_tools_keep_secrets_out(tmp_path, mixed_vault, default_model_path):
     assert results["now"][1]["text"] == "deploying with [redacted: aws access key]"
     for secret in (OPENAI, GITHUB, AWS):
         assert files_holding(secret, mixed_vault.root, home) == []
+
+
+def test_an_index_made_before_redaction_is_rebuilt_without_the_secret(vault, cfg):
+    """An index of an earlier marchdb holds hand-written files as they were:
+    its schema version makes the next open rebuild it from the files."""
+    vault.memory("keys.md", "mem_keys", name="Keys", description=f"CI token {GITHUB}", tags=["ci"], body="b")
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        with db.transaction(store.con):  # as the earlier release indexed it
+            store.con.execute("UPDATE memory_index SET description = ? WHERE id = 'mem_keys'", (f"CI token {GITHUB}",))
+        store.con.pragma("user_version", db.SCHEMA_VERSION - 1)
+    assert files_holding(GITHUB, cfg.home)
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        row = db.rows(store.con, "SELECT description FROM memory_index WHERE id = 'mem_keys'")[0]
+        assert row["description"] == "CI token [redacted: github token]"
+    assert files_holding(GITHUB, cfg.home) == []  # the old tables' pages were zeroed, not only freed
