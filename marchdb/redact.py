@@ -271,12 +271,14 @@ class _Patterns:
     imports this module and redacts nothing (a hook, most commands) never
     pays for them."""
 
+    #: The token formats (no gate of their own), and each gate's formats.
     formats: list[tuple[str, re.Pattern, int, str]] = []
+    gated: dict[str, list[tuple[str, re.Pattern, int, str]]] = {}
     assignments: list[tuple[re.Pattern, re.Pattern]] = []
 
     @classmethod
     def ready(cls) -> type[_Patterns]:
-        if not cls.formats:
+        if not cls.assignments:
             cls.assignments = [
                 (
                     re.compile(f"({_ASSIGN_HEADS.get(w, w)}){_ASSIGN_TAIL}"),
@@ -284,7 +286,10 @@ class _Patterns:
                 )
                 for w in _ASSIGN_WORDS
             ]
-            cls.formats = [(kind, re.compile(p, re.S), group, check) for kind, p, group, check in _FORMATS]
+            for kind, p, group, check in _FORMATS:
+                compiled = (kind, re.compile(p, re.S), group, check)
+                gate = _GATES.get(kind)
+                (cls.gated.setdefault(gate, []) if gate else cls.formats).append(compiled)
         return cls
 
 
@@ -415,11 +420,11 @@ def find(text: str) -> list[Finding]:
     if not text:
         return []
     found: list[Finding] = []
-    run = _has_token_run(text)
-    for kind, pattern, group, check in _Patterns.ready().formats:
-        gate = _GATES.get(kind)
-        if not (gate in text if gate else run):
-            continue
+    patterns = _Patterns.ready()
+    wanted = [f for gate, formats in patterns.gated.items() if gate in text for f in formats]
+    if _has_token_run(text):
+        wanted += patterns.formats
+    for kind, pattern, group, check in wanted:
         for m in pattern.finditer(text):
             span = m.group(group)
             start = _extend(kind, text, m)
@@ -496,7 +501,7 @@ _PRIVATE_CLOSE = re.compile(r"</private>", re.I)
 
 def has_private(text: str) -> bool:
     """Whether ``text`` holds a ``<private>`` region (a quick test)."""
-    return "<private>" in text or "<PRIVATE>" in text or bool(text and _PRIVATE_OPEN.search(text))
+    return "<" in text and "<private>" in text.lower()
 
 
 def private_spans(text: str) -> list[tuple[int, int]]:
