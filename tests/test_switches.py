@@ -386,3 +386,50 @@ def test_projects_entries_are_checked(tmp_path):
         (home / "config.json").write_text(json.dumps({"projects": bad}))
         with pytest.raises(ConfigError, match=words):
             load_config(home=home, env={})
+
+
+@pytest.mark.model
+def test_the_installed_hook_and_a_real_engine_honour_the_switches(
+    tmp_path, mixed_vault, default_model_path, monkeypatch
+):
+    """The fast path for real: the command ``install`` writes, a running engine."""
+    from marchdb.hosts import install
+
+    home = tmp_path / "home"
+    monkeypatch.delenv("MARCH_DAEMON")
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(home),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
+    }
+    project = tmp_path / "repo"
+    project.mkdir()
+    command = install.hook_command()
+
+    def prompt(text: str, session: str, **more: str) -> str:
+        raw, _ = prompt_event("claude-code", session, text, str(project))
+        done = subprocess.run(
+            ["sh", "-c", command], input=raw, capture_output=True, text=True, env={**env, **more}, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    for name in ("MARCH_HOME", "MARCH_MEMORY_ROOT", "MARCH_EMBED_MODEL", "MARCH_MODELS_DIR"):
+        monkeypatch.setenv(name, env[name])
+    assert client.start(home) is None and client.wait_ready(home, 120)
+    try:
+        requests = client.request(home, "ping", {})[0]["requests"]
+        assert "mem_dog" in prompt(PROMPT, "a")
+        assert prompt(f"{PROMPT} #norecall", "b") == ""
+        assert prompt(PROMPT, "c", MARCH_RECALL="off") == ""  # the hook's environment travels with the event
+        (project / switches.PROJECT_FILE).write_text("")
+        assert prompt(PROMPT, "d") == ""
+        assert client.request(home, "ping", {})[0]["requests"] > requests  # answered by the engine
+        switches.pause(home)
+        before = client.request(home, "ping", {})[0]["requests"]
+        assert prompt(PROMPT, "e") == ""
+        assert client.request(home, "ping", {})[0]["requests"] == before  # the paused hook asked nothing
+    finally:
+        daemon.stop(home)
