@@ -319,3 +319,25 @@ def test_an_index_made_before_redaction_is_rebuilt_without_the_secret(vault, cfg
         row = db.rows(store.con, "SELECT description FROM memory_index WHERE id = 'mem_keys'")[0]
         assert row["description"] == "CI token [redacted: github token]"
     assert files_holding(GITHUB, cfg.home) == []  # the old tables' pages were zeroed, not only freed
+
+
+def test_the_steer_after_a_tool_reads_a_transcript_with_a_secret_and_keeps_nothing_of_it(store, mixed_vault, tmp_path):
+    from marchdb.hosts import adapter
+    from marchdb.hosts.hook import answer_here
+
+    store.sync(embed=False)
+    transcript = tmp_path / "t.jsonl"
+    said = f"Biscuit's carprofen tablet; I pushed the fix with {GITHUB} and password={PASSWORD}"
+    lines = [
+        {"type": "user", "message": {"content": "give the dog his medication"}},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": said}]}},
+    ]
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    module = adapter("claude-code")
+    base = {"session_id": "steer", "cwd": "/tmp", "transcript_path": str(transcript)}
+    answer_here(
+        store, module, module.parse(json.dumps({**base, "hook_event_name": "UserPromptSubmit", "prompt": "hi"}), [])
+    )
+    steer = answer_here(store, module, module.parse(json.dumps({**base, "hook_event_name": "PostToolUse"}), []))
+    assert GITHUB not in steer["stdout"]
+    nowhere(store, GITHUB, PASSWORD)
