@@ -664,7 +664,8 @@ class Store(Keeper):
         where = project_here(self.cfg, project, cwd)
         off = switches.recall_off(self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd)
         if off:
-            empty = {"text": "", "path": None, "updated_at": None, "age_seconds": None, "age": None, "stale": False}
+            empty: dict = {"text": "", "path": None, "updated_at": None, "age_seconds": None, "age": None}
+            empty.update(stale=False, stale_after_hours=self.cfg.now_stale_hours)
             return {
                 "text": "",
                 "agent_profile": "",
