@@ -72,6 +72,8 @@ class Config:
         "daemon_idle_minutes",
         "allow_unusual_root",
         "projects",
+        "project_rules",
+        "recall_env",
         "ignored_keys",
         "now_stale_hours",
         "sources",
@@ -96,6 +98,8 @@ class Config:
         daemon_idle_minutes: float = DEFAULT_DAEMON_IDLE_MINUTES,
         allow_unusual_root: bool = False,
         projects: dict[str, str] | None = None,
+        project_rules: dict[str, dict] | None = None,
+        recall_env: str | None = None,
         ignored_keys: tuple[str, ...] = (),
         now_stale_hours: float = DEFAULT_NOW_STALE_HOURS,
         sources: dict[str, str] | None = None,
@@ -128,6 +132,14 @@ class Config:
         #: ``projects``: folder -> project name, for hosts that report their
         #: working directory (a folder not listed is named by its git root).
         self.projects: dict[str, str] = {} if projects is None else projects
+        #: What a ``projects`` entry written as an object says of its project,
+        #: by project name: ``{"recall": bool | None, "apart": bool, "untagged": bool}``
+        #: (``switches``: recall off or on there; ``apart``: recall there only
+        #: from memories tagged for it, plus untagged ones when ``untagged``).
+        self.project_rules: dict[str, dict] = {} if project_rules is None else project_rules
+        #: ``MARCH_RECALL``: ``"off"`` or ``"on"`` for the session of the host
+        #: that passes it (``switches``), None when unset.
+        self.recall_env = recall_env
         #: Keys of config.json that are no setting (told once per command; a
         #: near miss of a setting's name is an error instead: ``_check_keys``).
         self.ignored_keys = ignored_keys
@@ -199,7 +211,15 @@ class Config:
 
 #: Settings a client sends with each request to the warm engine: the engine
 #: answers with them (they shape a recall, not what it has loaded).
-REQUEST_SETTINGS = ("min_score", "dense_weight", "project_tag_prefix", "projects", "now_stale_hours")
+REQUEST_SETTINGS = (
+    "min_score",
+    "dense_weight",
+    "project_tag_prefix",
+    "projects",
+    "project_rules",
+    "recall_env",
+    "now_stale_hours",
+)
 
 
 def request_settings(cfg: Config) -> dict:
@@ -321,21 +341,44 @@ def _expand_vars(value: str, env: Mapping[str, str]) -> str:
 MAX_PROJECTS = 1000
 
 
-def _projects(raw: object, home: Path, env: Mapping[str, str]) -> dict[str, str]:
-    """``projects`` of config.json checked: folder paths to project names."""
+#: What a ``projects`` entry written as an object may say, and of what type.
+PROJECT_KEYS = {"name": str, "recall": bool, "apart": bool, "untagged": bool}
+
+
+def _projects(raw: object, home: Path, env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict]]:
+    """``projects`` of config.json checked: folder paths to project names,
+    and the rules of the entries written as objects
+    (``{"name": "acme", "recall": false, "apart": true, "untagged": false}``), by name."""
     if raw is None:
-        return {}
+        return {}, {}
     if not isinstance(raw, dict) or len(raw) > MAX_PROJECTS:
         raise ConfigError(
             f"projects in config.json must be an object of at most {MAX_PROJECTS} entries like "
             '{"~/code/march-cli": "march-cli"} (folder: project name)'
         )
-    out = {}
-    for folder, name in raw.items():
+    out, rules = {}, {}
+    for folder, entry in raw.items():
+        spec = entry if isinstance(entry, dict) else {"name": entry}
+        odd = sorted(k for k in spec if k not in PROJECT_KEYS)
+        if odd:
+            raise ConfigError(
+                f"projects[{folder!r}] in config.json has {', '.join(map(repr, odd))}; an entry may say "
+                + ", ".join(PROJECT_KEYS)
+            )
+        name = spec.get("name")
         if not isinstance(name, str) or not name.strip() or len(name) > 100:
-            raise ConfigError(f"projects[{folder!r}] in config.json must be a project name of 1 to 100 characters")
+            raise ConfigError(f"projects[{folder!r}] in config.json must name a project of 1 to 100 characters")
+        for key, kind in PROJECT_KEYS.items():
+            if key != "name" and key in spec and not isinstance(spec[key], kind):
+                raise ConfigError(f"projects[{folder!r}].{key} in config.json must be true or false")
         out[str(_expand(folder, home, env))] = name.strip()
-    return out
+        if isinstance(entry, dict):
+            rules[name.strip()] = {
+                "recall": spec.get("recall"),
+                "apart": spec.get("apart", False),
+                "untagged": spec.get("untagged", True),
+            }
+    return out, rules
 
 
 def load_config(
@@ -452,6 +495,14 @@ def load_config(
         if not isinstance(allow_unusual, bool):
             raise ConfigError("allowUnusualRoot in config.json must be true or false")
 
+    from marchdb.switches import env_switch
+
+    try:
+        recall_env = env_switch(env)
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; use MARCH_RECALL=off (or on) for the session, or unset it") from None
+    projects, project_rules = _projects(data.get("projects"), home_path, env)
+
     for what, path in (("home", home_path), ("memory root", root_path), ("index path", index_path)):
         try:
             os.fsencode(path).decode("utf-8")
@@ -477,7 +528,9 @@ def load_config(
         hook_wait_seconds=float(hook_wait),
         daemon_idle_minutes=float(idle),
         allow_unusual_root=allow_unusual,
-        projects=_projects(data.get("projects"), home_path, env),
+        projects=projects,
+        project_rules=project_rules,
+        recall_env=recall_env,
         ignored_keys=ignored,
         now_stale_hours=DEFAULT_NOW_STALE_HOURS if stale is None else stale,
         sources=sources,

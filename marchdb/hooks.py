@@ -26,7 +26,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from marchdb import hints, profiles
+from marchdb import hints, profiles, switches
 from marchdb.errors import FileError
 from marchdb.index.db import transaction
 from marchdb.index.recall import project_tag
@@ -69,6 +69,12 @@ def handle(
     run: str | None = run_id
     context = ""
     sid = session_id(session)
+    where = project_here(store.cfg, project, cwd)
+    off = switched_off(
+        store.cfg, event=event, host=host, session=session, text=text, cwd=cwd, project=where, conversation=conversation
+    )
+    if off:
+        return _answer("", [], None, [off])
     if event in ("session_start", "compact"):
         if source in ("clear", "compact") or event == "compact":
             new_window(store.con, host, sid)
@@ -82,8 +88,9 @@ def handle(
                 run_id=run_id,
                 trigger=trigger,
                 record_only=record_only,
-                project=project,
+                project=where,
                 conversation=conversation,
+                switched=False,
             )
             hinted, note = [h.to_dict() for h in result.hints], result.warning
             notes += [note] if note else []
@@ -98,7 +105,6 @@ def handle(
             }[event]
             return _answer("", [], None, [why])
         store.cfg.require_root()  # a missing vault must not hint from a stale index
-        where = project or _taggable(store, project_for(cwd, store.cfg.projects))
         if event == "prompt":
             run = next_run_id(store.con, host, sid)
         else:
@@ -110,12 +116,46 @@ def handle(
             record_only=event == "stop",
             project=where,
             conversation=conversation_of(store.con, host, sid),
+            switched=False,
         )
         notes += [result.warning] if result.warning else []
         if event != "stop":  # the run's end is recorded, never injected (seed 000)
             hinted = [h.to_dict() for h in result.hints]
             context = hints.recall_block(hinted)
     return _answer(context, hinted, run, notes)
+
+
+def switched_off(
+    cfg,
+    *,
+    event: str,
+    host: str = "generic",
+    session: str | None = None,
+    text: str | None = None,
+    cwd: str | None = None,
+    project: str | None = None,
+    conversation: str | None = None,
+    **_ignored,
+) -> str | None:
+    """Why the user's switches turn recall off for this event (``switches``),
+    or None. A prompt also notes whether its turn said ``#norecall``, so the
+    turn's steers and its end stay quiet too. The arguments are
+    ``memory_hook``'s (``project``: the one to use, named or from ``cwd``)."""
+    sid = session_id(session)
+    if event == "message":  # the generic contract: its caller names the conversation
+        keys: tuple[str, ...] = (conversation or "", (conversation or "").split("~", 1)[0])
+    else:
+        keys = (_base(host, sid), sid)
+    if event == "prompt":
+        switches.note_turn(cfg.home, keys[0], switches.says_no_recall(text))
+    return switches.recall_off(
+        cfg,
+        text=text if event in ("prompt", "message") else None,
+        sessions=keys,
+        turn=keys[0] if event in ("tool", "stop") else None,
+        project=project,
+        cwd=cwd,
+    )
 
 
 def _answer(context: str, hinted: list[dict], run: str | None, notes: list[str]) -> dict:
@@ -249,7 +289,12 @@ def project_for(cwd: object, projects: dict[str, str]) -> str | None:
     return None
 
 
-def _taggable(store, project: str | None) -> str | None:
-    # A repository's folder name that cannot be a tag ("app (old)") ranks
-    # nothing; said on every prompt it would only fill the hook log.
-    return project if project_tag(store.cfg.project_tag_prefix, project) else None
+def project_here(cfg, project: str | None, cwd: object) -> str | None:
+    """The project an event is about: the one it names, else the one its
+    working folder names (``project_for``) when that can be a tag. A
+    repository's folder name that cannot be a tag ("app (old)") ranks
+    nothing; said on every prompt it would only fill the hook log."""
+    if project:
+        return project
+    found = project_for(cwd, cfg.projects) if cwd else None
+    return found if project_tag(cfg.project_tag_prefix, found) else None

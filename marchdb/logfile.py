@@ -53,8 +53,10 @@ def _regular(path: Path) -> bool:
 
 def append(path: Path, record: dict, max_bytes: int = MAX_BYTES, backups: int = BACKUPS) -> None:
     """Append ``record`` (plus ``at``) as one JSON line (``append_line``)."""
+    from marchdb import redact
     from marchdb.clock import utc_now_iso  # datetime: not for the hooks, which log plain lines
 
+    record = redact.redact_fields(record)[0]  # no secret in a log, whatever a message quotes
     text = json.dumps({"at": utc_now_iso(), **record}, ensure_ascii=False, default=str) + "\n"
     # A path that is not UTF-8 (a lone surrogate) stays readable JSON: \\udce9.
     line = text.encode("utf-8", "backslashreplace")
@@ -136,7 +138,10 @@ def log(home: Path, name: str, message: str, make_home: bool = True) -> None:
         return
     # To the second, for a person reading the log; not clock.utc_now_iso
     # (milliseconds, for the index): its datetime import would cost every hook.
+    from marchdb import redact  # no secret in a log, whatever a message quotes (an event, a refused value)
+
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+    message = redact.redact(message)[0]
     line = f"{stamp}Z pid={os.getpid()} {' '.join(message.split())}\n".encode("utf-8", "replace")
     with contextlib.suppress(OSError):
         make_private_dirs(home / LOG_DIR, top=home)

@@ -81,6 +81,14 @@ TRIGGER = Param(
     flag="--trigger",
     hook=True,
 )
+CWD = Param(
+    "cwd",
+    "str",
+    "The folder the agent works in: it names the project when none is given, and a project's switches "
+    "apply there (the MCP server passes its own).",
+    max_chars=4096,
+    mcp=False,
+)
 RECORD_ONLY = Param(
     "record_only",
     "bool",
@@ -354,6 +362,7 @@ RECALL = Operation(
         PROJECT,
         CONVERSATION,
         RECORD_ONLY,
+        CWD,
     ),
     method="recall",
 )
@@ -371,6 +380,7 @@ CONTEXT = Operation(
         RUN_ID,
         PROJECT,
         CONVERSATION,
+        CWD,
     ),
     method="context",
 )

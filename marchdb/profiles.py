@@ -35,14 +35,19 @@ def read_profiles(cfg: Config, problems: list[str] | None = None) -> dict:
     FIFO, and at most ``MAX_PROFILE_BYTES`` each. A profile that cannot be
     read raises ``FileError``; with ``problems`` (a list) its text is "" and
     the reason is appended there instead, so the other still reaches the
-    prompt (a hook at the start of a session).
+    prompt (a hook at the start of a session). ``<private>`` regions are left
+    out and secrets replaced by markers (``redact``).
     """
     if not all(os.path.lexists(cfg.profiles_dir / name) for name in PROFILE_FILES.values()):
         ensure_layout(cfg)
+    from marchdb import redact
+
     out = {}
     for key, name in PROFILE_FILES.items():
         try:
-            out[key] = _read_profile(cfg.profiles_dir / name)
+            # What goes into every prompt: no <private> region, no secret (the
+            # file stays as written; doctor points the secret out).
+            out[key] = redact.redact(redact.without_private(_read_profile(cfg.profiles_dir / name)))[0].strip()
         except FileError as exc:
             if problems is None:
                 raise

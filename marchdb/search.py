@@ -59,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from marchdb import redact
 from marchdb.errors import ConfigError, InvalidInput, SearchFailed
 from marchdb.files import is_inside, name_ok, read_file
 from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
@@ -382,6 +383,30 @@ def _snippets(
     return out
 
 
+def _withheld(root: Path, rel: str, lines: dict[int, _Line]) -> dict[int, _Line]:
+    """``lines`` of the file ``rel`` without what search never shows: lines of
+    its ``<private>`` regions (the file is read once more to find them) and
+    secrets, each replaced by its marker (``redact``)."""
+    if not lines:
+        return lines
+    try:
+        data, _ = read_file(root / rel, MAX_FILE_BYTES, root=root)
+    except (OSError, ValueError):
+        return {}  # changed or vanished since rg read it
+    text = data.decode("utf-8", "replace")
+    if redact.has_private(text):
+        private: set[int] = set()
+        for start, end in redact.private_spans(text):
+            private.update(range(text.count("\n", 0, start) + 1, text.count("\n", 0, end) + 2))
+        lines = {n: line for n, line in lines.items() if n not in private}
+    for line in lines.values():
+        clean, found = redact.redact(line.text)
+        if found:
+            cut = redact.redact(line.text[: line.first_match])[0]
+            line.text, line.first_match = clean, len(cut)
+    return lines
+
+
 def _pick(lines: dict[int, _Line], context: int) -> list[dict]:
     """Up to ``MAX_MATCHES_PER_FILE`` matching lines: first the earliest line
     for each term not yet shown, then the earliest remaining, in file order."""
@@ -505,7 +530,7 @@ def search(
             if len(results) >= limit:
                 leftover = True
                 break
-            file_lines = lines.get(cand.path)
+            file_lines = _withheld(root, cand.path, lines.get(cand.path) or {})
             if not file_lines:
                 continue  # changed or vanished between the two passes
             matches = _pick(file_lines, context)

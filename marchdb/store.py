@@ -14,13 +14,14 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from marchdb import fts, logfile, ops, profiles
+from marchdb import fts, logfile, ops, profiles, redact, switches
 from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.changes import validate_changes
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
 from marchdb.files import read_memory_text, vault_lock
+from marchdb.hooks import project_here
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
 from marchdb.index.recall import RELATED_BELOW, W_DENSE, project_tag
@@ -100,7 +101,50 @@ class Store(Keeper):
             summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
         else:
             summary["model_check"] = verdict.summary()
+        summary.update(self.recall_switches())
         return summary
+
+    def recall_switches(self, cwd: str | None = None) -> dict:
+        """What the user's switches say (``switches``): ``recall`` ("on", or
+        paused and until when), ``recall_sessions`` (sessions switched off or
+        on, by key), and with ``cwd`` ``recall_here``: on, or why it is off
+        in that folder (its project, a ``.marchdb-norecall``, ``MARCH_RECALL``)."""
+        pause = switches.paused(self.cfg.home)
+        if pause is None:
+            state = "on"
+        else:
+            since = dt.datetime.fromtimestamp(pause["since"]).strftime("%Y-%m-%d %H:%M")
+            until = dt.datetime.fromtimestamp(pause["until"]).strftime("%Y-%m-%d %H:%M") if pause["until"] else None
+            state = f"paused since {since}" + (f" until {until}" if until else "") + " (marchdb resume)"
+        sessions = {k: v.get("recall") for k, v in switches.read_state(self.cfg.home)["sessions"].items()}
+        out: dict = {"recall": state, "recall_sessions": sessions}
+        if cwd is not None:
+            where = project_here(self.cfg, None, cwd)
+            out["recall_here"] = switches.recall_off(self.cfg, project=where, cwd=cwd) or "on"
+        return out
+
+    def switch_session(self, recall: str, session: str | None = None) -> dict:
+        """Turn recall ``"off"`` or ``"on"`` for a session (``switches``): its
+        id as the host gives it, or its conversation (``cc:ID``); without one,
+        the session whose hook ran last. ``{"session", "recall", "last_seen"}``;
+        ``InvalidInput`` when no hook has run yet and no id is given."""
+        last_seen = None
+        if session is None or not session.strip():
+            row = self.con.execute(
+                "SELECT conversation, at FROM runs WHERE conversation IS NOT NULL ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+            if row is None:
+                raise InvalidInput(
+                    "no host session has asked for recall yet; give its id: marchdb off --session ID "
+                    "(or pause recall everywhere: marchdb pause)"
+                )
+            session, last_seen = str(row[0]).split("~", 1)[0], row[1]
+        check_text(session, "the session")
+        key = session.strip()
+        if len(key) > 300:
+            raise InvalidInput(f"the session id is {len(key)} characters; a host's is at most 160")
+        switches.set_session(self.cfg.home, key, recall)
+        return {"session": key, "recall": recall, "last_seen": last_seen}
 
     def doctor(self) -> dict:
         """Every problem with the vault or the index and what to do about it:
@@ -123,7 +167,8 @@ class Store(Keeper):
         return {
             "problems": model_rows
             + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
-            + doctor.problems(self.con),
+            + doctor.problems(self.con)
+            + doctor.home_problems(self.cfg),
             "vector_error": summary.get("vector_error"),
             "hook_log": logfile.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),
@@ -189,6 +234,8 @@ class Store(Keeper):
         record_only: bool = False,
         project: str | None = None,
         conversation: str | None = None,
+        cwd: str | None = None,
+        switched: bool = True,
     ) -> RecallResult:
         """Passive recall hints for a user message or an assistant output.
 
@@ -206,9 +253,27 @@ class Store(Keeper):
         scopes the 10-run suppression to that conversation's runs: a hint
         shown in one conversation is not in another's context. Falls back to BM25
         (announced in ``result.warning``) when no model can be loaded.
+
+        ``cwd``: the folder the agent works in, which names the project when
+        ``project`` is not given (as a host's hook does). The user's switches
+        (``switches``: the pause, ``#norecall``, the conversation's session,
+        ``MARCH_RECALL``, the project) are honoured: recall that is off answers
+        no hint, mode ``off``, and says why in ``warning`` (``switched=False``:
+        the caller checked them itself). A project kept apart (``apart`` in its
+        ``projects`` entry) recalls only memories tagged for it (and untagged
+        ones, unless ``untagged`` is false); ``explain`` shows who was left out.
         """
         if not text.strip():
             raise InvalidInput("recall needs the text of a message")
+        where = project_here(self.cfg, project, cwd)
+        if switched:
+            off = switches.recall_off(
+                self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd
+            )
+            if off:
+                return RecallResult(trigger, run_id, self.cfg.min_score, [], mode="off", warning=off, explained=explain)
+        # A secret in a message (a pasted key, a transcript's tail) is no word to match on.
+        text = redact.redact(text, marker=redact.blank)[0]
         if threshold is not None and (
             isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1
         ):
@@ -217,7 +282,11 @@ class Store(Keeper):
         self.ensure_fresh()
         emb = self.embedder()
         self._recalls += 1
-        tag = project_tag(self.cfg.project_tag_prefix, project)
+        tag = project_tag(self.cfg.project_tag_prefix, where)
+        rules = switches.project_rules(self.cfg, where)
+        apart = (
+            (tag, bool(rules["untagged"]), self.cfg.project_tag_prefix) if rules and rules["apart"] and tag else None
+        )
         result = recall_hints(
             self.con,
             text,
@@ -230,6 +299,7 @@ class Store(Keeper):
             vindex=self.vector_index(),
             record_only=record_only,
             project_tag=tag,
+            apart=apart,
             conversation=conversation or None,
             deadline=self.deadline,
             # Only the hybrid statement reads them, and only for memories in the
@@ -245,12 +315,20 @@ class Store(Keeper):
                 "dense_weight": W_DENSE if self.cfg.dense_weight is None else self.cfg.dense_weight,
                 "dense_weight_from": self.cfg.sources.get("dense_weight", "default"),
             }
+            if where and tag:
+                result.settings["project"] = {
+                    "name": where,
+                    "tag": tag,
+                    "apart": apart is not None,
+                    "untagged": bool(apart and apart[1]),
+                    "from": "projects in config.json" if rules else "ranking only",
+                }
         if emb is None:
             result.warning = f"BM25 only: {self._embedder_error}"
             self._told_in_result(str(self._embedder_error))
-        if project and project.strip() and tag is None:
+        if where and where.strip() and tag is None:
             odd = (
-                f"project {project.strip()[:60]!r} cannot be a tag (letters, digits and '/', '-', '_', '.', '+', "
+                f"project {where.strip()[:60]!r} cannot be a tag (letters, digits and '/', '-', '_', '.', '+', "
                 "'#'), so it ranks nothing"
             )
             result.warning = f"{result.warning}; {odd}" if result.warning else odd
@@ -351,6 +429,9 @@ class Store(Keeper):
         when the file cannot be written. ``embed=False`` re-indexes without
         computing vectors (and never loads a model). See ``save`` for the rules.
         """
+        clean, said = redact.redact_fields({"the name": name, "the description": description, "the body": body})
+        name, description, body = clean["the name"], clean["the description"], clean["the body"]  # type: ignore[assignment]
+        _refuse_secret_tags(tags)
         changes = validate_changes(name, description, body, tags, status, priority, supersedes, conflicts_with)
         mem_id = save_mod.checked_id(self.con, id) if id is not None else None
         rescan = (lambda: self.sync(embed=False)) if self.cfg.memory_root.is_dir() else None
@@ -384,6 +465,8 @@ class Store(Keeper):
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         if result.status == "created":
             result.related = [r for r in related if r["id"] != result.id]
+        if said and result.rel is not None:
+            result.warnings.insert(0, kept_out(said))
         return result.to_dict()
 
     def related(self, text: str, exclude: set[str], tags: list[str], use_model: bool = True) -> list[dict]:
@@ -432,9 +515,12 @@ class Store(Keeper):
         makes its name, description and body; ``tags`` default to ``note``),
         through ``save`` and its checks (a near-duplicate writes nothing).
         Returns save's answer with the ``name`` and ``description`` made."""
+        text, findings = redact.redact(text) if isinstance(text, str) else (text, [])
         name, description, body = capture.one_liner(text)
         tags = tags or [DEFAULT_ONE_LINER_TAG]
         result = self.save(name=name, description=description, body=body, tags=tags, force=force, embed=embed)
+        if findings and result["status"] in ("created", "updated", "unchanged"):
+            result["warnings"].insert(0, kept_out([f"the text held {redact.summary(findings)}"]))
         return {**result, "name": name, "description": description}
 
     @ops.checks("memory_log")
@@ -444,7 +530,11 @@ class Store(Keeper):
         Returns ``{"status": created|appended, "id", "path", "entry",
         "message", "warnings"}``. ``embed=False`` indexes the entry for BM25
         now and leaves its vector to the next sync."""
+        clean, said = redact.redact_fields({"the title": title, "the text": text})
+        title, text = clean["the title"], clean["the text"]  # type: ignore[assignment]
         result = capture.Logger(self.con, self.cfg.require_root(), self.cfg.index_path).run(title, text, now)
+        if said:
+            result.warnings.insert(0, kept_out(said))
         if embed and result.indexed:
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
@@ -531,13 +621,17 @@ class Store(Keeper):
         nor the model."""
         if text is not None and clear:
             raise InvalidInput("pass the page's text or clear, not both")
+        warnings = []
         if clear:
             now_mod.clear_page(self.cfg.home)
         elif text is not None:
+            text, findings = redact.redact(text) if isinstance(text, str) else (text, [])
             now_mod.write_page(self.cfg.home, text)
+            if findings:
+                warnings.append(kept_out([f"the page held {redact.summary(findings)}"]))
         page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         status = "cleared" if clear else "set" if text is not None else "read"
-        return {"status": status, **page, "block": now_mod.block(page)}
+        return {"status": status, **page, "block": now_mod.block(page), "warnings": warnings}
 
     @ops.checks("memory_reflect")
     def reflect(self, date: str | None = None, since: str | None = None, until: str | None = None, today=None) -> dict:
@@ -557,18 +651,35 @@ class Store(Keeper):
         run_id: str | None = None,
         project: str | None = None,
         conversation: str | None = None,
+        cwd: str | None = None,
     ) -> dict:
         """The profiles as ``[agent_profile]`` / ``[user_profile]`` blocks, the
         working page as ``[now]`` (with its age; ``now``), plus the recall
-        hints for ``text`` (``project``, ``conversation``: see ``recall``):
+        hints for ``text`` (``project``, ``conversation``, ``cwd``: see ``recall``):
         ``{"text", "agent_profile", "user_profile", "now", "hints", "warning"}``,
-        ready to put into a prompt (``warning``: the recall's, e.g. BM25 only)."""
+        ready to put into a prompt (``warning``: the recall's, e.g. BM25 only).
+        Where the user's switches turn recall off (``switches``) it is all
+        empty, and ``off`` and ``warning`` say why."""
         check_text(text, "the message")
+        where = project_here(self.cfg, project, cwd)
+        off = switches.recall_off(self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd)
+        if off:
+            empty: dict = {"text": "", "path": None, "updated_at": None, "age_seconds": None, "age": None}
+            empty.update(stale=False, stale_after_hours=self.cfg.now_stale_hours)
+            return {
+                "text": "",
+                "agent_profile": "",
+                "user_profile": "",
+                "now": empty,
+                "hints": [],
+                "warning": off,
+                "off": off,
+            }
         blocks = profiles.read_profiles(self.cfg)
         page = now_mod.read_page(self.cfg.home, self.cfg.now_stale_hours)
         hints, warning = [], None
         if text and text.strip():
-            result = self.recall(text, run_id=run_id, project=project, conversation=conversation)
+            result = self.recall(text, run_id=run_id, project=where, conversation=conversation, switched=False)
             hints, warning = [h.to_dict() for h in result.hints], result.warning
         return {
             "text": profiles.format_context(blocks, hints, now=now_mod.block(page)),
@@ -607,6 +718,34 @@ class Store(Keeper):
             self.embedder()
             self.words()
         return query_mod.run_one(self.con if write else self.reader(), sql, params, max_rows, timeout)
+
+
+def conversation_keys(conversation: str | None) -> tuple[str, ...]:
+    """The keys a conversation's session may be switched by: itself, and
+    before its ``~N`` (a host session's window after a ``/clear``)."""
+    if not conversation:
+        return ()
+    return (conversation, conversation.split("~", 1)[0])
+
+
+def kept_out(said: list[str]) -> str:
+    """The warning of a write that redacted secrets (``redact.redact_fields``'s lines)."""
+    return (
+        f"secrets were kept out of what was stored: {'; '.join(said)}, each replaced by a [redacted: ...] marker "
+        "(keep secrets in a password manager, not in memories)"
+    )
+
+
+def _refuse_secret_tags(tags: object) -> None:
+    """``InvalidInput`` for a tag that looks like a secret: a tag is shown in
+    every hint of its memory, and cannot hold a marker."""
+    for tag in [tags] if isinstance(tags, str) else tags if isinstance(tags, (list, tuple)) else []:
+        found = redact.find(tag) if isinstance(tag, str) else []
+        if found:
+            raise InvalidInput(
+                f"a tag looks like a secret ({redact.summary(found)}); tags are shown in recall hints and "
+                "cannot hold one: leave it out"
+            )
 
 
 #: Statements that recall from the index get the dirty check first.

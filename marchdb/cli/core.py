@@ -7,6 +7,8 @@ every command, only format what the library returns.
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from marchdb.cli import render
@@ -63,11 +65,19 @@ def sync(
         say("run `marchdb doctor` to see the problems and how to fix them")
 
 
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 @command(app)
 def status(ctx: typer.Context, as_json: bool = JsonOpt):
     """Index summary: files, memories, conflicts, problems, model, paths."""
     store = _store(ctx)
     data = store.status()
+    data.update(store.recall_switches(_cwd()))
     notes = _notices(store, as_json)
     if as_json:
         data["notices"] = notes

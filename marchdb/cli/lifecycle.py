@@ -58,6 +58,8 @@ def now_(ctx: typer.Context, args: dict, as_json: bool):
         _emit(data)
         return
     _say_notices(data)
+    for warning in data.get("warnings", []):
+        say(f"warning: {one_line(warning)}", err=True)
     if data["status"] == "cleared":
         say(f"cleared the working page ({data['path']})")
     elif data["status"] == "set":

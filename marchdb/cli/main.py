@@ -8,7 +8,7 @@ import click
 import typer
 
 # Each module registers its commands on ``app``.
-from marchdb.cli import core, hosts, index, lifecycle  # noqa: F401
+from marchdb.cli import core, hosts, index, lifecycle, switches  # noqa: F401
 from marchdb.cli.app import app, say
 from marchdb.errors import EXIT_INTERRUPTED
 from marchdb.text import error_line

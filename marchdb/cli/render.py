@@ -56,6 +56,15 @@ def recall(data: dict, explain: bool) -> tuple[str, str]:
             f"\nsettings: threshold {st['threshold']:.2f} ({st['threshold_from']}), "
             f"dense share {st['dense_weight']:.2f} ({st['dense_weight_from']})"
         )
+        project = st.get("project")
+        if project:
+            if project["apart"]:
+                what = f"kept apart, only memories tagged {project['tag']}" + (
+                    " or no project" if project["untagged"] else ""
+                )
+            else:
+                what = f"memories tagged {project['tag']} rank higher"
+            out.append(f"project {project['name']}: {what} ({project['from']})")
     if explain:
         out.append(
             f"\ncandidates ({data['mode']}; dense = calibrated cosine, alone = the stricter curve used when no "

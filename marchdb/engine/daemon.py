@@ -516,6 +516,19 @@ def _request_settings(ident: object) -> tuple[dict, dict] | None:
         raise _BadOp("the request's settings are not the protocol's")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in projects.items()):
         raise _BadOp("the request's settings are not the protocol's")
+    rules = settings.get("project_rules", {})
+    if not isinstance(rules, dict) or not all(
+        isinstance(name, str)
+        and isinstance(r, dict)
+        and set(r) == {"recall", "apart", "untagged"}
+        and r["recall"] in (None, True, False)
+        and isinstance(r["apart"], bool)
+        and isinstance(r["untagged"], bool)
+        for name, r in rules.items()
+    ):
+        raise _BadOp("the request's settings are not the protocol's")
+    if settings.get("recall_env") not in (None, "off", "on"):
+        raise _BadOp("the request's settings are not the protocol's")
     return settings, {k: str(v) for k, v in sources.items() if k in REQUEST_SETTINGS}
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from marchdb import private
+from marchdb import private, switches
 from marchdb.engine import client
 from marchdb.hosts import HOSTS, BadEvent, adapter
 
@@ -61,7 +61,16 @@ def relay_args(host: str, options: list[str], raw: bytes, flags: dict) -> dict:
         "event": raw.decode("utf-8", "replace"),
         "flags": given,
         "env": env,
+        "cwd": _cwd(),
     }
+
+
+def _cwd() -> str | None:
+    """This process's working folder (an event that names none is about it), or None."""
+    try:
+        return os.getcwd()
+    except OSError:  # deleted under the host
+        return None
 
 
 def note_of(data: dict) -> str | None:
@@ -77,11 +86,11 @@ def run_hook(flags: dict, args: list[str]) -> int:
     later: list = []  # what runs once the answer is out (starting an engine)
     try:
         raw = _raw_event(home, host)
-        if raw is None:
-            return 0
+        if raw is None or switches.quick_off(home):
+            return 0  # paused: nothing to answer, no engine to ask or start (status says so)
         out, tried = _relayed(home, host, args[1:], raw, flags)
         if out is None:
-            event = parse_event(home, host, args[1:], raw.decode("utf-8", "replace"))
+            event = parse_event(home, host, args[1:], raw.decode("utf-8", "replace"), _cwd())
             if event is None:
                 return 0
             out = _answer(flags, host, event, later, tried)
@@ -180,17 +189,23 @@ def _raw_event(home: str, host: str) -> bytes | None:
     return raw
 
 
-def parse_event(home, host: str, options: list[str], text: str) -> tuple[object, dict] | None:
+def parse_event(home, host: str, options: list[str], text: str, cwd: object = None) -> tuple[object, dict] | None:
     """The host's adapter and the ``memory_hook`` event it read from
     ``text``; None (said in the hook log) when there is nothing to answer.
-    The engine reads a relayed event with it too (``hosts.relay``)."""
+    An event that names no working folder is about ``cwd``, the hook
+    process's (its project and the project's switches). The engine reads a
+    relayed event with it too (``hosts.relay``)."""
     module = adapter(host)
     try:
         event = module.parse(text, options)
     except BadEvent as exc:
         _log(home, f"{host}: {exc}")
         return None
-    return None if event is None else (module, event)
+    if event is None:
+        return None
+    if not event.get("cwd") and isinstance(cwd, str) and cwd:
+        event["cwd"] = cwd
+    return module, event
 
 
 def answer_here(store, module, event: dict) -> dict:
@@ -229,6 +244,12 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list, tried: object = 
 
     module, event = parsed
     cfg = load_config(home=flags.get("home"), root=flags.get("root"), model=flags.get("model"))
+    from marchdb.hooks import project_here, switched_off
+
+    off = switched_off(cfg, **{**event, "project": project_here(cfg, event.get("project"), event.get("cwd"))})
+    if off:  # no engine to ask or start for an answer that is nothing
+        _log(cfg.home, f"{host}: {off}; nothing injected")
+        return ""
     start_args = [f"--{k}={v}" for k, v in flags.items() if k in ("root", "model")]
     why = "MARCH_DAEMON=0"
     if cfg.use_engine:

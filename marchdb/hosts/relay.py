@@ -82,7 +82,8 @@ def read(args: object, home) -> tuple[tuple[object, dict] | None, object]:
     cfg = load_config(home=home, root=flags.get("root"), model=flags.get("model"), env=env)
     if not cfg.use_engine:
         raise HooksOwn("MARCH_DAEMON=0: the hook answers in its own process")
-    return parse_event(home, host, options, raw), cfg
+    cwd = args.get("cwd")
+    return parse_event(home, host, options, raw, cwd if isinstance(cwd, str) else None), cfg
 
 
 def _strings(value: object) -> bool:

@@ -44,7 +44,7 @@ def vec_extension() -> str:
 
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7  # 7: texts indexed with secrets as markers and without <private> regions
 BUSY_TIMEOUT_MS = 10_000
 
 
@@ -299,6 +299,9 @@ def _drop_everything(con: apsw.Connection) -> None:
 def _apply_schema(con: apsw.Connection) -> str:
     """(Re)create the schema; the recall/open logs, which the files cannot
     give back, are carried over (``logs``). Returns what happened to them."""
+    # The old tables may hold what a newer marchdb keeps out of the index (a
+    # secret of a file indexed before redaction): their freed pages are zeroed.
+    con.pragma("secure_delete", True)
     with transaction(con):
         try:
             saved = logs.read(con)
@@ -322,6 +325,7 @@ def _apply_schema(con: apsw.Connection) -> str:
     # Into the file's header now, where ownership.py reads it first (in WAL
     # mode it would wait in the -wal file for the next checkpoint).
     con.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+    con.pragma("secure_delete", False)
     kept = [logs.describe(copied, skipped) if saved and saved.rows() else "", carry.describe(stashed)]
     return "; ".join(k for k in kept if k)
 

@@ -43,6 +43,9 @@ ADVICE = {
     "invisible characters are easy to confuse)",
     "mixed_script_id": "give it an id whose words are each in one script (a Cyrillic 'о' inside a Latin word "
     "reads as 'o': an agent told the id may type another)",
+    "secret": "remove the secret from the file and keep it in a password manager: marchdb never rewrites your "
+    "files, so until then it stays in the file (memory_open shows it), while hints, the index and the "
+    "injected context carry a [redacted: ...] marker in its place",
 }
 
 
@@ -154,6 +157,27 @@ def engine_output(logs_dir: Path) -> list[dict]:
     if not stat.S_ISREG(st.st_mode):
         return []
     return [{"file": logfile.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": logfile.DAEMON_OUT_BYTES, "rotated": False}]
+
+
+def home_problems(cfg) -> list[dict]:
+    """Secrets in the files of the home that go into every session: the
+    profiles and the working page. They are never rewritten; what is
+    injected carries markers in their place (``profiles``, ``now``)."""
+    from marchdb import redact
+    from marchdb.files import read_file
+    from marchdb.lifecycle.now import MAX_NOW_BYTES, page_path
+
+    out = []
+    for path in (cfg.profiles_dir / "agent.md", cfg.profiles_dir / "user.md", page_path(cfg.home)):
+        try:
+            data, _ = read_file(path, MAX_NOW_BYTES)
+        except OSError:
+            continue  # missing, a link: said where it is read
+        found = redact.find(redact.without_private(data.decode("utf-8", "replace")))
+        if found:
+            detail = f"holds {redact.summary(found)}, replaced by a marker wherever it is injected"
+            out.append({"path": str(path), "kind": "secret", "detail": detail, "advice": advice("secret")})
+    return out
 
 
 def root_problems(cfg, as_of: str) -> list[dict]:

@@ -35,6 +35,7 @@ from marchdb import bridge, fts
 from marchdb.config import DEFAULT_MIN_SCORE
 from marchdb.errors import Expired, InvalidInput
 from marchdb.index import calibrate, temperature
+from marchdb.index.apart import keep_apart
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
 from marchdb.index.results import Hint, RecallResult
 from marchdb.index.terms import (
@@ -551,6 +552,7 @@ def recall(
     conversation: str | None = None,
     deadline: float | None = None,
     words: bridge.Dictionary | None = None,
+    apart: tuple[str, bool, str] | None = None,
 ) -> RecallResult:
     """Score ``text`` (its first ``MAX_RECALL_CHARS`` characters) and apply
     the hint rules. ``embedder`` None → BM25 only; ``vindex``: in-memory
@@ -560,7 +562,9 @@ def recall(
     ``conversation``: see ``apply_rules``; ``words``: see ``score``; ``deadline`` (a ``time.time()``):
     past it, a recall with a run id records nothing and raises ``Expired`` —
     its caller stopped waiting and answered on its own, so these hints were
-    never shown and must not suppress anything."""
+    never shown and must not suppress anything. ``apart``: ``(tag, untagged,
+    prefix)`` of a project kept apart (``apart.keep_apart``: the others are
+    left out before the hint rules, and shown by ``explain``)."""
     text = text[:MAX_RECALL_CHARS]
     mode, warning, qvec, calib = "bm25", None, None, calibrate.bm25_only()
     if embedder is not None:
@@ -571,6 +575,9 @@ def recall(
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
     scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag, words=words)
+    left_out: list[Hint] = []
+    if apart is not None:
+        scored, left_out = keep_apart(con, scored, *apart)
     with transaction(con):
         hints, display, everything = apply_rules(con, scored, trigger, run_id, threshold, record_only, conversation)
         if deadline is not None and run_id is not None and time.time() > deadline:
@@ -583,7 +590,7 @@ def recall(
         hints=[] if record_only else hints,
         recorded=hints if record_only else [],
         display=display if trigger == "assistant" else [],
-        candidates=everything if explain else [],
+        candidates=everything + left_out if explain else [],
         mode=mode,
         warning=warning,
         explained=explain,

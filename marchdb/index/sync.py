@@ -14,13 +14,13 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import apsw
 
-from marchdb import fts
+from marchdb import fts, redact
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.files import folder_identity, read_file, stat_paths, walk
@@ -126,11 +126,33 @@ def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
     result.hash = content_hash(data)
     stem = relpath.rsplit("/", 1)[-1][:-3]
     try:
-        result.note = parse_note(data, stem)
-        result.problems.extend(result.note.problems)
+        note = parse_note(data, stem)
     except BadNote as bad:
         result.problems.append(bad.problem)
+        return result
+    result.note, withheld = indexable(note)
+    result.problems.extend(note.problems + withheld)
     return result
+
+
+def indexable(note: Note) -> tuple[Note, list[Problem]]:
+    """``note`` as the index may hold it: its ``<private>`` regions left out
+    of the name, description and body, and every secret in them replaced by
+    its marker (``redact``), so that no hint, chunk, vector, search of the
+    index or prompt ever carries one. A secret is also a ``secret`` problem
+    (``marchdb doctor``): the file is the user's, never rewritten to redact it."""
+    fields: dict[str, object] = {"the name": note.name, "the description": note.description, "the body": note.body}
+    if any(redact.has_private(str(text)) for text in fields.values()):
+        fields = {label: redact.without_private(str(text)) for label, text in fields.items()}
+    clean, said = redact.redact_fields(fields)
+    if fields == clean and fields["the body"] is note.body:
+        return note, []
+    kept = replace(
+        note, name=str(clean["the name"]), description=str(clean["the description"]), body=str(clean["the body"])
+    )
+    if not said:
+        return kept, []
+    return kept, [Problem("secret", f"{'; '.join(said)}, kept out of the index, its hints and vectors")]
 
 
 #: A full scan finding no file at all while the index lists this many is

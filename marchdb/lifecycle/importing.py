@@ -46,6 +46,7 @@ from pathlib import Path
 
 import apsw
 
+from marchdb import redact
 from marchdb.changes import norm_body
 from marchdb.clock import format_time, parse_time
 from marchdb.errors import FileError, InvalidInput
@@ -260,6 +261,7 @@ class Importer:
         an import never overwrites."""
         if self.home is None:
             return Row("skip", page.origin, detail="no marchdb home to hold the working page")
+        page.text, findings = redact.redact(page.text)
         held = now.read_page(self.home, float("inf"))["text"]
         if held == page.text:
             return Row("skip", page.origin, detail="the working page holds it already")
@@ -272,11 +274,13 @@ class Importer:
             )
         if apply:
             now.write_page(self.home, page.text, page.changed.timestamp())
+        warnings = [f"secrets kept out of the page: {redact.summary(findings)}"] if findings else []
         return Row(
             "now",
             page.origin,
             detail=f"{'became' if apply else 'becomes'} the working page (marchdb now), not a memory; "
             f"written {format_time(page.changed)}",
+            warnings=warnings,
         )
 
     def _skipped(self, item: Item, mem_id: str) -> str:
@@ -427,6 +431,23 @@ def _storable(item: Item) -> None:
     item.tags, item.extra = fix(item.tags), fix(item.extra)
     if changed:
         item.warnings.append("text that is not Unicode (a lone surrogate) or NUL characters were replaced by U+FFFD")
+    # Secrets never reach the vault: a chat with a pasted key becomes a memory
+    # that recall could put before a hosted model.
+    clean, said = redact.redact_fields(
+        {"the name": item.name, "the description": item.description, "the text": item.body, "its fields": item.extra}
+    )
+    item.name, item.description, item.body = clean["the name"], clean["the description"], clean["the text"]  # type: ignore[assignment]
+    item.extra = clean["its fields"]  # type: ignore[assignment]
+    secret_tags = [t for t in item.tags if redact.find(t)]
+    if secret_tags:
+        item.tags = [t for t in item.tags if t not in secret_tags] or ["imported"]
+        said.append(
+            f"{len(secret_tags)} tag{'s' if len(secret_tags) > 1 else ''} looked like a secret and were left out"
+        )
+    if said:
+        item.warnings.append(
+            f"secrets kept out of the memory: {'; '.join(said)}, each replaced by a [redacted: ...] marker"
+        )
     raw = (item.source, *item.aliases)
     item.source = source_key(item.source)
     item.aliases = tuple(dict.fromkeys(k for k in (*(source_key(a) for a in item.aliases), *raw) if k != item.source))

@@ -24,6 +24,7 @@ import time
 import unicodedata
 from pathlib import Path
 
+from marchdb import redact
 from marchdb.errors import FileError, InvalidInput, check_text
 from marchdb.files import fsync_dir, read_file, write_temp
 from marchdb.ops import MAX_NOW_CHARS
@@ -65,7 +66,8 @@ def check_page(text: object) -> str:
 
 
 def read_page(home: Path, stale_hours: float, now: float | None = None) -> dict:
-    """The page as data: ``{"text", "path", "updated_at" (ISO, local time),
+    """The page as data (its ``<private>`` regions left out and secrets
+    replaced by markers): ``{"text", "path", "updated_at" (ISO, local time),
     "age_seconds", "age" ("3 h ago"), "stale", "stale_after_hours"}``;
     ``text`` "" (and the times None) when there is no page or it is empty.
     Raises ``FileError`` when it cannot be read (a link, not UTF-8)."""
@@ -87,6 +89,9 @@ def read_page(home: Path, stale_hours: float, now: float | None = None) -> dict:
         text = data.decode("utf-8").removeprefix("\ufeff").replace("\r\n", "\n").strip()
     except UnicodeDecodeError as exc:
         raise FileError(f"the working page {path} is not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
+    # What an agent and every session see: no <private> region, no secret
+    # (the file stays as written; doctor points the secret out).
+    text = redact.redact(redact.without_private(text))[0].strip()
     if not text:
         return out
     age = max(0.0, (time.time() if now is None else now) - st.st_mtime)

@@ -166,12 +166,25 @@ def _tool_function(op, call: Callable[..., dict]) -> Callable[..., dict]:
         default = inspect.Parameter.empty if p.required else p.default
         params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
 
+    takes_cwd = any(p.name == "cwd" for p in op.params)
+
     def tool(**args: Any) -> dict:
+        if takes_cwd:
+            # The folder the host started the server in names the project and
+            # its switches (recall off there), as a hook's event names it.
+            args["cwd"] = _cwd()
         return call(op.name, **args)
 
     tool.__name__ = op.name
     tool.__signature__ = inspect.Signature(params, return_annotation=dict)  # type: ignore[attr-defined]
     return tool
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # deleted under the server
+        return None
 
 
 class _Local:
