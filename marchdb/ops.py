@@ -29,6 +29,9 @@ import functools
 from marchdb.errors import Conflict, InvalidInput, NotFound
 from marchdb.params import KINDS, Operation, Param, shown
 
+#: Longest memory id (``notes.MAX_ID_LEN``, which a test holds equal).
+MAX_ID_CHARS = 128
+
 __all__ = ["KINDS", "Operation", "Param", "call", "checks", "get"]
 
 # ---------------------------------------------------------------- the words agents read
@@ -53,6 +56,7 @@ RUN_ID = Param(
     flag="--run",
     max_chars=200,
     hook=True,
+    nonblank=True,
 )
 PROJECT = Param(
     "project",
@@ -71,6 +75,7 @@ CONVERSATION = Param(
     flag="--conversation",
     max_chars=200,
     hook=True,
+    nonblank=True,
 )
 TRIGGER = Param(
     "trigger",
@@ -135,7 +140,18 @@ OPEN = Operation(
         "Returns status 'not_found' for an unknown id, and status 'conflict' with every file path when "
         "several files claim the same id (ask the user to fix them)."
     ),
-    params=(Param("id", "str", "The memory id, e.g. mem_01hx_context_cache.", required=True, flag="", metavar="ID"),),
+    params=(
+        Param(
+            "id",
+            "str",
+            "The memory id, e.g. mem_01hx_context_cache.",
+            required=True,
+            flag="",
+            metavar="ID",
+            nonblank=True,
+            max_chars=MAX_ID_CHARS,
+        ),
+    ),
     method="open",
     errors_as_data=(NotFound, Conflict),
 )

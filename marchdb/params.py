@@ -41,6 +41,7 @@ class Param:
         "mcp",
         "hook",
         "cli_default",
+        "nonblank",
     )
 
     def __init__(
@@ -61,8 +62,11 @@ class Param:
         mcp: bool = True,
         hook: bool = False,
         cli_default: object = ...,
+        nonblank: bool = False,
     ):
         assert kind in KINDS, kind
+        #: A text that must hold more than spaces (an id, a run id) when given.
+        self.nonblank = nonblank
         self.name, self.kind, self.help, self.default = name, kind, help, default
         self.required, self.choices, self.low, self.high, self.max_chars = required, choices, low, high, max_chars
         self.flag, self.short, self.metavar, self.mcp, self.hook = flag, short, metavar, mcp, hook
@@ -98,6 +102,8 @@ class Param:
             if not isinstance(value, str):
                 raise InvalidInput(f"{what} must be text, got {shown(value)}")
             check_text(value, what)
+            if self.nonblank and not value.strip():
+                raise InvalidInput(f"{what} must not be empty: {self.help}")
         else:  # strs
             if isinstance(value, str):
                 value = [value]

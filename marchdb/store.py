@@ -33,7 +33,7 @@ from marchdb.lifecycle import capture, importing, maintain
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
-from marchdb.notes import MAX_FILE_BYTES, MAX_ID_LEN, metadata_text
+from marchdb.notes import MAX_FILE_BYTES, metadata_text
 from marchdb.twins import check_conflicts_with, check_supersedes
 
 if TYPE_CHECKING:
@@ -184,13 +184,7 @@ class Store(Keeper):
         path) when several files hold it. Reads the file as it is now; the
         index only says where it is.
         """
-        mem_id = id
-        if not isinstance(mem_id, str) or not mem_id.strip():
-            raise InvalidInput("give the id of a memory, e.g. mem_01hx_context_cache")
-        check_text(mem_id, "the id")
-        mem_id = mem_id.strip()
-        if len(mem_id) > MAX_ID_LEN:
-            raise InvalidInput(f"id is {len(mem_id)} characters; memory ids are at most {MAX_ID_LEN}")
+        mem_id = id.strip()  # checked by the operations table (ops.checks): text, not blank, bounded
         self.ensure_fresh()
         holders = db.file_holders(self.con, mem_id)
         if len(holders) > 1:
@@ -371,7 +365,6 @@ class Store(Keeper):
         as for recall (index only: search needs no vectors). Archived memories
         are searched only with ``include_archived``. See ``search.search``
         for the result."""
-        check_text(query, "the query")
         self.ensure_fresh(embed=False)
 
         def ids_for(paths: list[str]) -> dict[str, str]:
@@ -636,7 +629,7 @@ class Store(Keeper):
     @ops.checks("memory_reflect")
     def reflect(self, date: str | None = None, since: str | None = None, until: str | None = None, today=None) -> dict:
         """``memory_reflect``: the daily logs of ``date`` (default today), or
-        of ``since`` to ``until``, with seed 003's routing, as the text the
+        of ``since`` to ``until``, with the routing rules, as the text the
         host's model reflects on (``reflect.reflection``; days as YYYY-MM-DD,
         ``today`` or ``yesterday``, local; ``today`` a ``datetime.date`` to
         count from). Reads only."""
@@ -660,7 +653,6 @@ class Store(Keeper):
         ready to put into a prompt (``warning``: the recall's, e.g. BM25 only).
         Where the user's switches turn recall off (``switches``) it is all
         empty, and ``off`` and ``warning`` say why."""
-        check_text(text, "the message")
         where = project_here(self.cfg, project, cwd)
         off = switches.recall_off(self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd)
         if off:

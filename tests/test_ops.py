@@ -147,3 +147,40 @@ def test_every_operation_runs_a_store_method_of_its_parameters():
             keywords = inspect.signature(method).parameters
         missing = [p.name for p in op.params if p.name not in keywords]
         assert not missing, (op.name, missing)
+
+
+def test_every_front_refuses_a_blank_run_id_with_the_same_words(tmp_path, mixed_vault, store):
+    # march_recall checked its arguments by hand and said it otherwise; Store.open, search and
+    # context checked again what the operations table had checked.
+    from typer.testing import CliRunner
+
+    from marchdb import InvalidInput
+    from marchdb.cli.main import app
+
+    store.sync(embed=False)
+    said = set()
+    with pytest.raises(InvalidInput) as api:
+        store.recall("cache", run_id="  ")
+    said.add(str(api.value))
+    with pytest.raises(InvalidInput) as call:
+        ops.call(store, "memory_recall", {"text": "cache", "run_id": ""})
+    said.add(str(call.value))
+    base = ["--home", str(store.cfg.home), "--root", str(mixed_vault.root)]
+    cli = CliRunner().invoke(app, [*base, "recall", "cache", "--run", " "], env={"MARCH_EMBED_MODEL": "none.gguf"})
+    assert cli.exit_code == 2
+    said.add(cli.stderr.strip().removeprefix("error: "))
+    with pytest.raises(InvalidInput) as sql:
+        store.query("SELECT id FROM march_recall('cache', 'user', '')", write=True)
+    said.add(str(sql.value).replace("march_recall", "memory_recall"))
+    assert said == {"memory_recall: run_id must not be empty: Id of the current agent run (for de-duplication)."}
+
+
+def test_a_blank_or_long_id_is_refused_by_the_table():
+    from marchdb import notes
+
+    assert ops.MAX_ID_CHARS == notes.MAX_ID_LEN
+    open_op = ops.get("memory_open")
+    with pytest.raises(InvalidInput, match="memory_open: id must not be empty"):
+        open_op.checked({"id": "  "})
+    with pytest.raises(InvalidInput, match="at most 128 are taken"):
+        open_op.checked({"id": "m" * 129})

@@ -89,7 +89,8 @@ def test_errors_are_sql_errors_with_a_clear_message(bm25_store):
         bm25_store.query("SELECT march_embed('hello')")
     with pytest.raises(InvalidInput, match="kind must be 'query' or 'passage'"):
         bm25_store.query("SELECT march_embed('hello', 'document')")
-    with pytest.raises(InvalidInput, match="trigger must be 'user' or 'assistant'"):
+    # march_recall's arguments are memory_recall's, refused in its words (ops.py)
+    with pytest.raises(InvalidInput, match="march_recall: trigger must be one of user, assistant, got 'system'"):
         bm25_store.query("SELECT * FROM march_recall('cache', 'system')")
     with pytest.raises(NotFound, match="march_similar: no memory has id mem_nope"):
         bm25_store.query("SELECT * FROM march_similar('mem_nope')")
@@ -97,7 +98,7 @@ def test_errors_are_sql_errors_with_a_clear_message(bm25_store):
         bm25_store.query("SELECT * FROM march_similar('mem_cache')")
     with pytest.raises(InvalidInput, match="k must be a whole number from 1 to 100"):
         bm25_store.query("SELECT * FROM march_similar('mem_cache', 1000)")
-    with pytest.raises(InvalidInput, match="the run id is 201 characters; the limit is 200"):
+    with pytest.raises(InvalidInput, match="march_recall: run_id is 201 characters; at most 200 are taken"):
         bm25_store.query("SELECT * FROM march_recall('cache', 'user', ?)", ("r" * 201,), write=True)
     # the connection is still fine afterwards
     assert rows(bm25_store, "SELECT count(*) AS n FROM memory_index") == [{"n": 5}]

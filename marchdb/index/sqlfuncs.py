@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 import apsw
 import apsw.ext
 
-from marchdb import bridge, fts
+from marchdb import bridge, fts, ops
 from marchdb.config import Config
 from marchdb.embedding import Embedder
 from marchdb.errors import InvalidInput, ModelError, NotFound
@@ -181,24 +181,18 @@ class Engine:
         logged — so a read-only connection refuses it. ``conversation``: as
         ``marchdb recall --conversation`` (the run's 10-run window).
         """
-        if trigger not in ("user", "assistant"):
-            raise InvalidInput(f"march_recall: trigger must be 'user' or 'assistant', not {trigger!r}")
-        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
-            raise InvalidInput("march_recall: the run id must be a non-empty string (or NULL for a pure query)")
-        if conversation is not None and (not isinstance(conversation, str) or not conversation.strip()):
-            raise InvalidInput("march_recall: the conversation must be a non-empty string (or NULL for none)")
-        for value, what in ((run_id, "run id"), (conversation, "conversation")):
-            # The bounds `marchdb recall --run` has: the id is stored with every hint of the run.
-            if isinstance(value, str) and len(value) > recall_mod.MAX_RUN_ID_CHARS:
-                raise InvalidInput(
-                    f"march_recall: the {what} is {len(value):,} characters; the limit is {recall_mod.MAX_RUN_ID_CHARS}"
-                )
-        if project is not None and not isinstance(project, str):
-            raise InvalidInput("march_recall: the project must be a name (text), or NULL for none")
+        # The arguments memory_recall declares are checked by its own table, so
+        # SQL refuses what the CLI, the API and the MCP server refuse, in the same words.
+        declared = {p.name: p for p in ops.get("memory_recall").params}
+        given = {"trigger": trigger, "run_id": run_id, "conversation": conversation, "project": project}
+        checked = {name: declared[name].check(value, "march_recall") for name, value in given.items()}
         value = _text_arg(text, "march_recall")
         if value is None:
             return []
-        tag = recall_mod.project_tag(self.cfg.project_tag_prefix, project)
+        project_name = checked["project"]
+        tag = recall_mod.project_tag(
+            self.cfg.project_tag_prefix, project_name if isinstance(project_name, str) else None
+        )
         if run_id is not None and is_read_only(con):
             raise InvalidInput(
                 "march_recall with a run id records its hints in the recall log, and this connection is "
