@@ -1010,6 +1010,20 @@ def test_an_idle_checkpoint_a_reader_held_off_is_tried_again(home):
         time.sleep(0.2)
 
 
+def test_sync_says_the_watcher_indexed_a_note_already(home, mixed_vault):
+    # "0 added" right after writing a note by hand read as if marchdb had not seen it.
+    assert marchdb("recall", PROMPT, "--json").returncode == 0
+    assert client.wait_ready(home, 120)
+    mixed_vault.memory("2026/05/week2/hand.md", "mem_hand", name="Written by hand")
+    deadline = time.monotonic() + 60
+    while "mem_hand" not in marchdb("sql", "SELECT id FROM memory_index", "--json").stdout:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    done = marchdb("sync")
+    assert done.returncode == 0 and "0 added" in done.stdout
+    assert "the warm engine's watcher indexes files as they change" in done.stdout
+
+
 HOLD_LOCK = """
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)

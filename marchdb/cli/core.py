@@ -49,6 +49,10 @@ def sync(
         progress.close()
     data = report.to_dict()
     notes = _notices(store, as_json, report.warnings)
+    # "0 added" right after a note was written by hand reads as "not seen": say
+    # that the engine's watcher had indexed it already.
+    changed = report.added + report.updated + report.moved + report.removed
+    data["engine_watching"] = _engine_watches(store)
     if as_json:
         data["notices"] = notes
         _emit(data)
@@ -59,6 +63,8 @@ def sync(
         f"{report.conflicts} conflicts, {report.problems} problems; "
         f"{report.embedded} texts embedded in {report.seconds:.2f}s"
     )
+    if not changed and data["engine_watching"]:
+        say("nothing was left to do: the warm engine's watcher indexes files as they change")
     for warning in report.warnings:
         say(f"warning: {one_line(warning)}", err=True)
     if report.problems or report.conflicts:
@@ -70,6 +76,13 @@ def _cwd() -> str | None:
         return os.getcwd()
     except OSError:
         return None
+
+
+def _engine_watches(store) -> bool:
+    """Whether a warm engine serves this home (and so watches its vault)."""
+    from marchdb.engine import client
+
+    return store.cfg.use_engine and client.engine_alive(store.cfg.home)
 
 
 @command(app)
