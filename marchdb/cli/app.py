@@ -28,13 +28,18 @@ from marchdb.errors import (
 )
 from marchdb.text import error_line
 
+# Plain help, as click prints it: typer's rich help imports rich and a
+# Markdown parser, more than half of what `marchdb --help` took.
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-model_app = typer.Typer(help="Build, inspect and self-test the embedding model.", no_args_is_help=True)
+model_app = typer.Typer(
+    help="Build, inspect and self-test the embedding model.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(model_app, name="model")
 
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
