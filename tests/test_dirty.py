@@ -124,3 +124,22 @@ def test_a_quick_check_costs_a_share_of_the_files(vault, scanned):
     assert len(ids(store)) == 240
     paths = dirty.paths_to_check(store.con, vault.root, store.folder_clock)
     assert paths is not None and 0 < len(paths) <= 240 // dirty.ROTATION + 1
+
+
+def test_a_quick_check_that_fails_forgets_what_it_saw(vault, scanned, monkeypatch):
+    from marchdb.errors import Retry
+    from marchdb.index import keeper
+
+    store = scanned
+    vault.memory("2026/05/week1/late.md", "mem_late")
+    settle(vault)
+
+    def fails(*args, **kwargs):
+        raise Retry("the memory root changed while it was scanned")
+
+    monkeypatch.setattr(keeper, "sync_files", fails)
+    with pytest.raises(Retry):
+        check(store)
+    monkeypatch.undo()
+    check(store)  # its folder was listed by the check that failed: it must be looked at again
+    assert "mem_late" in ids(store)

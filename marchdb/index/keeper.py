@@ -335,10 +335,13 @@ class Keeper:
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
         clock = self.folder_clock
         if clock is not None and clock.fresh():
+            # The clock moves on before the sync: one that fails must not leave
+            # the folders it relisted marked as seen.
+            self.folder_clock = None
             paths = dirty.paths_to_check(self.con, self.cfg.memory_root, clock)
             if paths is not None:
                 report = self.sync(embed=embed, paths=paths, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
-                self.checked_at = time.time()
+                self.folder_clock, self.checked_at = clock, time.time()
                 return report
         return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
