@@ -216,7 +216,7 @@ def validate_changes(
         normalised, rejected = normalize_tags(tags)
         if rejected:
             raise InvalidInput(
-                f"invalid tags: {', '.join(rejected)[:200]}; a tag holds letters, digits and '/ - _ . + #' "
+                f"invalid tags: {', '.join(rejected)[:200]}; a tag holds letters, digits, '/ - _ . + #' and a name's middle dot '·' "
                 "(pass tags as a list of strings)"
             )
         if not normalised:

@@ -92,19 +92,29 @@ def is_memory_path(rel: str) -> bool:
     return not hidden(rel) and rel.lower().endswith(".md")
 
 
-def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
+def walk(
+    root: str | os.PathLike, folders: dict[str, int] | None = None, top: str = ""
+) -> tuple[Found, list[WalkProblem]]:
     """Every memory file below ``root`` → ``(mtime_ns, size)``, by relative path,
-    and the problems met on the way (symlinks, unreadable folders)."""
+    and the problems met on the way (symlinks, unreadable folders).
+
+    ``folders``: filled with every folder listed, by relative path (the root
+    is ``""``), and its mtime just before it was listed (``dirty``'s quick
+    check). ``top``: walk only that folder of the root (relative), the
+    paths still relative to the root."""
     found: Found = {}
     problems: list[WalkProblem] = []
     # From the real path down: no link is followed below it, so every folder's
     # path is real and a pseudo file system is recognised by its name.
-    stack: list[tuple[str, str]] = [("", os.path.realpath(root))]
+    base = os.path.realpath(root)
+    stack: list[tuple[str, str]] = [(top, os.path.join(base, top) if top else base)]
     while stack:
         rel, absdir = stack.pop()
         if any(absdir == tree or absdir.startswith(tree + "/") for tree in VIRTUAL_TREES):
             continue  # /proc and friends: endless, and nothing there is a memory
         try:
+            if folders is not None:
+                folders[rel] = os.lstat(absdir).st_mtime_ns  # before listing: a change meanwhile shows next time
             entries = os.scandir(absdir)
         except FileNotFoundError:
             continue
@@ -149,14 +159,21 @@ def walk(root: str | os.PathLike) -> tuple[Found, list[WalkProblem]]:
 
 def stat_paths(root: Path, rels: Iterable[str]) -> Found:
     """``walk``'s answer for just ``rels`` (the watcher's and save's incremental
-    syncs): the ones that are memory files now, with their mtime and size."""
+    syncs, the dirty check's quick scan): the ones that are memory files now,
+    with their mtime and size."""
     found: Found = {}
+    real: dict[str, bool] = {}  # folders looked at in this call: thousands of paths share a few hundred
+    base = os.fspath(root).rstrip(os.sep) or os.sep
     for rel in rels:
         if not is_memory_path(rel) or not name_ok(rel):
             continue  # a bad name waits for a full scan, which reports it
         try:
-            st = os.lstat(root / rel)
-            if not _folders_are_real(root, rel):
+            st = os.lstat(f"{base}{os.sep}{rel}")
+            folder = rel.rpartition("/")[0]
+            ok = real.get(folder)
+            if ok is None:
+                ok = real[folder] = _folders_are_real(root, rel)
+            if not ok:
                 continue
         except OSError:
             continue

@@ -18,9 +18,11 @@ MAX_TAG_CHARS = 100
 
 #: Letters, digits, ``_ / -`` and the ``. + #`` of names such as node.js,
 #: C++ and c# (inside or at the end of a tag: a leading ``#`` is Obsidian's
-#: inline-tag mark and is dropped).
-_TAG_OK = re.compile(r"^[\w/\-.+#]+$")
-_TAG_PUNCT = "/-_.+#"
+#: inline-tag mark and is dropped), and the middle dots that join the parts
+#: of a transliterated name (莱昂德罗·内托, ジョン・スミス; NFKC has already
+#: turned the half-width ･ into ・).
+_TAG_OK = re.compile(r"^[\w/\-.+#\u00b7\u2027\u30fb]+$")
+_TAG_PUNCT = "/-_.+#\u00b7\u2027\u30fb"
 #: Lowercases ASCII letters only (other scripts are kept as written).
 ASCII_LOWERCASE = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -30,8 +32,9 @@ def normalize_tag(raw: object) -> str:
 
     Trim; ASCII letters lowercased (other scripts, Chinese included, kept as
     written); runs of whitespace become ``-``; a leading ``#`` (Obsidian's
-    inline form) is dropped; only letters, digits and ``_ / - . + #`` may
-    remain (``node.js``, ``c++``, ``c#``), and at least one letter or digit.
+    inline form) is dropped; only letters, digits, ``_ / - . + #`` and a
+    name's middle dots ``· ‧ ・`` may remain (``node.js``, ``c++``, ``c#``,
+    ``莱昂德罗·内托``), and at least one letter or digit.
     Empty, or longer than ``MAX_TAG_CHARS``, is invalid.
     """
     if not isinstance(raw, str):
@@ -47,7 +50,7 @@ def normalize_tag(raw: object) -> str:
         raise InvalidInput(f"tag {tag[:30]!r}... is {len(tag)} characters; the limit is {MAX_TAG_CHARS}")
     if not _TAG_OK.match(tag) or tag.strip(_TAG_PUNCT) == "":
         raise InvalidInput(
-            f"tag {str(raw)[:60]!r} has characters a tag cannot hold; use letters, digits, '/', '-', '_', '.', '+' or '#'"
+            f"tag {str(raw)[:60]!r} has characters a tag cannot hold; use letters, digits, '/', '-', '_', '.', '+', '#' or a name's middle dot '·'"
         )
     return tag
 

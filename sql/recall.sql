@@ -95,17 +95,25 @@ xbm25_hits AS MATERIALIZED (
 xbm25_top AS MATERIALIZED (
     SELECT rid FROM xbm25_hits ORDER BY raw DESC LIMIT :k_xbm25
 ),
--- The same words against each body chunk on its own (fts_chunk): a memory's
--- best chunk, for cbm25 below.
-cbm25_hits AS MATERIALIZED (
-    SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk WHERE fts_chunk MATCH :match
-),
 cand(rid) AS MATERIALIZED (
     SELECT rid FROM dense_cand
     UNION
     SELECT rid FROM bm25_top
     UNION
     SELECT rid FROM xbm25_top
+),
+-- The same words against each body chunk on its own (fts_chunk): a memory's
+-- best chunk, for cbm25 below. Only the candidates' chunks are scored: a
+-- message's common words match a large share of a big vault's chunks, and
+-- bm25() per match was most of the statement's slowest runs (p95 at 100,000
+-- memories). "+rowid" keeps the filter out of FTS5, which would otherwise
+-- run the query once per value; the rows it drops are never read below.
+cand_chunks(crid) AS MATERIALIZED (
+    SELECT c.rid FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
+),
+cbm25_hits AS MATERIALIZED (
+    SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk
+    WHERE fts_chunk MATCH :match AND +rowid IN (SELECT crid FROM cand_chunks)
 ),
 -- cos:begin (processes holding the vectors in memory swap this block for "cos_memory")
 -- Cosines across scripts run lower (a Chinese message, an English text):
@@ -284,8 +292,10 @@ bm25_sig AS MATERIALIZED (
     SELECT rowid AS rid, -bm25(fts, 2.0, 1.0) AS raw
     FROM fts WHERE fts MATCH :match ORDER BY bm25(fts, 2.0, 1.0) LIMIT :k_bm25
 ),
-cbm25_hits AS MATERIALIZED (
-    SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk WHERE fts_chunk MATCH :match
+cbm25_hits AS MATERIALIZED (  -- the chunks of bm25_sig's memories only (see the hybrid statement)
+    SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk
+    WHERE fts_chunk MATCH :match
+      AND +rowid IN (SELECT c.rid FROM bm25_sig b CROSS JOIN chunks c ON c.mem_rid = b.rid)
 ),
 cbm25_sig AS MATERIALIZED (
     SELECT c.mem_rid AS rid, max(h.raw) AS raw

@@ -920,6 +920,8 @@ def test_12_any_sqlite_error_escaping_a_command_is_one_line(tmp_path, vault):
     )
     assert proc.returncode == IndexUnavailable.exit_code, proc.stderr
     assert "disk is full" in proc.stderr and "Traceback" not in proc.stderr
+    # which index: the command's store was looked up through click's context, which typer's is not
+    assert f"the index {home / 'index.sqlite'} cannot be used" in proc.stderr, proc.stderr
 
 
 TIGHT_INDEX = (

@@ -39,13 +39,19 @@ from marchdb.notes import (
         ("c#", "c#"),
         ("#C#", "c#"),  # Obsidian's leading mark goes, the language's stays
         (".NET", ".net"),
+        # The middle dots between the parts of a transliterated name (Chinese ·,
+        # Japanese ・, and the half-width form NFKC turns into it) are kept.
+        ("莱昂德罗·内托", "莱昂德罗·内托"),
+        ("ジョン・スミス", "ジョン・スミス"),
+        ("ｼﾞｮﾝ･ｽﾐｽ", "ジョン・スミス"),
+        ("Jean‧Paul", "jean‧paul"),
     ],
 )
 def test_normalize_tag(raw, expected):
     assert normalize_tag(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["", "   ", "#", "a,b", "semi;colon", "---", "+.#", "a&b", None, ["x"]])
+@pytest.mark.parametrize("raw", ["", "   ", "#", "a,b", "semi;colon", "---", "+.#", "a&b", "·", "·・‧", None, ["x"]])
 def test_invalid_tags_are_refused(raw):
     with pytest.raises(InvalidInput):
         normalize_tag(raw)

@@ -653,3 +653,48 @@ def test_a_memory_of_a_few_thousand_characters_keeps_its_whole_word_share(vault,
     assert share["mid"] == pytest.approx(share["short"], rel=1e-6)
     expected = (recall_mod.BM25_LREF / len(bodies["long"])) ** recall_mod.BM25_LPEN
     assert share["long"] == pytest.approx(share["short"] * expected, rel=0.02)
+
+
+@pytest.mark.parametrize("path", ["bm25", "vec0", "memory"])
+def test_the_best_chunk_is_scored_among_every_chunk_that_matches(vault, store, path):
+    """cbm25 is scored for the candidates' chunks only (sql/recall.sql): each
+    candidate's best chunk must be the one a scan of every match finds."""
+    from conftest import TinyEmbedder
+
+    from marchdb import fts
+    from marchdb.index import vectors
+    from marchdb.index.vecindex import VectorIndex
+
+    filler = [f"Paragraph {i} on the weather and on what to cook for dinner tonight." for i in range(60)]
+    for i in range(terms_mod.SMALL_VAULT + 10):
+        body = list(filler)
+        if i % 3 == 0:
+            body[(i * 7) % 60] = f"The deploy of release {i} failed on friday; the cache was cold."
+        if i % 5 == 0:
+            body[(i * 11) % 60] = "Friday deploys need a warm cache and a second reviewer."
+        vault.memory(f"m{i}.md", f"mem_{i}", name=f"Chat {i}", description="a long chat", body="\n\n".join(body))
+    store.sync(embed=False)
+    con = store.con
+    emb = TinyEmbedder("tiny-8", dim=8)
+    if path != "bm25":
+        vectors.embed_pending(con, emb, store.cfg.index_path)
+    text = "why did the friday deploy fail with a cold cache"
+    _, informative = terms_mod.bm25_terms(con, fts.query_terms(text))
+    best: dict[int, float] = {}
+    for crid, raw in con.execute(
+        "SELECT rowid, -bm25(fts_chunk) FROM fts_chunk WHERE fts_chunk MATCH ?", (fts.match_expression(informative),)
+    ):
+        mem_rid = con.execute("SELECT mem_rid FROM chunks WHERE rid = ?", (crid,)).fetchone()[0]
+        best[mem_rid] = max(best.get(mem_rid, -math.inf), raw)
+    rid_of = dict(con.execute("SELECT id, rid FROM memory_index"))
+    found = recall_mod.recall(
+        con,
+        text,
+        embedder=None if path == "bm25" else emb,
+        explain=True,
+        vindex=VectorIndex() if path == "memory" else None,
+    ).candidates
+    assert sum("cbm25_raw" in h.signals for h in found) >= 20
+    for hint in found:
+        expected = best.get(rid_of[hint.id])
+        assert hint.signals.get("cbm25_raw") == (None if expected is None else pytest.approx(expected, rel=1e-12))

@@ -522,6 +522,20 @@ def test_tags_of_programming_names_are_kept(vault, store):
     assert problems == [("invalid_tags", "ignored tags: 'a&b'")]  # what is dropped is said
 
 
+def test_tags_of_transliterated_names_are_kept(vault, store):
+    """A name's middle dot (莱昂德罗·内托) was refused: 193 files of one vault were flagged."""
+    res = create(store, tags=["莱昂德罗·内托"])
+    assert res["status"] == "created"
+    vault.write(
+        "names.md",
+        "---\nid: mem_names\nname: Names\ndescription: d\ntags:\n  - 莱昂德罗·内托\n  - ジョン・スミス\n---\nbody\n",
+    )
+    store.sync(embed=False)
+    row = store.con.execute("SELECT tags_json FROM memory_index WHERE id = 'mem_names'").fetchone()
+    assert json.loads(row[0]) == ["莱昂德罗·内托", "ジョン・スミス"]
+    assert store.con.execute("SELECT count(*) FROM problems WHERE path = 'names.md'").fetchone() == (0,)
+
+
 def test_priority_is_set_by_save_and_changed_in_place(vault, store):
     res = create(store, priority="High")
     assert res["status"] == "created"

@@ -302,8 +302,8 @@ def test_a_root_swapped_for_another_folder_mid_scan_changes_nothing(vault, store
     elsewhere = vault.root.parent / "elsewhere"
     elsewhere.mkdir()
 
-    def walk_then_swap(root):
-        found, problems = real_walk(root)
+    def walk_then_swap(root, *args):
+        found, problems = real_walk(root, *args)
         vault.root.rename(vault.root.parent / "vault.real")
         vault.root.symlink_to(elsewhere)
         # the swap came halfway: the rest of the walk listed the empty folder

@@ -13,11 +13,25 @@ model embedding each query, the SQL of ``sql/recall.sql`` and the hint rules,
 timed twice: as a long-lived process runs it (vectors held in memory,
 ``marchdb/index/vecindex.py``) and as a one-shot CLI call does (vec0 tables only).
 Half the queries name things of the vault (see ``bench_sync.entity``).
+
+The floor: where the in-memory copy is exact, each long-lived recall is
+paired with the least any recall must do for the same message, in turn
+(floor, recall; recall, floor; ...): the model embedding the message alone,
+one numpy product of it with every vector of the index, and one FTS5 MATCH
+of its words (the top 40 by BM25). The table gives both medians and the
+median of the pairs' ratios (recall / floor), which a drift in the machine's
+speed moves less than either.
+
+The fast vector tier: where the in-memory copy is coarse (sign bits, then
+int8), its nearest neighbours are checked against an exact search of the
+float32 vectors for every query: recall@10 and recall@k (k = what recall
+asks of each kind: 40 metadata vectors, 80 chunks).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -27,9 +41,10 @@ from pathlib import Path
 import numpy as np
 from bench_sync import ensure_vault, machine_info, pick_entities
 
+from marchdb import fts
 from marchdb.config import load_config
-from marchdb.index import calibrate, db, vectors
-from marchdb.index.vecindex import VectorIndex
+from marchdb.index import calibrate, db, recall, terms, vectors
+from marchdb.index.vecindex import KINDS, TABLES, VectorIndex
 from marchdb.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,6 +123,90 @@ def run_queries(store: Store, texts: list[str]) -> dict:
     return {"p50": round(statistics.median(total_ms), 2), "p95": _pct(total_ms, 0.95), "max": _pct(total_ms, 1.0)}
 
 
+def run_paired(store: Store, texts: list[str]) -> dict:
+    """Warm recall in turn with its floor (see the module's doc), per message."""
+    store.recall(texts[0])
+    store.recall(texts[1])
+    vindex = store.vector_index()
+    assert vindex is not None and not vindex.coarse  # the exact tier
+    matrix = np.concatenate([vindex.kinds[kind].f32 for kind in KINDS])  # every vector, one matrix
+    emb, con = store.embedder(), store.con
+    matches = [fts.match_expression(terms.bm25_terms(con, fts.query_terms(t))[1]) for t in texts]
+    top = "SELECT rowid, bm25(fts, 2.0, 1.0) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts, 2.0, 1.0) LIMIT 40"
+
+    def floor(i: int) -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        q = emb.embed_queries([texts[i]])[0]
+        t1 = time.perf_counter()
+        matrix @ q
+        t2 = time.perf_counter()
+        con.execute(top, (matches[i],)).fetchall()
+        t3 = time.perf_counter()
+        return (t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000
+
+    def whole(i: int) -> float:
+        t = time.perf_counter()
+        store.recall(texts[i])
+        return (time.perf_counter() - t) * 1000
+
+    rec, flo, parts = [], [], []
+    for i in range(len(texts)):
+        if i % 2:
+            rec.append(whole(i))
+            parts.append(floor(i))
+        else:
+            parts.append(floor(i))
+            rec.append(whole(i))
+        flo.append(sum(parts[-1]))
+    ratios = [r / f for r, f in zip(rec, flo)]
+    med = lambda xs: round(statistics.median(xs), 2)  # noqa: E731
+    return {
+        "recall_p50": med(rec),
+        "floor_p50": med(flo),
+        "ratio_p50": round(statistics.median(ratios), 3),
+        "floor_parts_p50": {k: med([p[j] for p in parts]) for j, k in enumerate(("embed", "product", "fts"))},
+    }
+
+
+def exact_knn(con, kind: str, qmat: np.ndarray, k: int) -> list[set[int]]:
+    """The ``k`` nearest vids of ``kind`` for each row of ``qmat``, by exact
+    cosine over the float32 vectors (read in batches: 400 MB at 100,000)."""
+    best_ids = np.zeros((len(qmat), 0), np.int64)
+    best_cos = np.zeros((len(qmat), 0), np.float32)
+    dim = qmat.shape[1]
+    cur = con.execute(f"SELECT rowid, embedding FROM {TABLES[kind]}")
+    while rows := list(itertools.islice(cur, 20000)):
+        ids = np.array([r[0] for r in rows], np.int64)
+        mat = np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(len(rows), dim)
+        cos = np.concatenate([best_cos, qmat @ mat.T], axis=1)
+        every = np.concatenate([best_ids, np.broadcast_to(ids, (len(qmat), len(ids)))], axis=1)
+        if cos.shape[1] <= k:
+            best_cos, best_ids = cos, every
+            continue
+        keep = np.argpartition(-cos, k - 1, axis=1)[:, :k]
+        best_cos = np.take_along_axis(cos, keep, axis=1)
+        best_ids = np.take_along_axis(every, keep, axis=1)
+    return [set(row.tolist()) for row in best_ids]
+
+
+def tier_recall(store: Store, qvecs: np.ndarray) -> dict:
+    """The coarse in-memory tier's KNN against exact search (recall@10, @k)."""
+    vindex = VectorIndex()
+    vindex.sync(store.con)
+    if not vindex.coarse:
+        return {"tier": "exact"}
+    out: dict = {"tier": "coarse"}
+    for kind, k in zip(KINDS, (recall.K_DENSE, recall.K_CHUNK)):
+        truth = exact_knn(store.con, kind, qvecs, k)
+        fast = [vindex.query(q).knn(kind, k) for q in qvecs]
+        truth10 = exact_knn(store.con, kind, qvecs, 10)
+        out[kind] = {
+            "recall@10": round(statistics.mean(len(set(f[:10]) & t) / 10 for f, t in zip(fast, truth10)), 3),
+            f"recall@{k}": round(statistics.mean(len(set(f) & t) / k for f, t in zip(fast, truth)), 3),
+        }
+    return out
+
+
 def bench(n: int, work: Path, queries: int, log) -> dict:
     vault, _ = ensure_vault(work / "sync" / f"n{n}", n, log)  # bench_sync.py's vaults
     home = work / "latency" / f"n{n}"
@@ -142,11 +241,21 @@ def bench(n: int, work: Path, queries: int, log) -> dict:
         with Store(cfg, keep_vectors=keep) as s:
             modes[mode] = run_queries(s, texts)
         log(f"n={n} {mode}: {modes[mode]}")
+    floor = None
+    if not vindex.coarse:
+        with Store(cfg, keep_vectors=True) as s:
+            floor = run_paired(s, texts)
+        log(f"n={n} against the floor: {floor}")
+    with Store(cfg) as s:
+        knn = tier_recall(s, np.asarray(s.embedder().embed_queries(texts), np.float32))
+    log(f"n={n} vector tier: {knn}")
     return {
         "memories": n,
         "vectors": counts,
         "recall_ms": modes,
         "query_embed_ms": {"p50": round(statistics.median(embed_ms), 2)},
+        "floor": floor,
+        "knn": knn,
         "in_memory": {
             "tier": "coarse" if vindex.coarse else "exact",
             "load_s": round(load_s, 2),
@@ -176,6 +285,30 @@ def main() -> int:
             f"{m['p95']:>5.1f}ms {m['max']:>5.0f}ms {q['p50']:>11.1f}ms {q['p95']:>5.1f}ms "
             f"{r['query_embed_ms']['p50']:>8.1f}ms {c['tier']:>6} {c['mb']:>4.0f}MB {c['load_s']:>3.1f}s {r['index_mb']:>9.1f}"
         )
+    print()
+    print(f"{'memories':>9} {'recall p50':>11} {'floor p50':>10} {'recall/floor':>13}   floor: embed, product, FTS")
+    for r in results:
+        f = r["floor"]
+        if f:
+            p = f["floor_parts_p50"]
+            print(
+                f"{r['memories']:>9,} {f['recall_p50']:>9.1f}ms {f['floor_p50']:>8.1f}ms {f['ratio_p50']:>12.2f}x"
+                f"   {p['embed']:.1f} + {p['product']:.1f} + {p['fts']:.1f} ms"
+            )
+        else:
+            print(f"{r['memories']:>9,}  (coarse tier: no exact product to pair with)")
+    print()
+    print(f"{'memories':>9} {'vector tier':>12} {'meta @10':>9} {'@40':>6} {'chunk @10':>10} {'@80':>6}")
+    for r in results:
+        k = r["knn"]
+        if k["tier"] == "exact":
+            print(f"{r['memories']:>9,} {'exact':>12}  (recall 1.0 by construction)")
+        else:
+            m, c = k["meta"], k["chunk"]
+            print(
+                f"{r['memories']:>9,} {'coarse':>12} {m['recall@10']:>9.3f} {m['recall@40']:>6.3f} "
+                f"{c['recall@10']:>10.3f} {c['recall@80']:>6.3f}"
+            )
     print(machine_info())
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,8 @@ import functools
 import inspect
 import os
 import sys
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
-import click
 import typer
 
 from marchdb import ops
@@ -28,13 +27,18 @@ from marchdb.errors import (
 )
 from marchdb.text import error_line
 
+# Plain help, as click prints it: typer's rich help imports rich and a
+# Markdown parser, more than half of what `marchdb --help` took.
 app = typer.Typer(
     help="marchdb: a local memory engine for AI agents (Markdown memories, one SQLite index).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-model_app = typer.Typer(help="Build, inspect and self-test the embedding model.", no_args_is_help=True)
+model_app = typer.Typer(
+    help="Build, inspect and self-test the embedding model.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(model_app, name="model")
 
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
@@ -56,7 +60,7 @@ def command(group: typer.Typer, *args, **kwargs):
             except MarchError as exc:
                 say(f"error: {error_line(exc)}", err=True)
                 raise typer.Exit(exc.exit_code) from None
-            except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            except (typer.Exit, typer.Abort):
                 raise
             except BrokenPipeError:
                 # The reader went away (`| head`): end quietly with the status
@@ -68,7 +72,7 @@ def command(group: typer.Typer, *args, **kwargs):
                 if apsw is not None and isinstance(exc, apsw.Error):
                     from marchdb.index.db import index_error
 
-                    say(f"error: {error_line(index_error(exc, _index_path()))}", err=True)
+                    say(f"error: {error_line(index_error(exc, _index_path(a, kw)))}", err=True)
                     raise typer.Exit(IndexUnavailable.exit_code) from None
                 if os.environ.get("MARCHDB_DEBUG"):
                     raise
@@ -111,11 +115,10 @@ def typer_parameter(p: ops.Param, flag: str | None = None) -> inspect.Parameter:
     else:
         names = [spelt, *([p.short] if p.short else [])]
         metavar = None if p.kind == "bool" else p.metavar or ("|".join(p.choices) if p.choices else _METAVARS[p.kind])
-        choice: Any = click.Choice(p.choices) if p.choices else None  # typer types it as its own vendored click
-        info = typer.Option(
-            p.cli_default, *names, help=p.help, min=p.low, max=p.high, metavar=metavar, click_type=choice
-        )
-        annotation = _CLI_TYPES[p.kind]
+        info = typer.Option(p.cli_default, *names, help=p.help, min=p.low, max=p.high, metavar=metavar)
+        # A choice as typer declares one (a Literal): click, which typer no longer
+        # uses, cost every command its import.
+        annotation = Optional[Literal[tuple(p.choices)]] if p.choices else _CLI_TYPES[p.kind]
     return inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=info, annotation=annotation)
 
 
@@ -163,9 +166,11 @@ def op_command(group: typer.Typer, op_name: str):
     return decorate
 
 
-def _index_path() -> str | None:
-    """The index path of the running command's store, if it has one."""
-    ctx = click.get_current_context(silent=True)
+def _index_path(args: tuple, kwargs: dict) -> str | None:
+    """The index path of the store of the command called with ``args`` and
+    ``kwargs`` (its typer context among them), if it has one."""
+    # typer hands its click's Context, of which typer.Context is a subclass, not a base
+    ctx = next((v for v in (*args, *kwargs.values()) if callable(getattr(v, "find_root", None))), None)
     store = ((ctx.find_root().obj or {}) if ctx is not None else {}).get("store")
     return str(store.cfg.index_path) if store is not None else None
 

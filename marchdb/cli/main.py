@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
 
 # Each module registers its commands on ``app``.
@@ -33,7 +32,7 @@ def main() -> None:
         where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
         say(f"error: {error_line(exc.format_message()).rstrip('.')}{where}", err=True)
         sys.exit(exit_code)
-    except (click.exceptions.Abort, typer.Abort) as exc:  # Ctrl-C, or stdin closed at a prompt
+    except typer.Abort as exc:  # Ctrl-C, or stdin closed at a prompt (typer's click raises typer's own)
         if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
             say("interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)  # a shell's status for a command SIGINT ended

@@ -31,7 +31,7 @@ ADVICE = {
     "unreadable": "fix the file's permissions",
     "unreadable_dir": "fix the folder's permissions",
     "invalid_field": "fix the field's type in the frontmatter",
-    "invalid_tags": "tags may hold letters, digits and '/ - _ . + #' (node.js, c++, c#), 100 characters each, "
+    "invalid_tags": "tags may hold letters, digits, '/ - _ . + #' and a name's middle dot '·' (node.js, c++, c#, 莱昂德罗·内托), 100 characters each, "
     "50 per memory",
     "symlink": "move the real file into the memory root; links are never followed",
     "not_regular": "replace it with a regular file, or move it out of the memory root (it is never read)",

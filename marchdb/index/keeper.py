@@ -23,7 +23,7 @@ from marchdb.config import Config, load_config
 from marchdb.embedding import identity, load_embedder, resolve_model_path
 from marchdb.errors import ConfigError, IndexUnavailable, ModelError
 from marchdb.files import walk
-from marchdb.index import db, ownership, sqlfuncs, vectors
+from marchdb.index import db, dirty, ownership, sqlfuncs, vectors
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.profiles import ensure_layout
 
@@ -83,6 +83,11 @@ class Keeper:
         #: its watcher's): a scan that changed nothing writes its time to the
         #: index only now and then (``sync.CLOCK_WRITE_SECONDS``).
         self.scanned_at: float | None = None
+        #: The folders seen by this process's last full scan, for the dirty
+        #: check's quick scans (``dirty``); None until one ran.
+        self.folder_clock: dirty.FolderClock | None = None
+        #: When this process's last quick scan finished (``time.time()``).
+        self.checked_at: float | None = None
         #: Set by the engine around one request: the ``time.time()`` after
         #: which its client has stopped waiting (``recall``'s ``deadline``).
         self.deadline: float | None = None
@@ -113,6 +118,7 @@ class Keeper:
                 self.notices.append(f"index {self.cfg.index_path}: {rebuilt}")
             self._con = con
             self.scanned_at = None  # a file opened (again, or made anew): its own clock is the truth
+            self.folder_clock = None  # and its files table is what a quick scan compares with
             sqlfuncs.register(con, self.sql_engine)  # march_* functions (README, "The index in SQL")
             self._rebuilt = bool(rebuilt)
             self._index_ino = _inode(self.cfg.index_path)
@@ -212,9 +218,14 @@ class Keeper:
         started = time.perf_counter()
         if self.follow_index():
             paths = None  # the new file may lack what this Store wrote into the old one
-        report = sync_files(self.con, self.cfg.require_root(), self.cfg.index_path, paths)
+        con = self.con  # first: opening it makes the home that require_root tells from a vault
+        root = self.cfg.require_root()
+        folders: dict[str, int] | None = {} if paths is None else None
+        walked_ns = time.time_ns()
+        report = sync_files(con, root, self.cfg.index_path, paths, folders)
         if report.scanned_at is not None:
             self.scanned_at = report.scanned_at
+            self.folder_clock = dirty.FolderClock.after_walk(root, folders or {}, walked_ns)
         if embed and self.use_model and not self._nothing_to_embed(report):
             emb = self.embedder()
             if emb is None:
@@ -304,7 +315,7 @@ class Keeper:
         if problem:
             raise ConfigError(problem)
         last = self.last_scan()
-        if last is not None and time.time() - last < max_age:
+        if last is not None and time.time() - max(last, self.checked_at or 0.0) < max_age:
             return None
         if last is None and not self.first_scan_inline:
             found, _ = walk(self.cfg.memory_root)  # a stat walk: ~0.15 s at 10,000 files
@@ -322,6 +333,16 @@ class Keeper:
             return None
         # Bounded embedding: a dirty check must stay quick; a big backlog is
         # left to `marchdb sync` or the watcher (recall announces BM25 gaps).
+        clock = self.folder_clock
+        if clock is not None and clock.fresh():
+            # The clock moves on before the sync: one that fails must not leave
+            # the folders it relisted marked as seen.
+            self.folder_clock = None
+            paths = dirty.paths_to_check(self.con, self.cfg.memory_root, clock)
+            if paths is not None:
+                report = self.sync(embed=embed, paths=paths, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
+                self.folder_clock, self.checked_at = clock, time.time()
+                return report
         return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
 
     def last_scan(self) -> float | None:

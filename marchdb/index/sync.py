@@ -163,8 +163,16 @@ EMPTY_ROOT_GUARD = 10
 class Syncer:
     """One sync of the files under ``root`` into the index ``con``."""
 
-    def __init__(self, con: apsw.Connection, root: str | os.PathLike, index_path: str | os.PathLike):
+    def __init__(
+        self,
+        con: apsw.Connection,
+        root: str | os.PathLike,
+        index_path: str | os.PathLike,
+        folders: dict[str, int] | None = None,
+    ):
         self.con = con
+        #: Filled by a full scan with every folder's mtime (``files.walk``).
+        self.folders = folders
         self.root = Path(root)
         self.index_path = index_path
         self.report = SyncReport()
@@ -189,7 +197,7 @@ class Syncer:
             self._check_owner()
             if paths is None:
                 before = folder_identity(self.root)
-                seen, walk_problems = walk(self.root)
+                seen, walk_problems = walk(self.root, self.folders)
                 unlisted = {rel for rel, kind, _ in walk_problems if kind == "unreadable_dir"}
                 # Listed but not looked at (a folder with r but not x: every stat fails).
                 unstatted = {rel for rel, kind, _ in walk_problems if kind == "unreadable"}
@@ -229,7 +237,8 @@ class Syncer:
             ]
             vanished = {p for p in self.known if p not in seen}
             if paths is not None:
-                vanished = {p for p in vanished if p in set(paths)}
+                asked = set(paths)
+                vanished = {p for p in vanished if p in asked}
             else:
                 # A folder that could not be listed (or whose files could not be
                 # looked at) hides its files, it does not delete them: they keep
@@ -536,10 +545,15 @@ def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
 
 
 def sync_files(
-    con: apsw.Connection, root: str | os.PathLike, index_path: str | os.PathLike, paths: Iterable[str] | None = None
+    con: apsw.Connection,
+    root: str | os.PathLike,
+    index_path: str | os.PathLike,
+    paths: Iterable[str] | None = None,
+    folders: dict[str, int] | None = None,
 ) -> SyncReport:
-    """Bring the index in line with the files under ``root`` (no embedding)."""
-    return Syncer(con, root, index_path).run(paths)
+    """Bring the index in line with the files under ``root`` (no embedding).
+    ``folders``: see ``Syncer.folders``."""
+    return Syncer(con, root, index_path, folders).run(paths)
 
 
 def owner_problem(con: apsw.Connection, root: Path, index_path: str | os.PathLike) -> str | None:

@@ -11,7 +11,9 @@ which needs no loading. Both paths feed the same statement and rank alike.
 
 Two tiers, by size (``EXACT_BYTES``):
 
-* exact — every vector as float32; KNN is one matrix-vector product.
+* exact — every vector as float32, both kinds in one matrix; a query's
+  cosines with all of them are one matrix-vector product (two products, one
+  per kind, cost twice the one on a busy machine: each wakes BLAS's threads).
 * coarse — past that budget, sign bits of the centred vectors (48 bytes per
   384-d vector; Hamming distance pre-selects ``K_COARSE`` candidates, as the
   SQL path does with its vec0 ``bit`` tables) and an int8 copy scaled per
@@ -73,7 +75,7 @@ class Query:
     def __init__(self, index: VectorIndex, qvec: np.ndarray):
         self.index = index
         self.q = np.ascontiguousarray(qvec, dtype=np.float32)
-        self._exact: dict[str, np.ndarray] = {}  # kind -> cosine of every row (exact tier)
+        self._exact: np.ndarray | None = None  # exact tier: the cosine of every row of index.f32, once
         self._known: dict[str, dict[int, float]] = {k: {} for k in KINDS}  # coarse tier, computed rows
 
     def knn(self, kind: str, k: int) -> list[int]:
@@ -83,7 +85,7 @@ class Query:
         if n == 0 or k <= 0:
             return []
         if vecs.f32 is not None:
-            rows, cos = np.arange(n), self._all(kind)
+            rows, cos = None, self._all(kind)
         else:
             # Hamming pre-selection on sign bits, then cosine from the int8 copy.
             assert vecs.bits is not None  # the coarse tier
@@ -95,10 +97,11 @@ class Query:
             rows = np.argpartition(dist, take - 1)[:take] if take < n else np.arange(n)
             cos = self._rows_cos(vecs, rows)
             self._known[kind].update(zip(vecs.vids[rows].tolist(), cos.tolist()))
-        take = min(k, len(rows))
-        top = np.argpartition(-cos, take - 1)[:take] if take < len(rows) else np.arange(len(rows))
+        m = len(cos)
+        take = min(k, m)
+        top = np.argpartition(cos, m - take)[m - take :] if take < m else np.arange(m)
         top = top[np.argsort(-cos[top], kind="stable")]
-        return vecs.vids[rows[top]].tolist()
+        return (vecs.vids[top] if rows is None else vecs.vids[rows[top]]).tolist()
 
     def cosine(self, kind: str, vid: int) -> float | None:
         """Cosine of the query with vector ``vid`` (None if not loaded)."""
@@ -114,11 +117,13 @@ class Query:
         return known[vid]
 
     def _all(self, kind: str) -> np.ndarray:
-        if kind not in self._exact:
-            f32 = self.index.kinds[kind].f32
-            assert f32 is not None  # the exact tier
-            self._exact[kind] = f32 @ self.q
-        return self._exact[kind]
+        """The cosines of every vector of ``kind`` (exact tier): a view into
+        the one product of the query with every vector."""
+        if self._exact is None:
+            assert self.index.f32 is not None  # the exact tier
+            self._exact = self.index.f32 @ self.q
+        start, stop = self.index.spans[kind]
+        return self._exact[start:stop]
 
     def _rows_cos(self, vecs: _Vectors, rows: np.ndarray) -> np.ndarray:
         assert vecs.q8 is not None and vecs.scale is not None  # the coarse tier
@@ -136,6 +141,10 @@ class VectorIndex:
         self.coarse = False
         self.center: np.ndarray | None = None
         self.dim = 0
+        # Exact tier: every kind's float32 rows in one matrix, kind after kind
+        # (each kind's ``f32`` is a view of its rows), and their row spans.
+        self.f32: np.ndarray | None = None
+        self.spans: dict[str, tuple[int, int]] = {}
         # Full loads and incremental refreshes, counted for the tests alone (nothing in marchdb or tools/
         # reads them): the only sign of which upkeep ran that needs no wrapping of the methods below.
         self.loads = 0
@@ -181,6 +190,7 @@ class VectorIndex:
         self.coarse = total * self.dim * 4 > self.exact_bytes
         # No ORDER BY: it would sort every blob in a temp table; _read sorts the vids.
         self.kinds = {kind: self._read(con, f"SELECT rowid, embedding FROM {TABLES[kind]}", ()) for kind in KINDS}
+        self._join()
         self.loads += 1
 
     def _refresh(self, con: apsw.Connection) -> None:
@@ -207,7 +217,26 @@ class VectorIndex:
                 )
                 kept = _merge(kept, added)
             self.kinds[kind] = kept
+        self._join()
         self.refreshes += 1
+
+    def _join(self) -> None:
+        """Put the kinds' float32 rows into one matrix (exact tier), each
+        kind's ``f32`` a view of it; the coarse tier has none."""
+        if self.coarse or not self.kinds:
+            self.f32, self.spans = None, {}
+            return
+        parts = [self.kinds[kind].f32 for kind in KINDS]
+        if self.f32 is not None and all(p is not None and p.base is self.f32 for p in parts):
+            return  # nothing changed since the last join
+        assert all(p is not None for p in parts)  # the exact tier
+        self.f32 = np.concatenate([p for p in parts if p is not None])
+        start = 0
+        for kind in KINDS:
+            stop = start + len(self.kinds[kind].vids)
+            self.kinds[kind].f32 = self.f32[start:stop]
+            self.spans[kind] = (start, stop)
+            start = stop
 
     def _read(self, con: apsw.Connection, sql: str, params: tuple) -> _Vectors:
         vids: list[int] = []
@@ -245,8 +274,9 @@ class VectorIndex:
 
     def nbytes(self) -> int:
         """Memory held by the copies."""
-        return sum(
-            a.nbytes for v in self.kinds.values() for a in (v.vids, v.f32, v.bits, v.q8, v.scale) if a is not None
+        views = 0 if self.f32 is None else self.f32.nbytes  # the kinds' f32 are views of it
+        return views + sum(
+            a.nbytes for v in self.kinds.values() for a in (v.vids, v.bits, v.q8, v.scale) if a is not None
         )
 
 
