@@ -37,7 +37,8 @@ def settle(vault) -> None:
 
 
 @pytest.fixture
-def scanned(vault, store):
+def scanned(vault, store, monkeypatch):
+    monkeypatch.setattr(dirty, "QUICK_FROM_FILES", 0)  # quick checks at this size too
     for i in range(12):
         vault.memory(f"2026/05/week{i % 3 + 1}/m{i}.md", f"mem_{i}")
     settle(vault)
@@ -143,3 +144,16 @@ def test_a_quick_check_that_fails_forgets_what_it_saw(vault, scanned, monkeypatc
     monkeypatch.undo()
     check(store)  # its folder was listed by the check that failed: it must be looked at again
     assert "mem_late" in ids(store)
+
+
+def test_a_vault_below_the_quick_size_is_scanned_whole_at_every_check(vault, store):
+    # An edit in place of an old file moves no folder's mtime: in a vault where a full
+    # scan is cheap, it is seen at the next check, as seed 000's rule has it.
+    path = vault.memory("2026/05/week1/old.md", "mem_old", name="Old name")
+    age(path, days=30)
+    settle(vault)
+    assert check(store)
+    path.write_text(path.read_text().replace("Old name", "New name"))
+    age(path, days=30)
+    assert check(store)  # a full scan again
+    assert store.con.execute("SELECT name FROM memory_index WHERE id = 'mem_old'").fetchone()[0] == "New name"

@@ -225,7 +225,7 @@ class Keeper:
         report = sync_files(con, root, self.cfg.index_path, paths, folders)
         if report.scanned_at is not None:
             self.scanned_at = report.scanned_at
-            self.folder_clock = dirty.FolderClock.after_walk(root, folders or {}, walked_ns)
+            self.folder_clock = dirty.FolderClock.after_walk(root, folders or {}, walked_ns, report.scanned)
         if embed and self.use_model and not self._nothing_to_embed(report):
             emb = self.embedder()
             if emb is None:
