@@ -24,7 +24,7 @@ from marchdb.files import read_memory_text, vault_lock
 from marchdb.hooks import project_here
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
-from marchdb.index.recall import RELATED_BELOW, W_DENSE, project_tag
+from marchdb.index.recall import RELATED_BELOW, W_DENSE
 from marchdb.index.recall import recall as recall_hints
 from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
@@ -34,6 +34,7 @@ from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
 from marchdb.notes import MAX_FILE_BYTES, metadata_text
+from marchdb.tags import project_tag
 from marchdb.twins import check_conflicts_with, check_supersedes
 
 if TYPE_CHECKING:

@@ -89,3 +89,15 @@ def normalize_tags(raw: object) -> tuple[list[str], list[str]]:
             seen.add(tag)
             tags.append(tag)
     return tags, rejected
+
+
+def project_tag(prefix: str, project: str | None) -> str | None:
+    """The tag that marks memories of ``project`` (``prefix`` + name,
+    normalised as tags are: "March CLI" -> ``project/march-cli``), or None
+    without a project (or when the name cannot be a tag)."""
+    if not project or not project.strip():
+        return None
+    try:
+        return normalize_tag(prefix + project.strip())
+    except InvalidInput:
+        return None

@@ -10,13 +10,16 @@ settings (fingerprint, dimension, centre, calibration). The sync that
 follows finds them by hash; the few no text refers to any more are collected
 as garbage, as after any edit.
 
-The statements live in ``sql/carry.sql``. An index whose vectors cannot be
-read (an old shape, a damaged vec0 table) carries nothing: it is embedded
-again, and the caller says so.
+The statements live in ``sql/carry.sql``; ``db`` (which applies the schema)
+hands them in, with its way to create the vec0 tables, so this module needs
+nothing of it. An index whose vectors cannot be read (an old shape, a
+damaged vec0 table) carries nothing: it is embedded again, and the caller
+says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import apsw
@@ -35,26 +38,22 @@ class Stash:
     error: str | None = None
 
 
-def db_scalar(con: apsw.Connection, sql: str):
-    """The first column of the first row of ``sql``."""
-    row = con.execute(sql).fetchone()
+def _scalar(con: apsw.Connection, sql: str, params: tuple = ()):
+    row = con.execute(sql, params).fetchone()
     return None if row is None else row[0]
 
 
-def _statements() -> dict[str, str]:
-    from marchdb.index.db import named_statements
-
-    return named_statements("carry.sql")
+def _has_table(con: apsw.Connection, name: str) -> bool:
+    return _scalar(con, "SELECT 1 FROM sqlite_master WHERE name = ?", (name,)) is not None
 
 
-def stash(con: apsw.Connection) -> Stash:
+def stash(con: apsw.Connection, statements: dict[str, str]) -> Stash:
     """Copy the index's vectors into ``temp.carried_vectors`` (inside the
-    caller's transaction, before the old tables are dropped)."""
-    from marchdb.index.db import has_table
-
+    caller's transaction, before the old tables are dropped); ``statements``:
+    ``sql/carry.sql``'s, by name."""
     out = Stash()
-    con.execute(_statements()["drop"])
-    if not (has_table(con, "meta") and has_table(con, "vectors") and has_table(con, "vec_meta")):
+    con.execute(statements["drop"])
+    if not (_has_table(con, "meta") and _has_table(con, "vectors") and _has_table(con, "vec_meta")):
         return out
     try:
         rows = con.execute(
@@ -63,27 +62,32 @@ def stash(con: apsw.Connection) -> Stash:
         meta = {k: v for k, v in rows if v is not None}
         if not meta.get("model_fingerprint") or not str(meta.get("dim", "")).isdigit():
             return out
-        con.execute(_statements()["stash"])
-        out.count = int(db_scalar(con, "SELECT count(*) FROM temp.carried_vectors"))
+        con.execute(statements["stash"])
+        out.count = int(_scalar(con, "SELECT count(*) FROM temp.carried_vectors"))
         out.meta = {str(k): str(v) for k, v in meta.items()}
     except apsw.Error as exc:
-        con.execute(_statements()["drop"])
+        con.execute(statements["drop"])
         out.error = str(exc)
     return out
 
 
-def restore(con: apsw.Connection, stashed: Stash) -> int:
+def restore(
+    con: apsw.Connection,
+    stashed: Stash,
+    statements: dict[str, str],
+    make_vector_tables: Callable[[apsw.Connection, int], None],
+) -> int:
     """Put the stashed vectors into the new (empty) schema, inside the
-    caller's transaction. Returns how many."""
-    from marchdb.index.db import ensure_vector_tables, set_meta
-
+    caller's transaction (``make_vector_tables(con, dim)`` creates the vec0
+    tables). Returns how many."""
     if not stashed.meta:
         return 0
     dim = int(stashed.meta["dim"])
-    for key, value in stashed.meta.items():
-        set_meta(con, key, value)
-    ensure_vector_tables(con, dim)
-    statements = _statements()
+    con.executemany(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        list(stashed.meta.items()),
+    )
+    make_vector_tables(con, dim)
     con.execute(statements["restore_keys"])
     con.execute(statements["restore_meta"])
     con.execute(statements["restore_chunk"])

@@ -307,11 +307,11 @@ def _apply_schema(con: apsw.Connection) -> str:
             saved = logs.read(con)
         except apsw.Error:  # an index too old or odd to read its logs
             saved = None
-        stashed = carry.stash(con)
+        stashed = carry.stash(con, named_statements("carry.sql"))
         _drop_everything(con)
         con.execute(schema_sql())
         copied, skipped = logs.restore(con, saved)
-        carry.restore(con, stashed)
+        carry.restore(con, stashed, named_statements("carry.sql"), ensure_vector_tables)
         set_meta(con, "schema_hash", schema_hash())
         set_meta(con, "created_at", utc_now_iso())
         # Tells caches of long-lived processes (vecindex, term statistics)

@@ -33,7 +33,7 @@ import apsw
 
 from marchdb import bridge, fts
 from marchdb.config import DEFAULT_MIN_SCORE
-from marchdb.errors import Expired, InvalidInput
+from marchdb.errors import Expired
 from marchdb.index import calibrate, temperature
 from marchdb.index.apart import keep_apart
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
@@ -49,7 +49,6 @@ from marchdb.index.terms import (
 )
 from marchdb.index.vectors import K_COARSE, has_bits
 from marchdb.index.vectors import usable as vectors_usable
-from marchdb.tags import normalize_tag
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: a hook answering without the model skips its ~130 ms import
@@ -121,18 +120,6 @@ AGREE = 0.3
 #: A design choice, not a tuned one: no benchmark set has projects. 0.05 lets
 #: a project memory pass an unrelated one scoring up to 0.05 higher.
 PROJECT_BONUS = 0.05
-
-
-def project_tag(prefix: str, project: str | None) -> str | None:
-    """The tag that marks memories of ``project`` (``prefix`` + name,
-    normalised as tags are: "March CLI" -> ``project/march-cli``), or None
-    without a project (or when the name cannot be a tag)."""
-    if not project or not project.strip():
-        return None
-    try:
-        return normalize_tag(prefix + project.strip())
-    except InvalidInput:
-        return None
 
 
 _STATEMENTS: dict[str, str] | None = None

@@ -38,6 +38,7 @@ from marchdb.errors import InvalidInput, ModelError, NotFound
 from marchdb.index import calibrate, db, terms, vectors
 from marchdb.index import recall as recall_mod
 from marchdb.notes import MAX_FILE_BYTES
+from marchdb.tags import project_tag
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import
@@ -190,9 +191,7 @@ class Engine:
         if value is None:
             return []
         project_name = checked["project"]
-        tag = recall_mod.project_tag(
-            self.cfg.project_tag_prefix, project_name if isinstance(project_name, str) else None
-        )
+        tag = project_tag(self.cfg.project_tag_prefix, project_name if isinstance(project_name, str) else None)
         if run_id is not None and is_read_only(con):
             raise InvalidInput(
                 "march_recall with a run id records its hints in the recall log, and this connection is "

@@ -321,7 +321,7 @@ def _hollow_chat(con: apsw.Connection, rid: int) -> str | None:
 
 
 def _tag_form(prefix: str) -> str:
-    # As recall.project_tag compares it: "Project/" is "project/".
+    # As tags.project_tag compares it: "Project/" is "project/".
     try:
         return normalize_tag(prefix) if prefix.strip("/") else ""
     except InvalidInput:
