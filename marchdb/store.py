@@ -169,7 +169,14 @@ class Store(Keeper):
             "problems": model_rows
             + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
             + doctor.problems(self.con)
-            + doctor.home_problems(self.cfg),
+            + doctor.home_problems(
+                [
+                    self.cfg.profiles_dir / "agent.md",
+                    self.cfg.profiles_dir / "user.md",
+                    now_mod.page_path(self.cfg.home),
+                ],
+                now_mod.MAX_NOW_BYTES,
+            ),
             "vector_error": summary.get("vector_error"),
             "hook_log": logfile.read_log(self.cfg.home, "hooks", doctor.HOOK_LOG_LINES),
             "logs": doctor.logs(self.con, logfile.logs_dir(self.cfg.home)),

@@ -159,18 +159,18 @@ def engine_output(logs_dir: Path) -> list[dict]:
     return [{"file": logfile.DAEMON_OUT, "bytes": st.st_size, "keep_bytes": logfile.DAEMON_OUT_BYTES, "rotated": False}]
 
 
-def home_problems(cfg) -> list[dict]:
-    """Secrets in the files of the home that go into every session: the
-    profiles and the working page. They are never rewritten; what is
-    injected carries markers in their place (``profiles``, ``now``)."""
+def home_problems(paths, max_bytes: int) -> list[dict]:
+    """Secrets in the files of the home that go into every session (``paths``:
+    the profiles and the working page, each read up to ``max_bytes``). They
+    are never rewritten; what is injected carries markers in their place
+    (``profiles``, ``now``)."""
     from marchdb import redact
     from marchdb.files import read_file
-    from marchdb.lifecycle.now import MAX_NOW_BYTES, page_path
 
     out = []
-    for path in (cfg.profiles_dir / "agent.md", cfg.profiles_dir / "user.md", page_path(cfg.home)):
+    for path in paths:
         try:
-            data, _ = read_file(path, MAX_NOW_BYTES)
+            data, _ = read_file(path, max_bytes)
         except OSError:
             continue  # missing, a link: said where it is read
         found = redact.find(redact.without_private(data.decode("utf-8", "replace")))
