@@ -54,8 +54,9 @@ from marchdb.files import is_inside, read_file
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.lifecycle import now
+from marchdb.lifecycle.chats import HOSTS
 from marchdb.lifecycle.notefolders import read_notes
-from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Page, Skip, source_key
+from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, Bad, Found, Item, Page, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from marchdb.roots import unusual_root
 from marchdb.save import create_file
@@ -120,11 +121,19 @@ def readers(kind: str, path: Path, root: Path | None = None) -> Iterator[Found]:
     when it lies inside ``path``, is left out)."""
     if kind in NOTE_KINDS:
         return read_notes(path, kind, root)
-    from marchdb.lifecycle import transcripts
+    from marchdb.lifecycle import agentdbs, agentlogs, transcripts
 
-    if kind == "claude-code":
-        return transcripts.read_claude_code(path)
-    return transcripts.read_chatgpt(path)
+    read = {
+        "claude-code": transcripts.read_claude_code,
+        "chatgpt": transcripts.read_chatgpt,
+        "codex": agentlogs.read_codex,
+        "gemini": agentlogs.read_gemini,
+        "qwen": agentlogs.read_qwen,
+        "pi": agentlogs.read_pi,
+        "opencode": agentdbs.read_opencode,
+        "hermes": agentdbs.read_hermes,
+    }[kind]
+    return read(path)
 
 
 def claude_code_projects() -> Path:
@@ -133,19 +142,41 @@ def claude_code_projects() -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser() / "projects"
 
 
+def host_folder(kind: str) -> Path:
+    """Where the agent host ``kind`` keeps its sessions (``chats.default_folder``)."""
+    if kind == "claude-code":
+        return claude_code_projects()
+    from marchdb.lifecycle.chats import default_folder
+
+    return default_folder(kind)
+
+
+#: Where each host's folder is, said when it is not there.
+_WHERE = {
+    "claude-code": "CLAUDE_CONFIG_DIR, else ~/.claude",
+    "codex": "CODEX_HOME, else ~/.codex",
+    "gemini": "~/.gemini/tmp",
+    "qwen": "~/.qwen",
+    "pi": "PI_CODING_AGENT_DIR, else ~/.pi/agent",
+    "opencode": "XDG_DATA_HOME, else ~/.local/share",
+    "hermes": "HERMES_HOME, else ~/.hermes",
+}
+
+
 def check_source(kind: object, path: object, root: Path, home: Path | None = None) -> Path:
     """The source path of an import, or ``InvalidInput`` saying what is wrong
     (a folder that is obviously not one of notes — ``/``, a system folder, the
     home folder, marchdb's home — is refused as a memory root would be).
-    ``path`` None: the kind's own folder, for ``claude-code`` (``claude_code_projects``)."""
+    ``path`` None: an agent host's own folder (``host_folder``)."""
     if kind not in KINDS:
         raise InvalidInput(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
-    if path is None and kind == "claude-code":
-        path = claude_code_projects()
+    if path is None and kind in HOST_KINDS:
+        path = host_folder(str(kind))
         if not path.is_dir():
+            title = "Claude Code" if kind == "claude-code" else HOSTS[str(kind)]
             raise InvalidInput(
-                f"Claude Code's sessions are not at {path} (CLAUDE_CONFIG_DIR, else ~/.claude); "
-                "give their folder: `marchdb import claude-code PATH`"
+                f"{title}'s sessions are not at {path} ({_WHERE[str(kind)]}); "
+                f"give their folder: `marchdb import {kind} PATH`"
             )
     if path is None:
         raise InvalidInput(f"give the folder (or file) to import from: `marchdb import {kind} PATH`")

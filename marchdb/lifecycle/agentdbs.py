@@ -1,0 +1,236 @@
+"""Agent hosts that keep their sessions in SQLite: opencode and Hermes Agent.
+
+The store is opened read-only (``mode=ro``: its WAL is read, nothing is
+written, a host running meanwhile is waited on for at most
+``BUSY_MS``), never through a link, and only when it is a regular file no
+larger than ``chats.MAX_SESSION_BYTES``. Columns are looked up before they
+are read: a version that lacks one reads as if it were empty. Formats as
+the programs wrote them when run here (``tests/hostchats.py``):
+
+opencode (``~/.local/share/opencode/opencode.db``): ``session`` (``id``,
+``parent_id``, ``directory``, ``title``, times in ms), ``message``
+(``data``: JSON with ``role``) and ``part`` (``data``: ``text``,
+``tool``, ``reasoning``, ``step-*``...). User and assistant ``text``
+parts are kept (not ``synthetic`` ones, which opencode adds itself), a
+``tool`` part as a tool line; ``reasoning`` and tool output are left out.
+A session with a ``parent_id`` is a sub-agent's task: a side chain.
+
+Hermes Agent (``~/.hermes/state.db``): ``sessions`` (``id``, ``source``,
+``parent_session_id``, ``cwd``, ``git_branch``, ``title``, ``started_at``
+in epoch seconds) and ``messages`` (``role``, ``content``,
+``tool_calls``, ``timestamp``, ``active``). ``user`` and ``assistant``
+messages are kept, ``tool_calls`` as tool lines; ``tool`` results, system
+text and messages a rewind made inactive are left out. A session with a
+parent (a background review, a sub-agent, a continuation after
+compression) is a side chain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+
+from marchdb.lifecycle.agentlogs import _typed, _what
+from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, Chat, too_large, without_injected
+from marchdb.lifecycle.sources import SHAPE_ERRORS, Bad, Found, Skip, unreadable
+from marchdb.lifecycle.transcripts import _dict, _when
+
+#: How long a read waits for a host writing its store meanwhile.
+BUSY_MS = 5000
+#: The store's file name in a host's folder.
+STORE = {"opencode": "opencode.db", "hermes": "state.db"}
+
+
+def _open(path: Path) -> apsw.Connection:
+    """``path`` opened read-only: a regular file, never a link (``OSError`` says why not)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(40, "a symlink; links are not followed", str(path))  # ELOOP, as open_regular says it
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(22, "not a regular file", str(path))  # EINVAL
+    uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
+    con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    con.set_busy_timeout(BUSY_MS)
+    return con
+
+
+def _columns(con: apsw.Connection, table: str) -> set[str]:
+    return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+
+
+def _pick(columns: set[str], *names: str) -> str:
+    """A select list of ``names``, NULL for those the table lacks."""
+    return ", ".join(n if n in columns else "NULL" for n in names)
+
+
+def _store(path: Path, kind: str) -> tuple[Path, str]:
+    """The store file of ``path`` (a host's folder, or the file itself) and its origin."""
+    return (path / STORE[kind], STORE[kind]) if path.is_dir() else (path, path.name)
+
+
+def _sessions(path: Path, kind: str, read) -> Iterator[Found]:
+    """Every session of a host's store, each through ``read(con, row, origin)``."""
+    file, origin = _store(path, kind)
+    if not os.path.lexists(file):
+        why = f"no {STORE[kind]} in {path}"
+        if kind == "opencode" and (path / "storage" / "session").is_dir():
+            why += " (opencode's earlier storage/ folder is not read: start opencode once, and it moves it in)"
+        yield Bad(str(path), why)
+        return
+    if (large := too_large(file)) is not None:
+        yield Bad(origin, large)
+        return
+    try:
+        con = _open(file)
+    except OSError as exc:
+        yield Bad(origin, unreadable(exc) if exc.errno in (22, 40) else f"cannot read: {exc.strerror or exc}")
+        return
+    except apsw.Error as exc:
+        yield Bad(origin, f"cannot open it as SQLite: {exc}")
+        return
+    try:
+        yield from read(con, origin)
+    except apsw.Error as exc:
+        yield Bad(origin, f"cannot read it as SQLite: {exc} (another version of {kind}? a damaged file?)")
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------- opencode
+
+
+def _ms(value: object):
+    return _when(value / 1000) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _opencode(con: apsw.Connection, origin: str) -> Iterator[Found]:
+    cols = _columns(con, "session")
+    if not {"id"} <= cols:
+        yield Bad(origin, "no session table: not opencode's store")
+        return
+    rows = con.execute(
+        f"SELECT {_pick(cols, 'id', 'parent_id', 'directory', 'title', 'time_created', 'time_updated')} "
+        "FROM session ORDER BY time_created, id LIMIT ?",
+        (MAX_SESSIONS,),
+    ).fetchall()
+    for session_id, parent, directory, title, created, updated in rows:
+        where = f"{origin}#{session_id}"
+        if parent:
+            yield Skip(where, f"a sub-agent's task (a side chain of session {parent})")
+            continue
+        try:
+            yield _opencode_session(con, str(session_id), where, directory, title, created, updated)
+        except SHAPE_ERRORS as exc:
+            yield Bad(where, f"could not be read: {type(exc).__name__}: {exc}")
+
+
+def _opencode_session(con, session_id: str, origin: str, directory, title, created, updated) -> Found:
+    chat = Chat("opencode", session_id, origin)
+    chat.cwd = directory if isinstance(directory, str) and directory else None
+    # opencode names a session "New session - <time>" until its title is made.
+    if isinstance(title, str) and title.strip() and not title.startswith("New session - "):
+        chat.title = title
+    chat.saw(_ms(created))
+    chat.saw(_ms(updated))
+    roles = {}
+    for message_id, data in con.execute(
+        "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id LIMIT ?",
+        (session_id, MAX_MESSAGES),
+    ):
+        info = _dict(json.loads(data)) if isinstance(data, str) else {}
+        roles[message_id] = (info.get("role"), _ms(_dict(info.get("time")).get("created")))
+    last_message = None
+    for message_id, data in con.execute(
+        "SELECT message_id, data FROM part WHERE session_id = ? ORDER BY time_created, id LIMIT ?",
+        (session_id, MAX_MESSAGES * 4),
+    ):
+        role, when = roles.get(message_id, (None, None))
+        part = _dict(json.loads(data)) if isinstance(data, str) else {}
+        kind = part.get("type")
+        if kind == "text" and not part.get("synthetic") and isinstance(part.get("text"), str):
+            if role == "user":
+                text = _typed(_unquoted(without_injected(part["text"])))
+                if text:
+                    chat.user(text, when)
+            elif role == "assistant":
+                chat.assistant(part["text"], when, same_message=message_id == last_message)
+        elif kind == "tool" and role == "assistant":
+            chat.tool(part.get("tool"), _what(_dict(part.get("state")).get("input")), when)
+        last_message = message_id
+    return chat.item()
+
+
+def _unquoted(text: str) -> str:
+    """A prompt without the double quotes ``opencode run "..."`` wraps a
+    one-argument prompt in (opencode 1.18 stores them as typed)."""
+    if len(text) > 1 and text[0] == text[-1] == '"' and '"' not in text[1:-1]:
+        return text[1:-1].strip()
+    return text
+
+
+def read_opencode(path: Path) -> Iterator[Found]:
+    """Every session of opencode's store (its data folder, or ``opencode.db``)."""
+    return _sessions(path, "opencode", _opencode)
+
+
+# ---------------------------------------------------------------- Hermes Agent
+
+
+def _hermes(con: apsw.Connection, origin: str) -> Iterator[Found]:
+    cols = _columns(con, "sessions")
+    if "id" not in cols:
+        yield Bad(origin, "no sessions table: not Hermes Agent's store")
+        return
+    listed = _pick(cols, "id", "parent_session_id", "cwd", "git_branch", "title", "started_at", "ended_at")
+    rows = con.execute(
+        f"SELECT {listed} FROM sessions ORDER BY {'started_at, ' if 'started_at' in cols else ''}id LIMIT ?",
+        (MAX_SESSIONS,),
+    ).fetchall()
+    mcols = _columns(con, "messages")
+    for session_id, parent, cwd, branch, title, started, ended in rows:
+        where = f"{origin}#{session_id}"
+        if parent:
+            yield Skip(where, f"a continuation or side task of session {parent} (a side chain)")
+            continue
+        try:
+            yield _hermes_session(con, mcols, str(session_id), where, cwd, branch, title, started, ended)
+        except SHAPE_ERRORS as exc:
+            yield Bad(where, f"could not be read: {type(exc).__name__}: {exc}")
+
+
+def _hermes_session(con, mcols: set[str], session_id: str, origin: str, cwd, branch, title, started, ended) -> Found:
+    chat = Chat("hermes", session_id, origin)
+    chat.cwd = cwd if isinstance(cwd, str) and cwd else None
+    chat.branch = branch if isinstance(branch, str) and branch not in ("", "HEAD") else None
+    chat.title = title if isinstance(title, str) and title.strip() else None
+    chat.saw(_when(started))
+    chat.saw(_when(ended))
+    active = "AND (active IS NULL OR active != 0)" if "active" in mcols else ""
+    for role, content, calls, when in con.execute(
+        f"SELECT {_pick(mcols, 'role', 'content', 'tool_calls', 'timestamp')} FROM messages "
+        f"WHERE session_id = ? {active} ORDER BY {'timestamp, ' if 'timestamp' in mcols else ''}id LIMIT ?",
+        (session_id, MAX_MESSAGES),
+    ):
+        at = _when(when)
+        text = content if isinstance(content, str) else ""
+        if role == "user":
+            text = _typed(text)
+            if text:
+                chat.user(text, at)
+        elif role == "assistant":
+            chat.assistant(text, at)
+            for call in json.loads(calls) if isinstance(calls, str) and calls.strip() else []:
+                function = _dict(_dict(call).get("function"))
+                chat.tool(function.get("name"), _what(function.get("arguments")), at)
+    return chat.item()
+
+
+def read_hermes(path: Path) -> Iterator[Found]:
+    """Every session of Hermes Agent's store (its home folder, or ``state.db``)."""
+    return _sessions(path, "hermes", _hermes)

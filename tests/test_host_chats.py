@@ -1,0 +1,180 @@
+"""Importing the sessions of Codex CLI, Gemini CLI, Qwen Code, pi, opencode and Hermes Agent.
+
+The files under ``tests/data/chats/HOST/`` were written by the real host
+programs, run headless by ``tests/hostchats.py`` against the fake model
+server (``python tests/hostchats.py HOST`` makes them again; ``MADE.txt``
+names the version): one session of two prompts, the first answered with a
+line of text and a tool call, with marchdb-shaped context injected by a
+stand-in hook. Each test imports that folder as the host left it.
+``test_real_host_sessions_import`` runs the programs themselves when they
+are installed (``.ci/run`` installs them into ``.hosts/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hostchats import DATA, INJECTED_HINT, PROMPTS, TOOL_CALL, TOOL_TEXT, make, program
+
+from marchdb.index import db
+from marchdb.lifecycle import chats, importing
+
+HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "hermes")
+
+
+def fixture(host: str, tmp_path: Path) -> Path:
+    """A copy of the committed sessions of ``host`` (an import only reads, but the copy proves it)."""
+    dest = tmp_path / "sessions" / host
+    shutil.copytree(DATA / host, dest)
+    return dest
+
+
+def imported(store, kind: str, source: Path | None) -> list[dict]:
+    done = store.import_(kind, source, apply=True, embed=False)
+    assert done["problems"] == 0, done["items"]
+    return [r for r in done["items"] if r["action"] == "created"]
+
+
+def memory_of(store, row: dict) -> tuple[dict, str]:
+    found = db.rows(
+        store.con,
+        "SELECT m.*, a.source FROM memory_index m JOIN memory_attrs a ON a.rid = m.rid WHERE m.id = ?",
+        (row["id"],),
+    )[0]
+    return found, Path(row["path"]).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_real_session_becomes_one_memory_and_nothing_twice(host, vault, store, tmp_path):
+    source = fixture(host, tmp_path)
+    plan = store.import_(host, source)
+    assert plan["created"] == 1 and plan["problems"] == 0, plan["items"]
+    assert not any(Path(vault.root).rglob("*.md")), "a dry run writes nothing"
+    (row,) = imported(store, host, source)
+    mem, text = memory_of(store, row)
+    body = text.split("\n---\n", 1)[1]
+    tags = json.loads(mem["tags_json"])
+    assert tags[0] == host and mem["source"].startswith(f"{host}:")
+    assert "project/shopcart" in tags
+    # What the person asked, in their words; the answer's text; the tool call as one line.
+    assert PROMPTS[0] in body and PROMPTS[1] in body
+    assert mem["description"].startswith(PROMPTS[0][:60])
+    assert "FAKE-REPLY" in body
+    if host in ("claude-code", "codex", "gemini"):  # the fake model says it beside its call in these dialects only
+        assert TOOL_TEXT in body
+    # Left out: marchdb's own hints and profiles, the tool's result, the host's own context.
+    assert INJECTED_HINT not in text and "[recall]" not in text and "agent_profile" not in text
+    assert "Process exited" not in body and "Output: checking" not in body and "untrusted" not in body
+    assert "environment_context" not in body and "session_context" not in body and "setting up the context" not in body
+    # Idempotent: a second import creates nothing, and says why.
+    again = store.import_(host, source, apply=True, embed=False)
+    assert again["created"] == 0 and {r["detail"] for r in again["items"] if r["action"] == "skip"} >= {
+        "imported already"
+    }
+
+
+def test_the_tool_call_is_one_line_and_its_result_is_left_out(vault, store, tmp_path):
+    (row,) = imported(store, "codex", fixture("codex", tmp_path))
+    _mem, text = memory_of(store, row)
+    assert f"*[exec_command] {TOOL_CALL}*" in text
+    assert text.count("checking") == 1  # the call, not its output
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_the_path_is_optional_when_the_hosts_folder_is_known(host, vault, store, tmp_path, monkeypatch):
+    home = tmp_path / "userhome"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for key in (
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "PI_CODING_AGENT_DIR",
+        "XDG_DATA_HOME",
+        "HERMES_HOME",
+        "GEMINI_CLI_HOME",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    folder = importing.host_folder(host)
+    with pytest.raises(Exception, match="sessions are not at"):
+        store.import_(host, None)
+    shutil.copytree(DATA / host, folder)
+    plan = store.import_(host, None)
+    assert plan["created"] == 1 and plan["path"] == str(folder)
+
+
+def test_injected_context_is_cut_out_wherever_a_host_kept_it():
+    hint = "[recall]\n- mem_a | score=0.71 | A | a\n- mem_b | score=0.52 | B | b"
+    assert chats.without_injected(f"ask this\n\n{hint}") == "ask this"
+    assert chats.without_injected(f"<hook_context>{hint}</hook_context>\n\nask this") == "ask this"
+    assert (
+        chats.without_injected(f"ask\n<qwen:user-prompt-submit-context>\n{hint}\n</qwen:user-prompt-submit-context>")
+        == "ask"
+    )
+    assert chats.injected_only("[agent_profile]\nx\n\n[user_profile]\ny")
+    assert not chats.injected_only("[recall] is a word I use\nsee above")
+    assert chats.without_injected("a [recall]\nnot at a line start") == "a [recall]\nnot at a line start"
+
+
+@pytest.mark.parametrize("host", ["codex", "pi", "qwen", "gemini"])
+def test_a_huge_file_a_fifo_and_a_link_are_refused_never_waited_on(host, vault, store, tmp_path, monkeypatch):
+    source = fixture(host, tmp_path)
+    (session,) = [p for p in source.rglob("*.jsonl")]
+    folder = session.parent
+    big = folder / (
+        "rollout-big.jsonl" if host == "codex" else "session-big.jsonl" if host == "gemini" else "big.jsonl"
+    )
+    with open(big, "wb") as fh:
+        fh.truncate(chats.MAX_SESSION_BYTES + 1)  # sparse: 1 GB on paper, nothing on disk
+    fifo = folder / (
+        "rollout-fifo.jsonl" if host == "codex" else "session-fifo.jsonl" if host == "gemini" else "fifo.jsonl"
+    )
+    os.mkfifo(fifo)
+    link = folder / (
+        "rollout-link.jsonl" if host == "codex" else "session-link.jsonl" if host == "gemini" else "link.jsonl"
+    )
+    link.symlink_to(session)
+    out = store.import_(host, source)
+    rows = {Path(r["origin"]).name: r for r in out["items"]}
+    assert rows[big.name]["action"] == "problem" and "read up to" in rows[big.name]["detail"]
+    assert rows[fifo.name]["action"] == "problem" and "not a regular file" in rows[fifo.name]["detail"]
+    assert rows[link.name]["action"] == "problem" and "symlink" in rows[link.name]["detail"]
+    assert rows[session.name]["action"] == "create"
+
+
+@pytest.mark.parametrize("host", ["opencode", "hermes"])
+def test_a_store_that_is_a_link_a_fifo_or_no_sqlite_is_a_problem(host, vault, store, tmp_path):
+    name = {"opencode": "opencode.db", "hermes": "state.db"}[host]
+    for make_it, why in (
+        (lambda p: p.symlink_to(DATA / host / name), "symlink"),
+        (os.mkfifo, "not a regular file"),
+        (lambda p: p.write_bytes(b"not a database at all" * 100), "SQLite"),
+    ):
+        folder = tmp_path / f"{host}-{why.split()[0]}"
+        folder.mkdir()
+        make_it(folder / name)
+        out = store.import_(host, folder)
+        assert out["problems"] == 1 and why in out["items"][0]["detail"], out["items"]
+
+
+def test_a_half_written_last_line_is_said_and_the_rest_imported(vault, store, tmp_path):
+    source = fixture("pi", tmp_path)
+    (session,) = source.rglob("*.jsonl")
+    with open(session, "a", encoding="utf-8") as fh:
+        fh.write('{"type":"message","id":"zz","parentId":')
+    (row,) = [r for r in store.import_("pi", source)["items"] if r["action"] == "create"]
+    assert any("not JSON" in w and "cut short" in w for w in row["warnings"])
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_real_host_sessions_import(host, vault, store, tmp_path):
+    """The real program writes a session now, and it imports as the committed copy does."""
+    if program(host) is None:
+        pytest.skip(f"{host} is not installed in .hosts/ (.ci/run installs it)")
+    folder = make(host, tmp_path / "run")
+    (row,) = imported(store, host, folder)
+    _mem, text = memory_of(store, row)
+    assert PROMPTS[1] in text and INJECTED_HINT not in text
