@@ -178,3 +178,81 @@ def test_real_host_sessions_import(host, vault, store, tmp_path):
     (row,) = imported(store, host, folder)
     _mem, text = memory_of(store, row)
     assert PROMPTS[1] in text and INJECTED_HINT not in text
+
+
+def secret_prompt() -> tuple[str, list[str]]:
+    """A prompt holding fabricated secrets of several kinds (``test_redact.fabricated``:
+    made at run time, none in the repository), and the secrets."""
+    from test_redact import fabricated
+
+    wanted = ("github token", "openai key", "aws access key", "slack token", "stripe key", "jwt", "password")
+    picked = {}
+    for kind, secret, sentence in fabricated():
+        if (
+            kind in wanted
+            and kind not in picked
+            and '"' not in sentence
+            and "\\" not in sentence
+            and "\n" not in sentence
+        ):
+            picked[kind] = (secret, sentence)
+    assert len(picked) == len(wanted)
+    text = "Deploy notes, keep them: " + "; ".join(s for _secret, s in picked.values()) + ". We settled on cents."
+    return text, [secret for secret, _s in picked.values()]
+
+
+def with_secrets(host: str, source: Path, text: str) -> None:
+    """The committed session with its second prompt replaced by ``text`` (in place)."""
+    if host in ("opencode", "hermes"):
+        import sqlite3
+
+        (file,) = [p for p in source.iterdir() if p.suffix == ".db"]
+        con = sqlite3.connect(file)
+        tables = [
+            r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%fts%'")
+        ]
+        for table in tables:
+            for col in [r[1] for r in con.execute(f"PRAGMA table_info({table})") if r[2].upper() == "TEXT"]:
+                con.execute(f"UPDATE {table} SET {col} = replace({col}, ?, ?)", (PROMPTS[1], text))
+        con.commit()
+        con.close()
+        return
+    for file in source.rglob("*.jsonl"):
+        file.write_text(file.read_text(encoding="utf-8").replace(PROMPTS[1], text), encoding="utf-8")
+
+
+def everything_written(vault_root: Path, home: Path) -> bytes:
+    """Every byte of the vault, marchdb's home (the index and its WAL, the logs) and what the CLI printed."""
+    blobs = []
+    for folder in (vault_root, home):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                blobs.append(path.read_bytes())
+    return b"\n".join(blobs)
+
+
+# Claude Code's and ChatGPT's importer is redacted where every import writes (the privacy work's tests).
+@pytest.mark.parametrize("host", HOSTS[1:])
+def test_secrets_in_a_session_reach_neither_the_vault_nor_the_index_nor_the_logs(host, tmp_path):
+    from typer.testing import CliRunner
+
+    from marchdb.cli.main import app
+
+    source = fixture(host, tmp_path)
+    text, secrets = secret_prompt()
+    with_secrets(host, source, text)
+    assert all(s.encode() in everything_written(source, source) for s in secrets)  # the session holds them
+    vault_root, home = tmp_path / "vault", tmp_path / "home"
+    vault_root.mkdir()
+    base = ["--home", str(home), "--root", str(vault_root)]
+    env = {"MARCH_EMBED_MODEL": str(tmp_path / "none.gguf")}
+    runner = CliRunner()
+    dry = runner.invoke(app, [*base, "import", host, str(source)], env=env)
+    done = runner.invoke(app, [*base, "import", host, str(source), "--apply", "--no-embed"], env=env)
+    assert done.exit_code == 0, done.output
+    assert "created 1" in done.stdout and "secrets kept out of the memory" in done.stdout
+    search = runner.invoke(app, [*base, "search", "cents"], env=env)
+    written = everything_written(vault_root, home) + (dry.output + done.output + search.output).encode()
+    for secret in secrets:
+        assert secret.encode() not in written, secret[:12]
+    assert b"[redacted: github token]" in written and b"We settled on cents." in written
