@@ -27,6 +27,7 @@ compression) is a side chain.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import stat
@@ -38,7 +39,7 @@ import apsw
 
 from marchdb.lifecycle.agentlogs import _typed, _what
 from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, Chat, too_large, without_injected
-from marchdb.lifecycle.sources import SHAPE_ERRORS, Bad, Found, Skip, unreadable
+from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
 
 #: How long a read waits for a host writing its store meanwhile.
@@ -74,8 +75,9 @@ def _store(path: Path, kind: str) -> tuple[Path, str]:
     return (path / STORE[kind], STORE[kind]) if path.is_dir() else (path, path.name)
 
 
-def _sessions(path: Path, kind: str, read) -> Iterator[Found]:
-    """Every session of a host's store, each through ``read(con, row, origin)``."""
+def _sessions(path: Path, kind: str, read, since: dt.datetime | None = None) -> Iterator[Found]:
+    """Every session of a host's store, through ``read(con, origin, since)``
+    (``since``: sessions last active before then are passed over unread)."""
     file, origin = _store(path, kind)
     if not os.path.lexists(file):
         why = f"no {STORE[kind]} in {path}"
@@ -95,7 +97,7 @@ def _sessions(path: Path, kind: str, read) -> Iterator[Found]:
         yield Bad(origin, f"cannot open it as SQLite: {exc}")
         return
     try:
-        yield from read(con, origin)
+        yield from read(con, origin, since)
     except apsw.Error as exc:
         yield Bad(origin, f"cannot read it as SQLite: {exc} (another version of {kind}? a damaged file?)")
     finally:
@@ -109,7 +111,13 @@ def _ms(value: object):
     return _when(value / 1000) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _opencode(con: apsw.Connection, origin: str) -> Iterator[Found]:
+def _older(since: dt.datetime | None, *times) -> bool:
+    """Whether a session whose times are ``times`` was last active before ``since``."""
+    known = [t for t in times if t is not None]
+    return since is not None and bool(known) and max(known) < since
+
+
+def _opencode(con: apsw.Connection, origin: str, since: dt.datetime | None) -> Iterator[Found]:
     cols = _columns(con, "session")
     if not {"id"} <= cols:
         yield Bad(origin, "no session table: not opencode's store")
@@ -123,6 +131,9 @@ def _opencode(con: apsw.Connection, origin: str) -> Iterator[Found]:
         where = f"{origin}#{session_id}"
         if parent:
             yield Skip(where, f"a sub-agent's task (a side chain of session {parent})")
+            continue
+        if _older(since, _ms(created), _ms(updated)):
+            yield Skip(where, OLDER)
             continue
         try:
             yield _opencode_session(con, str(session_id), where, directory, title, created, updated)
@@ -174,15 +185,15 @@ def _unquoted(text: str) -> str:
     return text
 
 
-def read_opencode(path: Path) -> Iterator[Found]:
+def read_opencode(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session of opencode's store (its data folder, or ``opencode.db``)."""
-    return _sessions(path, "opencode", _opencode)
+    return _sessions(path, "opencode", _opencode, since)
 
 
 # ---------------------------------------------------------------- Hermes Agent
 
 
-def _hermes(con: apsw.Connection, origin: str) -> Iterator[Found]:
+def _hermes(con: apsw.Connection, origin: str, since: dt.datetime | None) -> Iterator[Found]:
     cols = _columns(con, "sessions")
     if "id" not in cols:
         yield Bad(origin, "no sessions table: not Hermes Agent's store")
@@ -197,6 +208,9 @@ def _hermes(con: apsw.Connection, origin: str) -> Iterator[Found]:
         where = f"{origin}#{session_id}"
         if parent:
             yield Skip(where, f"a continuation or side task of session {parent} (a side chain)")
+            continue
+        if _older(since, _when(started), _when(ended), _last_message(con, mcols, str(session_id))):
+            yield Skip(where, OLDER)
             continue
         try:
             yield _hermes_session(con, mcols, str(session_id), where, cwd, branch, title, started, ended)
@@ -231,6 +245,12 @@ def _hermes_session(con, mcols: set[str], session_id: str, origin: str, cwd, bra
     return chat.item()
 
 
-def read_hermes(path: Path) -> Iterator[Found]:
+def _last_message(con, mcols: set[str], session_id: str):
+    if "timestamp" not in mcols:
+        return None
+    return _when(con.execute("SELECT max(timestamp) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0])
+
+
+def read_hermes(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session of Hermes Agent's store (its home folder, or ``state.db``)."""
-    return _sessions(path, "hermes", _hermes)
+    return _sessions(path, "hermes", _hermes, since)

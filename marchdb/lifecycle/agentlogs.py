@@ -51,7 +51,7 @@ from pathlib import Path
 
 from marchdb.files import open_regular
 from marchdb.lifecycle.chats import Chat, injected_only, too_large, walk
-from marchdb.lifecycle.sources import SHAPE_ERRORS, Bad, Found, Skip, unreadable
+from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, unreadable
 from marchdb.lifecycle.transcripts import _dict, _lines, _when
 
 #: Longest ``.project_root`` read (one path).
@@ -101,9 +101,12 @@ class _Lines:
             chat.warnings.append(f"{self.bad} lines left out: {self.errors[0]}{more}")
 
 
-def _read(reader, path: Path, origin: str) -> Found:
+def _read(reader, path: Path, origin: str | None) -> Found:
     """``reader(path, origin)``: a file too large, unreadable or of an
-    unexpected shape is that session's problem, and the import goes on."""
+    unexpected shape is that session's problem, and the import goes on
+    (``origin`` None: a file older than ``--since``, passed over unread)."""
+    if origin is None:
+        return Skip(path.name, OLDER)
     if (why := too_large(path)) is not None:
         return Bad(origin, why)
     try:
@@ -194,9 +197,9 @@ def _side_chain(origin: str) -> Found:
     return Skip(origin, "a sub-agent's session (a side chain of another session)")
 
 
-def read_codex(path: Path) -> Iterator[Found]:
+def read_codex(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every rollout file under ``path`` (``sessions/`` and ``archived_sessions/`` alike)."""
-    for full, origin in walk(path, lambda n: n.startswith("rollout-") and n.endswith(".jsonl")):
+    for full, origin in walk(path, lambda n: n.startswith("rollout-") and n.endswith(".jsonl"), since):
         yield _read(codex_session, full, origin)
 
 
@@ -284,9 +287,9 @@ def gemini_session(path: Path, origin: str, host: str = "gemini") -> Found:
     return _done(chat, lines)
 
 
-def read_gemini(path: Path) -> Iterator[Found]:
+def read_gemini(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every chat file under ``path`` (``<project>/chats/session-*.json[l]``)."""
-    for full, origin in walk(path, _chat_file):
+    for full, origin in walk(path, _chat_file, since):
         yield _read(gemini_session, full, origin)
 
 
@@ -327,13 +330,13 @@ def qwen_session(path: Path, origin: str) -> Found:
     return _done(chat, lines)
 
 
-def read_qwen(path: Path) -> Iterator[Found]:
+def read_qwen(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every chat file under ``path`` (``projects/*/chats/*.jsonl``, older ``tmp/*/chats/session-*.json``)."""
 
     def wanted(name: str) -> bool:
         return name.endswith(".jsonl") or _chat_file(name)
 
-    for full, origin in walk(path, wanted):
+    for full, origin in walk(path, wanted, since):
         if full.parent.name != "chats" and full != path:
             continue  # Qwen's other JSONL files (usage records, logs) are no chats
         yield _read(qwen_session, full, origin)
@@ -388,7 +391,7 @@ def pi_session(path: Path, origin: str) -> Found:
     return _done(chat, lines)
 
 
-def read_pi(path: Path) -> Iterator[Found]:
+def read_pi(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session file under ``path`` (``sessions/--<folder>--/*.jsonl``)."""
-    for full, origin in walk(path, lambda n: n.endswith(".jsonl")):
+    for full, origin in walk(path, lambda n: n.endswith(".jsonl"), since):
         yield _read(pi_session, full, origin)

@@ -209,21 +209,31 @@ class Chat:
         )
 
 
-def walk(path: Path, wanted) -> list[tuple[Path, str]]:
+def walk(path: Path, wanted, since: dt.datetime | None = None) -> list[tuple[Path, str | None]]:
     """The files under ``path`` (or ``path`` itself) whose name ``wanted(name)``
     accepts, sorted, with their origin (the path below ``path``); hidden
     folders are not entered and links are listed, never followed (reading
-    one says why it is left out)."""
+    one says why it is left out). ``since``: files last written before then
+    are passed over unread (no message in them can be newer): their origin is None."""
     if not path.is_dir():
         return [(path, path.name)]
+    floor = since.timestamp() if since is not None else None
     found = []
     for folder, dirs, files in os.walk(path, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "node_modules")
         for name in sorted(files):
             if wanted(name) and not name.startswith("."):
                 full = Path(folder) / name
-                found.append((full, str(full.relative_to(path))))
+                old = floor is not None and _written_before(full, floor)
+                found.append((full, None if old else str(full.relative_to(path))))
     return found
+
+
+def _written_before(path: Path, floor: float) -> bool:
+    try:
+        return os.lstat(path).st_mtime < floor
+    except OSError:
+        return False  # reading it says why
 
 
 def too_large(path: Path) -> str | None:

@@ -81,6 +81,11 @@ class Skip:
     reason: str
 
 
+#: The reason of a ``Skip`` for a chat older than an import's ``--since``,
+#: passed over unread (counted, not listed).
+OLDER = "older than --since"
+
+
 @dataclass
 class Bad:
     """A source item that could not be read (malformed, half-written, too large)."""
