@@ -177,3 +177,14 @@ def test_a_session_start_imports_the_finished_sessions_in_the_background(tmp_pat
     assert any("in the background" in line for line in logfile.read_log(march, "hooks"))
     # The hook answered on its own time: it never waited for the import (said, not timed as a test).
     print(f"hook answered in {answered:.2f} s")
+
+
+def test_install_reminds_of_the_setting_for_a_host_whose_sessions_an_import_reads(tmp_path, user_home):
+    out = cli(tmp_path, "install", "gemini", "--json")
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.stdout)["results"]
+    assert any("marchdb import gemini" in n and "importSessions" in n for n in result["notes"])
+    on = cli(tmp_path, "install", "codex", "--json", env={"MARCH_IMPORT_SESSIONS": "1"})
+    assert any("importSessions is on" in n for n in json.loads(on.stdout)["results"][0]["notes"])
+    cursor = cli(tmp_path, "install", "cursor", "--json")
+    assert not any("importSessions" in n for n in json.loads(cursor.stdout)["results"][0]["notes"])

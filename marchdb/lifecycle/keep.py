@@ -78,6 +78,21 @@ def start(cfg, host: str, now: float | None = None) -> str | None:
     return f"importing {host}'s finished sessions in the background (importSessions)"
 
 
+def install_note(cfg, host: str) -> str | None:
+    """The line ``marchdb install HOST`` adds for a host whose sessions an import reads."""
+    if host not in HOST_KINDS:
+        return None
+    if getattr(cfg, "import_sessions", False):
+        return (
+            f"importSessions is on: each {host} session's start imports the {host} sessions that ended "
+            "(marchdb import --history lists them)"
+        )
+    return (
+        f"to keep {host}'s sessions as memories: `marchdb import {host}` brings in the past ones, and "
+        '"importSessions": true in config.json each one that ends (docs/lifecycle.md#keep-importing)'
+    )
+
+
 def run(home: str, root: str, host: str) -> int:
     """The background import (``python -m marchdb.lifecycle.keep HOME ROOT HOST``):
     one at a time per host; a summary line in ``imports.log``."""
