@@ -119,7 +119,7 @@ def test_injected_context_is_cut_out_wherever_a_host_kept_it():
     assert chats.without_injected("a [recall]\nnot at a line start") == "a [recall]\nnot at a line start"
 
 
-@pytest.mark.parametrize("host", ["codex", "pi", "qwen", "gemini"])
+@pytest.mark.parametrize("host", ["claude-code", "codex", "pi", "qwen", "gemini"])
 def test_a_huge_file_a_fifo_and_a_link_are_refused_never_waited_on(host, vault, store, tmp_path, monkeypatch):
     source = fixture(host, tmp_path)
     (session,) = [p for p in source.rglob("*.jsonl")]
@@ -128,7 +128,7 @@ def test_a_huge_file_a_fifo_and_a_link_are_refused_never_waited_on(host, vault, 
         "rollout-big.jsonl" if host == "codex" else "session-big.jsonl" if host == "gemini" else "big.jsonl"
     )
     with open(big, "wb") as fh:
-        fh.truncate(chats.MAX_SESSION_BYTES + 1)  # sparse: 1 GB on paper, nothing on disk
+        fh.truncate(2 * 1024**3)  # a 2 GB session, sparse: nothing on disk
     fifo = folder / (
         "rollout-fifo.jsonl" if host == "codex" else "session-fifo.jsonl" if host == "gemini" else "fifo.jsonl"
     )
@@ -141,6 +141,7 @@ def test_a_huge_file_a_fifo_and_a_link_are_refused_never_waited_on(host, vault, 
     rows = {Path(r["origin"]).name: r for r in out["items"]}
     assert rows[big.name]["action"] == "problem" and "read up to" in rows[big.name]["detail"]
     assert rows[fifo.name]["action"] == "problem" and "not a regular file" in rows[fifo.name]["detail"]
+    assert "2,147,483,648 bytes" in rows[big.name]["detail"]
     assert rows[link.name]["action"] == "problem" and "symlink" in rows[link.name]["detail"]
     assert rows[session.name]["action"] == "create"
 

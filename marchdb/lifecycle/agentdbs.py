@@ -38,7 +38,7 @@ from pathlib import Path
 import apsw
 
 from marchdb.lifecycle.agentlogs import _typed, _what
-from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, Chat, too_large, without_injected
+from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat, too_large, without_injected
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
 
@@ -85,7 +85,7 @@ def _sessions(path: Path, kind: str, read, since: dt.datetime | None = None) -> 
             why += " (opencode's earlier storage/ folder is not read: start opencode once, and it moves it in)"
         yield Bad(str(path), why)
         return
-    if (large := too_large(file)) is not None:
+    if (large := too_large(file, MAX_STORE_BYTES, "a host's SQLite store")) is not None:
         yield Bad(origin, large)
         return
     try:

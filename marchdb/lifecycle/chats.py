@@ -52,6 +52,9 @@ HOSTS = {
 #: message at a time, so memory stays small; the bound keeps a runaway file
 #: (a log appended to for months, a sparse file) from holding an import for minutes.
 MAX_SESSION_BYTES = 1024 * 1024 * 1024
+#: Largest SQLite store read (opencode's, Hermes Agent's): it is read a
+#: session at a time by query, never whole, so its bound is the disk's, not memory's.
+MAX_STORE_BYTES = 16 * 1024**3
 #: Messages read from one session (the rest said in a warning).
 MAX_MESSAGES = 100_000
 #: Sessions read from one SQLite store.
@@ -236,12 +239,12 @@ def _written_before(path: Path, floor: float) -> bool:
         return False  # reading it says why
 
 
-def too_large(path: Path) -> str | None:
+def too_large(path: Path, limit: int = MAX_SESSION_BYTES, what: str = "a session file") -> str | None:
     """Why ``path`` is not read for its size (None: it is small enough, or is no file)."""
     try:
         size = os.lstat(path).st_size
     except OSError:
         return None  # reading it says why
-    if size > MAX_SESSION_BYTES:
-        return f"{size:,} bytes; a session file is read up to {MAX_SESSION_BYTES:,} bytes (left out)"
+    if size > limit:
+        return f"{size:,} bytes; {what} is read up to {limit:,} bytes (left out)"
     return None
