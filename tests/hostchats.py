@@ -14,8 +14,8 @@ each prompt), so the session holds what an import must leave out:
   prints ``hookSpecificOutput.additionalContext``, as ``marchdb hook`` does;
 * pi: an extension whose ``before_agent_start`` returns a hidden custom
   message (``customType: "marchdb"``), as marchdb's pi extension does;
-* opencode: a plugin that appends the block to the prompt's text part in
-  ``chat.message`` (where an injection is stored with the message);
+* opencode and Kilo CLI (its fork): a plugin that appends the block to the
+  prompt's text part in ``chat.message`` (where an injection is stored with the message);
 * Hermes Agent: no hook (its memory provider's context is not stored).
 
 ``make(host, base, prompts)`` runs one host and returns the folder the
@@ -61,6 +61,7 @@ PROGRAMS = {
     "qwen": ("node_modules/.bin/qwen", "@qwen-code/qwen-code@0.24.4"),
     "pi": ("node_modules/.bin/pi", "@mariozechner/pi-coding-agent@0.73.1"),
     "opencode": ("node_modules/.bin/opencode", "opencode-ai@1.18.33"),
+    "kilo": ("node_modules/.bin/kilo", "@kilocode/cli@7.7.7"),
     "hermes": ("hermes/bin/hermes", "hermes-agent==0.19.0"),
 }
 #: Where each host keeps its sessions, under the home folder.
@@ -71,6 +72,7 @@ STORES = {
     "qwen": ".qwen/projects",
     "pi": ".pi/agent/sessions",
     "opencode": ".local/share/opencode",
+    "kilo": ".local/share/kilo",
     "hermes": ".hermes",
 }
 
@@ -242,7 +244,7 @@ def make(host: str, base: Path, prompts: tuple[str, ...] = PROMPTS, timeout: flo
             run([*args, first])
             for prompt in then:
                 run([*args, "--continue", prompt])
-        elif host == "opencode":
+        elif host in ("opencode", "kilo"):
             config = {
                 "$schema": "https://opencode.ai/config.json",
                 "provider": {
@@ -257,17 +259,15 @@ def make(host: str, base: Path, prompts: tuple[str, ...] = PROMPTS, timeout: flo
                 "autoupdate": False,
                 "share": "disabled",
             }
-            (work / "opencode.json").write_text(json.dumps(config), encoding="utf-8")
-            (work / ".opencode" / "plugin").mkdir(parents=True)
-            (work / ".opencode" / "plugin" / "standin.js").write_text(
+            (work / f"{host}.json").write_text(json.dumps(config), encoding="utf-8")
+            folder = work / f".{host}" / "plugin"  # Kilo CLI is opencode's fork: its folders carry its name
+            folder.mkdir(parents=True)
+            (folder / "standin.js").write_text(
                 f"const RECALL = {json.dumps(RECALL)};\n" + _OPENCODE_PLUGIN, encoding="utf-8"
             )
-            env.update(
-                OPENCODE_DISABLE_MODELS_FETCH="1",
-                OPENCODE_DISABLE_AUTOUPDATE="1",
-                OPENCODE_DISABLE_LSP_DOWNLOAD="1",
-                OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
-            )
+            for prefix in ("OPENCODE", "KILO"):
+                for what in ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS"):
+                    env[f"{prefix}_DISABLE_{what}"] = "1"
             run(["run", first])
             for prompt in then:
                 run(["run", "--continue", prompt])
@@ -292,8 +292,8 @@ def keep(host: str, store: Path, dest: Path) -> list[Path]:
     under the same relative paths: JSONL and JSON session files as they
     are, SQLite stores checkpointed into one file (``VACUUM INTO``)."""
     kept = []
-    if host in ("opencode", "hermes"):
-        name = {"opencode": "opencode.db", "hermes": "state.db"}[host]
+    if host in ("opencode", "kilo", "hermes"):
+        name = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db"}[host]
         dest.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(store / name)
         con.execute("VACUUM INTO ?", (str(dest / name),))

@@ -23,7 +23,7 @@ from hostchats import DATA, INJECTED_HINT, PROMPTS, TOOL_CALL, TOOL_TEXT, make, 
 from marchdb.index import db
 from marchdb.lifecycle import chats, importing
 
-HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "hermes")
+HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "hermes")
 
 
 def fixture(host: str, tmp_path: Path) -> Path:
@@ -146,9 +146,9 @@ def test_a_huge_file_a_fifo_and_a_link_are_refused_never_waited_on(host, vault, 
     assert rows[session.name]["action"] == "create"
 
 
-@pytest.mark.parametrize("host", ["opencode", "hermes"])
+@pytest.mark.parametrize("host", ["opencode", "kilo", "hermes"])
 def test_a_store_that_is_a_link_a_fifo_or_no_sqlite_is_a_problem(host, vault, store, tmp_path):
-    name = {"opencode": "opencode.db", "hermes": "state.db"}[host]
+    name = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db"}[host]
     for make_it, why in (
         (lambda p: p.symlink_to(DATA / host / name), "symlink"),
         (os.mkfifo, "not a regular file"),
@@ -204,7 +204,7 @@ def secret_prompt() -> tuple[str, list[str]]:
 
 def with_secrets(host: str, source: Path, text: str) -> None:
     """The committed session with its second prompt replaced by ``text`` (in place)."""
-    if host in ("opencode", "hermes"):
+    if host in ("opencode", "kilo", "hermes"):
         import sqlite3
 
         (file,) = [p for p in source.iterdir() if p.suffix == ".db"]

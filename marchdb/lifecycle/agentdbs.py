@@ -1,4 +1,4 @@
-"""Agent hosts that keep their sessions in SQLite: opencode and Hermes Agent.
+"""Agent hosts that keep their sessions in SQLite: opencode, Kilo CLI and Hermes Agent.
 
 The store is opened read-only (``mode=ro``: its WAL is read, nothing is
 written, a host running meanwhile is waited on for at most
@@ -7,7 +7,8 @@ larger than ``chats.MAX_SESSION_BYTES``. Columns are looked up before they
 are read: a version that lacks one reads as if it were empty. Formats as
 the programs wrote them when run here (``tests/hostchats.py``):
 
-opencode (``~/.local/share/opencode/opencode.db``): ``session`` (``id``,
+opencode (``~/.local/share/opencode/opencode.db``; Kilo CLI, its fork,
+``~/.local/share/kilo/kilo.db`` in the same format): ``session`` (``id``,
 ``parent_id``, ``directory``, ``title``, times in ms), ``message``
 (``data``: JSON with ``role``) and ``part`` (``data``: ``text``,
 ``tool``, ``reasoning``, ``step-*``...). User and assistant ``text``
@@ -45,7 +46,7 @@ from marchdb.lifecycle.transcripts import _dict, _when
 #: How long a read waits for a host writing its store meanwhile.
 BUSY_MS = 5000
 #: The store's file name in a host's folder.
-STORE = {"opencode": "opencode.db", "hermes": "state.db"}
+STORE = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db"}
 
 
 def _open(path: Path) -> apsw.Connection:
@@ -81,7 +82,7 @@ def _sessions(path: Path, kind: str, read, since: dt.datetime | None = None) -> 
     file, origin = _store(path, kind)
     if not os.path.lexists(file):
         why = f"no {STORE[kind]} in {path}"
-        if kind == "opencode" and (path / "storage" / "session").is_dir():
+        if kind in ("opencode", "kilo") and (path / "storage" / "session").is_dir():
             why += " (opencode's earlier storage/ folder is not read: start opencode once, and it moves it in)"
         yield Bad(str(path), why)
         return
@@ -117,7 +118,7 @@ def _older(since: dt.datetime | None, *times) -> bool:
     return since is not None and bool(known) and max(known) < since
 
 
-def _opencode(con: apsw.Connection, origin: str, since: dt.datetime | None) -> Iterator[Found]:
+def _opencode(con: apsw.Connection, origin: str, since: dt.datetime | None, host: str = "opencode") -> Iterator[Found]:
     cols = _columns(con, "session")
     if not {"id"} <= cols:
         yield Bad(origin, "no session table: not opencode's store")
@@ -136,13 +137,13 @@ def _opencode(con: apsw.Connection, origin: str, since: dt.datetime | None) -> I
             yield Skip(where, OLDER)
             continue
         try:
-            yield _opencode_session(con, str(session_id), where, directory, title, created, updated)
+            yield _opencode_session(con, host, str(session_id), where, directory, title, created, updated)
         except SHAPE_ERRORS as exc:
             yield Bad(where, f"could not be read: {type(exc).__name__}: {exc}")
 
 
-def _opencode_session(con, session_id: str, origin: str, directory, title, created, updated) -> Found:
-    chat = Chat("opencode", session_id, origin)
+def _opencode_session(con, host: str, session_id: str, origin: str, directory, title, created, updated) -> Found:
+    chat = Chat(host, session_id, origin)
     chat.cwd = directory if isinstance(directory, str) and directory else None
     # opencode names a session "New session - <time>" until its title is made.
     if isinstance(title, str) and title.strip() and not title.startswith("New session - "):
@@ -188,6 +189,11 @@ def _unquoted(text: str) -> str:
 def read_opencode(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session of opencode's store (its data folder, or ``opencode.db``)."""
     return _sessions(path, "opencode", _opencode, since)
+
+
+def read_kilo(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
+    """Every session of Kilo CLI's store (its data folder, or ``kilo.db``): opencode's format."""
+    return _sessions(path, "kilo", lambda con, origin, since: _opencode(con, origin, since, "kilo"), since)
 
 
 # ---------------------------------------------------------------- Hermes Agent

@@ -1,4 +1,4 @@
-"""What every agent host's session importer shares (``marchdb import codex|gemini|qwen|pi|opencode|hermes``).
+"""What every agent host's session importer shares (``marchdb import codex|gemini|qwen|pi|opencode|kilo|hermes``).
 
 A reader (``agentlogs`` for the hosts that write JSONL files, ``agentdbs``
 for those that keep SQLite) walks a host's own store and feeds each
@@ -46,6 +46,7 @@ HOSTS = {
     "qwen": "Qwen Code",
     "pi": "pi",
     "opencode": "opencode",
+    "kilo": "Kilo CLI",
     "hermes": "Hermes Agent",
 }
 #: Largest session file (or SQLite store) read. Sessions are read a line or a
@@ -96,8 +97,8 @@ def default_folder(kind: str) -> Path:
         return Path("~/.qwen").expanduser()
     if kind == "pi":
         return Path(env.get("PI_CODING_AGENT_DIR") or "~/.pi/agent").expanduser() / "sessions"
-    if kind == "opencode":
-        return Path(env.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / "opencode"
+    if kind in ("opencode", "kilo"):
+        return Path(env.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / kind
     if kind == "hermes":
         return Path(env.get("HERMES_HOME") or "~/.hermes").expanduser()
     raise KeyError(kind)

@@ -141,6 +141,7 @@ def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime 
         "qwen": agentlogs.read_qwen,
         "pi": agentlogs.read_pi,
         "opencode": agentdbs.read_opencode,
+        "kilo": agentdbs.read_kilo,
         "hermes": agentdbs.read_hermes,
     }[kind]
     return read(path, since=since)
@@ -194,6 +195,7 @@ _WHERE = {
     "qwen": "~/.qwen",
     "pi": "PI_CODING_AGENT_DIR, else ~/.pi/agent",
     "opencode": "XDG_DATA_HOME, else ~/.local/share",
+    "kilo": "XDG_DATA_HOME, else ~/.local/share",
     "hermes": "HERMES_HOME, else ~/.hermes",
 }
 
