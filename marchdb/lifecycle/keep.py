@@ -37,7 +37,7 @@ QUIET_MINUTES = 30
 EVERY_SECONDS = 600
 #: The log a background import writes its summary to.
 LOG = "imports"
-_started: list[subprocess.Popen] = []  # reaped by the next Popen (subprocess keeps them)
+_started: list[subprocess.Popen] = []  # the background imports of this process, until reaped
 
 
 def _folder(home: Path) -> Path:
@@ -55,13 +55,15 @@ def start(cfg, host: str, now: float | None = None) -> str | None:
     now = time.time() if now is None else now
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        if stamp.is_symlink():
-            return f"{stamp} is a link; marchdb writes only its own files (no background import)"
+        for path in (folder, stamp):
+            if path.is_symlink():
+                return f"{path} is a link; marchdb writes only its own files (no background import)"
         if stamp.exists() and now - stamp.stat().st_mtime < EVERY_SECONDS:
             return None
         stamp.touch()
         os.utime(stamp, (now, now))
         argv = [sys.executable, "-m", "marchdb.lifecycle.keep", str(cfg.home), str(cfg.memory_root), host]
+        _started[:] = [p for p in _started if p.poll() is None]  # the finished ones reaped
         with open(os.devnull, "rb") as null:
             _started.append(
                 subprocess.Popen(
