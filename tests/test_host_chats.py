@@ -96,6 +96,8 @@ def test_the_path_is_optional_when_the_hosts_folder_is_known(host, vault, store,
         "XDG_DATA_HOME",
         "HERMES_HOME",
         "GEMINI_CLI_HOME",
+        "QWEN_HOME",
+        "QWEN_RUNTIME_DIR",
     ):
         monkeypatch.delenv(key, raising=False)
     folder = importing.host_folder(host)

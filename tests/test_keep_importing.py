@@ -90,7 +90,16 @@ def user_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "user"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    for key in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "PI_CODING_AGENT_DIR", "XDG_DATA_HOME", "HERMES_HOME"):
+    for key in (
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "PI_CODING_AGENT_DIR",
+        "XDG_DATA_HOME",
+        "HERMES_HOME",
+        "GEMINI_CLI_HOME",
+        "QWEN_HOME",
+        "QWEN_RUNTIME_DIR",
+    ):
         monkeypatch.delenv(key, raising=False)
     return home
 

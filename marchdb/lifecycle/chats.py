@@ -93,8 +93,8 @@ def default_folder(kind: str) -> Path:
         return Path(env.get("CODEX_HOME") or "~/.codex").expanduser() / "sessions"
     if kind == "gemini":
         return Path(env.get("GEMINI_CLI_HOME") or "~").expanduser() / ".gemini" / "tmp"
-    if kind == "qwen":
-        return Path("~/.qwen").expanduser()
+    if kind == "qwen":  # its conversations are runtime data (Qwen Code's settings reference)
+        return Path(env.get("QWEN_RUNTIME_DIR") or env.get("QWEN_HOME") or "~/.qwen").expanduser()
     if kind == "pi":
         return Path(env.get("PI_CODING_AGENT_DIR") or "~/.pi/agent").expanduser() / "sessions"
     if kind in ("opencode", "kilo"):

@@ -191,8 +191,8 @@ def host_folder(kind: str) -> Path:
 _WHERE = {
     "claude-code": "CLAUDE_CONFIG_DIR, else ~/.claude",
     "codex": "CODEX_HOME, else ~/.codex",
-    "gemini": "~/.gemini/tmp",
-    "qwen": "~/.qwen",
+    "gemini": "GEMINI_CLI_HOME, else your home: .gemini/tmp",
+    "qwen": "QWEN_RUNTIME_DIR, else QWEN_HOME, else ~/.qwen",
     "pi": "PI_CODING_AGENT_DIR, else ~/.pi/agent",
     "opencode": "XDG_DATA_HOME, else ~/.local/share",
     "kilo": "XDG_DATA_HOME, else ~/.local/share",
