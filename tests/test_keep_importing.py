@@ -114,7 +114,7 @@ def test_import_all_reads_each_hosts_own_folder_and_history_lists_it(tmp_path, u
     created = sorted(r["origin"].split(":")[0] for r in data["items"] if r["action"] == "created")
     assert created == ["codex", "pi"] and data["older"] == 1
     missing = {r["origin"] for r in data["items"] if r["action"] == "skip" and "no sessions at" in r["detail"]}
-    assert missing == {"claude-code", "qwen", "opencode", "kilo", "hermes"}
+    assert missing == {"claude-code", "qwen", "opencode", "kilo", "openclaw", "hermes"}
     again = json.loads(cli(tmp_path, "import", "ALL", "--apply", "--no-embed", "--json").stdout)
     assert again["created"] == 1  # gemini's, without --since; codex's and pi's are there already
     assert cli(tmp_path, "import", "ALL", str(user_home)).exit_code == 2

@@ -100,7 +100,7 @@ def import_(
     kind: Optional[str] = typer.Argument(
         None,
         help="workspace | typed | obsidian | chatgpt, an agent host's sessions (claude-code | codex | gemini | "
-        "qwen | pi | opencode | kilo | hermes), or ALL (every host's, each from its own folder)",
+        "qwen | pi | opencode | kilo | openclaw | hermes), or ALL (every host's, each from its own folder)",
     ),
     path: Optional[str] = typer.Argument(
         None,

@@ -1,4 +1,4 @@
-"""Agent hosts that keep their sessions in SQLite: opencode, Kilo CLI and Hermes Agent.
+"""Agent hosts that keep their sessions in SQLite: opencode, Kilo CLI, OpenClaw and Hermes Agent.
 
 The store is opened read-only (``mode=ro``: its WAL is read, nothing is
 written, a host running meanwhile is waited on for at most
@@ -15,6 +15,15 @@ opencode (``~/.local/share/opencode/opencode.db``; Kilo CLI, its fork,
 parts are kept (not ``synthetic`` ones, which opencode adds itself), a
 ``tool`` part as a tool line; ``reasoning`` and tool output are left out.
 A session with a ``parent_id`` is a sub-agent's task: a side chain.
+
+OpenClaw (``$OPENCLAW_STATE_DIR``, else ``~/.openclaw``:
+``agents/<agent>/agent/openclaw-agent.sqlite``): ``transcript_events``
+(``session_id``, ``seq``, ``event_json``) holds each session's entries in
+pi's format (``agentlogs.pi_entries``: the branch shown; tool results,
+thinking and custom entries left out). An event stored compressed
+(``event_zstd``) is counted and said, not read (the standard library reads
+zstd from Python 3.14). A session's working folder inside OpenClaw's own
+state (its workspace) names no project.
 
 Hermes Agent (``~/.hermes/state.db``): ``sessions`` (``id``, ``source``,
 ``parent_session_id``, ``cwd``, ``git_branch``, ``title``, ``started_at``
@@ -38,7 +47,8 @@ from pathlib import Path
 
 import apsw
 
-from marchdb.lifecycle.agentlogs import _typed, _what
+from marchdb.files import is_inside
+from marchdb.lifecycle.agentlogs import _typed, _what, pi_entries
 from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat, too_large, without_injected
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
@@ -46,7 +56,7 @@ from marchdb.lifecycle.transcripts import _dict, _when
 #: How long a read waits for a host writing its store meanwhile.
 BUSY_MS = 5000
 #: The store's file name in a host's folder.
-STORE = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db"}
+STORE = {"opencode": "opencode.db", "kilo": "kilo.db", "hermes": "state.db", "openclaw": "openclaw-agent.sqlite"}
 
 
 def _open(path: Path) -> apsw.Connection:
@@ -194,6 +204,83 @@ def read_opencode(path: Path, since: dt.datetime | None = None) -> Iterator[Foun
 def read_kilo(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session of Kilo CLI's store (its data folder, or ``kilo.db``): opencode's format."""
     return _sessions(path, "kilo", lambda con, origin, since: _opencode(con, origin, since, "kilo"), since)
+
+
+# ---------------------------------------------------------------- OpenClaw
+
+
+def _openclaw(con: apsw.Connection, origin: str, since: dt.datetime | None, state: Path | None) -> Iterator[Found]:
+    if "transcript_events" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+        yield Bad(origin, "no transcript_events table: not an OpenClaw agent store")
+        return
+    rows = con.execute(
+        "SELECT session_id, max(created_at) FROM transcript_events GROUP BY session_id ORDER BY min(created_at) LIMIT ?",
+        (MAX_SESSIONS,),
+    ).fetchall()
+    for session_id, latest in rows:
+        where = f"{origin}#{session_id}"
+        if _older(since, _ms(latest)):
+            yield Skip(where, OLDER)
+            continue
+        try:
+            yield _openclaw_session(con, str(session_id), where, state)
+        except SHAPE_ERRORS as exc:
+            yield Bad(where, f"could not be read: {type(exc).__name__}: {exc}")
+
+
+def _openclaw_session(con, session_id: str, origin: str, state: Path | None) -> Found:
+    chat = Chat("openclaw", session_id, origin)
+    packed = 0
+
+    def entries() -> Iterator[dict]:
+        nonlocal packed
+        for event, compressed in con.execute(
+            "SELECT event_json, event_zstd IS NOT NULL FROM transcript_events WHERE session_id = ? ORDER BY seq LIMIT ?",
+            (session_id, MAX_MESSAGES * 4),
+        ):
+            if isinstance(event, str):
+                obj = json.loads(event)
+                if isinstance(obj, dict):
+                    yield obj
+            elif compressed:
+                packed += 1  # zstd, which Python's standard library reads from 3.14 on
+
+    pi_entries(chat, entries())
+    if chat.cwd and state is not None and is_inside(str(state), chat.cwd):
+        chat.cwd = None  # OpenClaw's own workspace: no project of the user's
+    if packed:
+        chat.warnings.append(f"{packed} events OpenClaw stored compressed (zstd) were not read")
+    return chat.item()
+
+
+def _agent_stores(path: Path) -> list[Path]:
+    """OpenClaw's agent stores under ``path`` (its state folder, an agent's folder, or a store)."""
+    if not path.is_dir():
+        return [path]
+    agents = path / "agents"
+    base = agents if agents.is_dir() else path
+    found = []
+    for folder in sorted(base.iterdir()) if base.is_dir() else []:
+        for store in (folder / "agent" / "openclaw-agent.sqlite", folder / "openclaw-agent.sqlite"):
+            if os.path.lexists(store):
+                found.append(store)
+    direct = path / "openclaw-agent.sqlite"
+    return found or ([direct] if os.path.lexists(direct) else [])
+
+
+def read_openclaw(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
+    """Every session of every OpenClaw agent under ``path`` (``~/.openclaw``:
+    ``agents/<agent>/agent/openclaw-agent.sqlite``, table ``transcript_events``)."""
+    stores = _agent_stores(path)
+    if not stores:
+        yield Bad(str(path), "no agents/<agent>/agent/openclaw-agent.sqlite under it: not OpenClaw's state folder")
+        return
+    state = path if path.is_dir() else None
+    for store in stores:
+        name = str(store.relative_to(path)) if state else store.name
+        yield from _sessions(
+            store, "openclaw", lambda con, _origin, since, name=name: _openclaw(con, name, since, state), since
+        )
 
 
 # ---------------------------------------------------------------- Hermes Agent

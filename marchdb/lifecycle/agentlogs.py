@@ -349,10 +349,18 @@ def pi_session(path: Path, origin: str) -> Found:
     """One pi session file: the branch shown, followed back from its last entry."""
     chat = Chat("pi", path.stem.rsplit("_", 1)[-1], origin)
     lines = _Lines(path)
+    pi_entries(chat, lines)
+    return _done(chat, lines)
+
+
+def pi_entries(chat: Chat, entries) -> None:
+    """The entries of a pi session (a tree linked by ``parentId``) into
+    ``chat``: the branch shown, followed back from the last entry. OpenClaw
+    keeps its transcripts in the same entries (``agentdbs``)."""
     parent: dict[str, object] = {}
     kept: dict[str, tuple[str, dt.datetime | None, object]] = {}  # entry id -> (role, when, content)
     last = None
-    for obj in lines:
+    for obj in entries:
         kind = obj.get("type")
         if kind == "session":
             chat.session_id = obj["id"] if isinstance(obj.get("id"), str) else chat.session_id
@@ -388,7 +396,6 @@ def pi_session(path: Path, origin: str) -> Found:
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "toolCall":
                 chat.tool(block.get("name"), _what(block.get("arguments")), when)
-    return _done(chat, lines)
 
 
 def read_pi(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:

@@ -1,4 +1,4 @@
-"""What every agent host's session importer shares (``marchdb import codex|gemini|qwen|pi|opencode|kilo|hermes``).
+"""What every agent host's session importer shares (``marchdb import codex|gemini|qwen|pi|opencode|kilo|openclaw|hermes``).
 
 A reader (``agentlogs`` for the hosts that write JSONL files, ``agentdbs``
 for those that keep SQLite) walks a host's own store and feeds each
@@ -47,6 +47,7 @@ HOSTS = {
     "pi": "pi",
     "opencode": "opencode",
     "kilo": "Kilo CLI",
+    "openclaw": "OpenClaw",
     "hermes": "Hermes Agent",
 }
 #: Largest session file (or SQLite store) read. Sessions are read a line or a
@@ -101,6 +102,8 @@ def default_folder(kind: str) -> Path:
         return Path(env.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / kind
     if kind == "hermes":
         return Path(env.get("HERMES_HOME") or "~/.hermes").expanduser()
+    if kind == "openclaw":
+        return Path(env.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
     raise KeyError(kind)
 
 

@@ -142,6 +142,7 @@ def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime 
         "pi": agentlogs.read_pi,
         "opencode": agentdbs.read_opencode,
         "kilo": agentdbs.read_kilo,
+        "openclaw": agentdbs.read_openclaw,
         "hermes": agentdbs.read_hermes,
     }[kind]
     return read(path, since=since)
@@ -196,6 +197,7 @@ _WHERE = {
     "pi": "PI_CODING_AGENT_DIR, else ~/.pi/agent",
     "opencode": "XDG_DATA_HOME, else ~/.local/share",
     "kilo": "XDG_DATA_HOME, else ~/.local/share",
+    "openclaw": "OPENCLAW_STATE_DIR, else ~/.openclaw",
     "hermes": "HERMES_HOME, else ~/.hermes",
 }
 
