@@ -224,6 +224,7 @@ REQUEST_SETTINGS = (
     "project_rules",
     "recall_env",
     "now_stale_hours",
+    "import_sessions",
 )
 
 

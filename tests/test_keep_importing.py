@@ -197,3 +197,34 @@ def test_install_reminds_of_the_setting_for_a_host_whose_sessions_an_import_read
     assert any("importSessions is on" in n for n in json.loads(on.stdout)["results"][0]["notes"])
     cursor = cli(tmp_path, "install", "cursor", "--json")
     assert not any("importSessions" in n for n in json.loads(cursor.stdout)["results"][0]["notes"])
+
+
+def test_the_engine_honours_the_setting_of_the_hook_it_answers(tmp_path, vault, user_home, monkeypatch):
+    """The warm engine answers a relayed SessionStart with the hook's settings: its
+    environment's MARCH_IMPORT_SESSIONS, though the engine started without it."""
+    from marchdb.config import load_config
+    from marchdb.engine import client, daemon
+    from marchdb.hosts import hook, relay
+    from marchdb.store import Store
+
+    shifted("codex", user_home / ".codex" / "sessions", dt.timedelta(hours=2))
+    home = tmp_path / "march"
+    for key, value in (("MARCH_HOME", str(home)), ("MARCH_MEMORY_ROOT", str(vault.root))):
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("MARCH_DAEMON", raising=False)
+    engine = daemon.Engine(load_config(home=home, root=vault.root, env={}), handlers=relay.HANDLERS)
+    assert engine.cfg.import_sessions is False
+    engine.store = Store(engine.cfg, use_model=False)
+    try:
+        event = {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(tmp_path)}
+        monkeypatch.setenv("MARCH_IMPORT_SESSIONS", "1")
+        args = hook.relay_args("codex", [], json.dumps(event).encode(), {})
+        line = {"v": client.PROTOCOL, "op": hook.HOOK_EVENT, "args": args, "identity": None, "deadline": None}
+        answer = engine.answer(json.dumps(line).encode())
+        assert answer["ok"] and "agent_profile" in answer["data"]["stdout"], answer
+        said = wait_for(lambda: [line for line in logfile.read_log(home, keep.LOG) if "codex:" in line])
+        assert said and "created 1" in said[0], said
+    finally:
+        for proc in keep._started:
+            proc.wait(timeout=60)
+        engine.store.close()
