@@ -237,8 +237,7 @@ def everything_written(vault_root: Path, home: Path) -> bytes:
     return b"\n".join(blobs)
 
 
-# Claude Code's and ChatGPT's importer is redacted where every import writes (the privacy work's tests).
-@pytest.mark.parametrize("host", HOSTS[1:])
+@pytest.mark.parametrize("host", HOSTS)
 def test_secrets_in_a_session_reach_neither_the_vault_nor_the_index_nor_the_logs(host, tmp_path):
     from typer.testing import CliRunner
 
