@@ -77,6 +77,7 @@ class Config:
         "ignored_keys",
         "now_stale_hours",
         "sources",
+        "import_sessions",
     )
 
     def __init__(
@@ -103,7 +104,11 @@ class Config:
         ignored_keys: tuple[str, ...] = (),
         now_stale_hours: float = DEFAULT_NOW_STALE_HOURS,
         sources: dict[str, str] | None = None,
+        import_sessions: bool = False,
     ):
+        #: Import each agent host's finished sessions in the background
+        #: (``importSessions``; ``lifecycle.keep``).
+        self.import_sessions = import_sessions
         self.home = home
         self.memory_root = memory_root
         self.index_path = index_path
@@ -219,6 +224,7 @@ REQUEST_SETTINGS = (
     "project_rules",
     "recall_env",
     "now_stale_hours",
+    "import_sessions",
 )
 
 
@@ -503,6 +509,14 @@ def load_config(
         raise ConfigError(f"{exc}; use MARCH_RECALL=off (or on) for the session, or unset it") from None
     projects, project_rules = _projects(data.get("projects"), home_path, env)
 
+    import_raw = env.get("MARCH_IMPORT_SESSIONS")
+    if import_raw is not None and import_raw != "":
+        import_sessions = import_raw.strip().lower() in ("1", "true", "yes")
+    else:
+        import_sessions = data.get("importSessions", False)
+        if not isinstance(import_sessions, bool):
+            raise ConfigError("importSessions in config.json must be true or false")
+
     for what, path in (("home", home_path), ("memory root", root_path), ("index path", index_path)):
         try:
             os.fsencode(path).decode("utf-8")
@@ -534,6 +548,7 @@ def load_config(
         ignored_keys=ignored,
         now_stale_hours=DEFAULT_NOW_STALE_HOURS if stale is None else stale,
         sources=sources,
+        import_sessions=import_sessions,
     )
 
 
@@ -554,6 +569,7 @@ CONFIG_KEYS = (
     "projects",
     "allowUnusualRoot",
     "nowStaleHours",
+    "importSessions",
 )
 
 

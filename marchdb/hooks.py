@@ -80,6 +80,10 @@ def handle(
             new_window(store.con, host, sid)
         if event == "session_start":
             context = profile_blocks(store, notes)
+            # importSessions: the sessions that ended before this one are imported in the background.
+            from marchdb.lifecycle import keep
+
+            notes += [started] if (started := keep.start(store.cfg, host)) else []
     elif event == "message":  # the generic contract: the caller names its run
         if text and text.strip():
             store.cfg.require_root()

@@ -29,7 +29,7 @@ from marchdb.index.recall import recall as recall_hints
 from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
 from marchdb.index.terms import memory_count
-from marchdb.lifecycle import capture, importing, maintain
+from marchdb.lifecycle import capture, history, importing, maintain
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
@@ -540,21 +540,45 @@ class Store(Keeper):
             result.warnings.extend(self.sync(paths=[result.rel]).warnings)
         return result.to_dict()
 
-    def import_(self, kind: str, path=None, *, apply: bool = False, embed: bool = True, progress=None) -> dict:
+    def import_(
+        self,
+        kind: str,
+        path=None,
+        *,
+        apply: bool = False,
+        embed: bool = True,
+        progress=None,
+        since: str | None = None,
+        quiet_minutes: float | None = None,
+        by: str = "command",
+    ) -> dict:
         """``marchdb import``: plan (or with ``apply``, make) a memory for each
-        note or conversation of ``path`` (``importing``; None for claude-code:
-        Claude Code's own folder); idempotent, never overwrites. See
-        ``importing.ImportReport.to_dict`` for the result."""
+        note or conversation of ``path`` (``importing``; None for an agent
+        host: its own folder; kind ``ALL``: every host's). ``since`` (``7d``,
+        a date) leaves older chats out, ``quiet_minutes`` chats still going
+        on; ``by`` says in the lifecycle log what started it. Idempotent,
+        never overwrites. See ``importing.ImportReport.to_dict`` for the result."""
+        window = importing.Window(
+            history.parse_since(since) if since is not None else None,
+            dt.timedelta(minutes=quiet_minutes) if quiet_minutes else None,
+        )
         report = importing.Importer(self.con, self.cfg.require_root(), self.cfg.index_path, self.cfg.home).run(
-            kind, path, apply
+            kind, path, apply, window
         )
         data = report.to_dict()
         if report.created_rels:
             created = [r.id for r in report.rows if r.id and r.action == "created"]
-            self._record({"op": "import", "kind": kind, "path": report.path, "created": created})
+            record = {"op": "import", "kind": kind, "path": report.path, "created": created, "by": by}
+            self._record({**record, "since": since} if since else record)
             if embed:
                 data["embed_warnings"] = self.sync(paths=report.created_rels, progress=progress).warnings
         return data
+
+    def import_history(self, limit: int = 20) -> dict:
+        """``marchdb import --history``: the memories imports made, by kind,
+        and the latest runs (``history.history``)."""
+        self.ensure_fresh()
+        return history.history(self.con, self.cfg.home, limit)
 
     def maintain(
         self,

@@ -177,6 +177,10 @@ def install_(
     model = obj.get("model") or os.environ.get("MARCH_EMBED_MODEL") or None
     argv = install.marchdb_argv(cfg.home, root, model, launcher=True)
     results = install.install(host, install.project_folder(project), argv, install.carried_env())
+    from marchdb.lifecycle import keep
+
+    if results and (note := keep.install_note(cfg, host)):
+        results[-1].notes = (*results[-1].notes, note)
     _report_install(results, as_json, "added")
 
 

@@ -97,24 +97,39 @@ def _some_failed(failed: bool) -> None:
 @command(app, "import")
 def import_(
     ctx: typer.Context,
-    kind: str = typer.Argument(..., help="workspace | typed | obsidian | claude-code | chatgpt"),
+    kind: Optional[str] = typer.Argument(
+        None,
+        help="workspace | typed | obsidian | chatgpt, an agent host's sessions (claude-code | codex | gemini | "
+        "qwen | pi | opencode | kilo | openclaw | hermes), or ALL (every host's, each from its own folder)",
+    ),
     path: Optional[str] = typer.Argument(
         None,
-        help="The folder or file to import from (only read); claude-code: by default Claude Code's own "
-        "folder ($CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects).",
+        help="The folder or file to import from (only read); for an agent host, by default its own folder "
+        "(claude-code: $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects; docs/lifecycle.md lists each).",
     ),
     apply: bool = typer.Option(False, "--apply", help="Create the memories (default: a dry run that only reports)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be created (the default)."),
     no_embed: bool = typer.Option(False, "--no-embed", help="Leave the new memories' vectors to the next sync."),
+    since: Optional[str] = typer.Option(
+        None, "--since", help="Only chats active since then: an age (7d, 12h, 2w) or a date (2026-11-01)."
+    ),
+    history: bool = typer.Option(False, "--history", help="List what was imported: memories by kind, and the runs."),
     as_json: bool = JsonOpt,
 ):
     """Import notes or chat transcripts as memories: idempotent, never overwrites; a dry run unless --apply
     (which exits 8 when some items were problems, once the rest is imported)."""
+    if history:
+        if kind is not None or apply or since:
+            raise InvalidInput("--history lists what was imported; give it alone (`marchdb import --history`)")
+        _history(_store(ctx), as_json)
+        return
+    if kind is None:
+        raise InvalidInput("give the KIND to import (`marchdb import codex`, `marchdb import ALL --since 7d`)")
     _apply_or_dry_run(apply, dry_run)
     store = _store(ctx)
     progress = _Progress(not as_json)
     try:
-        data = store.import_(kind, path, apply=apply, embed=not no_embed, progress=progress)
+        data = store.import_(kind, path, apply=apply, embed=not no_embed, progress=progress, since=since)
     finally:
         progress.close()
     notes = _notices(store, as_json)
@@ -135,17 +150,39 @@ def import_(
                 say(one_line(f"         warning: {warning}"))
         if len(rows) > shown[action]:
             say(f"         ... and {len(rows) - shown[action]} more (--json lists all)")
+    older = f", {data['older']} older than --since {since}" if data.get("older") else ""
     if data["applied"]:
         why = " (the problem lines above say why; the rest was imported)" if failed else ""
-        say(f"created {data['created']}, skipped {data['skipped']}, problems {data['problems']}{why}")
+        say(f"created {data['created']}, skipped {data['skipped']}{older}, problems {data['problems']}{why}")
     else:
         say(
-            f"dry run: {data['created']} would be created, {data['skipped']} skipped, {data['problems']} problems; "
-            "nothing was written (run again with --apply)"
+            f"dry run: {data['created']} would be created, {data['skipped']} skipped{older}, "
+            f"{data['problems']} problems; nothing was written (run again with --apply)"
         )
     for warning in data.get("embed_warnings", []):
         say(f"warning: {one_line(warning)}", err=True)
     _some_failed(failed)
+
+
+def _history(store, as_json: bool) -> None:
+    data = store.import_history()
+    notes = _notices(store, as_json)
+    if as_json:
+        data["notices"] = notes
+        _emit(data)
+        return
+    if not data["kinds"] and not data["runs"]:
+        say("nothing imported yet (`marchdb import KIND` plans an import; docs/lifecycle.md)")
+        return
+    for row in data["kinds"]:
+        say(f"{row['kind']:12} {row['memories']:6,} memories, from {row['first'][:10]} to {row['last'][:10]}")
+    if data["runs"]:
+        say("")
+        say("latest imports:")
+    for run in data["runs"]:
+        since = f", since {run['since']}" if run.get("since") else ""
+        where = f" from {run['path']}" if run.get("path") else ""
+        say(one_line(f"{str(run['at'])[:19]}  {run['kind']}: created {run['created']}{where} (by {run['by']}{since})"))
 
 
 @command(app, "maintain")

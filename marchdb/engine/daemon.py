@@ -529,6 +529,8 @@ def _request_settings(ident: object) -> tuple[dict, dict] | None:
         raise _BadOp("the request's settings are not the protocol's")
     if settings.get("recall_env") not in (None, "off", "on"):
         raise _BadOp("the request's settings are not the protocol's")
+    if not isinstance(settings.get("import_sessions", False), bool):
+        raise _BadOp("the request's settings are not the protocol's")
     return settings, {k: str(v) for k, v in sources.items() if k in REQUEST_SETTINGS}
 
 

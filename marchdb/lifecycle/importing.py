@@ -39,9 +39,10 @@ module plans and writes them.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import apsw
@@ -54,13 +55,16 @@ from marchdb.files import is_inside, read_file
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.lifecycle import now
+from marchdb.lifecycle.chats import HOSTS
 from marchdb.lifecycle.notefolders import read_notes
-from marchdb.lifecycle.sources import KINDS, NOTE_KINDS, Bad, Found, Item, Page, Skip, source_key
+from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad, Found, Item, Page, Skip, source_key
 from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from marchdb.roots import unusual_root
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates
 
+#: The kind that imports every agent host's sessions, each from its own folder.
+ALL = "ALL"
 #: Most items one import looks at; the rest are reported as not looked at.
 MAX_ITEMS = 100_000
 #: Memories created per writer-lock hold: other writers wait at most one batch.
@@ -92,14 +96,17 @@ class ImportReport:
     applied: bool
     rows: list[Row] = field(default_factory=list)
     created_rels: list[str] = field(default_factory=list)
+    #: Chats left out as older than ``--since`` (not one row each).
+    older: int = 0
 
     def count(self, *actions: str) -> int:
         """Rows with one of ``actions``."""
         return sum(1 for r in self.rows if r.action in actions)
 
     def to_dict(self) -> dict:
-        """``{"kind", "path", "applied", "created", "skipped", "problems", "warnings", "items": [...]}``;
-        ``created`` counts what was (or in a dry run would be) created."""
+        """``{"kind", "path", "applied", "created", "skipped", "problems", "warnings", "older", "items": [...]}``;
+        ``created`` counts what was (or in a dry run would be) created, ``older`` the chats
+        left out as older than ``--since``."""
         return {
             "kind": self.kind,
             "path": self.path,
@@ -108,6 +115,7 @@ class ImportReport:
             "skipped": self.count("skip"),
             "problems": self.count("problem"),
             "warnings": sum(len(r.warnings) for r in self.rows),
+            "older": self.older,
             "items": [asdict(r) for r in self.rows],
         }
 
@@ -115,16 +123,54 @@ class ImportReport:
 # ---------------------------------------------------------------- running an import
 
 
-def readers(kind: str, path: Path, root: Path | None = None) -> Iterator[Found]:
+def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime | None = None) -> Iterator[Found]:
     """The items of ``path`` for an import of ``kind`` (the memory ``root``,
-    when it lies inside ``path``, is left out)."""
+    when it lies inside ``path``, is left out; with ``since``, the agent
+    hosts' readers pass over sessions not written to since then unread)."""
     if kind in NOTE_KINDS:
         return read_notes(path, kind, root)
-    from marchdb.lifecycle import transcripts
+    from marchdb.lifecycle import agentdbs, agentlogs, transcripts
 
     if kind == "claude-code":
         return transcripts.read_claude_code(path)
-    return transcripts.read_chatgpt(path)
+    if kind == "chatgpt":
+        return transcripts.read_chatgpt(path)
+    read = {
+        "codex": agentlogs.read_codex,
+        "gemini": agentlogs.read_gemini,
+        "qwen": agentlogs.read_qwen,
+        "pi": agentlogs.read_pi,
+        "opencode": agentdbs.read_opencode,
+        "kilo": agentdbs.read_kilo,
+        "openclaw": agentdbs.read_openclaw,
+        "hermes": agentdbs.read_hermes,
+    }[kind]
+    return read(path, since=since)
+
+
+@dataclass
+class Window:
+    """Which chats an import takes by their time: none whose last message is
+    before ``since`` (``--since 7d``: a scheduled run reads a week, not
+    years), and none still going on (a last message less than ``quiet``
+    ago: an import never rewrites, so a session imported while open would
+    stay cut where it was)."""
+
+    since: dt.datetime | None = None
+    quiet: dt.timedelta | None = None
+
+    def verdict(self, item: Item, now: dt.datetime) -> str | None:
+        """Why ``item`` is left for another import (None: it is taken)."""
+        latest = item.updated or item.created
+        if self.since is not None and latest < self.since:
+            return "old"
+        if self.quiet is not None and latest > now - self.quiet:
+            minutes = max(1, int((now - latest).total_seconds() // 60))
+            return (
+                f"still going on (its last message is {minutes} min old); it is imported once it has been "
+                f"quiet for {int(self.quiet.total_seconds() // 60)} min"
+            )
+        return None
 
 
 def claude_code_projects() -> Path:
@@ -133,19 +179,43 @@ def claude_code_projects() -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser() / "projects"
 
 
+def host_folder(kind: str) -> Path:
+    """Where the agent host ``kind`` keeps its sessions (``chats.default_folder``)."""
+    if kind == "claude-code":
+        return claude_code_projects()
+    from marchdb.lifecycle.chats import default_folder
+
+    return default_folder(kind)
+
+
+#: Where each host's folder is, said when it is not there.
+_WHERE = {
+    "claude-code": "CLAUDE_CONFIG_DIR, else ~/.claude",
+    "codex": "CODEX_HOME, else ~/.codex",
+    "gemini": "GEMINI_CLI_HOME, else your home: .gemini/tmp",
+    "qwen": "QWEN_RUNTIME_DIR, else QWEN_HOME, else ~/.qwen",
+    "pi": "PI_CODING_AGENT_DIR, else ~/.pi/agent",
+    "opencode": "XDG_DATA_HOME, else ~/.local/share",
+    "kilo": "XDG_DATA_HOME, else ~/.local/share",
+    "openclaw": "OPENCLAW_STATE_DIR, else ~/.openclaw",
+    "hermes": "HERMES_HOME, else ~/.hermes",
+}
+
+
 def check_source(kind: object, path: object, root: Path, home: Path | None = None) -> Path:
     """The source path of an import, or ``InvalidInput`` saying what is wrong
     (a folder that is obviously not one of notes — ``/``, a system folder, the
     home folder, marchdb's home — is refused as a memory root would be).
-    ``path`` None: the kind's own folder, for ``claude-code`` (``claude_code_projects``)."""
+    ``path`` None: an agent host's own folder (``host_folder``)."""
     if kind not in KINDS:
-        raise InvalidInput(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}")
-    if path is None and kind == "claude-code":
-        path = claude_code_projects()
+        raise InvalidInput(f"unknown import kind {kind!r}; use one of {', '.join(KINDS)}, or ALL")
+    if path is None and kind in HOST_KINDS:
+        path = host_folder(str(kind))
         if not path.is_dir():
+            title = "Claude Code" if kind == "claude-code" else HOSTS[str(kind)]
             raise InvalidInput(
-                f"Claude Code's sessions are not at {path} (CLAUDE_CONFIG_DIR, else ~/.claude); "
-                "give their folder: `marchdb import claude-code PATH`"
+                f"{title}'s sessions are not at {path} ({_WHERE[str(kind)]}); "
+                f"give their folder: `marchdb import {kind} PATH`"
             )
     if path is None:
         raise InvalidInput(f"give the folder (or file) to import from: `marchdb import {kind} PATH`")
@@ -190,12 +260,17 @@ class Importer:
         self.index_path = index_path
         self.home = home
 
-    def run(self, kind: str, path: object, apply: bool = False) -> ImportReport:
-        """Import (or with ``apply`` False, plan to import) every item of ``path``."""
+    def run(self, kind: str, path: object, apply: bool = False, window: Window | None = None) -> ImportReport:
+        """Import (or with ``apply`` False, plan to import) every item of
+        ``path``; ``window`` picks chats by their time. ``kind`` ``ALL``: every
+        agent host whose folder is there, each from its own folder."""
+        window = window or Window()
+        if kind == ALL:
+            return self._all(path, apply, window)
         source = check_source(kind, path, self.root, self.home)
         report = ImportReport(kind, str(source), apply)
         try:
-            return self._run(source, report)
+            return self._run(source, report, window)
         except OSError as exc:
             where = f" {exc.filename}" if exc.filename else ""
             raise FileError(
@@ -203,9 +278,28 @@ class Importer:
                 "before it stopped (importing again skips them); check the disk and permissions"
             ) from None
 
-    def _run(self, source: Path, report: ImportReport) -> ImportReport:
+    def _all(self, path: object, apply: bool, window: Window) -> ImportReport:
+        """``import ALL``: each agent host's sessions from its own folder, in one report."""
+        if path is not None:
+            raise InvalidInput(
+                "`marchdb import ALL` reads each host's own folder; name no PATH (or import one KIND PATH)"
+            )
+        report = ImportReport(ALL, "", apply)
+        for kind in HOST_KINDS:
+            folder = host_folder(kind)
+            if not folder.is_dir():
+                report.rows.append(Row("skip", kind, detail=f"no sessions at {folder}"))
+                continue
+            part = self.run(kind, None, apply, window)
+            report.rows.extend(replace(r, origin=f"{kind}: {r.origin}") for r in part.rows)
+            report.created_rels.extend(part.created_rels)
+            report.older += part.older
+        return report
+
+    def _run(self, source: Path, report: ImportReport, window: Window) -> ImportReport:
         kind, apply = report.kind, report.applied
-        found = readers(kind, source, self.root)
+        found = readers(kind, source, self.root, window.since)
+        now_ = dt.datetime.now(dt.UTC)
         batch: list[tuple[Item, Row]] = []
         seen: set[str] = set()
         # What is in the vault already, by source key: an item imported before
@@ -223,13 +317,22 @@ class Importer:
                 )
                 break
             if isinstance(thing, Skip):
-                report.rows.append(Row("skip", thing.origin, detail=thing.reason))
+                if thing.reason == OLDER:
+                    report.older += 1  # counted, not listed: a week's run would list years
+                else:
+                    report.rows.append(Row("skip", thing.origin, detail=thing.reason))
                 continue
             if isinstance(thing, Bad):
                 report.rows.append(Row("problem", thing.origin, detail=thing.detail))
                 continue
             if isinstance(thing, Page):
                 report.rows.append(self._page(thing, apply))
+                continue
+            if (later := window.verdict(thing, now_)) == "old":
+                report.older += 1  # counted, not listed: a week's run would list years
+                continue
+            if later is not None:
+                report.rows.append(Row("skip", thing.origin, detail=later))
                 continue
             _storable(thing)
             if thing.source in seen:

@@ -20,7 +20,9 @@ from marchdb.errors import InvalidInput
 from marchdb.hints import cut
 from marchdb.notes import MAX_SOURCE_CHARS, MAX_TAGS, index_key, normalize_tag
 
-KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt")
+#: The agent hosts whose own session stores are read (``chats``), in the order ``import ALL`` takes them.
+HOST_KINDS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes")
+KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt", *HOST_KINDS[1:])
 #: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
 NOTE_KINDS = KINDS[:3]
 #: Longest body imported, in characters (a longer conversation is cut, and the report says so):
@@ -77,6 +79,11 @@ class Skip:
 
     origin: str
     reason: str
+
+
+#: The reason of a ``Skip`` for a chat older than an import's ``--since``,
+#: passed over unread (counted, not listed).
+OLDER = "older than --since"
 
 
 @dataclass

@@ -389,11 +389,20 @@ def _project(cwd: str) -> str:
     return slugify(cwd.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "root", 40)
 
 
+def _sized(path: Path, origin: str) -> Found:
+    """A session file read, unless it is larger than any session (``chats.too_large``)."""
+    from marchdb.lifecycle.chats import too_large
+
+    if (why := too_large(path)) is not None:
+        return Bad(origin, why)
+    return _guarded(read_session, path, origin)
+
+
 def read_claude_code(path: Path) -> Iterator[Found]:
     """Every session file under ``path`` (or ``path`` itself), sorted; side
     chains (``subagents/``), ``tool-results/`` and hidden folders left out."""
     if path.is_file():
-        yield _guarded(read_session, path, path.name)
+        yield _sized(path, path.name)
         return
     for folder, dirs, files in os.walk(path, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("subagents", "tool-results"))
@@ -405,7 +414,7 @@ def read_claude_code(path: Path) -> Iterator[Found]:
             if full.is_symlink():
                 yield Bad(origin, "a symlink; links are not followed")
                 continue
-            yield _guarded(read_session, full, origin)
+            yield _sized(full, origin)
 
 
 # ---------------------------------------------------------------- ChatGPT
