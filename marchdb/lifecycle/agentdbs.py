@@ -3,7 +3,7 @@
 The store is opened read-only (``mode=ro``: its WAL is read, nothing is
 written, a host running meanwhile is waited on for at most
 ``BUSY_MS``), never through a link, and only when it is a regular file no
-larger than ``chats.MAX_SESSION_BYTES``. Columns are looked up before they
+larger than ``sources.MAX_SESSION_BYTES``. Columns are looked up before they
 are read: a version that lacks one reads as if it were empty. Formats as
 the programs wrote them when run here (``tests/hostchats.py``):
 
@@ -49,8 +49,8 @@ import apsw
 
 from marchdb.files import is_inside
 from marchdb.lifecycle.agentlogs import _typed, _what, pi_entries
-from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat, too_large, without_injected
-from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, unreadable
+from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat, without_injected
+from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
 
 #: How long a read waits for a host writing its store meanwhile.

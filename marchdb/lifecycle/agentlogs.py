@@ -50,8 +50,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from marchdb.files import open_regular
-from marchdb.lifecycle.chats import Chat, injected_only, too_large, walk
-from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, unreadable
+from marchdb.lifecycle.chats import Chat, injected_only, walk
+from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _lines, _when
 
 #: Longest ``.project_root`` read (one path).

@@ -50,10 +50,6 @@ HOSTS = {
     "openclaw": "OpenClaw",
     "hermes": "Hermes Agent",
 }
-#: Largest session file (or SQLite store) read. Sessions are read a line or a
-#: message at a time, so memory stays small; the bound keeps a runaway file
-#: (a log appended to for months, a sparse file) from holding an import for minutes.
-MAX_SESSION_BYTES = 1024 * 1024 * 1024
 #: Largest SQLite store read (opencode's, Hermes Agent's): it is read a
 #: session at a time by query, never whole, so its bound is the disk's, not memory's.
 MAX_STORE_BYTES = 16 * 1024**3
@@ -241,14 +237,3 @@ def _written_before(path: Path, floor: float) -> bool:
         return os.lstat(path).st_mtime < floor
     except OSError:
         return False  # reading it says why
-
-
-def too_large(path: Path, limit: int = MAX_SESSION_BYTES, what: str = "a session file") -> str | None:
-    """Why ``path`` is not read for its size (None: it is small enough, or is no file)."""
-    try:
-        size = os.lstat(path).st_size
-    except OSError:
-        return None  # reading it says why
-    if size > limit:
-        return f"{size:,} bytes; {what} is read up to {limit:,} bytes (left out)"
-    return None

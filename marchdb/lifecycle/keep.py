@@ -3,7 +3,7 @@
 Off unless the user turns it on (``"importSessions": true`` in config.json,
 or ``MARCH_IMPORT_SESSIONS=1``). Then the start of a host's session (its
 ``SessionStart`` event, which every wired host sends, answered by the
-engine or the hook) starts, in a process of its own, the import of that
+engine or the hook) starts, in a process of its own (``cli.keeprun``), the import of that
 host's sessions of the last ``SINCE`` that have been quiet for
 ``QUIET_MINUTES``: the session that just ended, and any other finished
 since. The event's answer does not wait for it: the process is started and
@@ -20,7 +20,6 @@ rewrites a memory, so one imported while open would stay cut where it was.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -40,7 +39,7 @@ LOG = "imports"
 _started: list[subprocess.Popen] = []  # the background imports of this process, until reaped
 
 
-def _folder(home: Path) -> Path:
+def imports_folder(home: Path) -> Path:
     return Path(home) / "imports"
 
 
@@ -50,7 +49,7 @@ def start(cfg, host: str, now: float | None = None) -> str | None:
     last ``EVERY_SECONDS``. Returns what was done, for the hook log (None: nothing)."""
     if not getattr(cfg, "import_sessions", False) or host not in HOST_KINDS:
         return None
-    folder = _folder(cfg.home)
+    folder = imports_folder(cfg.home)
     stamp = folder / f"{host}.started"
     now = time.time() if now is None else now
     try:
@@ -62,7 +61,9 @@ def start(cfg, host: str, now: float | None = None) -> str | None:
             return None
         stamp.touch()
         os.utime(stamp, (now, now))
-        argv = [sys.executable, "-m", "marchdb.lifecycle.keep", str(cfg.home), str(cfg.memory_root), host]
+        # -I: the hook runs in the host's project folder; a marchdb/ or a
+        # sitecustomize.py there (or on the host's PYTHONPATH) is not imported.
+        argv = [sys.executable, "-I", "-m", "marchdb.cli.keeprun", str(cfg.home), str(cfg.memory_root), host]
         _started[:] = [p for p in _started if p.poll() is None]  # the finished ones reaped
         with open(os.devnull, "rb") as null:
             _started.append(
@@ -93,51 +94,3 @@ def install_note(cfg, host: str) -> str | None:
         f"to keep {host}'s sessions as memories: `marchdb import {host}` brings in the past ones, and "
         '"importSessions": true in config.json each one that ends (docs/lifecycle.md#keep-importing)'
     )
-
-
-def run(home: str, root: str, host: str) -> int:
-    """The background import (``python -m marchdb.lifecycle.keep HOME ROOT HOST``):
-    one at a time per host; a summary line in ``imports.log``."""
-    from marchdb import logfile
-    from marchdb.config import load_config
-    from marchdb.errors import MarchError
-    from marchdb.store import Store
-
-    folder = _folder(Path(home))
-    lock_path = folder / f"{host}.lock"
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except OSError as exc:
-        logfile.log(Path(home), LOG, f"{host}: cannot take {lock_path}: {exc}")
-        return 1
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return 0  # another one runs for this host
-        try:
-            cfg = load_config(home=home, root=root)
-            store = Store(cfg, keep_vectors=False, use_model=False)
-            try:
-                data = store.import_(
-                    host, None, apply=True, embed=False, since=SINCE, quiet_minutes=QUIET_MINUTES, by="session-start"
-                )
-            finally:
-                store.close()
-        except MarchError as exc:
-            logfile.log(Path(home), LOG, f"{host}: {type(exc).__name__}: {exc}")
-            return 1
-        later = sum(1 for r in data["items"] if r["action"] == "skip" and "still going on" in (r["detail"] or ""))
-        logfile.log(
-            Path(home),
-            LOG,
-            f"{host}: created {data['created']}, skipped {data['skipped']} ({later} still going on), "
-            f"problems {data['problems']}",
-        )
-        return 0
-    finally:
-        os.close(fd)
-
-
-if __name__ == "__main__":
-    sys.exit(run(*sys.argv[1:4]))

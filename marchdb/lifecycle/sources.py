@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import hashlib
+import os
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -162,3 +163,20 @@ def unreadable(exc: OSError) -> str:
     if exc.errno == errno.EINVAL:
         return "not a regular file (a FIFO, a socket, a device?); only files are read"
     return f"cannot read: {exc.strerror or exc}"
+
+
+#: Largest session file (or SQLite store) read. Sessions are read a line or a
+#: message at a time, so memory stays small; the bound keeps a runaway file
+#: (a log appended to for months, a sparse file) from holding an import for minutes.
+MAX_SESSION_BYTES = 1024 * 1024 * 1024
+
+
+def too_large(path: str | os.PathLike, limit: int = MAX_SESSION_BYTES, what: str = "a session file") -> str | None:
+    """Why ``path`` is not read for its size (None: it is small enough, or is no file)."""
+    try:
+        size = os.lstat(path).st_size
+    except OSError:
+        return None  # reading it says why
+    if size > limit:
+        return f"{size:,} bytes; {what} is read up to {limit:,} bytes (left out)"
+    return None

@@ -53,6 +53,7 @@ from marchdb.lifecycle.sources import (
     Skip,
     clean_tags,
     one_line,
+    too_large,
     unreadable,
 )
 
@@ -390,8 +391,7 @@ def _project(cwd: str) -> str:
 
 
 def _sized(path: Path, origin: str) -> Found:
-    """A session file read, unless it is larger than any session (``chats.too_large``)."""
-    from marchdb.lifecycle.chats import too_large
+    """A session file read, unless it is larger than any session (``sources.too_large``)."""
 
     if (why := too_large(path)) is not None:
         return Bad(origin, why)
