@@ -586,3 +586,20 @@ def test_a_workspaces_now_md_becomes_the_working_page_never_over_the_users(vault
     put(ws, "NOW.md", "# Now\n\nShipping the export.\n")
     (row,) = store.import_("obsidian", ws)["items"]
     assert row["action"] == "create"
+
+
+def test_an_imported_old_action_keeps_its_age(workspace, vault, store):
+    # import workspace wrote a 30-day-old actions/done/ note as a file of today, and maintain
+    # counts a finished action's age from its file too: it was not proposed for two weeks.
+    import os
+    import time
+
+    done = workspace / "memory/actions/done/rotate-keys.md"
+    month_ago = time.time() - 30 * 86400
+    os.utime(done, (month_ago, month_ago))
+    store.import_("workspace", str(workspace), apply=True, embed=False)
+    store.sync(embed=False)
+    written = next(p for p in vault.root.rglob("*.md") if "Rotate the API keys" in p.read_text(encoding="utf-8"))
+    assert abs(written.stat().st_mtime - month_ago) < 2
+    archived = [p for p in store.maintain()["proposals"] if p["action"] == "archive"]
+    assert any("a finished action" in p["reason"] for p in archived), archived

@@ -39,8 +39,10 @@ module plans and writes them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -507,7 +509,15 @@ class Importer:
         return None
 
     def _create(self, item: Item, mem_id: str) -> str:
-        return create_file(self.root, self._note(item, mem_id), item.created.astimezone(), slug=item.slug)
+        rel = create_file(self.root, self._note(item, mem_id), item.created.astimezone(), slug=item.slug)
+        # The new file keeps its source's age: maintain counts a finished
+        # action's from the file's last change too, and a month-old note
+        # imported today was not proposed for another two weeks.
+        when = (item.changed or item.updated or item.created).timestamp()
+        if when < time.time():
+            with contextlib.suppress(OSError):  # the file is written; its time is a nicety
+                os.utime(self.root / rel, (when, when), follow_symlinks=False)
+        return rel
 
 
 def _storable(item: Item) -> None:
