@@ -22,7 +22,7 @@ from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
 from marchdb.files import read_memory_text, vault_lock
 from marchdb.hooks import project_here
-from marchdb.index import db, doctor
+from marchdb.index import db, doctor, vectors
 from marchdb.index import query as query_mod
 from marchdb.index.recall import RELATED_BELOW, W_DENSE
 from marchdb.index.recall import recall as recall_hints
@@ -39,7 +39,7 @@ from marchdb.twins import check_conflicts_with, check_supersedes
 
 if TYPE_CHECKING:
     pass
-from marchdb.index.keeper import Keeper, as_of
+from marchdb.index.keeper import DIRTY_CHECK_EMBED_LIMIT, Keeper, as_of
 
 
 class Store(Keeper):
@@ -283,6 +283,11 @@ class Store(Keeper):
             raise InvalidInput(f"threshold={threshold!r} is out of range; use a number from 0 to 1, e.g. 0.5")
         self.ensure_fresh()
         emb = self.embedder()
+        if emb is not None and self.scan_in_background is None and not vectors.usable(self.con, emb.fingerprint):
+            # The index holds no vectors of this model (built while it could not
+            # run, or by another): the dirty check's bounded embedding now, not
+            # keyword recall until its next scan. A warm engine's watcher does it.
+            self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
         self._recalls += 1
         tag = project_tag(self.cfg.project_tag_prefix, where)
         rules = switches.project_rules(self.cfg, where)

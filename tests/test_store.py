@@ -324,3 +324,17 @@ def test_a_recall_in_an_empty_vault_says_there_is_nothing_yet(vault, store):
     vault.memory("a.md", "mem_a")
     store.sync(embed=False)
     assert "no memories" not in (store.recall("how do we deploy?").warning or "")
+
+
+def test_a_model_usable_again_embeds_on_the_next_recall_even_right_after_a_sync(mixed_vault, model_cfg):
+    # The index was built by a process whose model could not run (a native
+    # crash, a missing file); a recall seconds later, whose model runs, must
+    # not stay on keywords until the dirty check's next scan.
+    from marchdb.store import Store
+
+    with Store(model_cfg, use_model=False) as keywords_only:
+        keywords_only.sync()
+    with Store(model_cfg) as store:
+        result = store.recall("what does the dog take for its joints?")
+        assert result.mode == "hybrid", result.warning
+        assert result.hints and result.hints[0].id == "mem_dog"
