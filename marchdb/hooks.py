@@ -117,13 +117,15 @@ def handle(
             text,
             run_id=run,
             trigger="user" if event == "prompt" else "assistant",
-            record_only=event == "stop",
+            record_only=event == "stop" or record_only,
             project=where,
             conversation=conversation_of(store.con, host, sid),
             switched=False,
         )
         notes += [result.warning] if result.warning else []
-        if event != "stop":  # the run's end is recorded, never injected (seed 000)
+        # The run's end is recorded, never injected (seed 000); so is what a
+        # host cannot take (VS Code's prompts): never shown, it suppresses nothing.
+        if event != "stop" and not record_only:
             hinted = [h.to_dict() for h in result.hints]
             context = hints.recall_block(hinted)
     return _answer(context, hinted, run, notes)
