@@ -11,10 +11,12 @@ import { createConnection } from "node:net";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 
-// Milliseconds the relayed event may take before the hook command answers instead: a warm
-// answer takes tens; the hook command then pings the engine and marks a frozen one.
+// Milliseconds without an answer after which the engine is pinged, as a hook's client does: a
+// warm answer takes tens; an engine that answers the ping is busy and is waited for, one that does
+// not is left to the hook command (it marks it frozen and answers from the keyword index).
 const PATIENCE_MS = 500;
-// Milliseconds the hook command may take (hosts give a hook 10 s).
+const PING_MS = 250;
+// Milliseconds a whole answer may take (hosts give a hook 10 s).
 const TIMEOUT_MS = 9000;
 
 function flag(name) {
@@ -50,25 +52,8 @@ function marchHome(env) {
   return given ? resolve(expand(given)) : join(homedir(), ".march");
 }
 
-function relay(event, env) {
-  const home = marchHome(env);
-  const socket = join(home, "marchdb.sock");
-  // Engine off, a frozen engine (the hook command answers at once from the keyword index and
-  // asks it again later), a socket path too long for connect(): the hook command answers.
-  const off = ["0", "off", "no", "false"].includes((env.MARCH_DAEMON || "").trim().toLowerCase());
-  if (off || existsSync(join(home, "engine.stuck")) || Buffer.byteLength(socket) > 100) {
-    return Promise.resolve(null);
-  }
-  const flags = {};
-  for (const key of ["root", "model"]) if (flag(key)) flags[key] = flag(key);
-  const request = {
-    v: 1,
-    op: "hook_event",
-    args: { host: HOST, options: [], event: JSON.stringify(event), flags, env },
-    identity: null,
-    // The engine records nothing once this client has stopped waiting.
-    deadline: Date.now() / 1000 + PATIENCE_MS / 1000,
-  };
+// One request on its own connection: the answer line parsed, or null (no answer within ms).
+function exchange(socket, request, ms) {
   return new Promise((done) => {
     const chunks = [];
     let settled = false;
@@ -79,23 +64,64 @@ function relay(event, env) {
       conn.destroy();
       done(value);
     };
-    const timer = setTimeout(() => finish(null), PATIENCE_MS);
+    const timer = setTimeout(() => finish(null), ms);
     const conn = createConnection(socket);
     conn.on("error", () => finish(null));
-    conn.on("connect", () => conn.end(`${JSON.stringify(request)}\n`));
+    // write, not end: the engine answers the line, and Bun closes the whole socket on end()
+    conn.on("connect", () => conn.write(`${JSON.stringify(request)}\n`));
     conn.on("data", (chunk) => {
       chunks.push(chunk);
       const line = Buffer.concat(chunks).toString("utf8");
       if (!line.includes("\n")) return;
       try {
-        const answer = JSON.parse(line.split("\n", 1)[0]);
-        finish(answer && answer.ok && typeof answer.data?.stdout === "string" ? answer.data.stdout : null);
+        finish(JSON.parse(line.split("\n", 1)[0]));
       } catch {
         finish(null);
       }
     });
     conn.on("end", () => finish(null));
   });
+}
+
+async function relay(event, env) {
+  const home = marchHome(env);
+  const socket = join(home, "marchdb.sock");
+  // Engine off, a frozen engine (the hook command answers at once from the keyword index and
+  // asks it again later), a socket path too long for connect(): the hook command answers.
+  const off = ["0", "off", "no", "false"].includes((env.MARCH_DAEMON || "").trim().toLowerCase());
+  if (off || existsSync(join(home, "engine.stuck")) || Buffer.byteLength(socket) > 100 || !existsSync(socket)) {
+    return null;
+  }
+  const flags = {};
+  for (const key of ["root", "model"]) if (flag(key)) flags[key] = flag(key);
+  const started = Date.now();
+  const request = {
+    v: 1,
+    op: "hook_event",
+    args: { host: HOST, options: [], event: JSON.stringify(event), flags, env },
+    identity: null,
+    // The engine records nothing once this client has stopped waiting.
+    deadline: started / 1000 + (TIMEOUT_MS - 500) / 1000,
+  };
+  const answer = exchange(socket, request, TIMEOUT_MS);
+  let settled = false;
+  answer.then(() => {
+    settled = true;
+  });
+  // Past the patience, an engine that answers no ping is frozen: the hook command takes over
+  // (and the request's answer, should it come, is dropped by the engine's deadline or here).
+  while (!settled) {
+    const waited = await Promise.race([answer.then(() => true), sleep(PATIENCE_MS).then(() => false)]);
+    if (waited) break;
+    const pong = await exchange(socket, { v: 1, op: "ping", args: {} }, PING_MS);
+    if (!(pong && pong.ok)) return null;
+  }
+  const got = await answer;
+  return got && got.ok && typeof got.data?.stdout === "string" ? got.data.stdout : null;
+}
+
+function sleep(ms) {
+  return new Promise((done) => setTimeout(done, ms));
 }
 
 function launch(event, env) {
