@@ -545,3 +545,32 @@ def test_an_edited_marchdb_hook_is_removed_by_uninstall_and_replaced_by_install(
     for edited in ("/v/bin/marchdb --home /h hook codex 2>&1", "exec env A=1 /v/bin/python -m marchdb hook codex >x"):
         assert install.command_is_ours(edited, "codex"), edited
     assert not install.command_is_ours("/v/bin/marchdb-wrapper hook codex 2>&1", "codex")
+
+
+# ---------------------------------------------------------------- compaction
+
+
+def test_codex_compaction_starts_the_window_afresh_without_the_profiles_twice(store):
+    # Codex keeps the context its session began with; SessionStart(compact) gave the profiles again.
+    event = {"hook_event_name": "SessionStart", "session_id": "x1", "source": "compact"}
+    out = answer(store, "codex", event)
+    assert out["parsed"]["event"] == "compact" and out["stdout"] == ""
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "x1", "prompt": "Can we deploy on Friday afternoon?"}
+    assert "mem_deploy" in answer(store, "codex", prompt)["stdout"]  # a fresh window
+    assert "[user_profile]" in answer(store, "codex", {**event, "source": "startup"})["stdout"]
+
+
+def test_hermes_compaction_hints_again_only_what_it_summarized(store, cfg, tmp_path):
+    # Hermes keeps its first messages whole: the hint there was given a second time after a compaction.
+    provider = _hermes_provider(
+        tmp_path, install.marchdb_argv(cfg.home, cfg.memory_root, cfg.embedding_model, launcher=True)
+    )
+    provider.initialize("h1")
+    prompt = "Can we deploy on Friday afternoon?"
+    first = provider.prefetch(prompt)
+    assert "mem_deploy" in first
+    provider.on_pre_compress([{"role": "user", "content": "how are the tomatoes?"}])  # the hint stays in the head
+    assert "mem_deploy" not in provider.prefetch(prompt)
+    summarized = [{"role": "user", "content": [{"type": "text", "text": f"<memory-context>{first}</memory-context>"}]}]
+    provider.on_pre_compress(summarized)  # now the hint is in what Hermes summarizes away
+    assert "mem_deploy" in provider.prefetch(prompt)

@@ -35,6 +35,8 @@ TITLE = "Claude Code"
 DOCS = "claude-code.md"
 #: The real program the tests drive (``hosts.programs``).
 PROGRAM = {"npm": "@anthropic-ai/claude-code", "version": "2.1.332", "bin": "node_modules/.bin/claude"}
+#: Most memories a compaction says the context still holds.
+MAX_KEPT = 200
 #: Bytes read from the end of a transcript for the assistant's latest text.
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
 #: Events that can take context, and the event each becomes.
@@ -142,6 +144,10 @@ def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> di
     elif event == "stop":
         reply = text_of(data.get("last_assistant_message"))
         args["text"] = reply if reply and reply.strip() else transcript(data.get("transcript_path"), False)
+    elif event == "compact":
+        keep = data.get("keep")
+        if isinstance(keep, list) and keep:
+            args["keep"] = [str(k) for k in keep if isinstance(k, str)][:MAX_KEPT]
     return args
 
 

@@ -72,8 +72,14 @@ def sample_prompt(session: str, text: str) -> str:
 
 
 def parse(raw: str, options: list[str]) -> dict | None:
-    """The ``memory_hook`` event of one Codex hook event."""
-    return claude_code.parse(raw, options, host=HOST, transcript=latest_assistant_text)
+    """The ``memory_hook`` event of one Codex hook event. After a compaction
+    Codex keeps the context its session started with (the profiles) and
+    starts the session again (``source`` ``compact``): the window starts
+    afresh, and the profiles are not given twice."""
+    args = claude_code.parse(raw, options, host=HOST, transcript=latest_assistant_text)
+    if args is not None and args["event"] == "session_start" and args.get("source") == "compact":
+        return {**args, "event": "compact"}
+    return args
 
 
 def render(args: dict, data: dict) -> str:

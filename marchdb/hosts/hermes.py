@@ -69,6 +69,7 @@ goes wrong, Hermes goes on without memory for that call.
 
 import json
 import os
+import re
 import subprocess
 
 from agent.memory_provider import MemoryProvider
@@ -77,6 +78,8 @@ MARCHDB = {command}
 #: Hermes waits 8 s for prefetch; a call of marchdb gets less.
 TIMEOUT = 7.0
 TOOLS = {tools}
+#: A hint line of a [recall] block: its memory's id.
+HINT = re.compile(r"^- (\\S+) \\| score=", re.M)
 
 
 def _present():
@@ -113,6 +116,7 @@ class MarchdbMemoryProvider(MemoryProvider):
         self._cwd = os.getcwd()
         self._primary = True
         self._tools = None
+        self._hinted = []  # ids of the memories hinted in this session, in order
 
     @property
     def name(self):
@@ -134,14 +138,26 @@ class MarchdbMemoryProvider(MemoryProvider):
         return self._hook("SessionStart", source="startup")
 
     def prefetch(self, query, *, session_id=""):
-        return self._hook("UserPromptSubmit", prompt=query)
+        block = self._hook("UserPromptSubmit", prompt=query)
+        self._hinted += HINT.findall(block)
+        return block
 
     def sync_turn(self, user_content, assistant_content, *, session_id="", messages=None):
         if self._primary and assistant_content:
             self._hook("Stop", last_assistant_message=assistant_content)
 
     def on_pre_compress(self, messages):
-        self._hook("PreCompact")
+        # Hermes keeps its first messages whole: hints there stay in the context, and are
+        # not hinted again; those in the messages it summarizes may be.
+        gone = set()
+        for message in messages or []:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                content = "\\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            gone.update(HINT.findall(content if isinstance(content, str) else ""))
+        kept = [i for i in dict.fromkeys(self._hinted) if i not in gone]
+        self._hinted = kept
+        self._hook("PreCompact", keep=kept)
         return ""
 
     def on_session_switch(self, new_session_id, *, parent_session_id="", reset=False, rewound=False, **kwargs):

@@ -6,7 +6,7 @@
 // through the hook command itself, which starts the engine, waits for it or answers from the
 // keyword index. Whatever goes wrong, it answers "" and the host goes on.
 import { spawn } from "node:child_process";
-import { accessSync, constants, existsSync } from "node:fs";
+import { accessSync, constants, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
@@ -114,10 +114,23 @@ async function relay(event, env) {
     const waited = await Promise.race([answer.then(() => true), sleep(PATIENCE_MS).then(() => false)]);
     if (waited) break;
     const pong = await exchange(socket, { v: 1, op: "ping", args: {} }, PING_MS);
-    if (!(pong && pong.ok)) return null;
+    if (!(pong && pong.ok)) {
+      markStuck(home); // as the hook's client marks it: the hook command then answers at once
+      return null;
+    }
   }
   const got = await answer;
   return got && got.ok && typeof got.data?.stdout === "string" ? got.data.stdout : null;
+}
+
+// The mark a hook's client leaves for a frozen engine: "<its pid> <since>", kept when there.
+function markStuck(home) {
+  try {
+    const pid = Number.parseInt(readFileSync(join(home, "daemon.lock"), "ascii").trim(), 10) || 0;
+    writeFileSync(join(home, "engine.stuck"), `${pid} ${(Date.now() / 1000).toFixed(3)}\n`, { mode: 0o600, flag: "wx" });
+  } catch {
+    // already marked, or the home cannot be written: the hook command judges it itself
+  }
 }
 
 function sleep(ms) {

@@ -56,10 +56,9 @@ def render(args: dict, data: dict) -> str:
     return str(data.get("context") or "")
 
 
-def source(host: str, title: str, glue: str, argv: list[str], env: dict[str, str]) -> str:
-    """A plugin's whole file: what it is, this installation's command, the
-    shared client (``plugin_client.js``) and the host's own part (``glue``,
-    a file next to this module)."""
+def client_source(host: str, title: str, argv: list[str], env: dict[str, str]) -> str:
+    """What the plugin is, this installation's command, and the shared
+    client (``plugin_client.js``: ``ask(event)``)."""
     from marchdb.hosts.hookfiles import MARK
 
     header = (
@@ -70,8 +69,13 @@ def source(host: str, title: str, glue: str, argv: list[str], env: dict[str, str
         f"const ENV = {json.dumps(env, sort_keys=True)};\n"
         f"const HOST = {json.dumps(host)};\n\n"
     )
-    client = (HERE / "plugin_client.js").read_text(encoding="utf-8")
-    return header + client + "\n" + (HERE / glue).read_text(encoding="utf-8")
+    return header + (HERE / "plugin_client.js").read_text(encoding="utf-8")
+
+
+def source(host: str, title: str, glue: str, argv: list[str], env: dict[str, str]) -> str:
+    """A plugin's whole file: ``client_source`` and the host's own part
+    (``glue``, a file next to this module)."""
+    return client_source(host, title, argv, env) + "\n" + (HERE / glue).read_text(encoding="utf-8")
 
 
 def sample_prompt(session: str, text: str) -> str:
