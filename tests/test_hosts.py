@@ -249,6 +249,8 @@ def test_each_host_is_one_module_that_declares_all_of_it(host):
     assert module.TITLE and docs.is_file(), f"{host}: no docs page {docs}"
     assert isinstance(module.EVENTS, dict) and callable(module.parse) and callable(module.render)
     assert (module.PROGRAM is None) == bool(getattr(module, "NOT_RUN", None)), f"{host}: a program, or why not"
+    if module.PROGRAM is not None:  # the page says which release the real-host test ran
+        assert module.PROGRAM["version"] in docs.read_text(encoding="utf-8"), f"{module.DOCS} names no version"
     sample = module.sample_prompt("s1", "Can we deploy on Friday afternoon?")
     assert isinstance(sample, str) and (host == "generic" or module.parse(sample, []) is not None)
     if host in install.installable():
@@ -574,3 +576,32 @@ def test_hermes_compaction_hints_again_only_what_it_summarized(store, cfg, tmp_p
     summarized = [{"role": "user", "content": [{"type": "text", "text": f"<memory-context>{first}</memory-context>"}]}]
     provider.on_pre_compress(summarized)  # now the hint is in what Hermes summarizes away
     assert "mem_deploy" in provider.prefetch(prompt)
+
+
+# ---------------------------------------------------------------- trust
+
+
+def test_codex_and_gemini_project_hooks_say_when_the_host_will_not_read_them(tmp_path, monkeypatch):
+    # install codex --project did nothing until Codex trusted the project, and doctor said nothing.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "home" / ".codex"))
+    project = tmp_path / "project"
+    project.mkdir()
+    argv = install.marchdb_argv(launcher=True)
+    [result] = install.install("codex", project, argv, {})
+    assert any("only in a project it trusts" in n for n in result.notes)
+    rows = install.installed(project)
+    problems = codex.doctor(rows, str(project))
+    assert [p["kind"] for p in problems if p["kind"] == "codex_project_untrusted"] == ["codex_project_untrusted"]
+    (tmp_path / "home" / ".codex").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "home" / ".codex" / "config.toml").write_text(f'[projects."{project}"]\ntrust_level = "trusted"\n')
+    assert codex.project_trusted(str(project / "sub")) and not codex.doctor(rows, str(tmp_path))[:1]
+    # Gemini reads a project's settings only in a trusted folder once its folder trust is on.
+    gemini_home = tmp_path / "home" / ".gemini"
+    gemini_home.mkdir(parents=True)
+    (gemini_home / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": True}}}))
+    [result] = install.install("gemini", project, argv, {})
+    assert any("does not trust" in n for n in result.notes)
+    assert [p["kind"] for p in gemini.doctor(install.installed(project), str(project))] == ["gemini_folder_untrusted"]
+    (gemini_home / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    assert gemini.folder_trusted(str(project)) and gemini.doctor(install.installed(project), str(project)) == []
