@@ -321,12 +321,12 @@ def test_a_concurrent_writer_loses_nothing_to_install(settings):
             os.replace(tmp, settings)
             written.append(f"key{n}")
             n += 1
-            time.sleep(0.02)  # a host saves its settings now and then, not in a tight loop
+            time.sleep(0.05)  # a host saves its settings now and then, not in a tight loop
 
     writer = threading.Thread(target=host_writes)
     writer.start()
     try:
-        for i in range(15):
+        for i in range(8):
             claude_install(settings, install.hook_command(home=settings.parent / f"h{i}"))
     finally:
         stop.set()

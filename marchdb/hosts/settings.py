@@ -40,7 +40,7 @@ MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 #: Backups of a settings file kept (the newest): each install and uninstall makes one.
 KEEP_BACKUPS = 5
 #: Times an edit is tried again when the file changed under it (a host writing it).
-EDIT_TRIES = 20
+EDIT_TRIES = 50
 
 
 # ---------------------------------------------------------------- where marchdb may write
@@ -298,7 +298,7 @@ def edit(
         with locked(path.parent):
             for attempt in range(EDIT_TRIES):
                 if attempt:
-                    time.sleep(0.005 * attempt)  # let the other writer finish
+                    time.sleep(min(0.05, 0.005 * attempt))  # let the other writer finish
                 raw, st = read_bytes(path)
                 new, result = change(parse(path, raw))
                 if new is None:
