@@ -22,9 +22,10 @@ from marchdb.hosts import HOSTS, BadEvent, adapter
 #: own (hosts are given a 10 s hook timeout by ``marchdb install``).
 HOOK_WAIT_SECONDS = 3.0
 #: Seconds without an answer after which a hook pings the engine: a warm
-#: answer takes tens of milliseconds, and a frozen engine must not cost
-#: every prompt its whole wait (``client.request``).
-HOOK_PATIENCE = 0.5
+#: answer takes tens of milliseconds, a busy engine answers the ping and is
+#: waited for, and a frozen one must cost the prompt that finds it little
+#: (``client.request``); the next prompts do not ask it at all.
+HOOK_PATIENCE = 0.25
 #: How long a hook waits for its event to end on stdin.
 EVENT_WAIT_SECONDS = 5.0
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
