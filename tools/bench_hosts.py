@@ -184,15 +184,21 @@ def main() -> int:
         timed(hook_cmd("claude-code", ""), event("warm-up", texts[i % len(texts)]), env)
     per_host: dict[str, dict] = {}
     hinted = 0
-    for host, make in HOST_EVENTS.items():
-        times = []
-        for i in range(args.runs):
+    # Round robin, with python -c pass in every round: on a shared machine the load drifts,
+    # and each host (and the floor) must see the same drift for the ratios to mean something.
+    warm: dict[str, list[float]] = {host: [] for host in HOST_EVENTS}
+    paired: list[float] = []
+    for i in range(args.runs):
+        paired.append(timed([sys.executable, "-c", "pass"], env=env)[0])
+        for host, make in HOST_EVENTS.items():
             ms, out = timed(hook_cmd(host, f"warm-{host}-{i}"), make(f"warm-{host}", texts[i]), env)
             assert out.returncode == 0, out.stderr
-            times.append(ms)
+            warm[host].append(ms)
             hinted += bool(out.stdout)
+    baseline = paired
+    for host, times in warm.items():
         per_host[host] = summary(times)
-        log(f"hook warm, {host}: {per_host[host]}")
+        log(f"hook warm, {host}: {per_host[host]} ({statistics.median(times) / statistics.median(paired):.2f}x python)")
 
     per_plugin: dict[str, dict] = {}
     for host in PLUGIN_HOSTS:
