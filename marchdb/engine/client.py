@@ -283,6 +283,7 @@ def request(
     timeout: float = 30.0,
     patience: float | None = None,
     recheck: bool = True,
+    ping_seconds: float | None = None,
 ) -> tuple[dict, float]:
     """Ask the engine of ``home`` to run ``op``; returns ``(data, server ms)``.
 
@@ -329,7 +330,9 @@ def request(
         sock.settimeout(timeout)
         sock.sendall(data)
         sock.shutdown(_socket.SHUT_WR)
-        line = _answer_line(home, sock, timeout, PATIENCE if patience is None else patience)
+        line = _answer_line(
+            home, sock, timeout, PATIENCE if patience is None else patience, ping_seconds or PING_SECONDS
+        )
     except TimeoutError:
         raise Unavailable("timeout", f"no answer within {timeout:.1f}s") from None
     except OSError as exc:
@@ -379,7 +382,9 @@ STUCK_REPLACE = 30.0
 STUCK_NAME = "engine.stuck"
 
 
-def _answer_line(home: str | os.PathLike, sock: _socket.socket, timeout: float, patience: float) -> bytes:
+def _answer_line(
+    home: str | os.PathLike, sock: _socket.socket, timeout: float, patience: float, ping_seconds: float = 0.25
+) -> bytes:
     """The engine's answer line, waited for up to ``timeout`` seconds; every
     ``patience`` seconds without it the engine is pinged, and one that does
     not answer is marked stuck (``Unavailable("stuck")``)."""
@@ -396,7 +401,7 @@ def _answer_line(home: str | os.PathLike, sock: _socket.socket, timeout: float, 
         except TimeoutError:
             if time.monotonic() - started >= timeout:
                 raise
-            if not ping(home):
+            if not ping(home, ping_seconds):
                 _mark_stuck(home)
                 raise Unavailable(
                     "stuck", f"the warm engine answered neither the request nor a ping within {patience:g} s"

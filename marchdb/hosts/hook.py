@@ -26,6 +26,9 @@ HOOK_WAIT_SECONDS = 3.0
 #: waited for, and a frozen one must cost the prompt that finds it little
 #: (``client.request``); the next prompts do not ask it at all.
 HOOK_PATIENCE = 0.25
+#: Seconds a hook gives that ping: an engine marked stuck by mistake (too busy
+#: to answer in time) is found alive again by the next prompt's recheck.
+HOOK_PING = 0.15
 #: How long a hook waits for its event to end on stdin.
 EVENT_WAIT_SECONDS = 5.0
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
@@ -153,6 +156,7 @@ def _relayed(home: str, host: str, options: list[str], raw: bytes, flags: dict) 
             timeout=HOOK_WAIT_SECONDS,
             patience=HOOK_PATIENCE,
             recheck=False,
+            ping_seconds=HOOK_PING,
         )
     except client.Unavailable as exc:
         return None, exc
@@ -344,6 +348,7 @@ def _from_engine(cfg, host: str, module, event: dict) -> str:
             timeout=HOOK_WAIT_SECONDS,
             patience=HOOK_PATIENCE,
             recheck=False,
+            ping_seconds=HOOK_PING,
         )
     except client.RemoteError as exc:
         _log(cfg.home, f"{host}: {exc.kind}: {exc}")
