@@ -379,6 +379,8 @@ def test_hermes_uninstall_removes_exactly_what_install_wrote(tmp_path, monkeypat
     install.install("hermes", None, install.marchdb_argv(launcher=True), {})
     (folder / "NOTES.md").unlink()
     shutil.rmtree(folder / "cache")
+    (folder / "__pycache__").mkdir()  # Hermes imported the plugin
+    (folder / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"compiled")
     install.uninstall("hermes", None)
     assert not folder.exists()  # nothing of the user's left in it: the folder install made goes too
 

@@ -26,9 +26,9 @@ HOOK_WAIT_SECONDS = 3.0
 #: waited for, and a frozen one must cost the prompt that finds it little
 #: (``client.request``); the next prompts do not ask it at all.
 HOOK_PATIENCE = 0.25
-#: Seconds a hook gives that ping: an engine marked stuck by mistake (too busy
-#: to answer in time) is found alive again by the next prompt's recheck.
-HOOK_PING = 0.15
+#: Seconds a hook gives that ping (an engine marked stuck by mistake, too busy
+#: to answer in time, is found alive again by the recheck after the answer).
+HOOK_PING = 0.25
 #: How long a hook waits for its event to end on stdin.
 EVENT_WAIT_SECONDS = 5.0
 #: Largest hook event read from stdin (a prompt can be a long paste; recall

@@ -209,6 +209,8 @@ class Plugin:
     def uninstall(self, project: Path | None) -> list[InstallResult]:
         folder = self.places(project)[0]
         removed = [name for name in self.names() if remove_ours(folder / name)]
+        for name in removed:
+            _remove_compiled(folder, name)
         if removed and self.own_folder:
             try:
                 folder.rmdir()  # only when nothing of the user's is in it
@@ -221,3 +223,20 @@ class Plugin:
         folder = self.places(project)[0]
         mine = [name for name in self.names() if is_ours_file(folder / name)]
         return [{"host": self.host, "where": str(folder), "events": list(self.events)}] if mine else []
+
+
+def _remove_compiled(folder: Path, name: str) -> None:
+    """The bytecode Python wrote for a module marchdb wrote (a host that
+    imported it: Hermes), and ``__pycache__`` when nothing else is in it."""
+    stem, dot, suffix = name.rpartition(".")
+    cache = folder / "__pycache__"
+    if suffix != "py" or not dot or os.path.islink(cache) or not cache.is_dir():
+        return
+    for compiled in cache.iterdir():
+        if compiled.name.startswith(f"{stem}.") and compiled.suffix == ".pyc" and compiled.is_file():
+            if not compiled.is_symlink():
+                compiled.unlink()
+    try:
+        cache.rmdir()
+    except OSError:
+        pass

@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 // warm answer takes tens; an engine that answers the ping is busy and is waited for, one that does
 // not is left to the hook command (it marks it frozen and answers from the keyword index).
 const PATIENCE_MS = 250;
-const PING_MS = 150;
+const PING_MS = 250;
 // Milliseconds a whole answer may take (hosts give a hook 10 s).
 const TIMEOUT_MS = 9000;
 
