@@ -472,11 +472,6 @@ def _clear_stuck(home: str | os.PathLike) -> None:
         pass
 
 
-def stuck(home: str | os.PathLike) -> bool:
-    """Whether the engine of ``home`` is marked stuck (a file test: cheap)."""
-    return os.path.lexists(os.path.join(home, STUCK_NAME))
-
-
 def recheck_stuck(home: str | os.PathLike) -> bool:
     """Ask an engine marked stuck again, as ``request`` would before its next
     request: the mark goes when it answers a ping, and one stuck too long is

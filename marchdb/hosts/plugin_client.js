@@ -52,9 +52,11 @@ function marchHome(env) {
   return given ? resolve(expand(given)) : join(homedir(), ".march");
 }
 
-// One request on its own connection: the answer line parsed, or null (no answer within ms).
+// One request on its own connection: the answer line parsed, or null (no answer within ms, or
+// dropped with cancel()).
 function exchange(socket, request, ms) {
-  return new Promise((done) => {
+  let cancel = () => {};
+  const promise = new Promise((done) => {
     const chunks = [];
     let settled = false;
     const finish = (value) => {
@@ -64,6 +66,7 @@ function exchange(socket, request, ms) {
       conn.destroy();
       done(value);
     };
+    cancel = () => finish(null);
     const timer = setTimeout(() => finish(null), ms);
     const conn = createConnection(socket);
     conn.on("error", () => finish(null));
@@ -81,6 +84,8 @@ function exchange(socket, request, ms) {
     });
     conn.on("end", () => finish(null));
   });
+  promise.cancel = cancel;
+  return promise;
 }
 
 async function relay(event, env) {
@@ -115,6 +120,7 @@ async function relay(event, env) {
     if (waited) break;
     const pong = await exchange(socket, { v: 1, op: "ping", args: {} }, PING_MS);
     if (!(pong && pong.ok)) {
+      answer.cancel(); // nothing waits on it any more
       markStuck(home); // as the hook's client marks it: the hook command then answers at once
       return null;
     }
@@ -134,7 +140,7 @@ function markStuck(home) {
 }
 
 function sleep(ms) {
-  return new Promise((done) => setTimeout(done, ms));
+  return new Promise((done) => setTimeout(done, ms).unref());
 }
 
 function launch(event, env) {
