@@ -59,6 +59,7 @@ def handle(
     profiles: bool = False,
     project: str | None = None,
     conversation: str | None = None,
+    keep: list[str] | None = None,
 ) -> dict:
     """The answer to one host event (``ops.HOOK`` says what each argument
     is): ``{"context", "hints", "run_id", "note"}`` — ``context`` is the text
@@ -77,7 +78,7 @@ def handle(
         return _answer("", [], None, [off])
     if event in ("session_start", "compact"):
         if source in ("clear", "compact") or event == "compact":
-            new_window(store.con, host, sid)
+            new_window(store.con, host, sid, keep or [])
         if event == "session_start":
             context = profile_blocks(store, notes)
             # importSessions: the sessions that ended before this one are imported in the background.
@@ -117,13 +118,15 @@ def handle(
             text,
             run_id=run,
             trigger="user" if event == "prompt" else "assistant",
-            record_only=event == "stop",
+            record_only=event == "stop" or record_only,
             project=where,
             conversation=conversation_of(store.con, host, sid),
             switched=False,
         )
         notes += [result.warning] if result.warning else []
-        if event != "stop":  # the run's end is recorded, never injected (seed 000)
+        # The run's end is recorded, never injected (seed 000); so is what a
+        # host cannot take (VS Code's prompts): never shown, it suppresses nothing.
+        if event != "stop" and not record_only:
             hinted = [h.to_dict() for h in result.hints]
             context = hints.recall_block(hinted)
     return _answer(context, hinted, run, notes)
@@ -257,16 +260,28 @@ def conversation_of(con, host: str, session: str) -> str:
     return str(rows[0][0]) if rows and rows[0][0] else _base(host, session)
 
 
-def new_window(con, host: str, session: str) -> str:
+def new_window(con, host: str, session: str, keep: list[str] | None = None) -> str:
     """Start the session's 10-run window afresh (its context was cleared or
     compacted): the next runs belong to a new conversation, opened by a run
-    of its own that hints nothing. Returns the new conversation."""
+    of its own. ``keep``: memories hinted in the old conversation whose hints
+    the context still holds (a host that keeps its first messages whole): the
+    opening run carries them, so they are not hinted twice. Returns the new
+    conversation."""
     base = _base(host, session)
     current = conversation_of(con, host, session)
     generation = current.rsplit("~", 1)[1] if current.startswith(f"{base}~") else "0"
     fresh = f"{base}~{int(generation) + 1 if generation.isdigit() else 1}"
     with transaction(con):
-        con.execute("INSERT INTO runs(run_id, conversation) VALUES (?, ?)", (next_run_id(con, host, session), fresh))
+        run = next_run_id(con, host, session)
+        con.execute("INSERT INTO runs(run_id, conversation) VALUES (?, ?)", (run, fresh))
+        for mem_id in dict.fromkeys(keep or []):
+            # Only a hint the old conversation gave, with the score it had.
+            con.execute(
+                "INSERT INTO recall_log(run_id, trigger, mem_id, score) SELECT ?, 'user', mem_id, score "
+                "FROM recall_log WHERE mem_id = ? AND trigger IN ('user', 'assistant') AND run_id IN "
+                "(SELECT run_id FROM runs WHERE conversation IS ?) ORDER BY seq DESC LIMIT 1",
+                (run, mem_id, current),
+            )
     return fresh
 
 

@@ -429,6 +429,12 @@ HOOK = Operation(
             max_chars=MAX_MESSAGE_CHARS,
         ),
         Param("cwd", "str", "The host's working directory (names the project).", max_chars=4096),
+        Param(
+            "keep",
+            "strs",
+            "At a compaction: ids of memories whose hints the host's context still holds (Hermes keeps its "
+            "first messages whole): the new window counts them as hinted.",
+        ),
         RUN_ID,
         TRIGGER,
         RECORD_ONLY,

@@ -191,3 +191,15 @@ def test_what_users_and_agents_read_names_no_internal_papers():
         for line, text in _user_facing_strings(module):
             found += [f"{module.relative_to(ROOT)}:{line}: {m.group(0)}" for m in INTERNAL.finditer(text)]
     assert not found, found
+
+
+def test_every_host_of_the_registry_has_its_page_its_row_and_its_readme_line():
+    from marchdb.hosts import HOSTS, adapter
+
+    table = (DOCS / "hosts" / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for host in HOSTS:
+        page = adapter(host).DOCS
+        assert (DOCS / "hosts" / page).is_file(), f"{host}: docs/hosts/{page} is missing"
+        assert f"]({page})" in table, f"{host} has no row in docs/hosts/README.md"
+        assert f"(docs/hosts/{page})" in readme, f"{host} is not in the README's host section"

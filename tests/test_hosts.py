@@ -1,11 +1,12 @@
 """The host adapters and installers, on each host's documented JSON (the real
-programs run in test_real_hosts.py where they can be installed; Cursor and
-Cline cannot run headless here)."""
+programs run in test_real_hosts.py where they can be installed; Cursor,
+VS Code and Cline cannot run headless here)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 
 from marchdb import ops
 from marchdb.errors import FileError
-from marchdb.hosts import BadEvent, adapter, claude_code, codex, cursor, gemini, install
+from marchdb.hosts import HOSTS, BadEvent, adapter, claude_code, codex, cursor, gemini, install, qwen
 from marchdb.hosts.hook import answer_here
 from marchdb.store import Store
 
@@ -57,7 +58,22 @@ def test_cursor_session_start_gives_the_profiles_as_additional_context(store):
     assert "[agent_profile]" in json.loads(out["stdout"])["additional_context"]
 
 
-def test_cursor_steers_after_a_tool_with_what_the_agent_said(store):
+def test_cursor_steers_after_a_tool_with_the_agents_words_from_its_transcript(store, tmp_path):
+    # The adapter read agent_message, which Cursor's postToolUse does not carry: the steer never fired.
+    transcript = tmp_path / "c2.jsonl"
+    lines = [
+        {"role": "user", "message": {"content": [{"type": "text", "text": "<user_query>\nship it\n</user_query>"}]}},
+        {
+            "role": "assistant",
+            "message": {
+                "content": [
+                    {"type": "text", "text": "Now I deploy the release on Friday afternoon."},
+                    {"type": "tool_use", "name": "Shell", "input": {"command": "git push"}},
+                ]
+            },
+        },
+    ]
+    transcript.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     base = {"conversation_id": "c2", "generation_id": "g1", "workspace_roots": ["/tmp"]}
     tool = {
         **base,
@@ -65,15 +81,62 @@ def test_cursor_steers_after_a_tool_with_what_the_agent_said(store):
         "tool_name": "Shell",
         "tool_input": {"command": "git push"},
         "tool_output": "{}",
-        "agent_message": "Now I deploy the release on Friday afternoon.",
+        "tool_use_id": "call_1",
+        "transcript_path": str(transcript),
     }
     out = answer(store, "cursor", tool)
+    assert out["parsed"]["text"] == "Now I deploy the release on Friday afternoon."
     assert json.loads(out["stdout"])["additional_context"].startswith("[recall]\n- mem_deploy | score=")
+    # Cursor's CLI gives no transcript: what the tool was asked to do is recalled on.
+    cli = {**tool, "conversation_id": "c3", "transcript_path": None, "tool_input": {"command": "deploy friday"}}
+    assert answer(store, "cursor", cli)["parsed"]["text"] == 'Shell {"command": "deploy friday"}'
     # The reply at the end is recorded, never answered (Cursor reads nothing from afterAgentResponse).
     done = answer(store, "cursor", {**base, "hook_event_name": "afterAgentResponse", "text": "Deployed."})
     assert done["stdout"] == "" and done["parsed"]["event"] == "stop"
-    # beforeSubmitPrompt cannot carry context: marchdb does not install it, and answers nothing for it.
-    assert cursor.parse(json.dumps({**base, "hook_event_name": "beforeSubmitPrompt", "prompt": "x"}), []) is None
+
+
+def test_cursor_gives_each_prompt_its_hints_as_additional_context(store):
+    prompt = {
+        "conversation_id": "c4",
+        "hook_event_name": "beforeSubmitPrompt",
+        "prompt": "Can we deploy on Friday afternoon?",
+        "workspace_roots": ["/tmp"],
+    }
+    out = json.loads(answer(store, "cursor", prompt)["stdout"])
+    assert out["continue"] is True and out["additional_context"].startswith("[recall]\n- mem_deploy | score=")
+    quiet = json.loads(answer(store, "cursor", {**prompt, "conversation_id": "c5", "prompt": "what's 2+2"})["stdout"])
+    assert quiet == {"continue": True}  # the prompt goes on; nothing is added
+    assert "beforeSubmitPrompt" in cursor.installer().events
+
+
+# ---------------------------------------------------------------- VS Code (Claude Code's hooks, camelCase)
+
+
+def test_vscode_events_in_camel_case_are_answered_as_vscode_takes_them(store):
+    # Claude Code's adapter read session_id / hook_event_name only: in VS Code it said nothing.
+    start = {"sessionId": "v1", "hookEventName": "SessionStart", "source": "new", "cwd": "/tmp", "timestamp": "t"}
+    out = answer(store, "claude-code", start)
+    assert out["parsed"]["host"] == "vscode"
+    context = json.loads(out["stdout"])["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart" and "[user_profile]" in context["additionalContext"]
+    # Its UserPromptSubmit takes no context: the prompt opens a run, its hints are only recorded.
+    prompt = {"sessionId": "v1", "hookEventName": "UserPromptSubmit", "prompt": "Can we deploy on Friday afternoon?"}
+    said = answer(store, "claude-code", prompt)
+    assert said["stdout"] == "" and said["parsed"]["event"] == "prompt"
+    logged = list(store.con.execute("SELECT trigger FROM recall_log WHERE mem_id = 'mem_deploy'"))
+    assert logged == [("record",)]
+    # After a tool, what it was asked to do is recalled on, and VS Code takes that context.
+    tool = {
+        "sessionId": "v1",
+        "hookEventName": "PostToolUse",
+        "tool_name": "runInTerminal",
+        "tool_input": {"command": "deploy the release friday afternoon"},
+        "tool_response": "ok",
+    }
+    steer = json.loads(answer(store, "claude-code", tool)["stdout"])["hookSpecificOutput"]
+    assert steer["hookEventName"] == "PostToolUse" and "mem_deploy" in steer["additionalContext"]
+    # The same hooks serve VS Code: `install vscode` writes Claude Code's file, and doctor lists it once.
+    assert adapter("vscode").installer().user_file() == claude_code.installer().user_file()
 
 
 # ---------------------------------------------------------------- Cline (both engines' JSON)
@@ -88,16 +151,21 @@ def test_cline_events_are_told_by_their_object_not_their_name(store):
     }
     out = answer(store, "cline", vscode)
     assert json.loads(out["stdout"])["contextModification"].startswith("[recall]\n- mem_deploy | score=")
-    cli = {
-        "hookName": "tool_result",
+    tool = {
+        "hookName": "PostToolUse",
         "taskId": "t2",
         "workspaceRoots": ["/tmp"],
         "postToolUse": {"toolName": "run_commands", "parameters": {"commands": "deploy friday afternoon release"}},
     }
-    steer = answer(store, "cline", cli)
+    steer = answer(store, "cline", tool)
     assert steer["parsed"]["event"] == "tool" and "mem_deploy" in steer["stdout"]
-    start = answer(store, "cline", {"hookName": "agent_start", "taskId": "t3", "taskStart": {"taskMetadata": {}}})
+    start = answer(store, "cline", {"hookName": "TaskStart", "taskId": "t3", "taskStart": {"taskMetadata": {}}})
     assert "[user_profile]" in json.loads(start["stdout"])["contextModification"]
+    # The CLI drops what hooks answer: a hint logged as shown there was never steered again.
+    cli = {**tool, "hookName": "tool_result", "taskId": "t4"}
+    dropped = answer(store, "cline", cli)
+    assert dropped["stdout"] == "" and dropped["parsed"]["record_only"] is True
+    assert answer(store, "cline", {"hookName": "agent_start", "taskId": "t4", "taskStart": {}})["parsed"] is None
     end = answer(
         store,
         "cline",
@@ -172,38 +240,59 @@ def test_bad_events_are_refused_with_a_reason_for_the_hook_log(host):
     assert module.parse(json.dumps({"hook_event_name": "Nope", "hookName": "nope"}), []) is None
 
 
-def test_every_host_the_hook_answers_has_an_installer_or_is_generic():
-    from marchdb.hosts import HOSTS
+@pytest.mark.parametrize("host", list(HOSTS))
+def test_each_host_is_one_module_that_declares_all_of_it(host):
+    from pathlib import Path
 
-    assert set(HOSTS) - {"generic"} == set(install.TARGETS)
-    for name in install.TARGETS:
-        assert install.command_is_ours(install.hook_command(name), name)
+    module = adapter(host)
+    docs = Path(__file__).resolve().parent.parent / "docs" / "hosts" / module.DOCS
+    assert module.TITLE and docs.is_file(), f"{host}: no docs page {docs}"
+    assert isinstance(module.EVENTS, dict) and callable(module.parse) and callable(module.render)
+    assert (module.PROGRAM is None) == bool(getattr(module, "NOT_RUN", None)), f"{host}: a program, or why not"
+    if module.PROGRAM is not None:  # the page says which release the real-host test ran
+        assert module.PROGRAM["version"] in docs.read_text(encoding="utf-8"), f"{module.DOCS} names no version"
+    sample = module.sample_prompt("s1", "Can we deploy on Friday afternoon?")
+    assert isinstance(sample, str) and (host == "generic" or module.parse(sample, []) is not None)
+    if host in install.installable():
+        assert install.command_is_ours(install.hook_command(host), host)
+        assert install.target(host).events
+
+
+def test_install_and_hook_help_name_every_host_of_the_registry():
+    from typer.testing import CliRunner
+
+    from marchdb.cli.main import app
+
+    runner = CliRunner()
+    for command, hosts in (("install", install.installable()), ("uninstall", install.installable()), ("hook", HOSTS)):
+        out = runner.invoke(app, [command, "--help"], terminal_width=400)
+        assert all(h in out.stdout for h in hosts), (command, out.stdout)
 
 
 # ---------------------------------------------------------------- installers
 
 
 def test_cursor_hooks_are_flat_entries_in_a_versioned_file(tmp_path):
-    spec = install.TARGETS["cursor"]
+    spec = install.target("cursor")
     path = tmp_path / ".cursor" / "hooks.json"
     theirs = {"version": 1, "hooks": {"beforeShellExecution": [{"command": "./audit.sh"}]}}
     path.parent.mkdir()
     path.write_text(json.dumps(theirs))
     command = install.hook_command("cursor")
-    assert spec.install(path, command).events == ("sessionStart", "postToolUse", "afterAgentResponse")
+    assert spec.install_file(path, command).events == tuple(cursor.EVENTS)
     data = json.loads(path.read_text())
     assert data["hooks"]["sessionStart"] == [{"type": "command", "command": command, "timeout": 10}]
     assert data["hooks"]["beforeShellExecution"] == theirs["hooks"]["beforeShellExecution"]
-    assert spec.uninstall(path).changed and json.loads(path.read_text()) == theirs
+    assert spec.uninstall_file(path).changed and json.loads(path.read_text()) == theirs
     fresh = tmp_path / "new" / "hooks.json"
-    spec.install(fresh, command)
+    spec.install_file(fresh, command)
     assert json.loads(fresh.read_text())["version"] == 1
-    spec.uninstall(fresh)
+    spec.uninstall_file(fresh)
     assert not fresh.exists()  # it made the file, and nothing else was ever in it
 
 
 def test_cline_hook_files_are_ours_only_when_marked(tmp_path):
-    spec = install.TARGETS["cline"]
+    spec = install.target("cline")
     folder = tmp_path / ".clinerules" / "hooks"
     command = install.hook_command("cline")
     result = spec.install_in(folder, command)
@@ -220,10 +309,25 @@ def test_cline_hook_files_are_ours_only_when_marked(tmp_path):
     assert "TaskStart" not in removed.events and (folder / "TaskStart").read_text() == "#!/bin/sh\necho mine\n"
 
 
+def test_cline_is_installed_once_and_an_earlier_second_copy_goes(tmp_path, monkeypatch):
+    # marchdb wrote ~/Documents/Cline/Hooks and ~/.cline/hooks; the CLI reads both, and ran every event twice.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLINE_DIR", raising=False)
+    spec = install.target("cline")
+    legacy = tmp_path / ".cline" / "hooks"
+    spec.install_in(legacy, install.hook_command("cline"))
+    results = install.install("cline", None, install.marchdb_argv(launcher=True), {})
+    assert [r.settings for r in results] == [tmp_path / "Documents" / "Cline" / "Hooks", legacy]
+    assert not any(legacy.iterdir()) and any("twice" in n for n in results[1].notes)
+    assert [r["where"] for r in spec.found(None)] == [str(tmp_path / "Documents" / "Cline" / "Hooks")]
+
+
 def test_the_installed_command_is_quiet_without_marchdb_and_carries_the_shells_settings(tmp_path):
     import subprocess
 
-    command = install._command("cline", [str(tmp_path / "gone" / "marchdb")], {"MARCH_MEMORY_RECALL_MIN_SCORE": "0.4"})
+    command = install.command_for(
+        "cline", [str(tmp_path / "gone" / "marchdb")], {"MARCH_MEMORY_RECALL_MIN_SCORE": "0.4"}
+    )
     done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, input="{}")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert "env MARCH_MEMORY_RECALL_MIN_SCORE=0.4 " in command
@@ -246,19 +350,85 @@ def test_the_installed_command_starts_python_isolated_and_is_quiet_once_marchdb_
     assert not install.command_is_ours("/v/bin/python -I -S /x/audit.py hook claude-code", "claude-code")
     # pip uninstall marchdb keeps the venv's Python: the command then exits at once, saying nothing.
     gone = [sys.executable, "-I", "-S", str(tmp_path / "gone" / install.LAUNCHER)]
-    done = subprocess.run(["/bin/sh", "-c", install._command("codex", gone, {})], capture_output=True, text=True)
+    done = subprocess.run(["/bin/sh", "-c", install.command_for("codex", gone, {})], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 def test_a_hermes_plugin_folder_that_is_not_ours_is_never_replaced(tmp_path, monkeypatch):
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes"))
-    spec = install.TARGETS["hermes"]
-    folder = spec.path(None)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no `hermes config set` here
+    folder = tmp_path / "hermes" / "plugins" / "marchdb"
     folder.mkdir(parents=True)
     (folder / "__init__.py").write_text("# someone else's plugin called marchdb\n")
-    with pytest.raises(FileError, match="not marchdb's plugin"):
-        spec.install(folder, ["/usr/bin/marchdb"])
-    assert not spec.uninstall(folder).changed and (folder / "__init__.py").exists()
+    with pytest.raises(FileError, match="not marchdb's"):
+        install.install("hermes", None, ["/usr/bin/marchdb"], {})
+    assert not install.uninstall("hermes", None)[0].changed and (folder / "__init__.py").exists()
+
+
+def test_hermes_uninstall_removes_exactly_what_install_wrote(tmp_path, monkeypatch):
+    # It deleted the whole plugin folder: a NOTES.md and a cache/ the user kept there were gone.
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    folder = tmp_path / "hermes" / "plugins" / "marchdb"
+    install.install("hermes", None, install.marchdb_argv(launcher=True), {})
+    (folder / "NOTES.md").write_text("mine")
+    (folder / "cache").mkdir()
+    (folder / "cache" / "x").write_text("mine too")
+    assert install.uninstall("hermes", None)[0].changed
+    assert sorted(p.name for p in folder.iterdir()) == ["NOTES.md", "cache"]
+    install.install("hermes", None, install.marchdb_argv(launcher=True), {})
+    (folder / "NOTES.md").unlink()
+    shutil.rmtree(folder / "cache")
+    (folder / "__pycache__").mkdir()  # Hermes imported the plugin
+    (folder / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"compiled")
+    install.uninstall("hermes", None)
+    assert not folder.exists()  # nothing of the user's left in it: the folder install made goes too
+
+
+def test_hermes_plugin_yaml_is_never_written_through_a_link(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "hermes"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    folder = tmp_path / "hermes" / "plugins" / "marchdb"
+    install.install("hermes", None, ["/old/bin/marchdb"], {})
+    victim = tmp_path / "victim.yaml"
+    victim.write_text("someone else's\n")
+    (folder / "plugin.yaml").unlink()
+    (folder / "plugin.yaml").symlink_to(victim)
+    with pytest.raises(FileError, match="not marchdb's"):
+        install.install("hermes", None, install.marchdb_argv(launcher=True), {})
+    assert victim.read_text() == "someone else's\n"
+
+
+def _hermes_provider(tmp_path, argv: list[str]):
+    """The provider module install writes, loaded with a stand-in for Hermes' base class."""
+    import importlib.util
+    import types
+
+    from marchdb.hosts.hermes import provider_source
+
+    agent = types.ModuleType("agent")
+    base = types.ModuleType("agent.memory_provider")
+    base.MemoryProvider = object
+    sys.modules.setdefault("agent", agent)
+    sys.modules["agent.memory_provider"] = base
+    path = tmp_path / "provider.py"
+    path.write_text(provider_source(argv))
+    spec = importlib.util.spec_from_file_location("marchdb_hermes_provider", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MarchdbMemoryProvider()
+
+
+def test_hermes_tool_names_never_reach_marchdbs_command_line(tmp_path, cfg):
+    # The tool name was a command-line word: "--help" gave the model the CLI's help.
+    argv = install.marchdb_argv(cfg.home, cfg.memory_root, cfg.embedding_model, launcher=True)
+    provider = _hermes_provider(tmp_path, argv)
+    said = json.loads(provider.handle_tool_call("--help", {}))
+    assert "no tool '--help'" in said["error"] and "Usage" not in json.dumps(said)
+    # A refusal says why, not "marchdb did not answer".
+    refused = json.loads(provider.handle_tool_call("memory_save", {"name": "x", "unknown_argument": 1}))
+    assert "did not answer" not in refused["error"] and "unknown_argument" in refused["error"]
+    assert json.loads(provider.handle_tool_call("memory_open", {"id": "mem_nope"}))["status"] == "not_found"
 
 
 def test_hermes_tools_are_the_tables_agent_operations():
@@ -283,3 +453,157 @@ def test_a_session_window_starts_afresh_after_clear_or_compaction(store):
     assert "mem_deploy" in answer(store, "claude-code", prompt)["stdout"]
     runs = [r[0] for r in store.con.execute("SELECT conversation FROM runs ORDER BY seq")]
     assert runs[-1] == "cc:s9~2" and os.path.commonprefix(runs) == "cc:s9"
+
+
+# ---------------------------------------------------------------- qwen, gemini: which events count
+
+
+def test_qwen_recalls_on_what_the_user_typed_not_on_each_model_call(store):
+    typed = json.loads(qwen.sample_prompt("q1", "Can we deploy on Friday afternoon?"))
+    assert qwen.parse(json.dumps(typed), [])["text"] == "Can we deploy on Friday afternoon?"
+    # Qwen fires UserPromptSubmit again before the model call that carries a tool's result.
+    again = {**typed, "prompt": ""}
+    del again["submitted_prompt"]
+    assert qwen.parse(json.dumps(again), []) is None
+    out = json.loads(answer(store, "qwen", typed)["stdout"])["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit" and "mem_deploy" in out["additionalContext"]
+
+
+def test_gemini_compress_starts_the_window_afresh_only_when_it_compresses(store, tmp_path):
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text("{}\n")
+    event = {"hook_event_name": "PreCompress", "session_id": "g1", "trigger": "auto", "transcript_path": str(chat)}
+    assert gemini.parse(json.dumps(event), []) is None  # before nearly every call: a short chat is not compressed
+    assert gemini.parse(json.dumps({**event, "trigger": "manual"}), [])["event"] == "compact"
+    with chat.open("r+b") as fh:
+        fh.truncate(gemini.COMPRESS_AT_BYTES)
+    assert gemini.parse(json.dumps(event), [])["event"] == "compact"
+    assert "PreCompress" in gemini.installer().events
+
+
+# ---------------------------------------------------------------- installers: links, owners, notes, edits
+
+
+def test_install_into_a_project_never_writes_through_a_link_out_of_it(tmp_path):
+    # install --project through a symlinked .claude rewrote another program's settings.json.
+    project, elsewhere = tmp_path / "project", tmp_path / "other-program"
+    project.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "settings.local.json").write_text('{"theirs": 1}')
+    (project / ".claude").symlink_to(elsewhere)
+    with pytest.raises(FileError, match="leads outside"):
+        install.install("claude-code", project, install.marchdb_argv(launcher=True), {})
+    assert (elsewhere / "settings.local.json").read_text() == '{"theirs": 1}'
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["settings.local.json"]
+    (project / ".gemini").symlink_to(elsewhere)
+    with pytest.raises(FileError, match="leads outside"):
+        install.install("gemini", project, install.marchdb_argv(launcher=True), {})
+    # A link that stays inside the project is followed.
+    (project / "config").mkdir()
+    (project / ".qwen").symlink_to(project / "config")
+    install.install("qwen", project, install.marchdb_argv(launcher=True), {})
+    assert (project / "config" / "settings.json").is_file()
+
+
+def test_a_refused_install_leaves_no_note(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text("{}")
+    path.chmod(0o444)
+    with pytest.raises(FileError, match="read-only"):
+        install.target("claude-code").install_file(path, install.hook_command())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can write another user's file")
+def test_a_root_install_leaves_the_file_its_owners(tmp_path):
+    path = tmp_path / "settings.json"
+    path.write_text('{"theirs": 1}')
+    os.chown(path, 4242, 4243)
+    os.chown(tmp_path, 4242, 4243)
+    result = install.target("claude-code").install_file(path, install.hook_command())
+    for written in (path, result.backup, path.with_name("settings.json.marchdb-install")):
+        assert (os.stat(written).st_uid, os.stat(written).st_gid) == (4242, 4243), written
+    path.write_text(json.dumps({**json.loads(path.read_text()), "more": 2}))
+    os.chown(path, 4242, 4243)
+    install.target("claude-code").uninstall_file(path)
+    assert (os.stat(path).st_uid, os.stat(path).st_gid) == (4242, 4243)
+
+
+def test_an_edited_marchdb_hook_is_removed_by_uninstall_and_replaced_by_install(tmp_path):
+    # The user sent its output to a log: uninstall left it, and the next install added a second one.
+    spec = install.target("claude-code")
+    path = tmp_path / "settings.json"
+    spec.install_file(path, install.hook_command())
+    data = json.loads(path.read_text())
+    for groups in data["hooks"].values():
+        groups[0]["hooks"][0]["command"] += " 2>>/tmp/marchdb-hook.log"
+    path.write_text(json.dumps(data))
+    again = spec.install_file(path, install.hook_command())
+    assert again.changed and again.replaced
+    data = json.loads(path.read_text())
+    assert all(len(groups) == 1 for groups in data["hooks"].values())
+    for groups in data["hooks"].values():
+        groups[0]["hooks"][0]["command"] = "MARCH_THREADS=2 " + groups[0]["hooks"][0]["command"] + " >/dev/null"
+    path.write_text(json.dumps(data))
+    assert spec.uninstall_file(path).changed and not path.exists()
+    for edited in ("/v/bin/marchdb --home /h hook codex 2>&1", "exec env A=1 /v/bin/python -m marchdb hook codex >x"):
+        assert install.command_is_ours(edited, "codex"), edited
+    assert not install.command_is_ours("/v/bin/marchdb-wrapper hook codex 2>&1", "codex")
+
+
+# ---------------------------------------------------------------- compaction
+
+
+def test_codex_compaction_starts_the_window_afresh_without_the_profiles_twice(store):
+    # Codex keeps the context its session began with; SessionStart(compact) gave the profiles again.
+    event = {"hook_event_name": "SessionStart", "session_id": "x1", "source": "compact"}
+    out = answer(store, "codex", event)
+    assert out["parsed"]["event"] == "compact" and out["stdout"] == ""
+    prompt = {"hook_event_name": "UserPromptSubmit", "session_id": "x1", "prompt": "Can we deploy on Friday afternoon?"}
+    assert "mem_deploy" in answer(store, "codex", prompt)["stdout"]  # a fresh window
+    assert "[user_profile]" in answer(store, "codex", {**event, "source": "startup"})["stdout"]
+
+
+def test_hermes_compaction_hints_again_only_what_it_summarized(store, cfg, tmp_path):
+    # Hermes keeps its first messages whole: the hint there was given a second time after a compaction.
+    provider = _hermes_provider(
+        tmp_path, install.marchdb_argv(cfg.home, cfg.memory_root, cfg.embedding_model, launcher=True)
+    )
+    provider.initialize("h1")
+    prompt = "Can we deploy on Friday afternoon?"
+    first = provider.prefetch(prompt)
+    assert "mem_deploy" in first
+    provider.on_pre_compress([{"role": "user", "content": "how are the tomatoes?"}])  # the hint stays in the head
+    assert "mem_deploy" not in provider.prefetch(prompt)
+    summarized = [{"role": "user", "content": [{"type": "text", "text": f"<memory-context>{first}</memory-context>"}]}]
+    provider.on_pre_compress(summarized)  # now the hint is in what Hermes summarizes away
+    assert "mem_deploy" in provider.prefetch(prompt)
+
+
+# ---------------------------------------------------------------- trust
+
+
+def test_codex_and_gemini_project_hooks_say_when_the_host_will_not_read_them(tmp_path, monkeypatch):
+    # install codex --project did nothing until Codex trusted the project, and doctor said nothing.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "home" / ".codex"))
+    project = tmp_path / "project"
+    project.mkdir()
+    argv = install.marchdb_argv(launcher=True)
+    [result] = install.install("codex", project, argv, {})
+    assert any("only in a project it trusts" in n for n in result.notes)
+    rows = install.installed(project)
+    problems = codex.doctor(rows, str(project))
+    assert [p["kind"] for p in problems if p["kind"] == "codex_project_untrusted"] == ["codex_project_untrusted"]
+    (tmp_path / "home" / ".codex").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "home" / ".codex" / "config.toml").write_text(f'[projects."{project}"]\ntrust_level = "trusted"\n')
+    assert codex.project_trusted(str(project / "sub")) and not codex.doctor(rows, str(tmp_path))[:1]
+    # Gemini reads a project's settings only in a trusted folder once its folder trust is on.
+    gemini_home = tmp_path / "home" / ".gemini"
+    gemini_home.mkdir(parents=True)
+    (gemini_home / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": True}}}))
+    [result] = install.install("gemini", project, argv, {})
+    assert any("does not trust" in n for n in result.notes)
+    assert [p["kind"] for p in gemini.doctor(install.installed(project), str(project))] == ["gemini_folder_untrusted"]
+    (gemini_home / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    assert gemini.folder_trusted(str(project)) and gemini.doctor(install.installed(project), str(project)) == []

@@ -23,16 +23,16 @@ THEIRS = {
 }
 
 
-CLAUDE = install.TARGETS["claude-code"]
+CLAUDE = install.target("claude-code")
 EVENTS = CLAUDE.events
 
 
 def claude_install(path, command):
-    return CLAUDE.install(path, command)
+    return CLAUDE.install_file(path, command)
 
 
 def claude_uninstall(path):
-    return CLAUDE.uninstall(path)
+    return CLAUDE.uninstall_file(path)
 
 
 @pytest.fixture
@@ -177,7 +177,7 @@ def test_cli_install_user_and_project(tmp_path, monkeypatch):
     assert runner.invoke(app, ["--home", str(tmp_path / "h"), "install", "claude-code"]).exit_code == 0
     assert f"--root {tmp_path / 'v2'} hook" in (tmp_path / "c2" / "settings.json").read_text()
     bad = runner.invoke(app, ["install", "clod-code"])
-    assert bad.exit_code == 3 and "claude-code, codex, gemini, cursor, cline, hermes" in bad.stderr
+    assert bad.exit_code == 3 and ", ".join(install.installable()) in bad.stderr
 
 
 def test_a_model_file_travels_as_an_absolute_path_and_a_recipe_as_its_name(tmp_path, monkeypatch):
@@ -223,9 +223,14 @@ def test_backups_keep_the_settings_permissions(settings):
     settings.write_text(json.dumps(data), encoding="utf-8")
     os.chmod(settings, 0o600)
     first = claude_install(settings, install.hook_command())
+    data = json.loads(settings.read_text())
+    settings.write_text(json.dumps({**data, "model": "sonnet"}))  # the user changed something since
     second = claude_uninstall(settings)
     for path in (settings, first.backup, second.backup):
         assert oct(os.stat(path).st_mode & 0o777) == "0o600", path
+    third = claude_install(settings, install.hook_command())
+    claude_uninstall(settings)  # nothing else changed: the user's own file comes back, with its mode
+    assert third.backup is not None and oct(os.stat(settings).st_mode & 0o777) == "0o600"
 
 
 def test_an_install_over_one_that_kept_no_note_uninstalls_as_before(settings):
@@ -265,14 +270,71 @@ def test_a_read_only_settings_file_is_left_alone(settings):
 
 
 def test_backups_do_not_pile_up(settings):
-    # Each install and uninstall writes one: seven after three cycles.
+    # Each install and uninstall writes one when the user changed the file in between: eight after four cycles.
     settings.write_text('{"model": "x"}')
-    for _ in range(4):
+    for i in range(4):
         claude_install(settings, install.hook_command())
+        settings.write_text(json.dumps({**json.loads(settings.read_text()), "n": i}))
         claude_uninstall(settings)
     backups = [p for p in settings.parent.iterdir() if ".marchdb-backup-" in p.name]
     assert len(backups) == settings_mod.KEEP_BACKUPS
-    assert json.loads(settings.read_text()) == {"model": "x"}
+    assert json.loads(settings.read_text()) == {"model": "x", "n": 3}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(THEIRS, indent=4) + "\n",
+        json.dumps(THEIRS),  # one line, no final newline
+        json.dumps(THEIRS, indent="\t", ensure_ascii=True) + "\n",
+        '{"name": "caf\u00e9"}\n',
+    ],
+)
+def test_uninstall_gives_back_the_users_own_bytes(settings, text):
+    # A 4-space or one-line file came back reformatted (the same JSON), and two backups stayed.
+    settings.write_text(text, encoding="utf-8")
+    claude_install(settings, install.hook_command())
+    installed = settings.read_text(encoding="utf-8")
+    claude_uninstall(settings)
+    assert settings.read_text(encoding="utf-8") == text
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.json"]
+    # While installed, the file kept its own layout too.
+    assert ("\n" in installed.strip()) == ("\n" in text.strip())
+
+
+def test_a_concurrent_writer_loses_nothing_to_install(settings):
+    # Concurrent installs lost keys the host wrote meanwhile: the edit reads again before it writes.
+    import threading
+    import time
+
+    settings.write_text("{}")
+    stop = threading.Event()
+    written = []
+
+    def host_writes():
+        n = 0
+        while not stop.is_set():
+            data = json.loads(settings.read_text() or "{}")
+            data[f"key{n}"] = n
+            tmp = settings.with_name("host.tmp")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, settings)
+            written.append(f"key{n}")
+            n += 1
+            time.sleep(0.05)  # a host saves its settings now and then, not in a tight loop
+
+    writer = threading.Thread(target=host_writes)
+    writer.start()
+    try:
+        for i in range(8):
+            claude_install(settings, install.hook_command(home=settings.parent / f"h{i}"))
+    finally:
+        stop.set()
+        writer.join()
+    data = json.loads(settings.read_text())
+    assert len(ours(data, "Stop")) == 1
+    lost = [k for k in written[:-1] if k not in data]  # the last may be the writer's own race with itself
+    assert lost == []
 
 
 def test_doctor_says_when_hooks_run_the_older_slower_command_and_install_mends_it(tmp_path, monkeypatch):

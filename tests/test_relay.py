@@ -20,20 +20,14 @@ import pytest
 from marchdb import logfile
 from marchdb.config import load_config
 from marchdb.engine import client, daemon
-from marchdb.hosts import adapter, hook, install, relay
+from marchdb.hosts import HOSTS, adapter, hook, install, relay
 from marchdb.hosts.hook import answer_here
 from marchdb.store import Store
 
 PROMPT = "Dog's medication carprofen tablet"
 
-#: A prompt as each host sends it (the shapes tools/bench_hosts.py times).
-EVENTS = {
-    "claude-code": lambda s: {"session_id": s, "hook_event_name": "UserPromptSubmit", "prompt": PROMPT, "cwd": "/tmp"},
-    "codex": lambda s: {"session_id": s, "hook_event_name": "UserPromptSubmit", "prompt": PROMPT, "cwd": "/tmp"},
-    "gemini": lambda s: {"session_id": s, "hook_event_name": "BeforeAgent", "prompt": PROMPT, "cwd": "/tmp"},
-    "cline": lambda s: {"taskId": s, "workspaceRoots": ["/tmp"], "userPromptSubmit": {"prompt": PROMPT}},
-    "hermes": lambda s: {"session_id": s, "hook_event_name": "UserPromptSubmit", "prompt": PROMPT, "cwd": "/tmp"},
-}
+#: A prompt as each host sends it (its module's ``sample_prompt``, the shapes tools/bench_hosts.py times).
+EVENTS = {h: (lambda s, h=h: json.loads(adapter(h).sample_prompt(s, PROMPT))) for h in HOSTS if h != "generic"}
 
 
 @pytest.fixture

@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -52,7 +53,7 @@ from bench_sync import ensure_vault, machine_info
 
 from marchdb.config import load_config
 from marchdb.engine import client, daemon
-from marchdb.hosts import install
+from marchdb.hosts import HOSTS, adapter, install, plugins
 from marchdb.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,33 +98,49 @@ def event(session: str, prompt: str) -> str:
     return json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": prompt, "cwd": "/tmp"})
 
 
-#: What each host sends for a prompt (or, for Cursor, the nearest it has: a tool's end).
-HOST_EVENTS = {
-    "claude-code": lambda s, p: event(s, p),
-    "codex": lambda s, p: event(s, p),
-    "hermes": lambda s, p: event(s, p),
-    "gemini": lambda s, p: json.dumps({"session_id": s, "hook_event_name": "BeforeAgent", "prompt": p, "cwd": "/tmp"}),
-    "cline": lambda s, p: json.dumps({"taskId": s, "workspaceRoots": ["/tmp"], "userPromptSubmit": {"prompt": p}}),
-    "cursor": lambda s, p: json.dumps(
-        {"conversation_id": s, "hook_event_name": "postToolUse", "tool_name": "Shell", "agent_message": p}
-    ),
-    "generic": lambda s, p: p,
-    # The same, run by a script as the command `marchdb install` writes for the hosts it knows.
-    "generic-launcher": lambda s, p: p,
-}
+#: What each host sends for a prompt (its module's ``sample_prompt``: for VS Code, whose
+#: prompts take no context, a tool's end), every host of the registry; and the generic
+#: hook once more as a script runs the command ``marchdb install`` writes.
+HOST_EVENTS = {host: adapter(host).sample_prompt for host in HOSTS}
+HOST_EVENTS["generic-launcher"] = HOST_EVENTS["generic"]
+#: Hosts whose plugin runs in their own process (its client relays to the engine over the
+#: socket; the hook command is only its fallback): timed in Node as well.
+PLUGIN_HOSTS = ("opencode", "kilo", "pi", "openclaw")
 
 
 def hook_cmd(host: str, session: str) -> list[str]:
     """The process a host starts for a hook: the command ``marchdb install``
-    writes, run by ``sh -c`` (Hermes' plugin runs the same argv without a
-    shell; a script runs ``marchdb hook generic`` itself)."""
+    writes, run by ``sh -c`` (Hermes' plugin and the in-process plugins run
+    the same argv without a shell; a script runs ``marchdb hook generic``)."""
     if host == "generic":
         return [MARCHDB, "hook", host, "--run", f"{session}-run"]
     if host == "generic-launcher":
         return [*install.marchdb_argv(launcher=True), "hook", "generic", "--run", f"{session}-run"]
-    if host == "hermes":
+    if host == "hermes" or host in PLUGIN_HOSTS:
         return [*install.marchdb_argv(launcher=True), "hook", host]
     return ["sh", "-c", install.hook_command(host)]
+
+
+def plugin_times(host: str, events: list[str], env: dict, work: Path) -> list[float] | None:
+    """Milliseconds of each ``ask`` of ``host``'s in-process plugin client,
+    timed inside one Node process as the host runs it (None: no Node here)."""
+    node = shutil.which("node", path=env.get("PATH"))
+    if node is None:
+        return None
+    source = plugins.client_source(host, host, install.marchdb_argv(launcher=True), {})
+    script = work / f"bench-plugin-{host}.mjs"
+    script.write_text(
+        source
+        + f"\nconst events = {json.dumps([json.loads(e) for e in events])};\n"
+        + "const times = [];\n"
+        + "for (const e of events) { const t = performance.now(); await ask(e); times.push(performance.now() - t); }\n"
+        + "console.log(JSON.stringify(times));\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run([node, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    if out.returncode != 0:
+        raise SystemExit(f"the {host} plugin client failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -133,6 +150,7 @@ def main() -> int:
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--paced", type=int, default=10, help="hooks and engine recalls timed after a pause each")
     ap.add_argument("--pause", type=float, default=6.0, help="seconds before each paced run (default 6)")
+    ap.add_argument("--frozen-rounds", type=int, default=3, help="rounds of three prompts per host, engine frozen")
     ap.add_argument("--work", type=Path, default=REPO / ".bench")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -166,15 +184,32 @@ def main() -> int:
         timed(hook_cmd("claude-code", ""), event("warm-up", texts[i % len(texts)]), env)
     per_host: dict[str, dict] = {}
     hinted = 0
-    for host, make in HOST_EVENTS.items():
-        times = []
-        for i in range(args.runs):
+    # Round robin, with python -c pass in every round: on a shared machine the load drifts,
+    # and each host (and the floor) must see the same drift for the ratios to mean something.
+    warm: dict[str, list[float]] = {host: [] for host in HOST_EVENTS}
+    paired: list[float] = []
+    for i in range(args.runs):
+        paired.append(timed([sys.executable, "-c", "pass"], env=env)[0])
+        for host, make in HOST_EVENTS.items():
             ms, out = timed(hook_cmd(host, f"warm-{host}-{i}"), make(f"warm-{host}", texts[i]), env)
             assert out.returncode == 0, out.stderr
-            times.append(ms)
+            warm[host].append(ms)
             hinted += bool(out.stdout)
+    baseline = paired
+    for host, times in warm.items():
         per_host[host] = summary(times)
-        log(f"hook warm, {host}: {per_host[host]}")
+        log(f"hook warm, {host}: {per_host[host]} ({statistics.median(times) / statistics.median(paired):.2f}x python)")
+
+    per_plugin: dict[str, dict] = {}
+    for host in PLUGIN_HOSTS:
+        times = plugin_times(
+            host, [HOST_EVENTS[host](f"plugin-{host}-{i}", texts[i]) for i in range(args.runs)], env, args.work
+        )
+        if times is None:
+            log("no node on PATH: the in-process plugins are not timed")
+            break
+        per_plugin[host] = summary(times)
+        log(f"plugin in process, {host}: {per_plugin[host]}")
 
     ident = client.identity(cfg)
     engine_hook, engine_recall = [], []
@@ -200,20 +235,30 @@ def main() -> int:
     if paced_hook:
         log(f"paced (a {args.pause:g} s pause before each): hook {summary(paced_hook)}, engine {summary(paced_engine)}")
     rss = _rss_mb(client.engine_pid(home))
-    frozen = []
+    # Three prompts in a row against a frozen engine (SIGSTOP), in every host: by its hook
+    # command, and for the in-process plugins by their client in Node.
+    frozen: dict[str, dict] = {}
     pid = client.engine_pid(home)
-    for round_ in range(3):
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            t = time.perf_counter()
-            for i in range(3):
-                out = timed(hook_cmd("claude-code", ""), event(f"frozen-{round_}-{i}", texts[i]), env)[1]
-                assert out.returncode == 0, out.stderr
-            frozen.append((time.perf_counter() - t) * 1000)
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        (home / client.STUCK_NAME).unlink(missing_ok=True)
-    log(f"three hooks against a frozen engine: {summary(frozen)}")
+    for host in [h for h in HOST_EVENTS if h != "generic"] + [f"{h} (plugin)" for h in per_plugin]:
+        rounds = []
+        for round_ in range(args.frozen_rounds):
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                events = [HOST_EVENTS[host.split()[0]](f"frozen-{host}-{round_}-{i}", texts[i]) for i in range(3)]
+                t = time.perf_counter()
+                if host.endswith("(plugin)"):
+                    plugin_times(host.split()[0], events, env, args.work)
+                else:
+                    for e in events:
+                        out = timed(hook_cmd(host, f"frozen-{round_}"), e, env)[1]
+                        assert out.returncode == 0, out.stderr
+                rounds.append((time.perf_counter() - t) * 1000)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            time.sleep(0.5)  # the hook's own recheck clears the mark once the engine answers again
+            (home / client.STUCK_NAME).unlink(missing_ok=True)
+        frozen[host] = summary(rounds)
+        log(f"three prompts against a frozen engine, {host}: {frozen[host]}")
     daemon.stop(home)
 
     result = {
@@ -226,7 +271,8 @@ def main() -> int:
         "hook_warm_over_python": {
             host: round(s["p50"] / statistics.median(baseline), 2) for host, s in per_host.items()
         },
-        "three_hooks_frozen_engine_ms": summary(frozen),
+        "three_prompts_frozen_engine_ms": frozen,
+        "plugin_in_process_ms": per_plugin,
         "hook_warm_hinted": hinted,
         "engine_hook_ms": summary(engine_hook),
         "engine_recall_ms": summary(engine_recall),
@@ -260,6 +306,7 @@ def _rss_mb(pid: int | None) -> float | None:
 def table(r: dict) -> str:
     rows = [("python -c pass (floor)", r["python_c_pass_ms"])]
     rows += [(f"hook {host}, warm engine", s) for host, s in r["hook_warm_by_host_ms"].items()]
+    rows += [(f"plugin {host} in its process, warm", s) for host, s in r["plugin_in_process_ms"].items()]
     rows += [
         ("  engine time for a hook event", r["engine_hook_ms"]),
         ("  engine time for a recall", r["engine_recall_ms"]),
@@ -268,17 +315,17 @@ def table(r: dict) -> str:
         ("  engine warm after the cold hook", r["engine_warm_after_cold_ms"]),
         (f"hook after a {r['pause_s']:g} s pause", r["hook_paced_ms"]),
         (f"  engine recall after a {r['pause_s']:g} s pause", r["engine_recall_paced_ms"]),
-        ("three hooks, engine frozen (SIGSTOP)", r["three_hooks_frozen_engine_ms"]),
     ]
+    rows += [(f"3 prompts, frozen engine: {host}", s) for host, s in r["three_prompts_frozen_engine_ms"].items()]
     ratios = ", ".join(f"{h} {x}x" for h, x in r["hook_warm_over_python"].items())
     lines = [
         f"{r['memories']:,} memories; hook p50 over python -c pass: {ratios}; engine RSS {r['engine_rss_mb']} MB",
-        f"{'':40} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>4}",
+        f"{'':46} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>4}",
     ]
     for name, s in rows:
         if s is None:  # not measured (--paced 0)
             continue
-        lines.append(f"{name:40} {s['p50']:>8} {s['p95']:>8} {s['max']:>8} {s['n']:>4}")
+        lines.append(f"{name:46} {s['p50']:>8} {s['p95']:>8} {s['max']:>8} {s['n']:>4}")
     return "\n".join(lines)
 
 

@@ -141,27 +141,20 @@ def doctor(ctx: typer.Context, as_json: bool = JsonOpt):
 
 def _hosts_seen() -> tuple[list[dict], list[dict]]:
     """Where marchdb's hooks are installed (the user's settings and this
-    folder's), and the problems with them: Codex skips hooks it has not been
-    told to trust, without a word, so its own list is asked."""
+    folder's), and the problems with them: what each host module tells of
+    its own (Codex skips hooks it has not been told to trust, without a
+    word), and hooks that run the older, slower command."""
     from pathlib import Path
 
-    from marchdb.hosts import codex, install
+    from marchdb.hosts import HOSTS, adapter, install
 
     cwd = Path.cwd()
     rows = install.installed(cwd)
     problems = []
-    if any(r["host"] == "codex" for r in rows):
-        seen = codex.trust_status(str(cwd), lambda command: install.command_is_ours(command, "codex"))
-        for hook in seen or []:
-            if hook["status"] != "trusted":
-                problems.append(
-                    {
-                        "path": str(hook["key"]),
-                        "kind": "codex_untrusted",
-                        "detail": f"Codex sees marchdb's {hook['event']} hook as {hook['status']}: it skips it",
-                        "advice": "start `codex`, type /hooks and trust marchdb's hooks",
-                    }
-                )
+    for host in HOSTS:
+        check = getattr(adapter(host), "doctor", None)
+        if check is not None:
+            problems += check(rows, str(cwd))
     for row in rows:
         older = [c for c in row.get("commands", []) if install.LAUNCHER not in c]
         if older:

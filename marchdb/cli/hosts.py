@@ -149,7 +149,13 @@ def tools(
     _emit({"tools": ops.tools()})
 
 
-_HOST_HELP = "claude-code | codex | gemini | cursor | cline | hermes"
+def _host_help() -> str:
+    from marchdb.hosts import install
+
+    return " | ".join(install.installable())
+
+
+_HOST_HELP = _host_help()
 
 
 @command(app, "install")

@@ -282,6 +282,8 @@ def request(
     identity: dict | None = None,
     timeout: float = 30.0,
     patience: float | None = None,
+    recheck: bool = True,
+    ping_seconds: float | None = None,
 ) -> tuple[dict, float]:
     """Ask the engine of ``home`` to run ``op``; returns ``(data, server ms)``.
 
@@ -296,13 +298,15 @@ def request(
     home) and this request, and every one of the next ``STUCK_QUIET``
     seconds, is ``Unavailable("stuck")`` at once. After that a ping decides
     again, and an engine stuck for ``STUCK_REPLACE`` seconds is killed so
-    that the next client starts a fresh one.
+    that the next client starts a fresh one. A hook (``recheck`` False) never
+    waits on that ping: while the mark stands it is refused at once, and it
+    asks again once its answer is out (``recheck_stuck``).
     """
     path = _socket_file(home)
     why = untrusted_home(home)
     if why:
         raise Unavailable("untrusted", f"{why}: its socket is not used")
-    _check_stuck(home)
+    _check_stuck(home, recheck)
     # The engine drops the request, or records nothing, once the client has
     # stopped waiting: a hint the client never printed must not count as shown.
     deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
@@ -326,7 +330,9 @@ def request(
         sock.settimeout(timeout)
         sock.sendall(data)
         sock.shutdown(_socket.SHUT_WR)
-        line = _answer_line(home, sock, timeout, PATIENCE if patience is None else patience)
+        line = _answer_line(
+            home, sock, timeout, PATIENCE if patience is None else patience, ping_seconds or PING_SECONDS
+        )
     except TimeoutError:
         raise Unavailable("timeout", f"no answer within {timeout:.1f}s") from None
     except OSError as exc:
@@ -376,7 +382,9 @@ STUCK_REPLACE = 30.0
 STUCK_NAME = "engine.stuck"
 
 
-def _answer_line(home: str | os.PathLike, sock: _socket.socket, timeout: float, patience: float) -> bytes:
+def _answer_line(
+    home: str | os.PathLike, sock: _socket.socket, timeout: float, patience: float, ping_seconds: float = 0.25
+) -> bytes:
     """The engine's answer line, waited for up to ``timeout`` seconds; every
     ``patience`` seconds without it the engine is pinged, and one that does
     not answer is marked stuck (``Unavailable("stuck")``)."""
@@ -393,7 +401,7 @@ def _answer_line(home: str | os.PathLike, sock: _socket.socket, timeout: float, 
         except TimeoutError:
             if time.monotonic() - started >= timeout:
                 raise
-            if not ping(home):
+            if not ping(home, ping_seconds):
                 _mark_stuck(home)
                 raise Unavailable(
                     "stuck", f"the warm engine answered neither the request nor a ping within {patience:g} s"
@@ -464,10 +472,23 @@ def _clear_stuck(home: str | os.PathLike) -> None:
         pass
 
 
-def _check_stuck(home: str | os.PathLike) -> None:
+def recheck_stuck(home: str | os.PathLike) -> bool:
+    """Ask an engine marked stuck again, as ``request`` would before its next
+    request: the mark goes when it answers a ping, and one stuck too long is
+    stopped (True: the caller starts a new one). For a hook, once its answer
+    is out (``hosts.hook``)."""
+    try:
+        _check_stuck(home, True, quiet=0.0)
+    except Unavailable as exc:
+        return exc.reason == "replaced"
+    return False
+
+
+def _check_stuck(home: str | os.PathLike, recheck: bool = True, quiet: float = STUCK_QUIET) -> None:
     """Refuse at once while the engine is marked stuck (see ``request``);
-    a ping that is answered clears the mark, and an engine stuck too long is
-    killed (``Unavailable("replaced")``: the caller starts a new one)."""
+    past ``quiet`` seconds (with ``recheck``) a ping that is answered clears
+    the mark, and an engine stuck too long is killed
+    (``Unavailable("replaced")``: the caller starts a new one)."""
     mark = _stuck_mark(home)
     if mark is None:
         return
@@ -477,7 +498,9 @@ def _check_stuck(home: str | os.PathLike) -> None:
     if current is None or (pid and current != pid):
         _clear_stuck(home)  # that engine is gone: whatever runs now is judged afresh
         return
-    if 0 <= age < STUCK_QUIET:
+    if not recheck:
+        raise Unavailable("stuck", f"the warm engine did not answer a ping {age:.0f} s ago; it is asked again later")
+    if 0 <= age < quiet:
         raise Unavailable("stuck", f"the warm engine did not answer a ping {age:.0f} s ago")
     if ping(home):
         _clear_stuck(home)

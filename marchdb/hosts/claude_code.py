@@ -14,8 +14,12 @@ Events, as Claude Code's hooks reference specifies them (stdin JSON with
   is recorded, nothing printed: Claude reads nothing from a Stop hook, and a
   ``"decision": "block"`` answer would make it go on.
 
-Context goes out as ``hookSpecificOutput.additionalContext``. Codex CLI reads
-and writes the same JSON (``hosts.codex``). Only the standard library.
+Context goes out as ``hookSpecificOutput.additionalContext``. Codex CLI and
+Qwen Code read and write the same JSON (``hosts.codex``, ``hosts.qwen``).
+VS Code's agent runs these same hooks from ``~/.claude/settings.json``, with
+its own spelling of the fields (``hookEventName``, ``sessionId``): such an
+event is read and answered as VS Code takes it (``hosts.vscode``). Only the
+standard library.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ import stat
 from marchdb.hosts import BadEvent
 from marchdb.text import mend_surrogates
 
+TITLE = "Claude Code"
+DOCS = "claude-code.md"
+#: The real program the tests drive (``hosts.programs``).
+PROGRAM = {"npm": "@anthropic-ai/claude-code", "version": "2.1.332", "bin": "node_modules/.bin/claude"}
+#: Most memories a compaction says the context still holds.
+MAX_KEPT = 200
 #: Bytes read from the end of a transcript for the assistant's latest text.
 TRANSCRIPT_TAIL_BYTES = 512 * 1024
 #: Events that can take context, and the event each becomes.
@@ -38,6 +48,34 @@ EVENTS = {
     "Stop": "stop",
 }
 HOST = "claude-code"
+
+
+def installer():
+    """``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR``), or the project's
+    ``.claude/settings.local.json`` (kept out of git: the command holds a path of this machine)."""
+    from pathlib import Path
+
+    from marchdb.hosts.jsonhooks import JsonHooks
+
+    return JsonHooks(
+        HOST,
+        tuple(EVENTS),
+        lambda: config_dir() / "settings.json",
+        lambda project: project / ".claude" / "settings.local.json",
+        user_base=lambda: config_dir() if os.environ.get("CLAUDE_CONFIG_DIR") else Path.home(),
+    )
+
+
+def config_dir():
+    """Claude Code's folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    from pathlib import Path
+
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser().absolute()
+
+
+def sample_prompt(session: str, text: str) -> str:
+    """The event Claude Code sends for a prompt."""
+    return json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": "/tmp"})
 
 
 def read_json(raw: str) -> dict:
@@ -88,6 +126,10 @@ def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> di
     transcript gives the assistant's latest text; Claude Code's by default)."""
     transcript = latest_assistant_text if transcript is None else transcript
     data = read_json(raw)
+    if host == HOST and "hookEventName" in data and "hook_event_name" not in data:
+        from marchdb.hosts import vscode
+
+        return vscode.parse_data(data)
     args = event_of(data, EVENTS, host)
     if args is None:
         return None
@@ -102,6 +144,10 @@ def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> di
     elif event == "stop":
         reply = text_of(data.get("last_assistant_message"))
         args["text"] = reply if reply and reply.strip() else transcript(data.get("transcript_path"), False)
+    elif event == "compact":
+        keep = data.get("keep")
+        if isinstance(keep, list) and keep:
+            args["keep"] = [str(k) for k in keep if isinstance(k, str)][:MAX_KEPT]
     return args
 
 
@@ -109,6 +155,10 @@ def render(args: dict, data: dict, events: dict[str, str] = EVENTS) -> str:
     """The hook's stdout: ``hookSpecificOutput.additionalContext`` under the
     host's name of the event (``events``), or nothing (never at a run's end:
     a Stop hook's output would steer Claude; Codex marks it failed)."""
+    if args.get("host") == "vscode":
+        from marchdb.hosts import vscode
+
+        return vscode.render(args, data)
     context = str(data.get("context") or "").strip()
     if not context or args["event"] in ("stop", "compact"):
         return ""

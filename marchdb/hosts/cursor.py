@@ -1,14 +1,17 @@
-"""Cursor (``.cursor/hooks.json``): profiles at a session's start, a steer after a tool.
-
-Cursor's ``beforeSubmitPrompt`` can only let a prompt through or block it:
-no context can be added to a message, so **per-prompt hints are not possible
-in Cursor** (use its MCP support: ``marchdb mcp``). What can be done is done:
+"""Cursor (``.cursor/hooks.json``): hints for each prompt, profiles at a session's start, a steer after a tool.
 
 * ``sessionStart`` → ``{"additional_context": profiles}`` (the session's
   initial context);
-* ``postToolUse`` → ``{"additional_context": "[recall]..."}`` for the
-  assistant's message that came with the tool call (``agent_message``),
-  injected after the tool's result;
+* ``beforeSubmitPrompt`` → ``{"continue": true, "additional_context":
+  "[recall]..."}``: Cursor's reference documents only ``continue`` for it,
+  but Cursor 3.20 and later take ``additional_context`` too (it reaches the
+  model as a reminder for that turn, 10,000 characters at most); releases
+  that ignore it still have the profiles of ``sessionStart``;
+* ``postToolUse`` → ``{"additional_context": "[recall]..."}`` after the
+  tool's result: at most 2 hints for the agent's latest words of the turn,
+  read from Cursor's transcript (``transcript_path``), or, where Cursor
+  gives none (its CLI), for what the tool was asked to do (``tool_name``,
+  ``tool_input``);
 * ``afterAgentResponse`` → the reply is recorded, nothing returned.
 
 Runs are named after ``conversation_id``. Only the standard library.
@@ -21,7 +24,35 @@ import json
 from marchdb.hosts import claude_code
 
 HOST = "cursor"
-EVENTS = {"sessionStart": "session_start", "postToolUse": "tool", "afterAgentResponse": "stop"}
+TITLE = "Cursor"
+DOCS = "cursor.md"
+PROGRAM = None
+NOT_RUN = "Cursor's agent needs Cursor's own servers and account: its documented JSON is tested"
+EVENTS = {
+    "sessionStart": "session_start",
+    "beforeSubmitPrompt": "prompt",
+    "postToolUse": "tool",
+    "preCompact": "compact",
+    "afterAgentResponse": "stop",
+}
+#: Characters of a tool's input recalled on when there is no transcript.
+TOOL_TEXT_CHARS = 2000
+
+
+def installer():
+    """``~/.cursor/hooks.json``, or the project's ``.cursor/hooks.json``: flat entries, ``"version": 1``."""
+    from pathlib import Path
+
+    from marchdb.hosts.jsonhooks import JsonHooks
+
+    return JsonHooks(
+        HOST,
+        tuple(EVENTS),
+        lambda: Path("~/.cursor").expanduser().absolute() / "hooks.json",
+        lambda project: project / ".cursor" / "hooks.json",
+        grouped=False,
+        top={"version": 1},
+    )
 
 
 def parse(raw: str, options: list[str]) -> dict | None:
@@ -34,9 +65,11 @@ def parse(raw: str, options: list[str]) -> dict | None:
     roots = data.get("workspace_roots")
     if "cwd" not in args and isinstance(roots, list) and roots and isinstance(roots[0], str):
         args["cwd"] = roots[0]
-    if event == "tool":
-        text = claude_code.text_of(data.get("agent_message"))
-        if not text or not text.strip():
+    if event == "prompt":
+        args["text"] = claude_code.text_of(data.get("prompt"))
+    elif event == "tool":
+        text = latest_agent_text(data.get("transcript_path"), this_turn=True) or _asked(data)
+        if not text.strip():
             return None
         args["text"] = text
     elif event == "stop":
@@ -44,9 +77,47 @@ def parse(raw: str, options: list[str]) -> dict | None:
     return args
 
 
+def _asked(data: dict) -> str:
+    tool, given = data.get("tool_name"), data.get("tool_input")
+    asked = f"{tool if isinstance(tool, str) else ''} {json.dumps(given or {}, ensure_ascii=False)}"
+    return asked.strip()[:TOOL_TEXT_CHARS]
+
+
 def render(args: dict, data: dict) -> str:
-    """``{"additional_context": ...}``, or nothing."""
+    """``{"additional_context": ...}`` (with ``continue`` for a prompt), or nothing."""
     context = str(data.get("context") or "").strip()
-    if not context or args["event"] == "stop":
+    if args["event"] in ("stop", "compact"):
         return ""
-    return json.dumps({"additional_context": context}, ensure_ascii=False)
+    if args["event"] == "prompt":
+        return json.dumps({"continue": True, **({"additional_context": context} if context else {})})
+    return json.dumps({"additional_context": context}, ensure_ascii=False) if context else ""
+
+
+def latest_agent_text(transcript_path: object, this_turn: bool = False) -> str:
+    """The agent's latest text in a Cursor transcript (JSONL of
+    ``{"role", "message": {"content": [...]}}``), "" when none."""
+    return claude_code.latest_text(claude_code.tail_entries(transcript_path), _turn, this_turn)
+
+
+def _turn(entry: dict) -> tuple[str, str] | None:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    role = entry.get("role")
+    text = claude_code._texts(content, "text")
+    if role == "assistant":
+        return "assistant", text
+    if role == "user" and "<user_query>" in text:
+        return "user", text
+    return None
+
+
+def sample_prompt(session: str, text: str) -> str:
+    """The event Cursor sends for a prompt."""
+    return json.dumps(
+        {
+            "conversation_id": session,
+            "hook_event_name": "beforeSubmitPrompt",
+            "prompt": text,
+            "workspace_roots": ["/tmp"],
+        }
+    )

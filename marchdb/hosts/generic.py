@@ -16,6 +16,20 @@ from marchdb import ops
 from marchdb.hosts import BadEvent
 from marchdb.text import mend_surrogates
 
+HOST = "generic"
+TITLE = "Any other host or script"
+DOCS = "generic.md"
+PROGRAM = None
+NOT_RUN = "no program of its own: a script pipes its message into `marchdb hook generic` (tested end to end)"
+EVENTS: dict[str, str] = {}
+#: Nothing to install: a script calls the command itself.
+installer = None
+
+
+def sample_prompt(session: str, text: str) -> str:
+    """What a script pipes in for a message."""
+    return text
+
 
 def _options() -> list[ops.Param]:
     return [p for p in ops.HOOK.params if p.hook and p.flag]

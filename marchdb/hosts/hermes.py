@@ -23,16 +23,23 @@ only says how the answer reads: the plain context text.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from marchdb.hosts import claude_code
 
-if TYPE_CHECKING:
-    from marchdb.hosts.settings import InstallResult
-
 HOST = "hermes"
+TITLE = "Hermes Agent"
+DOCS = "hermes.md"
+PROGRAM = {"pypi": "hermes-agent", "version": "0.19.0", "bin": "hermes/bin/hermes", "venv": "hermes"}
+#: Hermes' calls of its memory provider, each sent as the Claude Code event it is.
+EVENTS = {
+    "system_prompt_block": "session_start",
+    "prefetch": "prompt",
+    "sync_turn": "stop",
+    "on_pre_compress": "compact",
+}
 #: The operations Hermes' model gets as tools (recall reaches it by itself, through prefetch).
 TOOLS = ("memory_search", "memory_open", "memory_save", "memory_log")
 
@@ -55,13 +62,14 @@ def render(args: dict, data: dict) -> str:
 #: standard library and Hermes' own base class.
 PROVIDER = '''"""marchdb as Hermes' memory provider (MemoryProvider).
 
-Written by `marchdb install hermes`; `marchdb uninstall hermes` removes it.
+This file was written by `marchdb install`, removed by `marchdb uninstall`.
 Each call runs marchdb (its warm engine answers in milliseconds); whatever
 goes wrong, Hermes goes on without memory for that call.
 """
 
 import json
 import os
+import re
 import subprocess
 
 from agent.memory_provider import MemoryProvider
@@ -70,6 +78,8 @@ MARCHDB = {command}
 #: Hermes waits 8 s for prefetch; a call of marchdb gets less.
 TIMEOUT = 7.0
 TOOLS = {tools}
+#: A hint line of a [recall] block: its memory's id.
+HINT = re.compile(r"^- (\\S+) \\| score=", re.M)
 
 
 def _present():
@@ -82,14 +92,20 @@ def _present():
     return words[1:3] != ["-I", "-S"] or os.path.isfile(words[3])
 
 
-def _run(args, payload=""):
+def _call(args, payload=""):
+    """marchdb's exit code, stdout and stderr for ``args`` (None: it could not be run)."""
     if not _present():
-        return ""  # marchdb was removed: memory is off, Hermes runs on
+        return None  # marchdb was removed: memory is off, Hermes runs on
     try:
         done = subprocess.run(MARCHDB + args, input=payload, capture_output=True, text=True, timeout=TIMEOUT)
     except (OSError, subprocess.SubprocessError):
-        return ""
-    return done.stdout
+        return None
+    return done
+
+
+def _run(args, payload=""):
+    done = _call(args, payload)
+    return "" if done is None else done.stdout
 
 
 class MarchdbMemoryProvider(MemoryProvider):
@@ -100,6 +116,7 @@ class MarchdbMemoryProvider(MemoryProvider):
         self._cwd = os.getcwd()
         self._primary = True
         self._tools = None
+        self._hinted = []  # ids of the memories hinted in this session, in order
 
     @property
     def name(self):
@@ -121,14 +138,26 @@ class MarchdbMemoryProvider(MemoryProvider):
         return self._hook("SessionStart", source="startup")
 
     def prefetch(self, query, *, session_id=""):
-        return self._hook("UserPromptSubmit", prompt=query)
+        block = self._hook("UserPromptSubmit", prompt=query)
+        self._hinted += HINT.findall(block)
+        return block
 
     def sync_turn(self, user_content, assistant_content, *, session_id="", messages=None):
         if self._primary and assistant_content:
             self._hook("Stop", last_assistant_message=assistant_content)
 
     def on_pre_compress(self, messages):
-        self._hook("PreCompact")
+        # Hermes keeps its first messages whole: hints there stay in the context, and are
+        # not hinted again; those in the messages it summarizes may be.
+        gone = set()
+        for message in messages or []:
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, list):
+                content = "\\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            gone.update(HINT.findall(content if isinstance(content, str) else ""))
+        kept = [i for i in dict.fromkeys(self._hinted) if i not in gone]
+        self._hinted = kept
+        self._hook("PreCompact", keep=kept)
         return ""
 
     def on_session_switch(self, new_session_id, *, parent_session_id="", reset=False, rewound=False, **kwargs):
@@ -144,8 +173,15 @@ class MarchdbMemoryProvider(MemoryProvider):
         return self._tools
 
     def handle_tool_call(self, tool_name, args, **kwargs):
-        out = _run(["call", tool_name, "-"], json.dumps(args))
-        return out.strip() or json.dumps({{"error": "marchdb did not answer; see `marchdb doctor`"}})
+        if tool_name not in TOOLS:  # never a word of marchdb's command line ("--help")
+            return json.dumps({{"error": f"marchdb has no tool {{tool_name!r}}; its tools: {{', '.join(TOOLS)}}"}})
+        done = _call(["call", tool_name, "-"], json.dumps(args if isinstance(args, dict) else {{}}))
+        if done is None:
+            return json.dumps({{"error": "marchdb did not answer; see `marchdb doctor`"}})
+        if done.returncode != 0:  # a refusal: marchdb said why (a missing id, a bad argument)
+            said = done.stderr.strip().removeprefix("error: ")
+            return json.dumps({{"error": said or f"marchdb refused the call (exit {{done.returncode}})"}})
+        return done.stdout.strip() or json.dumps({{"error": "marchdb did not answer; see `marchdb doctor`"}})
 
 
 def register(ctx):
@@ -158,76 +194,50 @@ def provider_source(command: list[str]) -> str:
     return PROVIDER.format(command=repr(command), tools=repr(TOOLS))
 
 
-class HermesPlugin:
-    """Hermes Agent's installer: a memory-provider plugin folder, and the one
-    setting that chooses it. (Its imports are its own: the hook that Hermes
-    runs imports this module, and needs none of them.)"""
+#: The plugin's ``plugin.yaml`` (how Hermes names it).
+PLUGIN_YAML = (
+    "name: marchdb\ndescription: marchdb memory (Markdown files, one SQLite index)\n"
+    "# written by `marchdb install`, removed by `marchdb uninstall`\n"
+)
 
-    host = "hermes"
-    events: tuple[str, ...] = ("memory provider",)
 
-    @staticmethod
-    def home(project: Path | None = None) -> Path:
-        """``$HERMES_HOME`` (``~/.hermes``); Hermes has no per-project plugins."""
-        from marchdb.errors import ConfigError
+def home() -> Path:
+    """``$HERMES_HOME`` (``~/.hermes``)."""
+    return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser().absolute()
 
-        if project is not None:
-            raise ConfigError("Hermes has no project settings: install it for the user (without --project)")
-        return Path(os.environ.get("HERMES_HOME") or "~/.hermes").expanduser().absolute()
 
-    def path(self, project: Path | None) -> Path:
-        """The plugin folder."""
-        return self.home(project) / "plugins" / "marchdb"
+def installer():
+    """A plugin folder, ``$HERMES_HOME/plugins/marchdb/`` (Hermes has no
+    project settings), and the one setting that chooses it."""
+    from marchdb.hosts.hookfiles import Plugin
 
-    def install(self, folder: Path, argv: list[str]) -> InstallResult:
-        """Write the provider into ``folder``, and choose it (``hermes config set``) when Hermes is on PATH."""
-        from marchdb.errors import FileError
-        from marchdb.files import fsync_dir, write_temp
-        from marchdb.hosts.settings import InstallResult, check_folder
+    def files(argv: list[str], env: dict[str, str]) -> dict[str, bytes]:
+        command = [*argv] if not env else ["/usr/bin/env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+        return {"__init__.py": provider_source(command).encode(), "plugin.yaml": PLUGIN_YAML.encode()}
 
-        init = folder / "__init__.py"
-        source = provider_source(argv).encode()
-        notes = _choose_hermes_provider()
-        if os.path.lexists(folder) and not self.is_ours(folder):
-            raise FileError(f"{folder} exists and is not marchdb's plugin; marchdb does not replace it")
-        if init.exists() and init.read_bytes() == source:
-            return InstallResult(folder, False, " ".join(argv), notes=notes)
-        check_folder(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "plugin.yaml").write_text(
-            "name: marchdb\ndescription: marchdb memory (Markdown files, one SQLite index)\n"
-            "# written by `marchdb install hermes`, removed by `marchdb uninstall hermes`\n",
-            encoding="utf-8",
-        )
-        os.replace(write_temp(folder, source, 0o644), init)
-        fsync_dir(folder)
-        return InstallResult(folder, True, " ".join(argv), None, self.events, (), notes)
-
-    @staticmethod
-    def is_ours(folder: Path) -> bool:
-        """Whether ``folder`` is the plugin ``install`` wrote."""
-        try:
-            if os.path.islink(folder) or not folder.is_dir():
-                return False
-            text = (folder / "__init__.py").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return False
-        return "Written by `marchdb install hermes`" in text
-
-    def uninstall(self, folder: Path) -> InstallResult:
-        """Remove the plugin folder ``install`` wrote."""
-        import shutil
-
-        from marchdb.hosts.settings import InstallResult
-
-        if not self.is_ours(folder):
-            return InstallResult(folder, False, "")
-        shutil.rmtree(folder)
-        note = (
+    def unconfigure(folder: Path, project: Path | None) -> tuple[str, ...]:
+        return (
             "Hermes still names marchdb as its memory provider: `hermes config set memory.provider builtin` "
-            "(or another) chooses another"
+            "(or another) chooses another",
         )
-        return InstallResult(folder, True, "", None, self.events, (), (note,))
+
+    return Plugin(
+        HOST,
+        ("memory provider",),
+        lambda: home() / "plugins" / "marchdb",
+        None,
+        files,
+        own_folder=True,
+        configure=lambda folder, project: _choose_hermes_provider(),
+        unconfigure=unconfigure,
+        user_base=lambda: home() if os.environ.get("HERMES_HOME") else Path.home(),
+        project_scope=False,
+    )
+
+
+def sample_prompt(session: str, text: str) -> str:
+    """What the provider sends for a prefetch (Claude Code's event)."""
+    return json.dumps({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": "/tmp"})
 
 
 def _choose_hermes_provider() -> tuple[str, ...]:

@@ -22,9 +22,13 @@ from marchdb.hosts import HOSTS, BadEvent, adapter
 #: own (hosts are given a 10 s hook timeout by ``marchdb install``).
 HOOK_WAIT_SECONDS = 3.0
 #: Seconds without an answer after which a hook pings the engine: a warm
-#: answer takes tens of milliseconds, and a frozen engine must not cost
-#: every prompt its whole wait (``client.request``).
-HOOK_PATIENCE = 0.5
+#: answer takes tens of milliseconds, a busy engine answers the ping and is
+#: waited for, and a frozen one must cost the prompt that finds it little
+#: (``client.request``); the next prompts do not ask it at all.
+HOOK_PATIENCE = 0.25
+#: Seconds a hook gives that ping (an engine marked stuck by mistake, too busy
+#: to answer in time, is found alive again by the recheck after the answer).
+HOOK_PING = 0.25
 #: How long a hook waits for its event to end on stdin.
 EVENT_WAIT_SECONDS = 5.0
 #: Largest hook event read from stdin (a prompt can be a long paste; recall
@@ -106,6 +110,26 @@ def run_hook(flags: dict, args: list[str]) -> int:
     return 0
 
 
+def in_background(job) -> None:
+    """Run ``job`` in a child process the host does not wait for: the hook's
+    own process exits at once, and the child, with no pipe of the host's
+    open, runs ``job`` and exits."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid:
+        return
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        job()
+    finally:
+        os._exit(0)
+
+
 def _log(home, message: str) -> None:
     from pathlib import Path
 
@@ -131,6 +155,8 @@ def _relayed(home: str, host: str, options: list[str], raw: bytes, flags: dict) 
             relay_args(host, options, raw, flags),
             timeout=HOOK_WAIT_SECONDS,
             patience=HOOK_PATIENCE,
+            recheck=False,
+            ping_seconds=HOOK_PING,
         )
     except client.Unavailable as exc:
         return None, exc
@@ -260,6 +286,11 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list, tried: object = 
         except client.Unavailable as exc:
             reason = exc
         why = str(reason)
+        if reason.reason == "stuck":
+            # Asked again once this answer is out, in a process the host does not wait
+            # for: a frozen engine costs the next prompts nothing, a thawed one is used again.
+            # One stuck too long is stopped there, and a new one started.
+            later.append(lambda: in_background(lambda: _recheck(cfg, host, start_args)))
         # A prompt is worth the wait for an engine that is starting (one that
         # SessionStart started a moment ago, or this hook now): its answer is
         # semantic. Other events answer now, from the keyword index.
@@ -297,13 +328,27 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list, tried: object = 
     return str(answer["stdout"])
 
 
+def _recheck(cfg, host: str, start_args: list[str]) -> None:
+    """Ask an engine marked stuck again (``client.recheck_stuck``); once one
+    stuck too long is stopped and gone, start a new one."""
+    if client.recheck_stuck(cfg.home) and cfg.daemon_autostart and client.wait_gone(cfg.home, 30.0):
+        _start_engine(cfg.home, host, start_args)
+
+
 def _from_engine(cfg, host: str, module, event: dict) -> str:
     """The engine's answer to ``event``, rendered for the host (its note
     logged); "" when the engine refused it (said in the hook log);
     ``client.Unavailable`` when it cannot answer."""
     try:
         data, _ms = client.request(
-            cfg.home, "memory_hook", event, client.identity(cfg), timeout=HOOK_WAIT_SECONDS, patience=HOOK_PATIENCE
+            cfg.home,
+            "memory_hook",
+            event,
+            client.identity(cfg),
+            timeout=HOOK_WAIT_SECONDS,
+            patience=HOOK_PATIENCE,
+            recheck=False,
+            ping_seconds=HOOK_PING,
         )
     except client.RemoteError as exc:
         _log(cfg.home, f"{host}: {exc.kind}: {exc}")
