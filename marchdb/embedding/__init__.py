@@ -59,8 +59,12 @@ class Embedder(ABC):
         """``embed(texts, "query")``."""
         return self.embed(texts, "query")
 
-    def embed_passages(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """``embed(texts, "passage", progress)``."""
+    def embed_passages(
+        self, texts: Sequence[str], progress: Progress | None = None, background: bool = False
+    ) -> np.ndarray:
+        """``embed(texts, "passage", progress)``. ``background``: a backlog
+        nobody waits on, which a model that can (``LlamaEmbedder``) embeds
+        beside its queries instead of before them."""
         return self.embed(texts, "passage", progress)
 
     def release_buffers(self) -> bool:
