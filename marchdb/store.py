@@ -381,7 +381,7 @@ class Store(Keeper):
             result.warnings.append(odd_id)  # said, never refused: files may hold such ids already
         if embed and result.rel is not None and result.indexed:
             # Outside the lock: embedding must not hold up other savers.
-            result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+            result.warnings.extend(self.embed_own([result.rel]))
         if result.status == "created":
             result.related = [r for r in related if r["id"] != result.id]
         return result.to_dict()
@@ -446,7 +446,7 @@ class Store(Keeper):
         now and leaves its vector to the next sync."""
         result = capture.Logger(self.con, self.cfg.require_root(), self.cfg.index_path).run(title, text, now)
         if embed and result.indexed:
-            result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+            result.warnings.extend(self.embed_own([result.rel]))
         return result.to_dict()
 
     def import_(self, kind: str, path=None, *, apply: bool = False, embed: bool = True, progress=None) -> dict:

@@ -1039,3 +1039,62 @@ def test_serve_stop_signals_only_the_process_holding_this_homes_lock(tmp_path):
     finally:
         engine.kill()
         engine.wait()
+
+
+def pending_vectors(home: Path) -> int:
+    """Texts of the index that have no vector yet, read as any reader would."""
+    con = apsw.Connection(
+        f"file:{home / 'index.sqlite'}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        con.set_busy_timeout(5000)
+        return con.execute(
+            "SELECT (SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash)) + "
+            "(SELECT count(*) FROM memory_index m WHERE NOT EXISTS "
+            "(SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash))"
+        ).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_the_engine_answers_and_saves_while_it_embeds_a_backlog(home, mixed_vault):
+    # An import of many notes lands in the vault of a running engine: while
+    # its watcher embeds them, a save is answered with its own vectors
+    # (it waited for the whole backlog: no answer in 30 s, then exit 12), and
+    # a prompt's hook is answered by the engine, not by keyword recall.
+    # (That the backlog takes texts indexed meanwhile: test_vectors.)
+    assert marchdb("recall", PROMPT).returncode == 0
+    assert client.wait_ready(home, 120)
+    paragraph = "The deployment pipeline runs the canary stage before the blue green switch. " * 9
+    for i in range(60):
+        body = "\n\n".join(f"Part {j} of note {i}. {paragraph}" for j in range(4))
+        mixed_vault.memory(f"2026/06/week1/import-{i}.md", f"imp_{i}", name=f"Imported {i}", body=body)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and pending_vectors(home) < 200:
+        time.sleep(0.2)  # indexed by the watcher, the vectors to come
+    assert pending_vectors(home) >= 200
+    saved = marchdb(
+        "save", "--name", "Release checklist", "--description", "the steps before a release is tagged",
+        "--body", "Run the tests, bump the version, tag.", "--tag", "release", "--json", timeout=60,
+    )  # fmt: skip
+    assert saved.returncode == 0, saved.stderr
+    mem_id = json.loads(saved.stdout)["id"]
+    answered = hook(prompt_event("busy", "what are the steps before a release is tagged?"))
+    assert pending_vectors(home) > 0  # all of it came before the backlog was done
+    assert answered.returncode == 0
+    assert not any("without the warm engine" in line for line in logfile.read_log(home, "hooks"))
+    assert mem_id in json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]
+    con = apsw.Connection(
+        f"file:{home / 'index.sqlite'}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        con.set_busy_timeout(5000)
+        # Its name and description have their vector already; its body follows the backlog.
+        assert con.execute(
+            "SELECT count(*) FROM memory_index m JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash "
+            "WHERE m.id = ?",
+            (mem_id,),
+        ).fetchone() == (1,)
+    finally:
+        con.close()

@@ -246,9 +246,7 @@ def test_a_query_is_answered_while_a_backlog_embeds_in_the_background(default_mo
         assert answered_first
         assert np.allclose(beside, alone, atol=1e-6)
         # The lane's vectors are the foreground's.
-        assert np.allclose(
-            emb.embed_passages(backlog[:3], background=True), emb.embed_passages(backlog[:3]), atol=1e-6
-        )
+        assert np.allclose(emb.embed_passages(backlog[:3], background=True), emb.embed_passages(backlog[:3]), atol=1e-6)
 
 
 def test_the_background_lane_runs_at_a_lower_priority(default_model_path):

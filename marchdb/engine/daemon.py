@@ -246,6 +246,7 @@ class Engine:
         self.watcher = start_watcher(self.store, log=lambda m: self.log(f"watch: {m}"))
         self.watcher.quiet_for = self._quiet_for  # a dirty check's scan waits for a quiet moment
         self.store.scan_in_background = self.watcher.want_scan  # started once the answer is sent
+        self.store.embed_in_background = self.watcher.want_embed  # a save's body: beside the next requests
 
     def _quiet_for(self) -> float:
         """Seconds since a client was last served (0 while one is)."""
@@ -264,6 +265,7 @@ class Engine:
             if self.watcher is not None:
                 if self.store is not None:
                     self.store.scan_in_background = None
+                    self.store.embed_in_background = None
                 self.watcher.stop()
             if self.store is not None:
                 self.store.close(keep_clock=not self.orphaned)
