@@ -114,6 +114,7 @@ SEARCH = Operation(
         Param("include_archived", "bool", "Search archived memories too.", False, flag="--archived"),
     ),
     method="search",
+    as_written=("matches",),
 )
 
 OPEN = Operation(
@@ -129,6 +130,7 @@ OPEN = Operation(
     ),
     params=(Param("id", "str", "The memory id, e.g. mem_01hx_context_cache.", required=True, flag="", metavar="ID"),),
     method="open",
+    as_written=("markdown",),
     errors_as_data=(NotFound, Conflict),
 )
 
@@ -290,6 +292,7 @@ NOW = Operation(
         Param("clear", "bool", "Empty the page.", False, flag="--clear"),
     ),
     method="now",
+    as_written=("block",),
     writes=True,
 )
 
@@ -317,6 +320,7 @@ REFLECT = Operation(
         ),
     ),
     method="reflect",
+    as_written=("text",),
     # Not a tool: an MCP prompt, which hands its text to the model as a message (mcp.server).
     mcp=False,
     prompt=True,
@@ -373,6 +377,7 @@ CONTEXT = Operation(
         CONVERSATION,
     ),
     method="context",
+    as_written=("text",),
 )
 
 HOOK = Operation(
@@ -411,6 +416,7 @@ HOOK = Operation(
         CONVERSATION,
     ),
     method="hook",
+    as_written=("context",),
     mcp=False,
 )
 
@@ -476,7 +482,8 @@ def call(store, name: str, args: object) -> dict:
     ``status`` ``not_found`` / ``conflict``: an agent acts on them). Other
     refusals raise the usual ``MarchError``. Things the user should be told
     once (a rebuilt index, a model that cannot load) come back under
-    ``notices``.
+    ``notices``. Every text of the answer is as a model may read it
+    (``modeltext.for_model``), but the operation's ``as_written`` keys.
     """
     op = get(name)
     checked = op.checked(args)
@@ -488,7 +495,9 @@ def call(store, name: str, args: object) -> dict:
     notices = store.take_notices()
     if notices:
         data["notices"] = notices
-    return data
+    from marchdb.modeltext import answer_for_model  # the one rule for what reaches a model
+
+    return answer_for_model(data, op.as_written)  # type: ignore[return-value]
 
 
 def checks(name: str):

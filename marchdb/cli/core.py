@@ -274,6 +274,8 @@ def save(ctx: typer.Context, args: dict, as_json: bool):
 
 @op_command(app, "memory_remember")
 def remember(ctx: typer.Context, args: dict, as_json: bool):
+    if args["text"] == "-":  # `echo text | marchdb remember -`, as `--body -` and `log -`
+        args["text"] = _read_stdin_body("sentence")
     result = _call(ctx, "memory_remember", args)
     if not as_json and result["status"] == "created":
         say(one_line(f"name: {result['name']}"))

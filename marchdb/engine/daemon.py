@@ -206,7 +206,8 @@ class Engine:
             # then load the calibration and the in-memory vectors, so the
             # first client is served warm. A missing root is reported per
             # request instead (the engine still serves the profiles).
-            store.sync(embed_limit=WARM_UP_EMBED_LIMIT)
+            # In the foreground: nobody is served yet, and clients wait for this.
+            store.sync(embed_limit=WARM_UP_EMBED_LIMIT, background=False)
             store.recall("warm up", threshold=1.0)
             # Once more on the thread that serves, so its own llama.cpp and
             # OpenBLAS threads are ready for the first client too.
