@@ -1098,3 +1098,35 @@ def test_the_engine_answers_and_saves_while_it_embeds_a_backlog(home, mixed_vaul
         ).fetchone() == (1,)
     finally:
         con.close()
+
+
+def test_the_engine_a_hook_starts_runs_no_code_from_the_hosts_pythonpath(home, tmp_path):
+    # A cloned project holds a sitecustomize.py, and the host runs with
+    # PYTHONPATH=. there: the engine a hook started imported it (the hook
+    # itself starts isolated, `python -I`); so must the engine.
+    from marchdb.hosts import install
+
+    project = tmp_path / "cloned-project"
+    project.mkdir()
+    planted = tmp_path / "planted-ran"
+    (project / "sitecustomize.py").write_text(
+        f"import sys\nopen({str(planted)!r}, 'a').write(' '.join(sys.argv) + '\\n')\n", encoding="utf-8"
+    )
+    env = {**os.environ, "PYTHONPATH": ".", "PYTHONSTARTUP": str(project / "sitecustomize.py")}
+    event = json.dumps(prompt_event("s1"))
+    out = subprocess.run(
+        ["sh", "-c", install.hook_command("claude-code")],
+        input=event,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert client.wait_ready(home, 120)
+    assert marchdb("recall", PROMPT, env={**env, "MARCH_DAEMON": "1"}).returncode == 0
+    # The engine was started by the hook, with the host's environment and folder.
+    assert len(engine_processes(home)) == 1
+    ran = planted.read_text() if planted.exists() else ""
+    assert "serve" not in ran, ran
