@@ -268,7 +268,9 @@ def save(ctx: typer.Context, args: dict, as_json: bool):
         args["body"] = piped if (body == "-" or piped.strip()) else None
     for key in ("supersedes", "conflicts_with"):  # --supersedes '' removes the field
         if args[key] is not None:
-            args[key] = [x for x in args[key] if x.strip()]
+            # `--conflicts-with a,b` as `--conflicts-with a --conflicts-with b`
+            # (ids that save makes never hold a comma).
+            args[key] = [x.strip() for value in args[key] for x in value.split(",") if x.strip()]
     _saved(_call(ctx, "memory_save", args), as_json)
 
 
