@@ -1130,3 +1130,31 @@ def test_the_engine_a_hook_starts_runs_no_code_from_the_hosts_pythonpath(home, t
     assert len(engine_processes(home)) == 1
     ran = planted.read_text() if planted.exists() else ""
     assert "serve" not in ran, ran
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_the_engine_gives_back_what_a_long_prompt_took_once_idle(home):
+    # One 3.9 MB prompt raised the engine from ~300 to ~800 MB, for good:
+    # llama.cpp keeps an output buffer sized for the longest input it saw.
+    assert marchdb("recall", PROMPT).returncode == 0
+    assert client.wait_ready(home, 120)
+    for i in range(3):
+        assert hook(prompt_event(f"s{i}", f"{PROMPT} {i}")).returncode == 0
+    pid = client.engine_pid(home)
+    assert pid is not None
+    before = _rss_mb(pid)
+    words = "deploy the gateway service with care and keep the logs "
+    assert hook(prompt_event("long", words * (3_900_000 // len(words)))).returncode == 0
+    assert _rss_mb(pid) > before + 200  # the buffer for a window of 512 tokens
+    deadline = time.monotonic() + daemon.IDLE_CHECKPOINT_SECONDS + 30
+    while time.monotonic() < deadline and _rss_mb(pid) > before + 100:
+        time.sleep(0.5)
+    assert _rss_mb(pid) < before + 100
+    answered = hook(prompt_event("after", PROMPT))
+    assert "mem_cache" in json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]

@@ -67,10 +67,11 @@ class Embedder(ABC):
         beside its queries instead of before them."""
         return self.embed(texts, "passage", progress)
 
-    def release_buffers(self) -> bool:
+    def release_buffers(self, background: bool = True) -> bool:
         """Give back memory held for large batches, if the model keeps any
-        (a long-lived process calls this after a backlog). Returns whether
-        anything was released."""
+        (a long-lived process calls this after a backlog, and when idle after
+        a long prompt; ``background=False``: not the memory of a backlog under
+        way). Returns whether anything was released."""
         return False
 
 

@@ -35,6 +35,7 @@ this module stays cheap.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -336,7 +337,7 @@ class LlamaEmbedder(Embedder):
         body = _clean(prefix + text).encode("utf-8")
         return len(self._tokenize(body, True))
 
-    def release_buffers(self) -> bool:
+    def release_buffers(self, background: bool = True) -> bool:
         """Give back the memory of the largest batches embedded so far.
 
         llama.cpp keeps an output buffer sized for the largest batch a
@@ -344,12 +345,13 @@ class LlamaEmbedder(Embedder):
         and never shrinks it. A long-lived process calls this after a
         backlog, and when it has been idle after a long prompt: the
         foreground context is made again (the next query needs a small
-        buffer), the background one is freed until the next backlog.
-        Returns whether anything was given back.
+        buffer), the background one is freed until the next backlog
+        (``background=False``: left as it is, as while a backlog is under
+        way). Returns whether anything was given back.
         """
         released = False
-        with self._bg_guard:
-            bg = self._bg
+        with self._bg_guard if background else contextlib.nullcontext():
+            bg = self._bg if background else None
             if bg is not None and bg.grown:
                 with bg.lock:  # after the call it runs, if any
                     bg.free()
