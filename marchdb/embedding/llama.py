@@ -40,7 +40,7 @@ import ctypes
 import os
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -382,9 +382,9 @@ class LlamaEmbedder(Embedder):
         for name in ("_bg", "_fg"):
             ctx = getattr(self, name, None)
             if ctx is not None:
+                setattr(self, name, None)  # first: a call waiting for it then says "closed"
                 with ctx.lock:
                     ctx.free()
-                setattr(self, name, None)
         if getattr(self, "_model", None):
             lc.llama_model_free(self._model)
             self._model = None
@@ -471,12 +471,17 @@ class LlamaEmbedder(Embedder):
             for toks, weight in self._windows(t, prefix, first_window):
                 seqs.append((i, toks, weight))
         if background:
-            acc = self._lane.run(lambda: self._run(self._background_context(), seqs, n, progress))
+            acc = self._lane.run(lambda: self._run(self._background_context, seqs, n, progress))
         else:
-            acc = self._run(self._fg, seqs, n, progress)
+            acc = self._run(self._foreground_context, seqs, n, progress)
         norms = np.linalg.norm(acc, axis=1, keepdims=True)
         out[:] = acc / np.maximum(norms, 1e-12)
         return out
+
+    def _foreground_context(self) -> Context:
+        if self._fg is None:
+            raise ModelError("this embedder was closed; create a new one")
+        return self._fg
 
     def _background_context(self) -> Context:
         with self._bg_guard:
@@ -486,13 +491,20 @@ class LlamaEmbedder(Embedder):
                 self._bg = Context(self._lc, self._model, self._cparams, self._path)
             return self._bg
 
-    def _run(self, ctx: Context, seqs: list[tuple[int, list[int], int]], n: int, progress) -> np.ndarray:
-        """The weighted sum of each text's window vectors, decoded in ``ctx``."""
+    def _run(self, current: Callable[[], Context], seqs: list[tuple[int, list[int], int]], n: int, progress):
+        """The weighted sum of each text's window vectors, decoded in the
+        context ``current()`` gives (taken again when ``release_buffers``
+        replaced the one this call waited for)."""
         remaining = np.bincount([s[0] for s in seqs], minlength=n)
         acc = np.zeros((n, self.dim), dtype=np.float64)
-        with ctx.lock:
-            if ctx.ctx is None:
-                raise ModelError("this embedder was closed; create a new one")
+        ctx = current()
+        ctx.lock.acquire()
+        while ctx.ctx is None:  # freed while this call waited: its successor, or a closed embedder
+            ctx.lock.release()
+            ctx = current()
+            ctx.lock.acquire()
+        with contextlib.ExitStack() as held:
+            held.callback(ctx.lock.release)
             ctx.use_threads(min(self._threads, 1 + backend.spare_cores()))
             # Longest first: the budget fills evenly and similar lengths share
             # a batch, so no call is dominated by one long straggler.
