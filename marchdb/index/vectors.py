@@ -370,6 +370,10 @@ def settle(con: apsw.Connection, emb, embedded: int, long_lived) -> None:
 
 
 def record_error(con: apsw.Connection, error: str | None) -> None:
-    """Why vectors are missing (``status`` and ``doctor`` show it), or None."""
+    """Why vectors are missing (``status`` and ``doctor`` show it), or None;
+    nothing written when it says so already (a write makes every other
+    connection drop its page cache: a watcher with no model wrote at every change)."""
+    if get_meta(con, "vector_error") == error:
+        return
     with transaction(con):
         set_meta(con, "vector_error", error)
