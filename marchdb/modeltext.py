@@ -103,21 +103,22 @@ def for_model(text: str) -> str:
 
 def answer_for_model(data: object, as_written: Iterable[str] = ()) -> object:
     """An operation's answer with ``for_model`` applied to every string in it,
-    but under its own keys ``as_written`` (a file's own text read on request,
-    a block already made for a model) and under ``path`` / ``paths`` at any
+    but under the keys ``as_written`` (a file's own text read on request, a
+    block already made for a model; ``results.matches``: the key ``matches``
+    of each item under ``results``) and under ``path`` / ``paths`` at any
     depth (where a file is, to be opened as it is named)."""
-    kept = {"path", "paths"}
+    kept = {tuple(key.split(".")) for key in as_written}
 
-    def walk(value: object) -> object:
+    def walk(value: object, where: tuple[str, ...]) -> object:
         if isinstance(value, str):
             return for_model(value)
         if isinstance(value, dict):
-            return {k: v if k in kept else walk(v) for k, v in value.items()}
+            return {
+                k: v if (*where, k) in kept or k in ("path", "paths") else walk(v, (*where, k))
+                for k, v in value.items()
+            }
         if isinstance(value, (list, tuple)):
-            return [walk(v) for v in value]
+            return [walk(v, where) for v in value]
         return value
 
-    if not isinstance(data, dict):
-        return walk(data)
-    top = kept | set(as_written)
-    return {k: v if k in top else walk(v) for k, v in data.items()}
+    return walk(data, ())

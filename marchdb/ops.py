@@ -114,7 +114,7 @@ SEARCH = Operation(
         Param("include_archived", "bool", "Search archived memories too.", False, flag="--archived"),
     ),
     method="search",
-    as_written=("matches",),
+    as_written=("results.matches",),
 )
 
 OPEN = Operation(

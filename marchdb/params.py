@@ -123,8 +123,9 @@ class Operation:
     parameter as a keyword). ``mcp``: an MCP tool; ``prompt``: an MCP prompt
     instead (its answer's ``text`` is the message handed to the model).
     ``as_written``: keys of its answer handed back as they are (a file's own
-    text read on request, a block already made for a model); every other
-    text of the answer goes through ``modeltext.for_model``."""
+    text read on request, a block already made for a model; dotted for a key
+    of the items under another: ``results.matches``); every other text of the
+    answer goes through ``modeltext.for_model``."""
 
     __slots__ = (
         "name",
