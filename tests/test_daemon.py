@@ -1048,12 +1048,7 @@ def pending_vectors(home: Path) -> int:
     )
     try:
         con.set_busy_timeout(5000)
-        return con.execute(
-            "SELECT (SELECT count(*) FROM chunks c WHERE NOT EXISTS "
-            "(SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash)) + "
-            "(SELECT count(*) FROM memory_index m WHERE NOT EXISTS "
-            "(SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash))"
-        ).fetchone()[0]
+        return con.execute("SELECT coalesce(sum(meta_missing + chunks_missing), 0) FROM diag_vectors").fetchone()[0]
     finally:
         con.close()
 
