@@ -7,11 +7,10 @@ that showing hints needs neither numpy nor the index.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
+from marchdb.modeltext import for_model
 from marchdb.text import plain_line
 
 #: Characters of a description shown in a hint line.
@@ -23,36 +22,6 @@ NAME_CHARS = 200
 ID_CHARS = 128
 #: The first line of the block the hints are injected in (seed 000).
 RECALL_HEADER = "[recall]\n"
-#: What reads as a block marker of the injected text (``[recall]``,
-#: ``[/recall]``, ``[user]``, and the tags hosts wrap context in, such as
-#: ``</system-reminder>``): inside a name or a description it could make a
-#: model take what follows for another block (a memory's text posing as the
-#: user), so it is shown as ``⟦user⟧`` / ``‹/system-reminder›``. Brackets a
-#: model reads alike count too (full-width ``［ ］``, ``【 】``), and so does
-#: a marker with an invisible character inside (``[us\u200ber]``: one the
-#: eye, and a model, skip) or a look-alike letter (Cyrillic ``[usеr]``).
-_BRACKETED = re.compile(r"[\[［【〔〖]([^\[\]［］【】〔〕〖〗]{1,60})[\]］】〕〗]")
-_TAGGED = re.compile(r"<(\s*/?\s*[^\W\d][\w:.\-]{0,40}(?:\s[^<>]{0,200})?/?\s*)>")
-#: A bracketed word or two, starting with a letter: ``[1]`` or ``[x, y]`` is no marker.
-_MARKER_WORDS = re.compile(r"/?[^\W\d][\w .:\-]{0,59}")
-
-
-def _visible(text: str) -> str:
-    # Format characters (zero-width space and joiners, word joiner, soft
-    # hyphen, direction marks): nothing to see, and nothing for a marker.
-    return "".join(c for c in text if unicodedata.category(c) != "Cf")
-
-
-def _square(match: re.Match) -> str:
-    inner = _visible(match.group(1))
-    if not _MARKER_WORDS.fullmatch(" ".join(inner.split()).replace("/ ", "/")):
-        return match.group(0)
-    return f"⟦{inner}⟧"
-
-
-def neutralised(text: str) -> str:
-    """``text`` with what reads as a block marker shown as text (``⟦ ⟧``, ``‹ ›``)."""
-    return _TAGGED.sub(lambda m: f"‹{_visible(m.group(1))}›", _BRACKETED.sub(_square, text))
 
 
 def cut(text: str, limit: int = DESCRIPTION_CHARS) -> str:
@@ -66,8 +35,8 @@ def short(text: str, limit: int = DESCRIPTION_CHARS) -> str:
     """``text`` as a hint shows it: on one line, cut to ``limit`` characters
     with an ellipsis; control and direction-control characters dropped (a
     hand-written name may hold an escape sequence, and a hint goes to hosts
-    and terminals) and block markers neutralised (``neutralised``)."""
-    return cut(neutralised(plain_line(str(text))), limit)
+    and terminals) and block markers shown as text (``modeltext.for_model``)."""
+    return cut(for_model(plain_line(str(text))), limit)
 
 
 def hint_line(mem_id: str, score: float, name: str, description: str = "") -> str:

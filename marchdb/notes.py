@@ -395,7 +395,10 @@ def parse_note(data: bytes, stem: str = "") -> Note:
         problems.append(Problem("invalid_field", f"priority {meta['priority']!r} is not one of high, normal, low"))
     for key in ID_FIELDS:
         if meta.get(key) is not None:
-            problems += [Problem("invalid_field", f"{p}; left out") for p in read_ids(meta[key], key)[1]]
+            ids, bad = read_ids(meta[key], key)
+            problems += [Problem("invalid_field", f"{p}; left out") for p in bad]
+            if ident is not None and ident in ids:  # left out by sync: a memory neither replaces nor contradicts itself
+                problems.append(Problem(f"{key}_itself", f"{key} names {ident}, the memory's own id; left out"))
 
     extra = {k: v for k, v in meta.items() if k not in FIELD_ORDER}
     return Note(

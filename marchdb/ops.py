@@ -127,6 +127,7 @@ SEARCH = Operation(
         Param("include_archived", "bool", "Search archived memories too.", False, flag="--archived"),
     ),
     method="search",
+    as_written=("results.matches",),
 )
 
 OPEN = Operation(
@@ -153,6 +154,7 @@ OPEN = Operation(
         ),
     ),
     method="open",
+    as_written=("markdown",),
     errors_as_data=(NotFound, Conflict),
 )
 
@@ -314,6 +316,7 @@ NOW = Operation(
         Param("clear", "bool", "Empty the page.", False, flag="--clear"),
     ),
     method="now",
+    as_written=("block",),
     writes=True,
 )
 
@@ -341,6 +344,7 @@ REFLECT = Operation(
         ),
     ),
     method="reflect",
+    as_written=("text",),
     # Not a tool: an MCP prompt, which hands its text to the model as a message (mcp.server).
     mcp=False,
     prompt=True,
@@ -399,6 +403,7 @@ CONTEXT = Operation(
         CWD,
     ),
     method="context",
+    as_written=("text",),
 )
 
 HOOK = Operation(
@@ -443,6 +448,7 @@ HOOK = Operation(
         CONVERSATION,
     ),
     method="hook",
+    as_written=("context",),
     mcp=False,
 )
 
@@ -508,7 +514,8 @@ def call(store, name: str, args: object) -> dict:
     ``status`` ``not_found`` / ``conflict``: an agent acts on them). Other
     refusals raise the usual ``MarchError``. Things the user should be told
     once (a rebuilt index, a model that cannot load) come back under
-    ``notices``.
+    ``notices``. Every text of the answer is as a model may read it
+    (``modeltext.for_model``), but the operation's ``as_written`` keys.
     """
     op = get(name)
     checked = op.checked(args)
@@ -520,7 +527,9 @@ def call(store, name: str, args: object) -> dict:
     notices = store.take_notices()
     if notices:
         data["notices"] = notices
-    return data
+    from marchdb.modeltext import answer_for_model  # the one rule for what reaches a model
+
+    return answer_for_model(data, op.as_written)  # type: ignore[return-value]
 
 
 def checks(name: str):

@@ -127,7 +127,11 @@ class Operation:
     """One operation: what it is called, what an agent reads about it, its
     parameters, and the ``Store`` method that does it (called with every
     parameter as a keyword). ``mcp``: an MCP tool; ``prompt``: an MCP prompt
-    instead (its answer's ``text`` is the message handed to the model)."""
+    instead (its answer's ``text`` is the message handed to the model).
+    ``as_written``: keys of its answer handed back as they are (a file's own
+    text read on request, a block already made for a model; dotted for a key
+    of the items under another: ``results.matches``); every other text of the
+    answer goes through ``modeltext.for_model``."""
 
     __slots__ = (
         "name",
@@ -140,6 +144,7 @@ class Operation:
         "mcp",
         "errors_as_data",
         "prompt",
+        "as_written",
     )
 
     def __init__(
@@ -155,10 +160,11 @@ class Operation:
         mcp: bool = True,
         errors_as_data: tuple[type[Exception], ...] = (),
         prompt: bool = False,
+        as_written: tuple[str, ...] = (),
     ):
         self.name, self.command, self.summary, self.description = name, command, summary, description
         self.params, self.method, self.writes, self.mcp = params, method, writes, mcp
-        self.errors_as_data, self.prompt = errors_as_data, prompt
+        self.errors_as_data, self.prompt, self.as_written = errors_as_data, prompt, as_written
 
     def __repr__(self) -> str:
         return f"Operation({self.name!r})"

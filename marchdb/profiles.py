@@ -19,6 +19,7 @@ from marchdb.config import Config
 from marchdb.errors import ConfigError, FileError, InvalidInput
 from marchdb.files import read_file
 from marchdb.hints import contradiction_lines, hint_line, recall_block
+from marchdb.modeltext import for_model
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.
@@ -116,13 +117,15 @@ def format_context(profiles: Mapping, hints_text: str | Iterable[Mapping | objec
     ``[agent_profile]`` and ``[user_profile]`` blocks, then the working page's
     ``[now]`` block when there is one (``now``: ``now.block``'s text), then a
     ``[recall]`` block when there are hints. ``hints_text`` is the output of
-    ``format_hint_lines`` (a list of hints is formatted here too).
+    ``format_hint_lines`` (a list of hints is formatted here too). The
+    profiles' text is as a model may read it (``modeltext.for_model``: a
+    ``[recall]`` line in a profile is not a block).
     """
     blocks = []
     for key in PROFILE_FILES:
         if key not in profiles:
             raise InvalidInput(f"profiles lack {key!r}; pass the dict read_profiles() returns")
-        blocks.append(f"[{key}]\n{str(profiles[key] or '').strip()}")
+        blocks.append(f"[{key}]\n{for_model(str(profiles[key] or '')).strip()}")
     if now.strip():
         blocks.append(now.strip())
     if hints_text is not None and not isinstance(hints_text, str):

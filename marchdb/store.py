@@ -468,7 +468,7 @@ class Store(Keeper):
             result.warnings.append(odd_id)  # said, never refused: files may hold such ids already
         if embed and result.rel is not None and result.indexed:
             # Outside the lock: embedding must not hold up other savers.
-            result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+            result.warnings.extend(self.embed_own([result.rel]))
         if result.status == "created":
             result.related = [r for r in related if r["id"] != result.id]
         if said and result.rel is not None:
@@ -542,7 +542,7 @@ class Store(Keeper):
         if said:
             result.warnings.insert(0, kept_out(said))
         if embed and result.indexed:
-            result.warnings.extend(self.sync(paths=[result.rel]).warnings)
+            result.warnings.extend(self.embed_own([result.rel]))
         return result.to_dict()
 
     def import_(

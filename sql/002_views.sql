@@ -37,7 +37,9 @@ UNION ALL
 SELECT c.path, 'contradiction',
        'contradicts ' || c.other_id || ' (' || c.other_path || ', conflicts_with): both are active, '
        || 'and recall marks them when it hints either'
-FROM diag_contradictions c;
+FROM diag_contradictions c
+UNION ALL
+SELECT path, kind, detail FROM diag_links;  -- sql/003_lifecycle.sql
 
 CREATE VIEW diag_summary AS
 SELECT

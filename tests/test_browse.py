@@ -528,3 +528,81 @@ def test_browse_in_a_real_browser(tmp_path, demo_store, default_model_path):
             server.communicate()
     assert server.returncode == 128 + signal.SIGTERM  # the shell's convention for a SIGTERM
     assert list(private_tmp.iterdir()) == []  # stopped as a service manager stops it, it cleaned up
+
+
+@needs_datasette
+def test_a_websocket_request_is_refused_before_it_reaches_datasette(tmp_path, vault):
+    # With `websockets` installed, uvicorn handed WebSocket requests to the
+    # app past the guard: no Host, key or site check, a 500 and three
+    # tracebacks each. As a user's machine runs it: `marchdb browse`, a client.
+    websockets = pytest.importorskip("websockets")
+    vault.memory("a.md", "mem_a", name="The secret plan")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(vault.root),
+        "MARCH_EMBED_MODEL": str(tmp_path / "none.gguf"),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "marchdb", "browse", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        printed = _printed_address(server, 120)
+        key = printed.split("=", 1)[1]
+        deadline = time.monotonic() + 60
+        while not _listening_addresses(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+        async def attempt(path: str, headers: dict) -> str:
+            try:
+                async with websockets.connect(
+                    f"ws://127.0.0.1:{port}{path}", additional_headers=headers, open_timeout=10
+                ) as ws:
+                    return f"open: {await asyncio.wait_for(ws.recv(), 5)!r}"
+            except Exception as exc:  # noqa: BLE001 - what the client saw, whatever it was
+                return f"{type(exc).__name__}: {exc}"
+
+        cookie = {"Cookie": f"{browse.cookie_name(port)}={key}"}
+        sql = "/marchdb.json?sql=select+name+from+memory_index"
+        for path, headers in ((sql, {}), (sql, cookie), ("/marchdb", {"Origin": "https://evil.example", **cookie})):
+            seen = asyncio.run(attempt(path, headers))
+            assert not seen.startswith("open") and "secret" not in seen, seen
+            assert "500" not in seen, seen
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert "Traceback" not in err, err[-3000:]
+
+
+@needs_datasette
+def test_a_request_that_cannot_say_where_it_comes_from_runs_no_sql_of_its_own(tmp_path, vault):
+    # A browser without Fetch Metadata sends neither Sec-Fetch-Site nor, from
+    # a page with referrerpolicy="no-referrer", a Referer; the run's cookie is
+    # sent from any port of this machine (cookies do not tell ports apart).
+    # Such a request cannot be told from a page on another port timing the
+    # answers, so it gets no SQL of its own and a short time limit.
+    vault.memory("a.md", "mem_a", name="The secret plan")
+    cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})
+    with Store(cfg) as store:
+        store.sync(embed=False)
+        ds = browse.build(store)
+    sql = "/marchdb.json?_shape=array&sql=select+name+from+memory_index"
+    try:
+        for path in (sql, "/marchdb/memory_index.json?_where=name+like+'The s%25'"):
+            refused = _guarded_get(ds, path, {})
+            assert refused.status_code == 403 and "secret" not in refused.text, path
+            assert "Fetch Metadata" in refused.text, refused.text
+        # The same from its own pages, or typed by the user in a browser that says so, runs.
+        assert _guarded_get(ds, sql, {"sec-fetch-site": "none"}).status_code == 200
+        assert _guarded_get(ds, sql, {"referer": f"http://127.0.0.1:{PORT}/marchdb"}).status_code == 200
+        # Pages that run no SQL of the caller's stay readable, under the short limit.
+        table = _guarded_get(ds, "/marchdb/memory_index.json?_shape=array", {})
+        assert table.status_code == 200 and table.json()[0]["name"] == "The secret plan"
+        assert browse.KEYLESS_TIME_LIMIT_MS < browse.SQL_TIME_LIMIT_MS
+    finally:
+        _close(ds)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import subprocess
 import sys
@@ -346,3 +347,25 @@ def test_remember_from_the_cli(tmp_path, vault):
     assert again.exit_code == 9 and data["status"] == "duplicate" and data["name"] == "Release freeze on Fridays"
     empty = runner.invoke(app, [*base, "remember", " "], env=env)
     assert empty.exit_code == 2 and "give the sentence" in empty.stderr
+
+
+def test_remember_reads_the_sentence_from_stdin_for_a_dash(tmp_path, vault):
+    # `echo text | marchdb remember -` saved a memory named "-" and dropped the text.
+    from pathlib import Path
+
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(vault.root),
+        "MARCH_EMBED_MODEL": str(tmp_path / "none.gguf"),
+    }
+    exe = str(Path(sys.executable).with_name("marchdb"))
+    sentence = "The staging database moved to port 5433 on Monday."
+    done = subprocess.run(
+        [exe, "remember", "-", "--json"], input=sentence + "\n", capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["description"] == sentence and data["name"] != "-"
+    empty = subprocess.run([exe, "remember", "-"], input="  \n", capture_output=True, text=True, env=env, timeout=60)
+    assert empty.returncode == 2 and "give the sentence" in empty.stderr

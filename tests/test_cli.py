@@ -724,3 +724,16 @@ def test_model_build_takes_the_recipe_the_global_model_names(tmp_path):
     a_file = CliRunner().invoke(app, [*home, "--model", str(tmp_path / "my.gguf"), "model", "build"], env=env)
     assert a_file.exit_code == 2 and "names a file" in a_file.stderr and "e5" in a_file.stderr
     assert not (tmp_path / "models" / "multilingual-e5-small-q4_0.gguf").exists()  # nothing else was built
+
+
+def test_several_ids_may_be_given_comma_separated(cli, vault):
+    # `--conflicts-with a,b` said "no memory has id a,b" though both exist.
+    vault.memory("a.md", "mem_a", name="Deploy on Tuesdays", description="we deploy on Tuesdays")
+    vault.memory("b.md", "mem_b", name="Deploy on Fridays", description="we deploy on Fridays")
+    args = ["save", "--name", "Deploy on Mondays", "--description", "we deploy on Mondays", "--tag", "t"]
+    saved = js(cli(*args, "--body", "Mondays.", "--conflicts-with", "mem_a, mem_b", "--json"))
+    assert saved["status"] == "created"
+    markdown = js(cli("open", saved["id"], "--json"))["markdown"]
+    assert "conflicts_with:\n  - mem_a\n  - mem_b\n" in markdown, markdown
+    newer = js(cli(*args[:2], "Deploy day", *args[3:], "--body", "b", "--supersedes", "mem_a,mem_b", "--json"))
+    assert js(cli("open", "mem_b", "--json"))["superseded_by"] == [newer["id"]]

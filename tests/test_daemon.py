@@ -1075,3 +1075,117 @@ def test_serve_stop_signals_only_the_process_holding_this_homes_lock(tmp_path):
     finally:
         engine.kill()
         engine.wait()
+
+
+def pending_vectors(home: Path) -> int:
+    """Texts of the index that have no vector yet, read as any reader would."""
+    con = apsw.Connection(
+        f"file:{home / 'index.sqlite'}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        con.set_busy_timeout(5000)
+        return con.execute("SELECT coalesce(sum(meta_missing + chunks_missing), 0) FROM diag_vectors").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_the_engine_answers_and_saves_while_it_embeds_a_backlog(home, mixed_vault):
+    # An import of many notes lands in the vault of a running engine: while
+    # its watcher embeds them, a save is answered with its own vectors
+    # (it waited for the whole backlog: no answer in 30 s, then exit 12), and
+    # a prompt's hook is answered by the engine, not by keyword recall.
+    # (That the backlog takes texts indexed meanwhile: test_vectors.)
+    assert marchdb("recall", PROMPT).returncode == 0
+    assert client.wait_ready(home, 120)
+    paragraph = "The deployment pipeline runs the canary stage before the blue green switch. " * 9
+    for i in range(60):
+        body = "\n\n".join(f"Part {j} of note {i}. {paragraph}" for j in range(4))
+        mixed_vault.memory(f"2026/06/week1/import-{i}.md", f"imp_{i}", name=f"Imported {i}", body=body)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and pending_vectors(home) < 200:
+        time.sleep(0.2)  # indexed by the watcher, the vectors to come
+    assert pending_vectors(home) >= 200
+    saved = marchdb(
+        "save", "--name", "Release checklist", "--description", "the steps before a release is tagged",
+        "--body", "Run the tests, bump the version, tag.", "--tag", "release", "--json", timeout=60,
+    )  # fmt: skip
+    assert saved.returncode == 0, saved.stderr
+    mem_id = json.loads(saved.stdout)["id"]
+    answered = hook(prompt_event("busy", "what are the steps before a release is tagged?"))
+    assert pending_vectors(home) > 0  # all of it came before the backlog was done
+    assert answered.returncode == 0
+    assert not any("without the warm engine" in line for line in logfile.read_log(home, "hooks"))
+    assert mem_id in json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]
+    con = apsw.Connection(
+        f"file:{home / 'index.sqlite'}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        con.set_busy_timeout(5000)
+        # Its name and description have their vector already; its body follows the backlog.
+        assert con.execute(
+            "SELECT count(*) FROM memory_index m JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash "
+            "WHERE m.id = ?",
+            (mem_id,),
+        ).fetchone() == (1,)
+    finally:
+        con.close()
+
+
+def test_the_engine_a_hook_starts_runs_no_code_from_the_hosts_pythonpath(home, tmp_path):
+    # A cloned project holds a sitecustomize.py, and the host runs with
+    # PYTHONPATH=. there: the engine a hook started imported it (the hook
+    # itself starts isolated, `python -I`); so must the engine.
+    from marchdb.hosts import install
+
+    project = tmp_path / "cloned-project"
+    project.mkdir()
+    planted = tmp_path / "planted-ran"
+    (project / "sitecustomize.py").write_text(
+        f"import sys\nopen({str(planted)!r}, 'a').write(' '.join(sys.argv) + '\\n')\n", encoding="utf-8"
+    )
+    env = {**os.environ, "PYTHONPATH": ".", "PYTHONSTARTUP": str(project / "sitecustomize.py")}
+    event = json.dumps(prompt_event("s1"))
+    out = subprocess.run(
+        ["sh", "-c", install.hook_command("claude-code")],
+        input=event,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=project,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert client.wait_ready(home, 120)
+    assert marchdb("recall", PROMPT, env={**env, "MARCH_DAEMON": "1"}).returncode == 0
+    # The engine was started by the hook, with the host's environment and folder.
+    assert len(engine_processes(home)) == 1
+    ran = planted.read_text() if planted.exists() else ""
+    assert "serve" not in ran, ran
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_the_engine_gives_back_what_a_long_prompt_took_once_idle(home):
+    # One 3.9 MB prompt raised the engine from ~300 to ~800 MB, for good:
+    # llama.cpp keeps an output buffer sized for the longest input it saw.
+    assert marchdb("recall", PROMPT).returncode == 0
+    assert client.wait_ready(home, 120)
+    for i in range(3):
+        assert hook(prompt_event(f"s{i}", f"{PROMPT} {i}")).returncode == 0
+    pid = client.engine_pid(home)
+    assert pid is not None
+    before = _rss_mb(pid)
+    words = "deploy the gateway service with care and keep the logs "
+    assert hook(prompt_event("long", words * (3_900_000 // len(words)))).returncode == 0
+    assert _rss_mb(pid) > before + 200  # the buffer for a window of 512 tokens
+    deadline = time.monotonic() + daemon.IDLE_CHECKPOINT_SECONDS + 30
+    while time.monotonic() < deadline and _rss_mb(pid) > before + 100:
+        time.sleep(0.5)
+    assert _rss_mb(pid) < before + 100
+    answered = hook(prompt_event("after", PROMPT))
+    assert "mem_cache" in json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]

@@ -218,3 +218,49 @@ def test_release_buffers_after_a_large_batch_keeps_the_vectors(default_model_pat
         assert emb.release_buffers()
         assert np.allclose(emb.embed_queries(["how do we deploy the frontend?"]), query, atol=1e-6)
         assert np.allclose(emb.embed_passages([EN[1] * 8] * 6), passages, atol=1e-6)
+
+
+def test_a_query_is_answered_while_a_backlog_embeds_in_the_background(default_model_path):
+    # A backlog of long passages runs in the background; a query asked while
+    # it runs is embedded beside it, not after it (one context made the
+    # query wait for the whole call: a hook gave up on the engine).
+    import threading
+
+    with LlamaEmbedder(default_model_path, threads=2) as emb:
+        alone = emb.embed_queries(["how do we deploy the frontend?"])
+        started, finished = threading.Event(), threading.Event()
+        backlog = [f"{i} {EN[1] * 12}" for i in range(64)]
+
+        def bulk():
+            emb.embed_passages(backlog, progress=lambda done, total: started.set(), background=True)
+            finished.set()
+
+        worker = threading.Thread(target=bulk)
+        worker.start()
+        try:
+            assert started.wait(120)
+            beside = emb.embed_queries(["how do we deploy the frontend?"])
+            answered_first = not finished.is_set()
+        finally:
+            worker.join(300)
+        assert answered_first
+        assert np.allclose(beside, alone, atol=1e-6)
+        # The lane's vectors are the foreground's.
+        assert np.allclose(emb.embed_passages(backlog[:3], background=True), emb.embed_passages(backlog[:3]), atol=1e-6)
+
+
+def test_the_background_lane_runs_at_a_lower_priority(default_model_path):
+    with LlamaEmbedder(default_model_path, threads=2) as emb:
+        emb.embed_passages(["a first text"], background=True)
+        assert emb._lane.lowered is True
+        nice = emb._lane.run(lambda: os.getpriority(os.PRIO_PROCESS, __import__("threading").get_native_id()))
+        assert nice >= os.getpriority(os.PRIO_PROCESS, 0) + 10 or nice == 19
+        assert os.getpriority(os.PRIO_PROCESS, __import__("threading").get_native_id()) < nice  # the caller's is not
+
+
+def test_release_buffers_gives_back_the_background_context(default_model_path):
+    with LlamaEmbedder(default_model_path, threads=2) as emb:
+        passages = emb.embed_passages([EN[1] * 8] * 6, background=True)
+        assert emb.release_buffers()
+        assert emb._bg is None  # made again by the next backlog
+        assert np.allclose(emb.embed_passages([EN[1] * 8] * 6, background=True), passages, atol=1e-6)

@@ -154,3 +154,16 @@ def test_the_cli_sets_reads_and_clears_the_page(tmp_path, vault):
     assert too_long.exit_code == 2 and "at most 2,000" in too_long.stderr
     assert json.loads(cli("now", "--clear", "--json").stdout)["status"] == "cleared"
     assert cli("now").stdout == ""
+
+
+def test_a_page_dated_in_the_future_is_not_current(store):
+    # A page whose file time is ahead (a clock set back since, a copy from
+    # another machine, `touch -d`) was "updated just now" forever.
+    store.now(PAGE)
+    age(store, -72)  # three days ahead
+    page = store.now()
+    assert page["stale"] and page["age"] != "just now"
+    line = page["block"].split("\n")[1]
+    assert line.startswith("STALE: ") and "in the future" in line, line
+    age(store, -0.005)  # seconds ahead: two clocks a little apart, still current
+    assert not store.now()["stale"]

@@ -120,3 +120,91 @@ def test_the_mcp_server_offers_it_as_a_prompt_not_a_tool(store):
     assert "Decided to use Postgres" in message.content.text
     with pytest.raises(MCPError, match="is not a day"):
         asyncio.run(server.get_prompt("memory_reflect", {"date": "soon"}))
+
+
+def test_one_day_past_the_bound_keeps_its_latest_entries(vault, store):
+    # One daily log of 3.9 MB came back whole (the bound is 60,000 characters).
+    entries = [
+        f"### {h:02d}:{m:02d} - Entry {h * 60 + m}\n\n" + f"note {h}:{m} " * 250 for h in range(24) for m in range(60)
+    ]
+    body = "\n\n".join(entries)
+    assert len(body) > 3_900_000 // 2
+    vault.write(
+        "2026/11/week1/2026-11-04-daily-log.md",
+        "---\nid: log_2026-11-04\nname: Daily log 2026-11-04\ndescription: d\ntags: [daily-log]\n---\n\n" + body,
+    )
+    store.sync(embed=False)
+    data = store.reflect(today=TODAY)
+    logs_part = data["text"].split("=== Daily log 2026-11-04", 1)[1]
+    assert len(logs_part) <= MAX_LOG_CHARS + 500
+    assert "Entry 1439" in logs_part and "Entry 0\n" not in logs_part  # the latest entries are kept
+    assert "(cut: the first " in data["text"]
+    assert data["logs"][0]["id"] == "log_2026-11-04"
+
+
+def test_what_the_model_reads_names_no_internal_document(vault, store):
+    store.log("Decided to use Postgres", embed=False, now=day(0))
+    text = store.reflect(today=TODAY)["text"]
+    assert "seed" not in text.lower()
+    for op in ops.OPERATIONS.values():
+        words = " ".join([op.summary, op.description, *(p.help for p in op.params)])
+        assert "seed" not in words.lower(), op.name
+
+
+def test_the_mcp_prompt_refuses_bad_arguments_as_invalid_params(store):
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    server = build_server(lambda op, args: ops.call(store, op, args), store.cfg.index_path)
+    for args, words in (({"date": "x" * 45}, "at most 40"), ({"bogus": "1"}, "takes no argument 'bogus'")):
+        with pytest.raises(MCPError, match=words) as caught:
+            asyncio.run(server.get_prompt("memory_reflect", args))
+        assert caught.value.error.code == INVALID_PARAMS
+
+
+def test_the_mcp_prompt_answers_bad_arguments_without_a_traceback(tmp_path, vault):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(vault.root),
+        "MARCH_EMBED_MODEL": str(tmp_path / "none.gguf"),
+    }
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "prompts/get",
+         "params": {"name": "memory_reflect", "arguments": {"date": "x" * 45}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
+         "params": {"name": "memory_reflect", "arguments": {"bogus": "1"}}},
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("marchdb")), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answers = {}
+    for message in messages:
+        proc.stdin.write(json.dumps(message) + "\n")
+        proc.stdin.flush()
+        if "id" in message:
+            answer = json.loads(proc.stdout.readline())
+            answers[answer["id"]] = answer
+    proc.stdin.close()
+    proc.wait(60)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    for n in (2, 3):
+        assert answers[n]["error"]["code"] == -32602, answers[n]
+    assert "at most 40" in answers[2]["error"]["message"]
+    assert "bogus" in answers[3]["error"]["message"]
+    assert "Traceback" not in err and "Error rendering prompt" not in err, err

@@ -550,3 +550,37 @@ def test_ids_mixing_scripts_inside_a_word_are_flagged_not_refused(vault, store):
     assert updated["status"] == "updated" and any("mixes scripts" in w for w in updated["warnings"])
     plain = store.save(id="mem_good", body="new body", embed=False)
     assert not any("mixes scripts" in w for w in plain["warnings"])
+
+
+def test_doctor_names_links_that_cannot_do_what_they_say(vault, store):
+    # supersedes and conflicts_with that name their own memory, an id no memory
+    # has, or go round in a ring: doctor said nothing, and a ring hid nothing.
+    def memory(rel, mem_id, extra):
+        vault.write(rel, f"---\nid: {mem_id}\nname: {mem_id}\ndescription: d\ntags: [t]\n{extra}---\n\nBody.\n")
+
+    memory("self.md", "mem_self", "supersedes: mem_self\nconflicts_with: [mem_self]\n")
+    memory("typo.md", "mem_typo", "supersedes: mem_nope\nconflicts_with: mem_gone\n")
+    memory("ring1.md", "mem_r1", "supersedes: mem_r2\n")
+    memory("ring2.md", "mem_r2", "supersedes: mem_r3\n")
+    memory("ring3.md", "mem_r3", "supersedes: mem_r1\n")
+    memory("both.md", "mem_both", "supersedes: mem_r1\nconflicts_with: mem_r1\n")
+    memory("fine.md", "mem_fine", "supersedes: mem_typo\n")
+    store.sync(embed=False)
+    problems = [p for p in store.doctor()["problems"] if p["kind"] != "missing_vector"]  # no model here
+    found = {(p["path"], p["kind"]) for p in problems}
+    assert {
+        ("self.md", "supersedes_itself"),
+        ("self.md", "conflicts_with_itself"),
+        ("typo.md", "unknown_id"),
+        ("ring1.md", "supersedes_ring"),
+        ("ring2.md", "supersedes_ring"),
+        ("ring3.md", "supersedes_ring"),
+        ("both.md", "supersedes_and_conflicts"),
+    } <= found, found
+    unknown = " ".join(p["detail"] for p in problems if p["kind"] == "unknown_id")
+    assert "mem_nope" in unknown and "mem_gone" in unknown
+    assert not any(path == "fine.md" for path, _ in found)  # it names a memory that exists
+    assert all(p["advice"] for p in problems)
+    # The same rows from the stock view, as the sqlite3 shell reads them.
+    kinds = {r[0] for r in store.con.execute("SELECT kind FROM diag_problems")}
+    assert {"supersedes_itself", "supersedes_ring", "unknown_id"} <= kinds

@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
+
+import pytest
 from conftest import TinyEmbedder
 
+from marchdb.errors import IndexUnavailable
 from marchdb.index import db, vectors
+from marchdb.store import Store
 
 
 def counts(con) -> dict:
@@ -140,3 +147,67 @@ def test_a_schema_change_with_the_model_embeds_nothing_again(vault, model_cfg):
         again = store.recall("can we ship this on friday?", threshold=0.0)
         assert again.mode == first.mode != "bm25"
         assert [(h.id, round(h.score, 4)) for h in again.hints] == [(h.id, round(h.score, 4)) for h in first.hints]
+
+
+def test_the_embedding_lease_is_never_opened_through_a_link(vault, store, tmp_path):
+    vault.memory("a.md", "mem_a", name="Alpha", body="first body")
+    store.sync(embed=False)
+    target = tmp_path / "elsewhere" / "planted"
+    target.parent.mkdir()
+    lease = f"{store.cfg.index_path}.embed.lock"
+    os.symlink(target, lease)
+    with pytest.raises(IndexUnavailable, match="embed.lock"):
+        vectors.embed_pending(store.con, TinyEmbedder("tiny-8", dim=8), store.cfg.index_path)
+    assert not target.exists()  # the link's target was never created
+    assert os.path.islink(lease)  # nor the link removed: it is not marchdb's
+
+
+def hold_lease(index_path) -> int:
+    """Take the embedding lease as another process embedding a backlog would."""
+    fd = os.open(f"{index_path}.embed.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_a_save_never_waits_for_a_backlog_another_process_embeds(vault, cfg):
+    vault.memory("a.md", "mem_a", name="Alpha", body="first body")
+    with Store(cfg, embedder=TinyEmbedder("tiny-8", dim=8)) as store:
+        store.sync()
+        fd = hold_lease(store.cfg.index_path)  # a `marchdb sync` of an import, minutes long
+        answer: dict = {}
+        saver = threading.Thread(
+            target=lambda: answer.update(
+                store.save(name="Beta", description="a second memory", body="second body", tags=["t"])
+            )
+        )
+        try:
+            saver.start()
+            saver.join(60)
+            saved_in_time = not saver.is_alive()
+        finally:
+            os.close(fd)
+            saver.join(60)
+        assert saved_in_time
+        assert answer["status"] == "created"
+        # Its own texts have their vectors already: nothing of it waits for the backlog.
+        assert vectors.pending_texts(store.con) == []
+
+
+def test_texts_indexed_while_a_backlog_embeds_are_embedded_by_that_run(vault, store, cfg):
+    for i in range(3):
+        vault.memory(f"n{i}.md", f"mem_{i}", name=f"Note {i}", body=f"body {i}")
+    store.sync(embed=False)
+    emb = TinyEmbedder("tiny-8", dim=8)
+    added = []
+
+    def another_writer(done: int, total: int) -> None:
+        if done and not added:  # a save in another process, while this run embeds
+            vault.memory("late.md", "mem_late", name="Late", body="written meanwhile")
+            with Store(cfg) as other:
+                other.sync(embed=False)
+            added.append(True)
+
+    vectors.embed_pending(store.con, emb, store.cfg.index_path, progress=another_writer, batch=2)
+    assert added
+    assert vectors.pending_texts(store.con) == []
+    assert db.get_meta(store.con, "vectors_complete") == emb.fingerprint

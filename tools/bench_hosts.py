@@ -27,7 +27,14 @@ so building the index does not take an hour), with the default model:
   (``hookWaitSeconds``) when it can be warm in time, else keyword recall;
   then how long until the engine is warm;
 * frozen — the engine stopped with SIGSTOP (a suspended laptop): three hooks
-  in a row, the time of all three.
+  in a row, the time of all three;
+* while a backlog embeds — ``--backlog`` texts (3,000: a third of them
+  notes' names and descriptions, the rest their chunks) land in the vault at
+  once, as an import does, and the hook is timed one prompt after the other
+  until they all have vectors: against the hook just before on the idle
+  engine, with the hooks that fell back to keyword recall counted (from
+  ``hooks.log``). Twice: embedded by the engine's watcher, and by a
+  ``MARCH_DAEMON=0 marchdb sync`` in another process.
 
 Usage::
 
@@ -48,6 +55,7 @@ import sys
 import time
 from pathlib import Path
 
+import apsw
 from bench_latency import fill_vectors, query_texts
 from bench_sync import ensure_vault, machine_info
 
@@ -151,6 +159,8 @@ def main() -> int:
     ap.add_argument("--paced", type=int, default=10, help="hooks and engine recalls timed after a pause each")
     ap.add_argument("--pause", type=float, default=6.0, help="seconds before each paced run (default 6)")
     ap.add_argument("--frozen-rounds", type=int, default=3, help="rounds of three prompts per host, engine frozen")
+    ap.add_argument("--backlog", type=int, default=3000, help="texts embedded while hooks are timed (0: skip)")
+    ap.add_argument("--only-backlog", action="store_true", help="time only the hooks while a backlog embeds")
     ap.add_argument("--work", type=Path, default=REPO / ".bench")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -163,6 +173,17 @@ def main() -> int:
     cfg = load_config(home=home, root=vault, env=env)
     texts = query_texts(max(args.runs, args.cold_runs) * 2)
     daemon.stop(home)
+    clear_backlog(vault, home, env)
+    if args.only_backlog:
+        backlog = {source: backlog_phase(vault, home, env, texts, args, source) for source in BACKLOG_SOURCES}
+        print(backlog_table(args.size, backlog))
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(
+                json.dumps({"memories": args.size, "machine": machine_info(), "backlog": backlog}, indent=2) + "\n"
+            )
+        daemon.stop(home)
+        return 0
 
     timed([sys.executable, "-c", "import marchdb.cli.entry, marchdb.hosts.hook, marchdb.store"], env=env)  # bytecode
     baseline = [timed([sys.executable, "-c", "pass"], env=env)[0] for _ in range(args.runs)]
@@ -259,6 +280,11 @@ def main() -> int:
             (home / client.STUCK_NAME).unlink(missing_ok=True)
         frozen[host] = summary(rounds)
         log(f"three prompts against a frozen engine, {host}: {frozen[host]}")
+    backlog = (
+        {source: backlog_phase(vault, home, env, texts, args, source) for source in BACKLOG_SOURCES}
+        if args.backlog
+        else {}
+    )
     daemon.stop(home)
 
     result = {
@@ -283,12 +309,155 @@ def main() -> int:
         "hook_paced_ms": summary(paced_hook) if paced_hook else None,
         "engine_recall_paced_ms": summary(paced_engine) if paced_engine else None,
         "engine_rss_mb": rss,
+        "backlog": backlog,
     }
     print(table(result))
+    if backlog:
+        print(backlog_table(args.size, backlog))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+#: Who embeds the backlog: the engine's watcher, or a one-shot sync in another process.
+BACKLOG_SOURCES = ("engine", "sync")
+BACKLOG_DIR = "bench-backlog"
+#: Seconds between two timed hooks while a backlog embeds (prompts one after the other).
+BACKLOG_PACE = 0.25
+#: Hooks are timed until the backlog is done, or this long.
+BACKLOG_DEADLINE_S = 3600
+
+
+def backlog_notes(vault: Path, n_texts: int) -> int:
+    """Write notes holding ``n_texts`` texts to embed (each: its name and
+    description, and two chunks of ~600 characters). Returns the files written."""
+    folder = vault / BACKLOG_DIR
+    folder.mkdir()
+    n_files = max(1, n_texts // 3)
+    for i in range(n_files):
+        parts = [
+            f"Part {j} of imported note {i}: the {WORDS[(i + j) % len(WORDS)]} service keeps its state in "
+            + " ".join(f"{WORDS[(i * 7 + j * 3 + k) % len(WORDS)]}-{k}" for k in range(60))
+            for j in range(2)
+        ]
+        (folder / f"note-{i}.md").write_text(
+            f"---\nid: backlog_{i}\nname: Imported note {i}\ndescription: what the {WORDS[i % len(WORDS)]} "
+            f"team decided in meeting {i}\ntags: [import]\n---\n\n" + "\n\n".join(parts) + "\n",
+            encoding="utf-8",
+        )
+    return n_files
+
+
+WORDS = "payments search billing deploy cache queue mail auth storage metrics frontend backend".split()
+
+
+def clear_backlog(vault: Path, home: Path, env: dict) -> None:
+    """Remove the notes of an earlier backlog run (and their rows)."""
+    folder = vault / BACKLOG_DIR
+    if folder.exists():
+        shutil.rmtree(folder)
+        subprocess.run([MARCHDB, "sync", "--no-embed"], env={**env, "MARCH_DAEMON": "0"}, capture_output=True)
+
+
+def pending_vectors(home: Path) -> int:
+    con = apsw.Connection(
+        f"file:{home / 'index.sqlite'}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        con.set_busy_timeout(5000)
+        # Active memories only: the others are never embedded (diag_vectors).
+        return con.execute("SELECT coalesce(sum(meta_missing + chunks_missing), 0) FROM diag_vectors").fetchone()[0]
+    finally:
+        con.close()
+
+
+def fallbacks(home: Path) -> int:
+    """Hooks so far that answered without the engine (keyword recall)."""
+    path = home / "logs" / "hooks.log"
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").count("answered without the warm engine")
+    except FileNotFoundError:
+        return 0
+
+
+def backlog_phase(vault: Path, home: Path, env: dict, texts: list[str], args, source: str) -> dict:
+    """Hooks on the idle engine, then while ``args.backlog`` texts embed
+    (``source``: the engine's watcher, or a one-shot sync in another process)."""
+    clear_backlog(vault, home, env)
+    if not client.wait_ready(home, 0.1):
+        timed(hook_cmd("claude-code", ""), event("backlog-start", texts[0]), env)
+        if not client.wait_ready(home, 300):
+            raise SystemExit("the engine did not start; see logs/daemon.log")
+    for i in range(5):
+        timed(hook_cmd("claude-code", ""), event("backlog-warm", texts[i % len(texts)]), env)
+    idle = []
+    for i in range(args.runs):
+        idle.append(timed(hook_cmd("claude-code", ""), event(f"idle-{source}", texts[i % len(texts)]), env)[0])
+        time.sleep(BACKLOG_PACE)
+    before = fallbacks(home)
+    files = backlog_notes(vault, args.backlog)
+    syncer = None
+    started = time.perf_counter()
+    if source == "sync":
+        syncer = subprocess.Popen(
+            [MARCHDB, "sync"], env={**env, "MARCH_DAEMON": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+    busy, pending_seen, finished = [], 0, False
+    deadline = time.monotonic() + BACKLOG_DEADLINE_S
+    i = 0
+    while time.monotonic() < deadline:
+        ms, out = timed(hook_cmd("claude-code", ""), event(f"busy-{source}", texts[i % len(texts)]), env)
+        assert out.returncode == 0, out.stderr
+        i += 1
+        pending = pending_vectors(home)
+        pending_seen = max(pending_seen, pending)
+        if pending_seen and not pending and (syncer is None or syncer.poll() is not None):
+            finished = True
+            break
+        busy.append(ms)  # timed while texts were still waiting for their vectors
+        time.sleep(BACKLOG_PACE)
+    seconds = time.perf_counter() - started
+    if syncer is not None:
+        _, err = syncer.communicate(timeout=600)
+        assert syncer.returncode == 0, err
+    result = {
+        "files": files,
+        "texts_pending_at_most": pending_seen,
+        "embedded_in_s": round(seconds, 1),
+        "finished": finished,  # False: still pending at the deadline
+        "hook_idle_ms": summary(idle),
+        "hook_while_embedding_ms": summary(busy) if busy else None,
+        "keyword_fallbacks": fallbacks(home) - before,
+    }
+    if busy:
+        result["p50_ratio"] = round(result["hook_while_embedding_ms"]["p50"] / result["hook_idle_ms"]["p50"], 2)
+        result["p95_ratio"] = round(result["hook_while_embedding_ms"]["p95"] / result["hook_idle_ms"]["p95"], 2)
+    log(f"backlog embedded by the {source}: {result}")
+    clear_backlog(vault, home, env)
+    return result
+
+
+def backlog_table(size: int, backlog: dict) -> str:
+    lines = [
+        f"{size:,} memories; the hook while a backlog embeds (prompts {BACKLOG_PACE:g} s apart)",
+        f"{'':44} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>4}",
+    ]
+    for source, r in backlog.items():
+        who = "the engine's watcher" if source == "engine" else "a MARCH_DAEMON=0 sync"
+        lines.append(f"{'idle engine, just before':44} " + _cells(r["hook_idle_ms"]))
+        if r["hook_while_embedding_ms"]:
+            name = f"{r['texts_pending_at_most']:,} texts embedded by {who}"
+            lines.append(f"{name:44} " + _cells(r["hook_while_embedding_ms"]))
+        lines.append(
+            f"  ratio p50 {r.get('p50_ratio')}x, p95 {r.get('p95_ratio')}x; {r['keyword_fallbacks']} fell back to "
+            f"keyword recall; backlog {'done' if r['finished'] else 'still pending'} after {r['embedded_in_s']} s"
+        )
+    return "\n".join(lines)
+
+
+def _cells(s: dict) -> str:
+    return f"{s['p50']:>8} {s['p95']:>8} {s['max']:>8} {s['n']:>4}"
 
 
 def _rss_mb(pid: int | None) -> float | None:

@@ -24,6 +24,9 @@ Why it is put together this way:
   site could fire ``<img src=".../marchdb?sql=...">`` and time the answers
   to read a memory's text), and only with this run's key (other users of the
   machine reach 127.0.0.1 too): printed in the address, kept in a cookie.
+  The cookie is sent from every port of this machine, so a request that
+  says nothing of where it comes from (a browser without Fetch Metadata)
+  runs no SQL of its own and has ``KEYLESS_TIME_LIMIT_MS``. No WebSocket.
 * Every query stops after ``SQL_TIME_LIMIT_MS``; the model is loaded before
   the server says it is up, so the first recall fits in it.
 """
@@ -57,6 +60,12 @@ INSTALL_HINT = "marchdb browse needs Datasette: pip install -e '.[browse]' (or p
 SQL_TIME_LIMIT_MS = 2_000
 #: The query parameter of the printed address that carries this run's key.
 KEY_PARAM = "marchdb_key"
+#: The time limit of a request that cannot say where it comes from (no
+#: Fetch Metadata, no Origin or Referer of this server): what timing one
+#: answer can cost, and tell.
+KEYLESS_TIME_LIMIT_MS = 250
+#: Query parameters that carry SQL of the caller's own (the SQL box, a raw WHERE).
+SQL_PARAMS = frozenset({"sql", "_where"})
 
 
 def require_datasette() -> None:
@@ -196,6 +205,23 @@ def _cookies(header: bytes) -> dict[str, str]:
     return found
 
 
+def _proven(port: int, headers: dict[bytes, bytes]) -> bool:
+    """Whether the request says it comes from this server's pages or from the
+    user (``Sec-Fetch-Site`` same-origin or none, or an ``Origin`` or
+    ``Referer`` of this server): what a page of another site cannot forge.
+    A browser without Fetch Metadata (before 2023), a page that sends no
+    Referer, a script: not proven. (``_refusal`` has refused the rest.)"""
+    origins = {f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
+    origin = headers.get(b"origin")
+    referer = headers.get(b"referer")
+    return (
+        site in ("same-origin", "none")
+        or (origin is not None and _origin(origin) in origins)
+        or (referer is not None and _origin(referer) in origins)
+    )
+
+
 def _refusal(port: int, key: str, headers: dict[bytes, bytes], method: str) -> tuple[int, str] | None:
     """Why a request is not answered (status, text), or None."""
     hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
@@ -235,8 +261,16 @@ def guard(app: Any, port: int, key: str) -> Any:
     it, so the key stays out of the page's links and the history."""
 
     async def guarded(scope, receive, send):
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":  # the server's start and stop, not a request
             return await app(scope, receive, send)
+        if scope["type"] != "http":
+            # A WebSocket (uvicorn takes them when `websockets` is installed,
+            # though `serve` asks it not to): Datasette has none, and nothing
+            # may pass this guard unchecked. Closed before it is accepted: a 403.
+            if scope["type"] == "websocket":
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close", "code": 1008})
+            return None
         headers = dict(scope.get("headers") or [])
         query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         offered = [v for k, v in query if k == KEY_PARAM]
@@ -244,6 +278,23 @@ def guard(app: Any, port: int, key: str) -> Any:
         if offer_ok:
             headers[b"cookie"] = f"{cookie_name(port)}={key}".encode()  # checked as the cookie will be
         why = _refusal(port, key, headers, scope.get("method", ""))
+        if why is None and not offered and not _proven(port, headers):
+            # The cookie comes with requests from every port of this machine
+            # (cookies do not tell ports apart): without a word on where it
+            # comes from, a request may be a page elsewhere timing answers.
+            # It runs no SQL of its own and under a short limit.
+            if any(k in SQL_PARAMS for k, _ in query):
+                why = (
+                    403,
+                    (
+                        "this browser does not say which page a request comes from (Fetch Metadata, every browser "
+                        "since 2023), so marchdb browse runs no SQL of its own for it: use a current browser, the "
+                        "SQL box of these pages, or `marchdb sql`"
+                    ),
+                )
+            else:
+                limited = [(k, v) for k, v in query if k != "_timelimit"] + [("_timelimit", str(KEYLESS_TIME_LIMIT_MS))]
+                scope = {**scope, "query_string": urllib.parse.urlencode(limited).encode("latin-1")}
         if why is not None:
             await _send(send, why[0], [(b"content-type", b"text/plain; charset=utf-8")], why[1].encode() + b"\n")
             return None
@@ -292,7 +343,8 @@ def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
         # this handler that is an exit, and the vec0 copy in /tmp is removed
         # (atexit) instead of left behind at every `kill`.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-        uvicorn.run(guard(ds.app(), port, key), host=HOST, port=port, log_level="warning", lifespan="on")
+        # ws="none": a WebSocket request is a plain HTTP one, which the guard checks.
+        uvicorn.run(guard(ds.app(), port, key), host=HOST, port=port, log_level="warning", lifespan="on", ws="none")
     finally:
         from marchdb.browse import plugin as browse_plugin
 

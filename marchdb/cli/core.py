@@ -284,12 +284,16 @@ def save(ctx: typer.Context, args: dict, as_json: bool):
         args["body"] = piped if (body == "-" or piped.strip()) else None
     for key in ("supersedes", "conflicts_with"):  # --supersedes '' removes the field
         if args[key] is not None:
-            args[key] = [x for x in args[key] if x.strip()]
+            # `--conflicts-with a,b` as `--conflicts-with a --conflicts-with b`
+            # (ids that save makes never hold a comma).
+            args[key] = [x.strip() for value in args[key] for x in value.split(",") if x.strip()]
     _saved(_call(ctx, "memory_save", args), as_json)
 
 
 @op_command(app, "memory_remember")
 def remember(ctx: typer.Context, args: dict, as_json: bool):
+    if args["text"] == "-":  # `echo text | marchdb remember -`, as `--body -` and `log -`
+        args["text"] = _read_stdin_body("sentence")
     result = _call(ctx, "memory_remember", args)
     if not as_json and result["status"] == "created":
         say(one_line(f"name: {result['name']}"))

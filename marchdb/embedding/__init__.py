@@ -59,14 +59,19 @@ class Embedder(ABC):
         """``embed(texts, "query")``."""
         return self.embed(texts, "query")
 
-    def embed_passages(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """``embed(texts, "passage", progress)``."""
+    def embed_passages(
+        self, texts: Sequence[str], progress: Progress | None = None, background: bool = False
+    ) -> np.ndarray:
+        """``embed(texts, "passage", progress)``. ``background``: a backlog
+        nobody waits on, which a model that can (``LlamaEmbedder``) embeds
+        beside its queries instead of before them."""
         return self.embed(texts, "passage", progress)
 
-    def release_buffers(self) -> bool:
+    def release_buffers(self, background: bool = True) -> bool:
         """Give back memory held for large batches, if the model keeps any
-        (a long-lived process calls this after a backlog). Returns whether
-        anything was released."""
+        (a long-lived process calls this after a backlog, and when idle after
+        a long prompt; ``background=False``: not the memory of a backlog under
+        way). Returns whether anything was released."""
         return False
 
 

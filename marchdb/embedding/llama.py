@@ -35,18 +35,19 @@ this module stays cheap.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from marchdb.embedding import Embedder, Kind, Progress, backend, cpu, identity
 from marchdb.embedding import gguf_meta as keys
+from marchdb.embedding.context import Context, Lane
 from marchdb.errors import ModelError
 
 _POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
@@ -62,9 +63,6 @@ MAX_WINDOW_TOKENS = 8192
 # each, 1 MB per sequence for a 250k vocabulary), and 512 tokens rarely hold
 # more than 32 texts anyway.
 MAX_SEQS_PER_BATCH = 32
-#: A context whose largest batch held at most this many tokens (queries)
-#: has no large output buffer to give back (``release_buffers``).
-SMALL_INPUT_TOKENS = 96
 
 
 def _clean(text: str) -> str:
@@ -82,8 +80,10 @@ class LlamaEmbedder(Embedder):
     ``extra_buffers`` lets llama.cpp use its AMX / repack weight buffers
     (None: decided for this CPU by ``cpu.current_decision``).
     Raises ModelError (with advice) when llama-cpp-python is missing or the
-    file cannot be loaded as an embedding model. Methods are thread-safe (a
-    lock serialises calls into llama.cpp).
+    file cannot be loaded as an embedding model. Methods are thread-safe:
+    queries and what callers wait for run in the foreground context, backlogs
+    (``background=True``) in a second one on a thread of lowered priority, the
+    two at the same time (``context``); each context takes one call at a time.
     """
 
     _name: str
@@ -92,8 +92,8 @@ class LlamaEmbedder(Embedder):
     _multilingual: bool
     _head: list[int]
     _tail: list[int]
-    _memory: Any
-    _active_threads: int | None = None
+    _fg: Context | None = None
+    _bg: Context | None = None
 
     def __init__(
         self,
@@ -106,8 +106,8 @@ class LlamaEmbedder(Embedder):
     ):
         self._path = Path(path).expanduser()
         self._model = None
-        self._ctx = None
-        self._lock = threading.Lock()
+        self._bg_guard = threading.Lock()  # making and dropping the background context
+        self._lane = Lane()
         unknown = set(prefixes or {}) - {"query", "passage"}
         if unknown:
             raise ModelError(f"unknown prefix kind(s) {sorted(unknown)}; use 'query' and 'passage'")
@@ -187,22 +187,15 @@ class LlamaEmbedder(Embedder):
             # pooling, and mean is the usual default for such models.
             cparams.pooling_type = lc.LLAMA_POOLING_TYPE_MEAN
         self._cparams = cparams
-        self._peak_tokens = 0  # largest batch since the context was made: its output buffer's size
-        self._ctx = lc.llama_init_from_model(self._model, cparams)
-        if not self._ctx:
-            raise ModelError(
-                f"llama.cpp could not create a context for {self._path}{backend.why()} (out of memory?); "
-                "try fewer threads or a smaller batch_tokens"
-            )
-        self._n_seq_max = int(lc.llama_n_seq_max(self._ctx))
-        pooling = int(lc.llama_pooling_type(self._ctx))
+        self._fg = Context(lc, self._model, cparams, self._path)
+        self._n_seq_max = int(lc.llama_n_seq_max(self._fg.ctx))
+        pooling = int(lc.llama_pooling_type(self._fg.ctx))
         if pooling not in (1, 2, 3):
             raise ModelError(
                 f"{self._path} has pooling '{_POOLING_NAMES.get(pooling, pooling)}', which does not "
                 "give one vector per text (a reranker or a chat model?); use a GGUF embedding model"
             )
         self._pooling = _POOLING_NAMES[pooling]
-        self._memory = lc.llama_get_memory(self._ctx)
 
         self._name = str(self._meta.get("general.name") or self._path.stem)
         self._prefixes = self._resolve_prefixes(prefixes)
@@ -210,7 +203,6 @@ class LlamaEmbedder(Embedder):
         self._multilingual = self._is_multilingual()
 
         self._head, self._tail = self._special_frame()
-        self._alloc_batch(budget)
 
     def _read_metadata(self) -> dict[str, str]:
         lc = self._lc
@@ -260,28 +252,6 @@ class LlamaEmbedder(Embedder):
             if full[i : i + n] == bare:
                 return full[:i], full[i + n :]
         return [], []
-
-    def _alloc_batch(self, cap: int) -> None:
-        lc = self._lc
-        # A llama_batch whose arrays are numpy buffers we own (never passed to
-        # llama_batch_free): filling it is a handful of vectorised copies.
-        self._b_token = np.zeros(cap, dtype=np.int32)
-        self._b_pos = np.zeros(cap, dtype=np.int32)
-        self._b_nseq = np.ones(cap, dtype=np.int32)
-        self._b_seq = np.zeros(cap, dtype=np.int32)
-        self._b_logits = np.ones(cap, dtype=np.int8)  # embeddings need every token as output
-        seq_ptr_t = ctypes.POINTER(ctypes.c_int32)
-        base = self._b_seq.ctypes.data
-        self._b_seq_ptrs = (seq_ptr_t * cap)(*[ctypes.cast(base + 4 * i, seq_ptr_t) for i in range(cap)])
-        b = lc.llama_batch()
-        b.n_tokens = 0
-        b.token = self._b_token.ctypes.data_as(ctypes.POINTER(lc.llama_token))
-        b.embd = ctypes.POINTER(ctypes.c_float)()
-        b.pos = self._b_pos.ctypes.data_as(ctypes.POINTER(lc.llama_pos))
-        b.n_seq_id = self._b_nseq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        b.seq_id = ctypes.cast(self._b_seq_ptrs, ctypes.POINTER(seq_ptr_t))
-        b.logits = self._b_logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
-        self._batch = b
 
     # -- properties ---------------------------------------------------------
 
@@ -353,44 +323,68 @@ class LlamaEmbedder(Embedder):
         # a passage averages all of its windows.
         return self._embed(texts, self._prefixes[kind], progress, first_window=kind == "query")
 
+    def embed_passages(
+        self, texts: Sequence[str], progress: Progress | None = None, background: bool = False
+    ) -> np.ndarray:
+        """``embed(texts, "passage", progress)``; ``background``: in the
+        background context, on its lane of lowered priority, beside whatever
+        the foreground embeds (``context``)."""
+        return self._embed(texts, self._prefixes["passage"], progress, background=background)
+
     def count_tokens(self, text: str, kind: str = "passage") -> int:
         """Tokens the model sees for ``text`` (prefix and special tokens included, before windowing)."""
         prefix = self._prefixes.get(kind, "")
         body = _clean(prefix + text).encode("utf-8")
         return len(self._tokenize(body, True))
 
-    def release_buffers(self) -> bool:
-        """Give back the memory of the largest batch embedded so far.
+    def release_buffers(self, background: bool = True) -> bool:
+        """Give back the memory of the largest batches embedded so far.
 
         llama.cpp keeps an output buffer sized for the largest batch a
-        context decoded — logits for every token, even for an embedding
-        model: 250,037 vocabulary floats a token, 512 MB for a full batch
-        of e5 — and never shrinks it. A long-lived process calls this after
-        embedding a backlog; the context is made again, and the next small
-        input (a query) needs a small buffer. Returns whether it was.
+        context decoded (``Context.grown``: 512 MB after a full batch of e5)
+        and never shrinks it. A long-lived process calls this after a
+        backlog, and when it has been idle after a long prompt: the
+        foreground context is made again (the next query needs a small
+        buffer), the background one is freed until the next backlog
+        (``background=False``: left as it is, as while a backlog is under
+        way). Returns whether anything was given back.
         """
-        with self._lock:
-            if self._ctx is None or self._peak_tokens <= SMALL_INPUT_TOKENS:
-                return False
-            lc = self._lc
-            fresh = lc.llama_init_from_model(self._model, self._cparams)
-            if not fresh:
-                return False  # keep the working one
-            lc.llama_free(self._ctx)
-            self._ctx = fresh
-            self._memory = lc.llama_get_memory(fresh)
-            self._active_threads = None
-            self._peak_tokens = 0
-            return True
+        released = False
+        with self._bg_guard if background else contextlib.nullcontext():
+            bg = self._bg if background else None
+            if bg is not None and bg.grown:
+                with bg.lock:  # after the call it runs, if any
+                    bg.free()
+                self._bg = None
+                released = True
+        fg = self._fg
+        if fg is None:
+            return released
+        with fg.lock:
+            if fg.ctx is None or not fg.grown:
+                return released
+            try:
+                fresh = Context(self._lc, self._model, self._cparams, self._path)
+            except ModelError:
+                return released  # keep the working one
+            self._fg = fresh
+            fg.free()
+        return True
 
     def close(self) -> None:
-        """Free the llama.cpp context and model (idempotent)."""
+        """Free the llama.cpp contexts and model (idempotent)."""
         lc = getattr(self, "_lc", None)
         if lc is None:
             return
-        if getattr(self, "_ctx", None):
-            lc.llama_free(self._ctx)
-            self._ctx = None
+        lane = getattr(self, "_lane", None)
+        if lane is not None:
+            lane.close()  # after the call it runs
+        for name in ("_bg", "_fg"):
+            ctx = getattr(self, name, None)
+            if ctx is not None:
+                setattr(self, name, None)  # first: a call waiting for it then says "closed"
+                with ctx.lock:
+                    ctx.free()
         if getattr(self, "_model", None):
             lc.llama_model_free(self._model)
             self._model = None
@@ -454,7 +448,12 @@ class LlamaEmbedder(Embedder):
         return out
 
     def _embed(
-        self, texts: Sequence[str], prefix: str, progress: Progress | None, first_window: bool = False
+        self,
+        texts: Sequence[str],
+        prefix: str,
+        progress: Progress | None,
+        first_window: bool = False,
+        background: bool = False,
     ) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("pass a list of texts, not a single string")
@@ -463,77 +462,68 @@ class LlamaEmbedder(Embedder):
         out = np.zeros((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
-        with self._lock:
-            if self._ctx is None:
+        if self._fg is None:
+            raise ModelError("this embedder was closed; create a new one")
+        seqs: list[tuple[int, list[int], int]] = []  # (text index, tokens, weight)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"text #{i} is {type(t).__name__}, not str")
+            for toks, weight in self._windows(t, prefix, first_window):
+                seqs.append((i, toks, weight))
+        if background:
+            acc = self._lane.run(lambda: self._run(self._background_context, seqs, n, progress))
+        else:
+            acc = self._run(self._foreground_context, seqs, n, progress)
+        norms = np.linalg.norm(acc, axis=1, keepdims=True)
+        out[:] = acc / np.maximum(norms, 1e-12)
+        return out
+
+    def _foreground_context(self) -> Context:
+        if self._fg is None:
+            raise ModelError("this embedder was closed; create a new one")
+        return self._fg
+
+    def _background_context(self) -> Context:
+        with self._bg_guard:
+            if self._fg is None:
                 raise ModelError("this embedder was closed; create a new one")
-            seqs: list[tuple[int, list[int], int]] = []  # (text index, tokens, weight)
-            for i, t in enumerate(texts):
-                if not isinstance(t, str):
-                    raise TypeError(f"text #{i} is {type(t).__name__}, not str")
-                for toks, weight in self._windows(t, prefix, first_window):
-                    seqs.append((i, toks, weight))
-            self._use_threads(min(self._threads, 1 + backend.spare_cores()))
-            remaining = np.bincount([s[0] for s in seqs], minlength=n)
-            acc = np.zeros((n, self.dim), dtype=np.float64)
+            if self._bg is None:
+                self._bg = Context(self._lc, self._model, self._cparams, self._path)
+            return self._bg
+
+    def _run(self, current: Callable[[], Context], seqs: list[tuple[int, list[int], int]], n: int, progress):
+        """The weighted sum of each text's window vectors, decoded in the
+        context ``current()`` gives (taken again when ``release_buffers``
+        replaced the one this call waited for)."""
+        remaining = np.bincount([s[0] for s in seqs], minlength=n)
+        acc = np.zeros((n, self.dim), dtype=np.float64)
+        ctx = current()
+        ctx.lock.acquire()
+        while ctx.ctx is None:  # freed while this call waited: its successor, or a closed embedder
+            ctx.lock.release()
+            ctx = current()
+            ctx.lock.acquire()
+        with contextlib.ExitStack() as held:
+            held.callback(ctx.lock.release)
+            ctx.use_threads(min(self._threads, 1 + backend.spare_cores()))
             # Longest first: the budget fills evenly and similar lengths share
             # a batch, so no call is dominated by one long straggler.
             order = sorted(range(len(seqs)), key=lambda k: -len(seqs[k][1]))
             done = 0
             batch: list[int] = []
             used = 0
-            for k in order:
-                L = len(seqs[k][1])
-                if batch and (used + L > self._budget or len(batch) >= self._n_seq_max):
-                    done = self._run_batch(batch, seqs, acc, remaining, done, n, progress)
+            for k in [*order, None]:
+                size = 0 if k is None else len(seqs[k][1])
+                if batch and (k is None or used + size > self._budget or len(batch) >= self._n_seq_max):
+                    for j, vec in zip(batch, ctx.decode([seqs[j][1] for j in batch], self.dim)):
+                        i, _, weight = seqs[j]
+                        acc[i] += weight * vec
+                        remaining[i] -= 1
+                        done += int(remaining[i] == 0)
+                    if progress is not None:
+                        progress(done, n)
                     batch, used = [], 0
-                batch.append(k)
-                used += L
-            if batch:
-                self._run_batch(batch, seqs, acc, remaining, done, n, progress)
-        norms = np.linalg.norm(acc, axis=1, keepdims=True)
-        out[:] = acc / np.maximum(norms, 1e-12)
-        return out
-
-    def _use_threads(self, threads: int) -> None:
-        # Only as many threads as there are idle cores at that moment (plus
-        # our own): llama.cpp's threads wait for each other at every step, and
-        # one whose core is busy stalls them all: two threads beat one only
-        # while the other core is idle, and lose to it when it is busy.
-        if threads != self._active_threads:
-            self._lc.llama_set_n_threads(self._ctx, threads, threads)
-            self._active_threads = threads
-
-    def _run_batch(self, batch, seqs, acc, remaining, done, total, progress) -> int:
-        lc = self._lc
-        pos = 0
-        for sid, k in enumerate(batch):
-            toks = seqs[k][1]
-            L = len(toks)
-            self._b_token[pos : pos + L] = toks
-            self._b_pos[pos : pos + L] = np.arange(L, dtype=np.int32)
-            self._b_seq[pos : pos + L] = sid
-            pos += L
-        self._batch.n_tokens = pos
-        self._peak_tokens = max(self._peak_tokens, pos)
-        if self._memory:
-            lc.llama_memory_clear(self._memory, True)
-        backend.recent_errors.clear()
-        rc = lc.llama_decode(self._ctx, self._batch)
-        if rc != 0:
-            raise ModelError(
-                f"llama.cpp failed to embed a batch (code {rc}{backend.why()}) with {self._path}; "
-                "try a smaller batch_tokens, or check the model with 'marchdb model check'"
-            )
-        for sid, k in enumerate(batch):
-            ptr = lc.llama_get_embeddings_seq(self._ctx, sid)
-            if not ptr:
-                raise ModelError(f"{self._path} returned no pooled embedding; it is probably not an embedding model")
-            vec = np.ctypeslib.as_array(ptr, shape=(self.dim,))
-            i, _, weight = seqs[k]
-            acc[i] += weight * vec.astype(np.float64)
-            remaining[i] -= 1
-            if remaining[i] == 0:
-                done += 1
-        if progress is not None:
-            progress(done, total)
-        return done
+                if k is not None:
+                    batch.append(k)
+                    used += size
+        return acc

@@ -547,9 +547,11 @@ def start(home: str | os.PathLike, args: list[str] | None = None) -> str | None:
     try:
         os.set_blocking(out, True)
         subprocess.Popen(
-            # -P: the folder a hook runs in (a project, perhaps a stranger's)
-            # must not put its own "marchdb" or "apsw" ahead of ours.
-            [sys.executable, "-P", "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
+            # Isolated, as the hook's own Python (-I: -E -P -s): neither the
+            # folder a hook runs in (a project, perhaps a stranger's) nor the
+            # host's PYTHONPATH or PYTHONSTARTUP (a sitecustomize.py there)
+            # may put its code into the engine, which reads every prompt.
+            [sys.executable, "-I", "-m", "marchdb", "--home", str(home), *(args or []), "serve"],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,

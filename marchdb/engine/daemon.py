@@ -210,7 +210,8 @@ class Engine:
             # then load the calibration and the in-memory vectors, so the
             # first client is served warm. A missing root is reported per
             # request instead (the engine still serves the profiles).
-            store.sync(embed_limit=WARM_UP_EMBED_LIMIT)
+            # In the foreground: nobody is served yet, and clients wait for this.
+            store.sync(embed_limit=WARM_UP_EMBED_LIMIT, background=False)
             store.recall("warm up", threshold=1.0)
             # Once more on the thread that serves, so its own llama.cpp and
             # OpenBLAS threads are ready for the first client too.
@@ -250,6 +251,7 @@ class Engine:
         self.watcher = start_watcher(self.store, log=lambda m: self.log(f"watch: {m}"))
         self.watcher.quiet_for = self._quiet_for  # a dirty check's scan waits for a quiet moment
         self.store.scan_in_background = self.watcher.want_scan  # started once the answer is sent
+        self.store.embed_in_background = self.watcher.want_embed  # a save's body: beside the next requests
 
     def _quiet_for(self) -> float:
         """Seconds since a client was last served (0 while one is)."""
@@ -268,6 +270,7 @@ class Engine:
             if self.watcher is not None:
                 if self.store is not None:
                     self.store.scan_in_background = None
+                    self.store.embed_in_background = None
                 self.watcher.stop()
             if self.store is not None:
                 self.store.close(keep_clock=not self.orphaned)
@@ -311,7 +314,7 @@ class Engine:
                     # last writes until the next request, minutes later.
                     self._folding = True
                     with contextlib.suppress(RuntimeError):  # the worker shut down: stopping anyway
-                        self._worker.submit(self._idle_checkpoint, self.last_request)
+                        self._worker.submit(self._idle_chores, self.last_request)
                 checked = time.monotonic()
                 continue
             except OSError as exc:
@@ -342,18 +345,24 @@ class Engine:
             return f"its index {self.cfg.index_path} is gone"
         return None
 
-    def _idle_checkpoint(self, quiet_since: float) -> None:
+    def _idle_chores(self, quiet_since: float) -> None:
         """On the worker thread, between requests: the WAL into the file
-        (remembered as done for the quiet moment after ``quiet_since``)."""
+        (remembered as done for the quiet moment after ``quiet_since``), and
+        the memory a long prompt took given back (its query's output buffer:
+        a 3.9 MB prompt kept the engine at 800 MB instead of 300)."""
         try:
             with self.busy:
-                if self.store is not None and not self.stopping.is_set():
-                    try:
-                        if self.store.idle_checkpoint():
-                            self._folded_for = quiet_since
-                    except Exception as exc:  # noqa: BLE001 - a quiet moment's chore must not end the engine
-                        self._folded_for = quiet_since  # not tried again and again
-                        self.log(f"idle checkpoint failed: {type(exc).__name__}: {exc}")
+                if self.store is None or self.stopping.is_set():
+                    return
+                try:
+                    if self.store.idle_checkpoint():
+                        self._folded_for = quiet_since
+                except Exception as exc:  # noqa: BLE001 - a quiet moment's chore must not end the engine
+                    self._folded_for = quiet_since  # not tried again and again
+                    self.log(f"idle checkpoint failed: {type(exc).__name__}: {exc}")
+                embedder = self.store.loaded_embedder()
+                if embedder is not None and embedder.release_buffers(background=False):
+                    _trim_heap()
         finally:
             self._folding = False
 
@@ -588,6 +597,16 @@ def code_fingerprint(folders: list[Path]) -> tuple:
                     st = entry.stat(follow_symlinks=False)
                     found.append((folder.name, entry.name, st.st_size, st.st_mtime_ns))
     return tuple(sorted(found))
+
+
+def _trim_heap() -> None:
+    """Hand the C heap's free memory back to the system (glibc's
+    ``malloc_trim``; nothing elsewhere): a long prompt's text and its
+    tokens, freed, otherwise stay in this process's resident memory."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _mtime(path: Path) -> float | None:

@@ -8,9 +8,13 @@ check before each search or recall (``Store.ensure_fresh``).
 The watcher collects changed paths, waits until they have been quiet for a
 short debounce (editors save by writing a temp file and renaming it over the
 original: one quiet period coalesces that into one change), then syncs just
-those paths, embedding included. It runs on its own thread with its own
-Store (its own connection; the model is the main Store's, shared), so callers
-of the main Store are never blocked by it. If the platform watcher cannot start or stops, it says so and
+those paths into the index. It runs on its own thread with its own Store (its
+own connection; the model is the main Store's, shared), so callers of the
+main Store are never blocked by it. Then it embeds what has no vector yet, a
+batch at a time, in the model's background lane (beside the queries of the
+process, at a lower CPU priority: ``embedding.context``), going back to
+changes that arrive meanwhile before the next batch: a 600 KB note or an
+import of thousands never holds up a recall, a save, or the next change. If the platform watcher cannot start or stops, it says so and
 falls back to periodic full scans instead of going stale silently; events it
 never delivers are caught by the dirty check's full scans. A sync that fails
 unexpectedly (a bug, a file nobody foresaw) never ends the thread: it says
@@ -43,6 +47,12 @@ ROOT_CHECK_SECONDS = 5.0
 #: interpreter, and their query embedding runs on one thread beside it.
 SCAN_QUIET_SECONDS = 0.5
 SCAN_DEFER_SECONDS = 5.0
+#: While another process holds the embedding lease (a `marchdb sync` or an
+#: import embedding), the watcher asks again this often: that process embeds
+#: what the watcher indexes meanwhile too, this only catches the end of it.
+EMBED_RETRY_SECONDS = 5.0
+#: A long backlog says how far it got in the log at most this often.
+EMBED_LOG_SECONDS = 60.0
 
 
 class Watcher:
@@ -78,6 +88,12 @@ class Watcher:
         self.mode = "starting"
         self._busy = False
         self._retry_full = False
+        #: Texts may lack vectors (set at start, after a change, on request):
+        #: embedded a batch at a time between changes (``_embed_backlog``).
+        self._backlog = True
+        self._next_embed = 0.0  # when to ask for the embedding lease again (another process held it)
+        self._embedded = 0  # texts embedded since it was last said in the log
+        self._embed_said = time.monotonic()
         self._root_id = folder_identity(self.root)
         self._next_root_check = time.monotonic() + ROOT_CHECK_SECONDS
         self._next_poll = time.monotonic() + FALLBACK_SCAN_SECONDS
@@ -218,6 +234,14 @@ class Watcher:
         self._full_scan = True
         self._deferrable = False
 
+    def want_embed(self) -> None:
+        """Ask for the texts that have no vector yet to be embedded (a save
+        left its body's chunks to the watcher: ``Store.embed_in_background``)."""
+        with self._cond:
+            self._backlog = True
+            self._next_embed = 0.0
+            self._cond.notify()
+
     def want_scan(self) -> None:
         """Note a dirty check for ``start_wanted_scan`` to ask for: a
         server's ``Store.scan_in_background``, so the scan starts once the
@@ -238,10 +262,16 @@ class Watcher:
 
     @property
     def idle(self) -> bool:
-        """Whether no change is waiting or being applied: the index holds
-        every change the watcher has seen."""
+        """Whether no change is waiting or being applied, nor a text being
+        embedded: the index holds every change the watcher has seen, with
+        its vectors."""
         with self._cond:
-            return not self._pending and not self._full_scan and not self._busy
+            return not self._pending and not self._full_scan and not self._busy and not self._backlog
+
+    def _changes_waiting(self) -> bool:
+        # Read without the lock, between two batches of embedding: a change
+        # seen a batch late is applied a batch late, never lost.
+        return bool(self._pending or self._full_scan or self._stop)
 
     # ------------------------------------------------------------ worker
 
@@ -251,6 +281,8 @@ class Watcher:
                 while not self._stop and not self._pending and not self._full_scan:
                     now = time.monotonic()
                     if now >= self._next_root_check:
+                        break
+                    if self._backlog and now >= self._next_embed:
                         break
                     if self.mode != "watching" and now >= self._next_poll:
                         self._next_poll = now + FALLBACK_SCAN_SECONDS
@@ -263,6 +295,8 @@ class Watcher:
                         if self.mode == "watching"
                         else min(self._next_root_check, self._next_poll)
                     )
+                    if self._backlog:
+                        wake = min(wake, self._next_embed)
                     self._cond.wait(max(0.0, wake - now))
                 if self._stop:
                     return
@@ -275,6 +309,11 @@ class Watcher:
                 except Exception as exc:  # noqa: BLE001 - the watcher's thread must not end
                     if self.mode == "watching":
                         self._poll_instead(f"following the memory root failed ({type(exc).__name__}: {exc})")
+                continue
+            with self._cond:
+                embed_now = not self._pending and not self._full_scan
+            if embed_now:
+                self._embed_backlog()
                 continue
             with self._cond:
                 if not self._pending and not self._full_scan:
@@ -315,7 +354,8 @@ class Watcher:
         from marchdb.errors import MarchError
 
         try:
-            report = self.store.sync(paths=paths)
+            # The index only: vectors come after, a batch at a time (_embed_backlog).
+            report = self.store.sync(paths=paths, embed=False)
         except Exception as exc:  # noqa: BLE001 - the watcher's thread must not end, nor the index go stale
             expected = isinstance(exc, MarchError)  # a root away for a moment, a full disk
             message = (
@@ -323,9 +363,7 @@ class Watcher:
                 if expected
                 else f"sync failed unexpectedly ({type(exc).__name__}: {exc}); the next change runs a full scan"
             )
-            if message != self._last_failure:  # a failure that repeats is said once
-                self.log(message)
-            self._last_failure = message
+            self._say_failure(message)
             with self._cond:
                 self._retry_full = True
                 # A root that is back is found by the next root check; a bug
@@ -337,18 +375,68 @@ class Watcher:
         if self._last_failure is not None:
             self.log("sync works again")
             self._last_failure = None
+        changed = report.added + report.updated + report.moved + report.removed
         with self._cond:
             self._retry_on_timer = False
-        embedder = self.store.loaded_embedder()
-        if report.embedded and embedder is not None:
-            embedder.release_buffers()  # a long-lived process: back to a query-sized buffer
-        changed = report.added + report.updated + report.moved + report.removed
-        if changed or report.embedded:
+            if changed:
+                self._backlog = True
+                self._next_embed = 0.0
+        if changed:
             self.log(
                 f"{'scan' if paths is None else 'update'}: +{report.added} ~{report.updated} "
-                f">{report.moved} -{report.removed}, {report.embedded} embedded"
+                f">{report.moved} -{report.removed}"
             )
         for warning in report.warnings:
+            self.log(warning)
+
+    def _say_failure(self, message: str) -> None:
+        if message != self._last_failure:  # a failure that repeats is said once
+            self.log(message)
+        self._last_failure = message
+
+    def _embed_backlog(self) -> None:
+        """Embed what has no vector yet, in the model's background lane,
+        until it is done or a change is waiting (applied first, then this
+        goes on). Another process embedding (the lease is taken): asked
+        again in ``EMBED_RETRY_SECONDS``."""
+        from marchdb.errors import MarchError
+
+        interrupted = False
+
+        def keep_going() -> bool:
+            nonlocal interrupted
+            interrupted = self._changes_waiting()
+            return not interrupted
+
+        try:
+            embedded, warnings = self.store.embed_backlog(keep_going)
+        except Exception as exc:  # noqa: BLE001 - the watcher's thread must not end
+            expected = isinstance(exc, MarchError)
+            self._say_failure(
+                f"embedding failed: {exc}"
+                if expected
+                else f"embedding failed unexpectedly ({type(exc).__name__}: {exc}); the next change tries again"
+            )
+            with self._cond:
+                self._backlog = False
+            return
+        with self._cond:
+            if embedded is None:
+                self._next_embed = time.monotonic() + EMBED_RETRY_SECONDS
+            elif not interrupted:
+                self._backlog = False
+        # Said once a backlog is done (or once a minute while it lasts), not
+        # at every pause a change or a dirty check's scan makes in it.
+        self._embedded += embedded or 0
+        now = time.monotonic()
+        if self._embedded and (not interrupted or now - self._embed_said >= EMBED_LOG_SECONDS):
+            self.log(f"embedded {self._embedded}" + (", going on" if interrupted else ""))
+            self._embedded, self._embed_said = 0, now
+        if embedded is not None and not interrupted:
+            embedder = self.store.loaded_embedder()
+            if embedder is not None:
+                embedder.release_buffers()  # a long-lived process: back to a query-sized buffer
+        for warning in warnings:
             self.log(warning)
 
 

@@ -8,14 +8,12 @@ All DDL lives in ``sql/*.sql`` (shipped in the package as ``marchdb.sql``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import importlib.util
 import os
 import re
 import secrets
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from importlib import resources
@@ -28,6 +26,7 @@ import apsw.bestpractice
 from marchdb.clock import utc_now_iso
 from marchdb.errors import IndexUnavailable
 from marchdb.index import carry, logs, ownership
+from marchdb.index.locks import writer_lock
 from marchdb.private import make_private_dirs
 
 
@@ -496,81 +495,6 @@ def drop_vector_tables(con: apsw.Connection) -> None:
     for table in ("vec_meta", "vec_chunk", "vec_meta_bits", "vec_chunk_bits"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute("DELETE FROM vectors")
-
-
-_LOCKS: dict[str, threading.RLock] = {}
-_HELD: dict[str, list[int]] = {}  # path -> [fd, depth]
-_LOCKS_GUARD = threading.Lock()
-
-
-@contextlib.contextmanager
-def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
-    """Cross-process (and cross-thread) lock: one index writer at a time.
-
-    SQLite would serialise the writes themselves, but a sync reads files and
-    embeds between its transactions; the lock keeps two syncs from doing the
-    same work twice and racing on the same rows. Readers never take it (WAL
-    lets them read while a writer works). Re-entrant within a thread.
-
-    The wait is a blocking ``flock``: the kernel queues waiters, where
-    polling let a process that had just released the lock win it straight
-    back and starved the others for seconds. Holders keep it only for short
-    steps (a scan, one save, one batch of vectors), and a killed holder
-    releases it with its descriptor.
-    """
-    lock_path = ownership.lock_path(index_path)
-    with _LOCKS_GUARD:
-        local = _LOCKS.setdefault(lock_path, threading.RLock())
-    with local:
-        held = _HELD.get(lock_path)
-        if held is not None:
-            held[1] += 1
-        else:
-            try:
-                # No-follow: a link planted at the lock's name must not make us create a file elsewhere.
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            except OSError as exc:
-                raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            held = _HELD[lock_path] = [fd, 1]
-        try:
-            yield
-        finally:
-            held[1] -= 1
-            if held[1] == 0:
-                del _HELD[lock_path]
-                os.close(held[0])  # closing the descriptor releases the flock
-
-
-@contextlib.contextmanager
-def embed_lease(index_path: str | os.PathLike, wait: bool = True) -> Iterator[bool]:
-    """Cross-process lease on embedding the index's pending texts: yields
-    whether it is held (``wait=False`` gives up at once when another process,
-    or another Store in this one, is embedding).
-
-    One embedder at a time: a second process waiting here then finds the
-    backlog already done instead of embedding the same texts again, and a
-    quick dirty check skips embedding while the daemon (or a sync) is at it.
-    Killed holders release it with their descriptor.
-    """
-    lock_path = os.path.abspath(f"{index_path}.embed.lock")
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
 
 
 @contextlib.contextmanager

@@ -41,6 +41,14 @@ ADVICE = {
     "deprecate one, or remove conflicts_with if both hold after all",
     "lookalike_id": "give one of them an id that reads differently (ids differing only in case, width or "
     "invisible characters are easy to confuse)",
+    "supersedes_itself": "remove the memory's own id from its `supersedes:`",
+    "conflicts_with_itself": "remove the memory's own id from its `conflicts_with:`",
+    "unknown_id": "fix the id (`marchdb search` finds the memory meant), or remove it from the field if that "
+    "memory was deleted",
+    "supersedes_and_conflicts": "keep the id in one field: `supersedes` when this memory replaces the other, "
+    "`conflicts_with` when a person has still to decide which holds",
+    "supersedes_ring": "decide which of the memories holds now and remove the `supersedes:` that points back "
+    "to an older one (marchdb save --id OLDER --supersedes '')",
     "mixed_script_id": "give it an id whose words are each in one script (a Cyrillic 'о' inside a Latin word "
     "reads as 'o': an agent told the id may type another)",
     "secret": "remove the secret from the file and keep it in a password manager: marchdb never rewrites your "

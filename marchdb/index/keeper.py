@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 DIRTY_CHECK_SECONDS = 5.0
 #: Texts a dirty check may embed before answering.
 DIRTY_CHECK_EMBED_LIMIT = 64
+#: Texts of a save's own memory embedded before it answers, in a process
+#: that embeds the rest in the background (the engine: its watcher): its name
+#: and description. The body's chunks follow beside the next requests instead
+#: of before them (a 64 KB body is seconds of the engine's one worker).
+OWN_TEXTS_INLINE = 1
 #: A hook without the engine builds a missing index itself up to this many
 #: files (~1.4 s per 1,000 here, keyword index only); larger vaults wait for the engine.
 FIRST_SCAN_INLINE_FILES = 1000
@@ -79,6 +84,9 @@ class Keeper:
         #: Set by a process that runs a watcher (the MCP server): the dirty
         #: check asks it for a full scan instead of scanning inline.
         self.scan_in_background: Callable[[], None] | None = None
+        #: Set by a process whose watcher embeds backlogs (the engine): a
+        #: save embeds its name and description and leaves its body's chunks to it.
+        self.embed_in_background: Callable[[], None] | None = None
         #: When the last full scan this process knows of finished (its own or
         #: its watcher's): a scan that changed nothing writes its time to the
         #: index only now and then (``sync.CLOCK_WRITE_SECONDS``).
@@ -206,11 +214,14 @@ class Keeper:
         paths=None,
         embed_limit: int | None = None,
         embed_wait: bool = True,
+        background: bool = True,
     ) -> SyncReport:
         """Bring the index in line with the files, then embed what is new
         (at most ``embed_limit`` texts when given; the rest waits for the
         next sync). ``embed_wait=False`` skips embedding while another
         process holds the embedding lease (it is doing the same work).
+        ``background`` (the default): in the model's background lane, which
+        gives way to queries; False when a caller is waiting for the answer.
 
         Without a usable model the BM25 side still completes; the report's
         ``warnings`` and ``status()`` say why vectors are missing.
@@ -230,16 +241,72 @@ class Keeper:
             emb = self.embedder()
             if emb is None:
                 report.warnings.append(f"no vectors: {self._embedder_error}")
-                with db.transaction(self.con):
-                    db.set_meta(self.con, "vector_error", self._embedder_error)
+                vectors.record_error(self.con, self._embedder_error)
             else:
                 vectors.embed_after_sync(
-                    self.con, emb, self.cfg.index_path, report, progress, embed_limit, embed_wait, self.keep_vectors
+                    self.con,
+                    emb,
+                    self.cfg.index_path,
+                    report,
+                    progress,
+                    embed_limit,
+                    embed_wait,
+                    self.keep_vectors,
+                    background,
                 )
                 if report.embedded:
                     db.checkpoint(self.con)  # the new vectors into the file itself (sync did the rows)
         report.seconds = time.perf_counter() - started
         return report
+
+    def embed_backlog(self, keep_going: Callable[[], bool] | None = None) -> tuple[int | None, list[str]]:
+        """Embed every text that has no vector yet, in the model's background
+        lane, without waiting for the embedding lease (a watcher's work
+        between changes); ``keep_going()``, asked before each batch, may end
+        it early. Returns how many were embedded (None: another process holds
+        the lease, and embeds them) and warnings."""
+        report = SyncReport()
+        if not self.use_model or self._nothing_to_embed(report):
+            return 0, []
+        emb = self.embedder()
+        if emb is None:
+            vectors.record_error(self.con, self._embedder_error)
+            return 0, [f"no vectors: {self._embedder_error}"]
+        embedded = vectors.embed_after_sync(
+            self.con, emb, self.cfg.index_path, report, None, None, False, False, True, keep_going
+        )
+        if report.embedded:
+            db.checkpoint(self.con)
+        if embedded is None:
+            return None, []  # the lease's holder embeds them: not a warning for a watcher that asks again
+        return report.embedded, report.warnings
+
+    def embed_own(self, paths: list[str]) -> list[str]:
+        """Vectors for the memories a save or a log just indexed at ``paths``,
+        never waiting for the embedding lease: a backlog another process (or
+        the watcher) embeds must not hold up a save. Where a watcher embeds
+        in the background (``embed_in_background``), only the first
+        ``OWN_TEXTS_INLINE`` texts are embedded here and the rest are left
+        to it. Returns warnings for the save's answer."""
+        if not self.use_model:
+            return []
+        emb = self.embedder()
+        if emb is None:
+            return [f"no vectors: {self._embedder_error}"]
+        later = self.embed_in_background
+        try:
+            done, left = vectors.embed_texts_of(
+                self.con, emb, self.cfg.index_path, paths, OWN_TEXTS_INLINE if later else None
+            )
+            vectors.settle(self.con, emb, 0, self.keep_vectors)
+        except ModelError as exc:
+            vectors.record_error(self.con, str(exc))
+            return [f"embedding stopped: {exc}"]
+        if left and later is not None:
+            later()
+        if done:
+            db.checkpoint(self.con)
+        return []
 
     def _nothing_to_embed(self, report: SyncReport) -> bool:
         """Whether every text already has its vector for the configured model,
@@ -340,10 +407,12 @@ class Keeper:
             self.folder_clock = None
             paths = dirty.paths_to_check(self.con, self.cfg.memory_root, clock)
             if paths is not None:
-                report = self.sync(embed=embed, paths=paths, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
+                report = self.sync(
+                    embed=embed, paths=paths, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False, background=False
+                )
                 self.folder_clock, self.checked_at = clock, time.time()
                 return report
-        return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
+        return self.sync(embed=embed, embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False, background=False)
 
     def last_scan(self) -> float | None:
         """When the index was last fully scanned (``time.time()``), by any

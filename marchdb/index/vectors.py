@@ -21,15 +21,14 @@ from marchdb.index import calibrate
 from marchdb.index.db import (
     bump_meta,
     drop_vector_tables,
-    embed_lease,
     ensure_vector_tables,
     get_meta,
     has_table,
     has_vector_tables,
     set_meta,
     transaction,
-    writer_lock,
 )
+from marchdb.index.locks import embed_lease, writer_lock
 from marchdb.notes import metadata_text
 
 if TYPE_CHECKING:
@@ -118,21 +117,28 @@ def _backfill_bits(con: apsw.Connection) -> None:
         )
 
 
-def pending_texts(con: apsw.Connection) -> list[tuple[str, str, str]]:
+def pending_texts(con: apsw.Connection, paths: list[str] | None = None) -> list[tuple[str, str, str]]:
     """``(kind, hash, text)`` of every active memory's metadata and chunks
-    that has no vector yet, metadata first."""
+    that has no vector yet, metadata first (only the memories at ``paths``
+    when given: a save's own)."""
+    only = "" if paths is None else "AND m.path IN (SELECT value FROM json_each(:paths)) "
+    args = {} if paths is None else {"paths": json.dumps(paths)}
     out: list[tuple[str, str, str]] = []
     for meta_hash, name, desc, tags_json in con.execute(
         "SELECT meta_hash, name, description, tags_json FROM memory_index m WHERE status = 'active' "
-        "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash) "
-        "GROUP BY meta_hash"
+        + only
+        + "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'meta' AND v.hash = m.meta_hash) "
+        "GROUP BY meta_hash",
+        args,
     ):
         out.append(("meta", meta_hash, metadata_text(name, desc, json.loads(tags_json))))
     for chash, text in con.execute(
         "SELECT c.hash, c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid "
         "WHERE m.status = 'active' "
-        "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash) "
-        "GROUP BY c.hash"
+        + only
+        + "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash) "
+        "GROUP BY c.hash",
+        args,
     ):
         out.append(("chunk", chash, text))
     return out
@@ -214,6 +220,8 @@ def embed_pending(
     batch: int = EMBED_BATCH,
     limit: int | None = None,
     wait: bool = True,
+    background: bool = False,
+    keep_going: Callable[[], bool] | None = None,
 ) -> int | None:
     """Embed every text (or the first ``limit``) that lacks a vector for
     ``embedder``'s model. Returns how many were stored, or None when another
@@ -222,69 +230,150 @@ def embed_pending(
     The model runs outside any lock or transaction; each batch is then
     written under the writer lock in its own short transaction, so readers
     and savers are never held up by a long embedding run. The whole run holds
-    ``db.embed_lease``, so no two processes embed the same backlog.
+    ``locks.embed_lease``, so no two processes embed the same backlog; texts
+    indexed meanwhile (a save, another sync) are embedded by the same run
+    before it ends. ``background``: the model's background lane, beside its
+    queries (``LlamaEmbedder``). ``keep_going()``, asked before each batch,
+    may end the run early (the watcher has changes to apply first).
     """
     if (
         get_meta(con, "vectors_complete") == embedder.fingerprint
         and get_meta(con, "model_fingerprint") == embedder.fingerprint
     ):
         return 0  # nothing was written since the last complete pass: stay a stat walk
-    with embed_lease(index_path, wait) as held:
-        return _embed_held(con, embedder, index_path, progress, batch, limit) if held else None
+    with embed_lease(index_path, wait) as lease:
+        if not lease:
+            return None
+        return _embed_held(con, embedder, index_path, lease, progress, batch, limit, background, keep_going)
 
 
-def _embed_held(con, embedder, index_path, progress, batch: int, limit: int | None) -> int:
+def _embed_held(con, embedder, index_path, lease, progress, batch, limit, background, keep_going) -> int:
     with writer_lock(index_path):
         prepare_model(con, embedder)
         collect_garbage(con)
         pending = pending_texts(con)
-        todo = pending[:limit]
-    total = len(todo)
+    tried: set[tuple[str, str]] = set()
     done = 0
+    total = len(pending) if limit is None else min(limit, len(pending))
+    stopped = False
     if progress:
         progress(0, total)
-    # Similar lengths together make the model's batches efficient.
-    for start in range(0, total, batch):
-        part = todo[start : start + batch]
-        vecs = embedder.embed_passages([t for _, _, t in part])
+    while pending and not stopped:
+        room = None if limit is None else limit - len(tried)
+        todo = pending[:room]
+        # Similar lengths together make the model's batches efficient.
+        for start in range(0, len(todo), batch):
+            if keep_going is not None and not keep_going():
+                stopped = True
+                break
+            part = todo[start : start + batch]
+            vecs = embedder.embed_passages([t for _, _, t in part], background=background)
+            with writer_lock(index_path):
+                if get_meta(con, "model_fingerprint") != embedder.fingerprint:
+                    raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+                done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+            tried.update((k, h) for k, h, _ in part)
+            if progress:
+                progress(len(tried), total)
+        if stopped or (limit is not None and len(tried) >= limit):
+            break
+        # What was indexed while this run embedded (a save, another sync):
+        # this run takes it too, rather than leaving it for the next sync.
         with writer_lock(index_path):
-            if get_meta(con, "model_fingerprint") != embedder.fingerprint:
-                raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
-            done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
-        if progress:
-            progress(min(start + batch, total), total)
-    with transaction(con):
-        set_meta(con, "vector_error", None)
-        # Re-checked inside the transaction: another process may have added
-        # memories since our list was made.
-        if len(todo) == len(pending) and not pending_texts(con):
-            set_meta(con, "vectors_complete", embedder.fingerprint)
+            pending = [p for p in pending_texts(con) if (p[0], p[1]) not in tried]
+        total = len(tried) + (len(pending) if limit is None else min(limit - len(tried), len(pending)))
+    with writer_lock(index_path):
+        with transaction(con):
+            set_meta(con, "vector_error", None)
+            # Re-checked inside the transaction: another process may have added
+            # memories since our list was made.
+            if not pending_texts(con):
+                set_meta(con, "vectors_complete", embedder.fingerprint)
+        # Given up under the writer lock: a writer that indexed texts after
+        # the check above finds the lease free (it is not held once that
+        # writer's own write is done), so it can embed them itself; one that
+        # indexed them before had them embedded here.
+        lease.release()
     return done
 
 
-def embed_after_sync(con, emb, index_path, report, progress, limit: int | None, wait: bool, long_lived) -> None:
+def embed_texts_of(
+    con: apsw.Connection, embedder, index_path: str | os.PathLike, paths: list[str], limit: int | None = None
+) -> tuple[int, int]:
+    """Embed the pending texts of the memories at ``paths`` (a save's own;
+    metadata first, at most ``limit`` of them) in the model's foreground,
+    without the embedding lease: a save must not wait behind a backlog
+    another process embeds (at worst a text both embed is stored once).
+    Returns how many were stored and how many are left pending."""
+    with writer_lock(index_path):
+        prepare_model(con, embedder)
+        pending = pending_texts(con, paths)
+    todo = pending[:limit]
+    done = 0
+    for start in range(0, len(todo), EMBED_BATCH):
+        part = todo[start : start + EMBED_BATCH]
+        vecs = embedder.embed_passages([t for _, _, t in part])
+        with writer_lock(index_path):
+            if get_meta(con, "model_fingerprint") != embedder.fingerprint:
+                raise ModelError("another process switched the embedding model meanwhile; run `marchdb sync` again")
+            done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+    return done, len(pending) - len(todo)
+
+
+def embed_after_sync(
+    con,
+    emb,
+    index_path,
+    report,
+    progress,
+    limit: int | None,
+    wait: bool,
+    long_lived,
+    background: bool = True,
+    keep_going: Callable[[], bool] | None = None,
+) -> int | None:
     """Embed what a sync left pending into ``report`` (``embedded``,
     ``model``, ``warnings``): at most ``limit`` texts; ``wait=False`` leaves
-    them to another process that holds the embedding lease. The model's
+    them to another process that holds the embedding lease; ``background``:
+    in the model's background lane; ``keep_going``: see ``embed_pending``. The model's
     calibration is made once, and the index's ``vector_error`` follows what
-    happened (an old error fixed since must not stay in status and doctor)."""
+    happened (an old error fixed since must not stay in status and doctor).
+    Returns ``embed_pending``'s answer (None: the lease was taken), 0 when embedding failed."""
     report.model = emb.fingerprint
     try:
-        embedded = embed_pending(con, emb, index_path, progress, limit=limit, wait=wait)
+        embedded = embed_pending(
+            con, emb, index_path, progress, limit=limit, wait=wait, background=background, keep_going=keep_going
+        )
         if embedded is None:
             report.warnings.append(
                 "another marchdb process is computing vectors; the newest memories are matched "
                 "by keywords until it is done"
             )
-            return
+            return None
         report.embedded = embedded
-        calibrate.ensure(con, emb)  # once per model, so recall starts fast
-        if embedded and long_lived:
-            emb.release_buffers()  # a long-lived process: back to a query-sized buffer
-        if get_meta(con, "vector_error") is not None:
-            with transaction(con):
-                set_meta(con, "vector_error", None)
+        settle(con, emb, embedded, long_lived)
     except ModelError as exc:
         report.warnings.append(f"embedding stopped: {exc}")
-        with transaction(con):
-            set_meta(con, "vector_error", str(exc))
+        record_error(con, str(exc))
+    return report.embedded
+
+
+def settle(con: apsw.Connection, emb, embedded: int, long_lived) -> None:
+    """After an embedding run: the model's calibration (made once, so recall
+    starts fast), the buffers of a long-lived process given back, and no
+    ``vector_error`` left from an earlier failure."""
+    calibrate.ensure(con, emb)
+    if embedded and long_lived:
+        emb.release_buffers()  # a long-lived process: back to a query-sized buffer
+    if get_meta(con, "vector_error") is not None:
+        record_error(con, None)
+
+
+def record_error(con: apsw.Connection, error: str | None) -> None:
+    """Why vectors are missing (``status`` and ``doctor`` show it), or None;
+    nothing written when it says so already (a write makes every other
+    connection drop its page cache: a watcher with no model wrote at every change)."""
+    if get_meta(con, "vector_error") == error:
+        return
+    with transaction(con):
+        set_meta(con, "vector_error", error)

@@ -27,6 +27,7 @@ from pathlib import Path
 from marchdb import redact
 from marchdb.errors import FileError, InvalidInput, check_text
 from marchdb.files import fsync_dir, read_file, write_temp
+from marchdb.modeltext import for_model
 from marchdb.ops import MAX_NOW_CHARS
 
 #: The page's file, in ``$MARCH_HOME/memory`` beside ``profiles/``.
@@ -36,6 +37,10 @@ NOW_FILE = "now.md"
 MAX_NOW_BYTES = 64 * 1024
 #: The first line of the block the page is injected in.
 NOW_HEADER = "[now]"
+#: A page whose file time is further ahead than this is dated in the future
+#: (a clock set back since, a copy from another machine): its age cannot be
+#: told, and it is shown as stale rather than as "just now" forever.
+FUTURE_SLACK_SECONDS = 300
 
 
 def page_path(home: Path) -> Path:
@@ -69,7 +74,8 @@ def read_page(home: Path, stale_hours: float, now: float | None = None) -> dict:
     """The page as data (its ``<private>`` regions left out and secrets
     replaced by markers): ``{"text", "path", "updated_at" (ISO, local time),
     "age_seconds", "age" ("3 h ago"), "stale", "stale_after_hours"}``;
-    ``text`` "" (and the times None) when there is no page or it is empty.
+    ``text`` "" (and the times None) when there is no page or it is empty; a
+    page dated in the future is stale, its ``age_seconds`` None.
     Raises ``FileError`` when it cannot be read (a link, not UTF-8)."""
     path = page_path(home)
     out: dict = {"text": "", "path": str(path), "updated_at": None, "age_seconds": None, "age": None}
@@ -94,10 +100,14 @@ def read_page(home: Path, stale_hours: float, now: float | None = None) -> dict:
     text = redact.redact(redact.without_private(text))[0].strip()
     if not text:
         return out
-    age = max(0.0, (time.time() if now is None else now) - st.st_mtime)
+    age = (time.time() if now is None else now) - st.st_mtime
     changed = dt.datetime.fromtimestamp(st.st_mtime).astimezone()
-    out.update(text=text, updated_at=changed.isoformat(timespec="seconds"), age_seconds=round(age))
-    out.update(age=age_words(age), stale=age > stale_hours * 3600)
+    out.update(text=text, updated_at=changed.isoformat(timespec="seconds"))
+    if age < -FUTURE_SLACK_SECONDS:
+        out.update(age="at a time in the future", stale=True)
+    else:
+        age = max(0.0, age)
+        out.update(age_seconds=round(age), age=age_words(age), stale=age > stale_hours * 3600)
     return out
 
 
@@ -147,12 +157,17 @@ def age_words(seconds: float) -> str:
 def block(page: dict) -> str:
     """The ``[now]`` block for a page (``read_page``): its age on the first
     line, said as stale past ``stale_after_hours``, then the page (cut to
-    ``MAX_NOW_CHARS``, saying so); "" for no page."""
+    ``MAX_NOW_CHARS``, saying so; as a model may read it, ``modeltext``); "" for no page."""
     text = page.get("text") or ""
     if not text:
         return ""
     when = f"updated {page['age']} ({dt.datetime.fromisoformat(page['updated_at']):%Y-%m-%d %H:%M})"
-    if page["stale"]:
+    if page["age_seconds"] is None:
+        when = (
+            f"STALE: {when}, so how old it is cannot be told (the clock was set back, or the file's time is "
+            "wrong); check it with the user before acting on it, then refresh it (memory_now) or clear it"
+        )
+    elif page["stale"]:
         hours = f"{page['stale_after_hours']:g} h"
         when = (
             f"STALE: {when}, older than {hours}; it may no longer hold: check it with the user before acting on "
@@ -160,4 +175,4 @@ def block(page: dict) -> str:
         )
     if len(text) > MAX_NOW_CHARS:
         text = text[:MAX_NOW_CHARS].rstrip() + f"\n(cut: the page is longer than {MAX_NOW_CHARS:,} characters)"
-    return f"{NOW_HEADER}\n{when}\n{text}"
+    return f"{NOW_HEADER}\n{when}\n{for_model(text)}"

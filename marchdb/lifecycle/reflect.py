@@ -11,7 +11,8 @@ nothing) with marchdb's way to write each (``memory_save``, ``supersedes``,
 (a cron job piping it into an agent). Reading only: nothing is written here.
 
 Bounds: a range of at most ``MAX_DAYS`` days, at most ``MAX_LOG_CHARS``
-characters of logs (the latest days first; the days left out are named).
+characters of logs (the latest days first; the days left out are named; a
+latest day longer than that alone keeps its latest entries, and says so).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import apsw
 from marchdb.errors import InvalidInput
 from marchdb.files import read_memory_text
 from marchdb.lifecycle.capture import LOG_TAG, entry_titles, log_id, log_name
+from marchdb.modeltext import for_model
 from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
 
 #: Longest range of days one reflection reads.
@@ -111,6 +113,17 @@ def day_range(date: str | None, since: str | None, until: str | None, today: dt.
     return first, last
 
 
+def latest_part(body: str, limit: int) -> str:
+    """The end of ``body`` in at most ``limit`` characters, starting at an
+    entry (``### HH:MM``) when one begins in its first half, else at a line."""
+    tail = body[-limit:]
+    for mark in ("\n### ", "\n"):
+        at = tail.find(mark)
+        if 0 <= at < limit // 2:
+            return tail[at + 1 :]
+    return tail
+
+
 def _days(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
 
@@ -154,10 +167,14 @@ def reflection(con: apsw.Connection, root: Path, first: dt.date, last: dt.date) 
     for log in reversed(logs):  # the latest first: the oldest days are the ones left out
         if used + len(log["body"]) > MAX_LOG_CHARS and kept:
             break
+        if len(log["body"]) > MAX_LOG_CHARS:  # the latest day alone is past the bound: its latest entries
+            body = latest_part(log["body"], MAX_LOG_CHARS)
+            log = {**log, "body": body, "cut": len(log["body"]) - len(body)}
         kept.append(log)
         used += len(log["body"])
     kept.reverse()
-    left_out = [log["id"] for log in logs if log not in kept]
+    kept_ids = {log["id"] for log in kept}
+    left_out = [log["id"] for log in logs if log["id"] not in kept_ids]
     span = f"the daily log of {first}" if first == last else f"the daily logs of {first} to {last}"
     have = {log["day"] for log in logs}
     missing = [d.isoformat() for d in _days(first, last) if d.isoformat() not in have]
@@ -176,7 +193,14 @@ def reflection(con: apsw.Connection, root: Path, first: dt.date, last: dt.date) 
             )
         for log in kept:
             count = f"{log['entries']} entr{'y' if log['entries'] == 1 else 'ies'}"
-            parts += ["", f"=== {log_name(dt.date.fromisoformat(log['day']))} ({log['id']}, {count}) ===", log["body"]]
+            parts += ["", f"=== {log_name(dt.date.fromisoformat(log['day']))} ({log['id']}, {count}) ==="]
+            if log.get("cut"):
+                parts.append(
+                    f"(cut: the first {log['cut']:,} characters of this log are left out, over "
+                    f"{MAX_LOG_CHARS:,}; the latest entries follow)"
+                )
+            # The logs are what anyone wrote: no line of theirs may read as a block marker.
+            parts.append(for_model(log["body"]))
     return {
         "text": "\n".join(parts).rstrip() + "\n",
         "since": first.isoformat(),

@@ -58,6 +58,8 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
     (``ops.call`` on a Store, or the warm engine)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
     from pydantic import ValidationError
 
     from marchdb import __version__
@@ -79,7 +81,24 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
                 # Keeping the cause: the SDK then logs the fields, not the caller's values.
                 raise ToolError(f"{name}: {argument_errors(exc.__cause__)}") from exc.__cause__
 
+        async def get_prompt(self, name, arguments=None, context=None):
+            # The arguments are checked as a tool's are, first: the SDK's own
+            # check answered a date too long or an argument it does not take
+            # with code 0 "Error rendering prompt" and a traceback on stderr.
+            op = prompt_ops.get(name)
+            if op is None:
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"Unknown prompt: {bounded(str(name), 200)}; the prompts are {', '.join(prompt_ops)}",
+                )
+            try:
+                op.checked(dict(arguments or {}))
+            except MarchError as exc:
+                raise MCPError(INVALID_PARAMS, bounded(str(exc))) from None
+            return await super().get_prompt(name, arguments, context)
+
     tool_names = [op.name for op in ops.OPERATIONS.values() if op.mcp]
+    prompt_ops = {op.name: op for op in ops.OPERATIONS.values() if op.prompt}
     server = _Server(name="marchdb", version=__version__, instructions=ops.INSTRUCTIONS)
 
     def call(op: str, /, **args: Any) -> dict:
