@@ -119,13 +119,15 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
     CROSS JOIN vec_meta vm ON vm.rowid = v.vid
 ),
-chunk_sig AS (
-    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5)) AS cos,
-           row_number() OVER (PARTITION BY c.mem_rid
-                              ORDER BY vec_distance_cosine(vc.embedding, :qvec) - :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))) AS rn
+chunk_cos AS MATERIALIZED (
+    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
+             - :assistant_penalty * (c.role = 'assistant') AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
+),
+chunk_sig AS (
+    SELECT rid, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn FROM chunk_cos
 ),
 -- cos:end
 body_sig AS MATERIALIZED (
@@ -140,8 +142,8 @@ bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the qu
 xbm25_sig AS MATERIALIZED (
     SELECT x.rid, x.raw FROM cand JOIN xbm25_hits x ON x.rid = cand.rid
 ),
-cbm25_sig AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, max(h.raw) AS raw
+cbm25_sig AS MATERIALIZED (  -- an assistant's chunk counts :assistant_words of its words
+    SELECT c.mem_rid AS rid, max(h.raw * (CASE c.role WHEN 'assistant' THEN :assistant_words ELSE 1.0 END)) AS raw
     FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
     WHERE c.mem_rid IN (SELECT rid FROM cand) GROUP BY c.mem_rid
 ),
@@ -269,7 +271,8 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
 ),
 chunk_cos AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5)) AS cos
+    SELECT c.mem_rid AS rid, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
+             - :assistant_penalty * (c.role = 'assistant') AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
 ),
@@ -288,7 +291,7 @@ cbm25_hits AS MATERIALIZED (
     SELECT rowid AS crid, -bm25(fts_chunk) AS raw FROM fts_chunk WHERE fts_chunk MATCH :match
 ),
 cbm25_sig AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, max(h.raw) AS raw
+    SELECT c.mem_rid AS rid, max(h.raw * (CASE c.role WHEN 'assistant' THEN :assistant_words ELSE 1.0 END)) AS raw
     FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
     WHERE c.mem_rid IN (SELECT rid FROM bm25_sig) GROUP BY c.mem_rid
 )

@@ -37,6 +37,7 @@ from marchdb.errors import Expired, InvalidInput
 from marchdb.index import calibrate, temperature
 from marchdb.index.apart import keep_apart
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
+from marchdb.index.focus import focus
 from marchdb.index.results import Hint, RecallResult
 from marchdb.index.terms import (
     BM25_K1,
@@ -88,6 +89,14 @@ BM25_LPEN = 0.25
 #: question holds its words together; one that holds them by chance, spread
 #: over 11,000 characters, does not (tools/fusion_lab.py, leave one set out).
 CBM25_W = 1.0
+#: In a chat, what the user said weighs more than what the assistant
+#: answered (``notes.body_chunks``: chunks know their role): a question about
+#: a chat asks for a detail the user gave once ("what did I say my sister's
+#: dog is called?"), among thousands of words of answers that hold the
+#: question's subject and words by the dozen. An assistant chunk's cosine
+#: counts ASSISTANT_PENALTY less, and its words ASSISTANT_WORDS of theirs.
+ASSISTANT_PENALTY = 0.0
+ASSISTANT_WORDS = 1.0
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -275,7 +284,9 @@ def score(
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
     from the vec0 tables, in SQL.
     """
-    terms = fts.query_terms(text)
+    # the words of what is embedded first (a long message's question), then the rest
+    focused = focus(text)
+    terms = fts.query_terms(text if focused == text else focused + "\n" + text)
     ceiling, informative = bm25_terms(con, terms)
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)
@@ -297,6 +308,7 @@ def score(
         # the best chunk's share, of the ceiling on chunk statistics
         "cbm25_max": max(chunk_ceiling(con, terms), chunk_floor),
         "cbm25_w": CBM25_W,
+        "assistant_words": ASSISTANT_WORDS,
         "k_bm25": K_BM25,
         "limit": limit,
         "project_tag": project_tag,
@@ -320,6 +332,7 @@ def score(
             script_offset=calibration.get("script_offset", 0.0) * calibration.get("script_weight", 1.0),
             w_dense=w_dense,
             agree=AGREE,
+            assistant_penalty=ASSISTANT_PENALTY,
             **calibrate.curves(calibration, text_count(con)),
         )
         if vindex is not None and vindex.sync(con):
@@ -502,7 +515,7 @@ def related(
     qvec, calib = None, calibrate.bm25_only()
     if embedder is not None and vectors_usable(con, embedder.fingerprint):
         calib = calibrate.ensure(con, embedder)
-        qvec = embedder.embed_queries([text])[0]
+        qvec = embedder.embed_queries([focus(text)])[0]
     found = []
     for cand in score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, words=words):
         if (
@@ -570,7 +583,7 @@ def recall(
     if embedder is not None:
         if vectors_usable(con, embedder.fingerprint):
             calib = calibrate.ensure(con, embedder)
-            qvec = embedder.embed_queries([text])[0]
+            qvec = embedder.embed_queries([focus(text)])[0]
             mode = "hybrid"
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
