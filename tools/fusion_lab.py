@@ -54,14 +54,19 @@ from bench_recall import open_set
 from marchdb import fts
 from marchdb.index import calibrate, terms
 from marchdb.index import recall as recall_mod
+from marchdb.index.focus import focus
 
 HALVES = ("train", "test")
 #: The body signal: the best chunks' cosines weighted 0.65 / 0.25 / 0.10 (seed 000).
 BODY_WEIGHTS = np.array([0.65, 0.25, 0.10])
 #: Candidates per message the rules score (the best by the product's order).
 KEEP = 40
-#: Chunks recorded per candidate with their cosine and BM25 (3 best by each).
-PAIRS = 6
+#: Chunks recorded per candidate with their cosine, BM25 and role: the 3
+#: best by cosine among the user's chunks, the 3 best among the others, and
+#: the 3 best by BM25.
+PAIRS = 9
+#: Roles as numbers in the collected pairs.
+ROLES = {"": 0, "user": 1, "assistant": 2}
 
 
 def _code_version() -> str:
@@ -76,7 +81,7 @@ def _code_version() -> str:
 
 
 #: Bump when ``collect`` records something new.
-COLLECT_VERSION = "2: chunk bm25"
+COLLECT_VERSION = "3: chunk roles"
 
 
 class ChunkWords:
@@ -148,6 +153,20 @@ def load_vectors(con, kind: str) -> tuple[dict[str, np.ndarray], dict[str, np.nd
     return {k: np.stack(v) for k, v in vecs.items()}, {k: np.array(v) for k, v in cjk.items()}, chars
 
 
+def load_roles(con) -> dict[str, np.ndarray]:
+    """Per active memory id: each chunk's role (``ROLES``), in ``load_vectors``' order
+    (all 0 in an index made before chunks had roles)."""
+    cols = {r[1] for r in con.execute("PRAGMA table_info(chunks)")}
+    role = "c.role" if "role" in cols else "''"
+    out: dict[str, list] = {}
+    for mid, r in con.execute(
+        f"SELECT m.id, {role} FROM memory_index m JOIN chunks c ON c.mem_rid = m.rid "
+        "JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash WHERE m.status = 'active' ORDER BY m.id, c.seq"
+    ):
+        out.setdefault(mid, []).append(ROLES.get(r, 0))
+    return {k: np.array(v) for k, v in out.items()}
+
+
 def collect(name: str, n_other: int) -> dict:
     """Candidates and raw signals of every query and off-topic message of set ``name``."""
     store, _sdir, memories, queries, qrels, _report, _secs = open_set(name, Path(".bench/recall"))
@@ -160,13 +179,14 @@ def collect(name: str, n_other: int) -> dict:
     con = store.con
     meta, meta_cjk, _ = load_vectors(con, "meta")
     chunks, chunk_cjk, body_chars = load_vectors(con, "chunk")
+    roles = load_roles(con)
     words = ChunkWords(con)
     offset = calib.get("script_offset", 0.0) * calib.get("script_weight", 1.0)
     center = np.asarray(calib["probe_center"], dtype=np.float32)
     texts = [(q["text"], "query", q["id"]) for q in queries]
     for kind, items in offtopic(name, n_other).items():
         texts += [(t, kind, None) for t in items]
-    vecs = emb.embed_queries([t for t, _, _ in texts])
+    vecs = emb.embed_queries([focus(t) for t, _, _ in texts])
     out = []
     for (text, kind, qid), qv in zip(texts, vecs):
         cands = recall_mod.score(con, text, qv, calib, limit=100, words=store.words())
@@ -184,17 +204,27 @@ def collect(name: str, n_other: int) -> dict:
             if c.id in chunks:
                 flags = (chunk_cjk[c.id] >= 0.5) != (q_cjk >= 0.5)
                 raw_cos = chunks[c.id] @ qv
-                adjusted = raw_cos + offset * flags
+                adjusted = raw_cos + offset * flags - recall_mod.ASSISTANT_PENALTY * (roles[c.id] == 2)
                 order = np.argsort(-adjusted)[:3]
                 cos = [round(float(raw_cos[i]), 6) for i in order]
                 across = [int(flags[i]) for i in order]
-                # chunks (seq) with their cosine and BM25: the best 3 by
-                # each, so that any rule monotone in both finds its best chunk
+                # chunks (seq) with their cosine, BM25 and role: the best 3 by
+                # cosine of the user's and of the others', the best 3 by
+                # words, so that any rule monotone in both finds its best chunk
                 hit = chunk_hits.get(c.id, {})
                 by_words = sorted(hit, key=lambda k: -hit[k])[:3]
-                for k in dict.fromkeys([int(i) for i in order] + by_words):
+                plain = raw_cos + offset * flags
+                users = [
+                    int(i) for i in np.argsort(-np.where(roles[c.id] == 1, plain, -9.0))[:3] if roles[c.id][i] == 1
+                ]
+                others = [
+                    int(i) for i in np.argsort(-np.where(roles[c.id] != 1, plain, -9.0))[:3] if roles[c.id][i] != 1
+                ]
+                for k in dict.fromkeys(users + others + by_words):
                     if k < len(raw_cos):
-                        pairs.append([round(float(raw_cos[k]), 6), int(flags[k]), round(hit.get(k, 0.0), 5)])
+                        pairs.append(
+                            [round(float(raw_cos[k]), 6), int(flags[k]), round(hit.get(k, 0.0), 5), int(roles[c.id][k])]
+                        )
             rows.append(
                 {
                     "id": c.id,
@@ -266,12 +296,13 @@ class Arrays:
         self.cceiling = np.array([i.get("cceiling", 1.0) for i in items])[self.item]
         self.chunks_total = data.get("chunks_total", self.texts)
         # per candidate, up to PAIRS chunks: cosine, in another script, chunk BM25
-        pairs = np.full((len(rows), PAIRS, 3), np.nan)
+        pairs = np.full((len(rows), PAIRS, 4), np.nan)
         for r, (_, c, _) in enumerate(rows):
             got = c.get("pairs", [])[:PAIRS]
             if got:
                 pairs[r, : len(got)] = got
         self.pair_cos, self.pair_across, self.pair_raw = pairs[:, :, 0], np.nan_to_num(pairs[:, :, 1]), pairs[:, :, 2]
+        self.pair_role = np.nan_to_num(pairs[:, :, 3])
         self.meta = np.array([nan if c["meta"] is None else c["meta"] for _, c, _ in rows])
         self.meta_across = np.array([c["meta_across"] for _, c, _ in rows], dtype=float)
         self.top = np.array([(c["chunks"] + [nan, nan, nan])[:3] for _, c, _ in rows]).reshape(-1, 3)
@@ -298,8 +329,22 @@ class Arrays:
         dense = np.fmax(self.meta + offset * self.meta_across, self.body_cos(offset))
         self.single = {"bm25": (self.raw, ~np.isnan(self.raw)), "dense": (dense, ~np.isnan(dense))}
 
-    def body_cos(self, offset: float) -> np.ndarray:
-        """The body signal with ``offset`` added to chunks in another script."""
+    def body_cos(self, offset: float, assistant: float | None = None, top1: float = BODY_WEIGHTS[0]) -> np.ndarray:
+        """The body signal with ``offset`` added to chunks in another script
+        and, with ``assistant``, that taken from an assistant's chunks (from
+        the pairs, which hold the best 3 chunks of the user's and of the
+        others'); ``top1``: the best chunk's weight (the others' shared as
+        BODY_WEIGHTS share them)."""
+        weights_of = np.array([top1, *(BODY_WEIGHTS[1:] * (1 - top1) / BODY_WEIGHTS[1:].sum())])
+        if assistant is not None:
+            adj = self.pair_cos + offset * self.pair_across - assistant * (self.pair_role == 2)
+            top = -np.sort(-np.where(np.isnan(adj), -np.inf, adj), axis=1)[:, :3]
+            top = np.where(np.isinf(top), np.nan, top)
+            if top.shape[1] < 3:
+                top = np.pad(top, ((0, 0), (0, 3 - top.shape[1])), constant_values=np.nan)
+            have = ~np.isnan(top)
+            weights = (have * weights_of).sum(axis=1)
+            return np.where(weights > 0, np.nansum(top * weights_of, axis=1) / np.maximum(weights, 1e-9), np.nan)
         top = self.top + offset * self.top_across
         have = ~np.isnan(top)
         weights = (have * BODY_WEIGHTS).sum(axis=1)
@@ -372,7 +417,9 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
     # chunks is high by chance alone, the expected maximum of n draws
     # growing like sqrt(2 ln n) standard deviations.
     penalty = p["chunk_k"] * calib["rel_sigma"]
-    body = a.body_cos(offset) - penalty * np.sqrt(2 * np.log(np.maximum(a.n_chunks, 1)))
+    body = a.body_cos(offset, p.get("ap", 0.0), p.get("top1", float(BODY_WEIGHTS[0]))) - penalty * np.sqrt(
+        2 * np.log(np.maximum(a.n_chunks, 1))
+    )
     d = np.fmax(a.meta + offset * a.meta_across, body) - a.bg
     dense = sig((d - curve["dense_mid"]) / curve["dense_scale"])
     alone = sig((d - curve["alone_mid"]) / curve["dense_scale"])
@@ -390,7 +437,7 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
     # the larger of the two word shares (fmax: the one present where only one is)
     ratio = np.fmax(a.raw / np.maximum(a.ceiling, floor), a.xraw / np.maximum(a.xceiling, floor)) * length
     cfloor = p["floor"] * (terms.BM25_K1 + 1) * math.log(max(a.chunks_total, 2))
-    cshare = a.pair_raw / np.maximum(a.cceiling, cfloor)[:, None]
+    cshare = a.pair_raw * np.where(a.pair_role == 2, p.get("aw", 1.0), 1.0) / np.maximum(a.cceiling, cfloor)[:, None]
     if p.get("cw", 0.0) > 0:
         # the best chunk's share of the message, on chunk statistics: a long
         # memory holds a question's words in one place when it answers it
@@ -437,6 +484,9 @@ SHIPPED = {
     "xoff": calibrate.SCRIPT_WEIGHT,
     "xk": 0.0,
     "cw": recall_mod.CBM25_W,
+    "ap": recall_mod.ASSISTANT_PENALTY,
+    "aw": recall_mod.ASSISTANT_WORDS,
+    "top1": float(BODY_WEIGHTS[0]),
     # tried, not shipped (leaving one set out chose 0 on every set):
     # one chunk scored on both signals, and the best candidate's lead
     "pf": 0.0,
@@ -485,6 +535,11 @@ GRID = {
     "xk": (0.0, 0.6, 0.8, 1.0, 1.2),
     # the best chunk's share of the message's words, times cw, as a BM25 share
     "cw": (0.0, 0.5, 1.0, 1.5, 2.0),
+    # an assistant chunk's cosine counts ap less, its words aw of theirs
+    "ap": (0.0, 0.005, 0.01, 0.015, 0.02, 0.03),
+    "aw": (0.25, 0.5, 0.75, 1.0),
+    # the best body chunk's weight among the 3 best (seed 000: 0.65)
+    "top1": (0.65, 0.8, 1.0),
     # one chunk scored on both signals
     "pf": (0.0, 1.0),
     # the best candidate's lead over the next, times mk, added to its score (at most mcap)
