@@ -4,7 +4,9 @@
 --
 -- Signals per candidate memory:
 --   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
---   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
+--   body_cos  best body chunks' cosines, weighted :body_w1 / :body_w2 / :body_w3 (renormalised when fewer;
+--             recall.BODY_TOP1 and the rest as seed 000's 0.25 / 0.10), an assistant's chunk in a chat
+--             :assistant_penalty lower (chunks.role)
 --   dense_cos max(meta_cos, body_cos)
 --   bm25_raw  FTS5 BM25 (porter-stemmed), metadata column weighted x2, query
 --             terms OR-ed (terms in half the memories or more are left out:
@@ -120,20 +122,21 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vec_meta vm ON vm.rowid = v.vid
 ),
 chunk_cos AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
+    SELECT c.mem_rid AS rid, c.seq, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
              - :assistant_penalty * (c.role = 'assistant') AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
 ),
 chunk_sig AS (
-    SELECT rid, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn FROM chunk_cos
+    SELECT rid, seq, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn FROM chunk_cos
 ),
 -- cos:end
 body_sig AS MATERIALIZED (
     SELECT rid,
-           sum(cos * (CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END))
-             / sum(CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END) AS cos
+           sum(cos * (CASE rn WHEN 1 THEN :body_w1 WHEN 2 THEN :body_w2 ELSE :body_w3 END))
+             / sum(CASE rn WHEN 1 THEN :body_w1 WHEN 2 THEN :body_w2 ELSE :body_w3 END) AS cos,
+           max(CASE rn WHEN 1 THEN seq END) AS passage_seq  -- the passage that matched best (--explain)
     FROM chunk_sig WHERE rn <= 3 GROUP BY rid
 ),
 bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
@@ -159,7 +162,7 @@ body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
 -- a warm recall at 10,000 memories, same rows).
 signals AS MATERIALIZED (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json, m.cjk AS meta_cjk,
-           ms.cos AS meta_cos, bs.cos AS body_cos,
+           ms.cos AS meta_cos, bs.cos AS body_cos, bs.passage_seq,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
            b.raw AS bm25_raw, cb.raw AS cbm25_raw,
@@ -271,13 +274,13 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
 ),
 chunk_cos AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
+    SELECT c.mem_rid AS rid, c.seq, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
              - :assistant_penalty * (c.role = 'assistant') AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
 ),
 chunk_sig AS (
-    SELECT rid, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn
+    SELECT rid, seq, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn
     FROM chunk_cos WHERE cos IS NOT NULL
 ),
 

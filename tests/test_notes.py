@@ -358,7 +358,9 @@ def test_chat_turns_in_every_form_written_and_two_people_talking():
     bold_colon = "**User:** one\n\n**Claude:** two\n\n**User:** three\n\n**Claude:** four"
     assert [r for _, r in notes.body_chunks(bold_colon)] == ["user", "assistant", "user", "assistant"]
     # two people: their turns are packed as paragraphs are, all of them a person's
-    talk = "**Caroline**: Hey Mel!\n\n**Melanie**: Hi!\n\n**Caroline**: I went to a support group.\n\n**Melanie**: Cool."
+    talk = (
+        "**Caroline**: Hey Mel!\n\n**Melanie**: Hi!\n\n**Caroline**: I went to a support group.\n\n**Melanie**: Cool."
+    )
     assert notes.body_chunks(talk) == [(talk, "user")]
 
 

@@ -653,3 +653,43 @@ def test_a_memory_of_a_few_thousand_characters_keeps_its_whole_word_share(vault,
     assert share["mid"] == pytest.approx(share["short"], rel=1e-6)
     expected = (recall_mod.BM25_LREF / len(bodies["long"])) ** recall_mod.BM25_LPEN
     assert share["long"] == pytest.approx(share["short"] * expected, rel=0.02)
+
+
+def test_a_detail_the_user_gave_once_in_a_long_chat_is_hinted_by_its_memory_and_explained_by_its_turn(
+    vault, model_store
+):
+    answer = "Here are some ideas for organising a closet. " + "Sort by season and use clear boxes. " * 40
+    body = (
+        "Chat on 2023/05/29.\n\n**user**: Can you help me organise my closet?\n\n"
+        f"**assistant**: {answer}\n\n**user**: By the way, my sister's dog is called Biscuit.\n\n"
+        f"**assistant**: {answer}\n\n**user**: Thanks, I'll sort the shoes first.\n\n**assistant**: {answer}"
+    )
+    vault.memory(
+        "chat.md",
+        "chat_closet",
+        name="Closet help",
+        description="Can you help me organise my closet?",
+        tags=["chat"],
+        body=body,
+    )
+    vault.memory(
+        "deploy.md",
+        "mem_deploy",
+        name="Deploy day",
+        description="We deploy on Tuesdays, never on Fridays",
+        tags=["process"],
+        body="Friday deploys broke the weekend twice.",
+    )
+    model_store.sync()
+    roles = [
+        r[0]
+        for r in model_store.con.execute(
+            "SELECT c.role FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id = 'chat_closet' ORDER BY c.seq"
+        )
+    ]
+    assert roles[:3] == ["user", "assistant", "assistant"] and roles.count("user") == 3
+    res = model_store.recall("what did I say my sister's dog is called?", explain=True)
+    first = res.candidates[0]
+    assert first.id == "chat_closet"
+    passage = first.signals["passage"]
+    assert passage["role"] == "user" and "Biscuit" in passage["text"], passage

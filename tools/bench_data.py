@@ -65,6 +65,7 @@ VARIANTS = {
     "chatqa": ("chats", "chatqa"),
     "locomo-long": ("locomo", "locomo-long"),
     "chats-qa-described": ("chats-qa", "described"),
+    "paraphrase": ("", "paraphrase"),
 }
 #: Query sets of our own (tools/data/NAME: queries.jsonl, qrels.tsv,
 #: offtopic.txt) about a shared set's memories.
@@ -84,6 +85,7 @@ LANGUAGE = {
     "chatqa": "en",
     "chats-qa": "en",
     "chats-qa-described": "en",
+    "paraphrase": "en+zh",
     "locomo-long": "en",
     "cmrc2018": "zh",
     "cmrc2018-hant": "zh-hant",
@@ -160,6 +162,22 @@ def _write_crosslingual(out: Path) -> None:
     )
 
 
+def _write_paraphrase(out: Path) -> None:
+    """The memories of tools/data/paraphrase.jsonl (an agent's decisions,
+    preferences, people, errands; English and Chinese), each asked about in
+    other words than its own ("can we ship this on friday?" for "We deploy
+    on Tuesdays, never on Fridays"): for tools/bench_small.py."""
+    out.mkdir(parents=True, exist_ok=True)
+    items = [json.loads(l) for l in (DATA / "paraphrase.jsonl").read_text(encoding="utf-8").splitlines() if l.strip()]
+    mems = [{"id": i["id"], "created_at": None, **i["memory"]} for i in items]
+    queries = [{"id": f"{i['id']}-q{n}", "text": q} for i in items for n, q in enumerate(i["questions"])]
+    qrels = [f"{i['id']}-q{n}\t{i['id']}\t1\n" for i in items for n, _ in enumerate(i["questions"])]
+    (out / "memories.jsonl").write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in mems))
+    (out / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
+    (out / "qrels.tsv").write_text("query-id\tmemory-id\tgrade\n" + "".join(qrels))
+    (out / "done").write_text("ok")
+
+
 def _write_described(src: Path, out: Path) -> None:
     """``src`` with each chat's description made as ``marchdb import`` makes
     one (``transcripts.described``: what the user settled, then what they
@@ -185,6 +203,9 @@ def _write_described(src: Path, out: Path) -> None:
 def _convert_set(src: Path, out: Path, conv: str) -> None:
     if conv == "described":
         _write_described(src, out)
+        return
+    if conv == "paraphrase":
+        _write_paraphrase(out)
         return
     if conv in ("crosslingual", "chatqa", "locomo-long"):
         out.mkdir(parents=True, exist_ok=True)

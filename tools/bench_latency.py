@@ -108,7 +108,19 @@ def run_queries(store: Store, texts: list[str]) -> dict:
     return {"p50": round(statistics.median(total_ms), 2), "p95": _pct(total_ms, 0.95), "max": _pct(total_ms, 1.0)}
 
 
-def bench(n: int, work: Path, queries: int, log) -> dict:
+#: Prompt lengths timed with ``--long-prompts`` (recall reads at most 4,000 characters).
+LONG_PROMPTS = (100, 500, 1000, 2000, 4000)
+
+
+def long_prompt(question: str, chars: int) -> str:
+    """``question`` after a paste of marchdb's own source, ``chars`` characters in all."""
+    files = sorted((REPO / "marchdb").glob("**/*.py"))
+    source = files[len(question) % len(files)].read_text(encoding="utf-8") * 4
+    room = max(chars - len(question) - 30, 0)
+    return f"Here is the file:\n\n{source[:room]}\n\n{question}"[:chars] if room else question[:chars]
+
+
+def bench(n: int, work: Path, queries: int, log, long_prompts: bool = False) -> dict:
     vault, _ = ensure_vault(work / "sync" / f"n{n}", n, log)  # bench_sync.py's vaults
     home = work / "latency" / f"n{n}"
     cfg = load_config(home=home, root=vault, env={})
@@ -142,7 +154,16 @@ def bench(n: int, work: Path, queries: int, log) -> dict:
         with Store(cfg, keep_vectors=keep) as s:
             modes[mode] = run_queries(s, texts)
         log(f"n={n} {mode}: {modes[mode]}")
+    by_length = {}
+    if long_prompts:
+        # prompts of every length up to recall's bound: a question beside a
+        # pasted piece of marchdb's own source, as a long-lived process answers them
+        with Store(cfg, keep_vectors=True) as s:
+            for chars in LONG_PROMPTS:
+                by_length[chars] = run_queries(s, [long_prompt(t, chars) for t in texts[: max(queries // 2, 2)]])
+                log(f"n={n} prompts of {chars} characters: {by_length[chars]}")
     return {
+        "by_prompt_chars": by_length,
         "memories": n,
         "vectors": counts,
         "recall_ms": modes,
@@ -162,9 +183,16 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--work", type=Path, default=REPO / ".bench")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--long-prompts",
+        action="store_true",
+        help="also time prompts of 100 to 4,000 characters (a paste and a question)",
+    )
     args = ap.parse_args()
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    results = [bench(int(s.replace("_", "")), args.work, args.queries, log) for s in args.sizes.split(",")]
+    results = [
+        bench(int(s.replace("_", "")), args.work, args.queries, log, args.long_prompts) for s in args.sizes.split(",")
+    ]
     print(
         f"{'memories':>9} {'vectors':>8} {'in-memory p50':>14} {'p95':>7} {'max':>7} "
         f"{'SQL path p50':>13} {'p95':>7} {'embed p50':>10} {'copy':>15} {'index MB':>9}"
@@ -176,6 +204,11 @@ def main() -> int:
             f"{m['p95']:>5.1f}ms {m['max']:>5.0f}ms {q['p50']:>11.1f}ms {q['p95']:>5.1f}ms "
             f"{r['query_embed_ms']['p50']:>8.1f}ms {c['tier']:>6} {c['mb']:>4.0f}MB {c['load_s']:>3.1f}s {r['index_mb']:>9.1f}"
         )
+    for r in results:
+        for chars, m in r["by_prompt_chars"].items():
+            print(
+                f"{r['memories']:>9,} memories, prompts of {chars:>5,} characters: p50 {m['p50']:.1f} ms, p95 {m['p95']:.1f} ms"
+            )
     print(machine_info())
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -118,6 +118,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("set", help="a set with questions: locomo, cmrc2018, cranfield, cmrc2018-hant")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument(
+        "--model", help="GGUF path or recipe name (default: the built-in default, built in each vault's home)"
+    )
     ap.add_argument("--vaults", type=int, help="vaults per size (default: 8 up to 40 memories, fewer above)")
     ap.add_argument("--offtopic", type=int, default=20, help="other sets' questions per vault")
     ap.add_argument("--language", type=int, default=20, help="in-language off-topic questions per vault")
@@ -151,7 +154,7 @@ def main() -> int:
             if work.exists():
                 shutil.rmtree(work)
             write_vault(list(chosen.values()), work / "vault")
-            store = cached_store(load_config(home=work / "home", root=work / "vault", env={}))
+            store = cached_store(load_config(home=work / "home", root=work / "vault", model=args.model, env={}))
             try:
                 store.sync()
                 inside = [q for q in queries if q["id"] in qrels and set(qrels[q["id"]]) <= set(chosen)]

@@ -80,6 +80,8 @@ def _code_version() -> str:
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:12]
 
 
+#: Where the indexes are (tools/bench_recall.py's --work; ``--work``).
+WORK = Path(".bench/recall")
 #: Bump when ``collect`` records something new.
 COLLECT_VERSION = "3: chunk roles"
 
@@ -169,7 +171,7 @@ def load_roles(con) -> dict[str, np.ndarray]:
 
 def collect(name: str, n_other: int) -> dict:
     """Candidates and raw signals of every query and off-topic message of set ``name``."""
-    store, _sdir, memories, queries, qrels, _report, _secs = open_set(name, Path(".bench/recall"))
+    store, _sdir, memories, queries, qrels, _report, _secs = open_set(name, WORK)
     cache = Path(".bench/lab") / f"{name}-{_code_version()}.json"
     if cache.exists():
         store.close()
@@ -458,7 +460,16 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
         out = np.where(both & (bestc > 0), np.fmax(out, bestc), out)
     score = np.nan_to_num(out, nan=0.0)
     across = (a.meta_across > 0) & ~np.isnan(d)
-    rank = np.where(across, np.fmax(score, np.nan_to_num(dense)), score)
+    ranked = score
+    if p.get("rtau", 0.0) > 0:
+        # ranked with the word share less saturated than the score (which the
+        # threshold reads): of two memories holding most of a question's
+        # words, the one holding more stays ahead of a close cosine
+        br = 1.0 - np.exp(-ratio / p["rtau"])
+        ranked = np.nan_to_num(
+            np.where(both, (p["w"] * dense + (1 - p["w"]) * br) * agree, np.where(np.isnan(d), br, alone)), nan=0.0
+        )
+    rank = np.where(across, np.fmax(ranked, np.nan_to_num(dense)), ranked)
     if p.get("mk", 0.0) > 0:
         # the best candidate's lead over the next ones: what stands out of a
         # vault answers; the best of many look-alikes does not
@@ -486,7 +497,7 @@ SHIPPED = {
     "cw": recall_mod.CBM25_W,
     "ap": recall_mod.ASSISTANT_PENALTY,
     "aw": recall_mod.ASSISTANT_WORDS,
-    "top1": float(BODY_WEIGHTS[0]),
+    "top1": recall_mod.BODY_TOP1,
     # tried, not shipped (leaving one set out chose 0 on every set):
     # one chunk scored on both signals, and the best candidate's lead
     "pf": 0.0,
@@ -538,6 +549,8 @@ GRID = {
     # an assistant chunk's cosine counts ap less, its words aw of theirs
     "ap": (0.0, 0.005, 0.01, 0.015, 0.02, 0.03),
     "aw": (0.25, 0.5, 0.75, 1.0),
+    # the word share's scale in the ranking (0: tau, as the score)
+    "rtau": (0.0, 0.75, 1.0, 1.5, 2.0),
     # the best body chunk's weight among the 3 best (seed 000: 0.65)
     "top1": (0.65, 0.8, 1.0),
     # one chunk scored on both signals
@@ -736,13 +749,15 @@ def main() -> int:
     )
     ap.add_argument("--curves", action="store_true", help="hinted / quiet over the threshold, shipped constants")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--work", type=Path, default=WORK, help="where the indexes are (bench_recall.py's --work)")
     args = ap.parse_args()
-    global CHITCHAT_TOO
+    global CHITCHAT_TOO, WORK
+    WORK = args.work
     CHITCHAT_TOO = args.chitchat
     tune = [s for s in args.sets.split(",") if s]
     held = [s for s in args.held_out.split(",") if s]
     data = {name: Arrays(collect(name, args.offtopic)) for name in tune + held}
-    store, *_ = open_set(tune[0], Path(".bench/recall"))
+    store, *_ = open_set(tune[0], WORK)
     calibs = {x: calibrate.measure(store.embedder(), script_weight=x) for x in GRID["xoff"]}
     store.close()
     for a in data.values():

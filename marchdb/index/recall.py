@@ -97,6 +97,9 @@ CBM25_W = 1.0
 #: counts ASSISTANT_PENALTY less, and its words ASSISTANT_WORDS of theirs.
 ASSISTANT_PENALTY = 0.0
 ASSISTANT_WORDS = 1.0
+#: The body's dense signal: the best chunk's cosine weighs BODY_TOP1 among
+#: the best three (seed 000: 0.65 / 0.25 / 0.10; the other two keep that ratio).
+BODY_TOP1 = 0.65
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -333,6 +336,9 @@ def score(
             w_dense=w_dense,
             agree=AGREE,
             assistant_penalty=ASSISTANT_PENALTY,
+            body_w1=BODY_TOP1,
+            body_w2=(1.0 - BODY_TOP1) * 0.25 / 0.35,
+            body_w3=(1.0 - BODY_TOP1) * 0.10 / 0.35,
             **calibrate.curves(calibration, text_count(con)),
         )
         if vindex is not None and vindex.sync(con):
@@ -363,6 +369,8 @@ def score(
             signals["project_bonus"] = r["project_bonus"]
         if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
             signals["rank_score"] = r["rank_score"]
+        if r.get("passage_seq") is not None:
+            signals["passage_seq"] = r["passage_seq"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
@@ -550,6 +558,35 @@ def mark_contradictions(con: apsw.Connection, hints: list[Hint]) -> None:
             hint.signals["contradicts"] = disputed[hint.id]
 
 
+#: Candidates whose passage ``--explain`` looks up (it shows 25).
+EXPLAIN_PASSAGES = 25
+#: Characters of the best-matching passage ``--explain`` shows.
+PASSAGE_CHARS = 160
+
+
+def attach_passages(con: apsw.Connection, cands: list[Hint]) -> None:
+    """Put, in each candidate's ``signals["passage"]``, the body chunk whose
+    cosine decided its body signal (``passage_seq``): its role in a chat and
+    its first ``PASSAGE_CHARS`` characters on one line, so ``--explain``
+    shows where a long memory matched (a turn of a chat, the hint naming the
+    whole chat)."""
+    for cand in cands:
+        seq = cand.signals.get("passage_seq")
+        if seq is None:
+            continue
+        row = con.execute(
+            "SELECT c.role, c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id = ? AND c.seq = ?",
+            (cand.id, seq),
+        ).fetchone()
+        if row is not None:
+            text = " ".join(row[1].split())
+            cand.signals["passage"] = {
+                "seq": seq,
+                "role": row[0],
+                "text": text[:PASSAGE_CHARS] + ("…" if len(text) > PASSAGE_CHARS else ""),
+            }
+
+
 def recall(
     con: apsw.Connection,
     text: str,
@@ -596,6 +633,8 @@ def recall(
         if deadline is not None and run_id is not None and time.time() > deadline:
             raise Expired("the caller stopped waiting for this recall; nothing was recorded")  # rolls back
     mark_contradictions(con, hints)
+    if explain:
+        attach_passages(con, everything[:EXPLAIN_PASSAGES])
     return RecallResult(
         trigger=trigger,
         run_id=run_id,
