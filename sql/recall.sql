@@ -197,7 +197,11 @@ calibrated AS (
                 ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :dense_mid) / :dense_scale)) END AS dense,
            CASE WHEN dense_cos IS NULL THEN NULL
                 ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :alone_mid) / :dense_scale)) END AS dense_alone,
-           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :bm25_tau) END AS bm25
+           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :bm25_tau) END AS bm25,
+           -- the order reads the word share less saturated (:rank_tau): of two
+           -- memories holding most of a question's words, the one holding
+           -- more stays ahead of a slightly closer cosine
+           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :rank_tau) END AS bm25_rank
     FROM shares
 ),
 scored AS MATERIALIZED (
@@ -213,7 +217,12 @@ scored AS MATERIALIZED (
                                -- what the dense signal calls unrelated (dense < :agree)
                                ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
                                     * min(1.0, dense / max(:agree, 1e-9)) END
-                ELSE coalesce(dense_alone, bm25, 0.0) END AS score
+                ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+           CASE WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL AND NOT :few_memories
+                     THEN (:w_dense * dense + (1.0 - :w_dense) * bm25_rank) * min(1.0, dense / max(:agree, 1e-9))
+                WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL
+                     THEN CASE WHEN bm25_raw IS NULL AND bm25 < :agree THEN dense_alone ELSE dense END
+                ELSE coalesce(dense_alone, bm25_rank, 0.0) END AS ranked
     FROM calibrated
 )
 SELECT *,
@@ -225,7 +234,7 @@ SELECT *,
        -- reads, needs the words: across scripts the model's cosines alone do
        -- not tell related from unrelated well enough to hint on them (README).
        CASE WHEN dense IS NOT NULL AND (:q_cjk >= 0.5) != (meta_cjk >= 0.5)
-            THEN max(score, dense) ELSE score END AS rank_score,
+            THEN max(ranked, dense) ELSE ranked END AS rank_score,
        -- project: a ranking bonus for memories tagged with the current
        -- project (or below it), never a filter; the threshold sees score alone.
        CASE WHEN :project_tag IS NOT NULL AND EXISTS (

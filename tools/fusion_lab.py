@@ -189,8 +189,12 @@ def collect(name: str, n_other: int) -> dict:
     for kind, items in offtopic(name, n_other).items():
         texts += [(t, kind, None) for t in items]
     vecs = emb.embed_queries([focus(t) for t, _, _ in texts])
+    # every text of the vault, for each message's cosines to all of them
+    # (its background in this vault, not the probes': tried as "vb")
+    every = np.concatenate([*meta.values(), *chunks.values()]) if meta or chunks else np.zeros((1, emb.dim))
     out = []
     for (text, kind, qid), qv in zip(texts, vecs):
+        to_all = every @ qv
         cands = recall_mod.score(con, text, qv, calib, limit=100, words=store.words())
         q_cjk = fts.cjk_share(text)
         qterms = fts.query_terms(text)
@@ -251,6 +255,9 @@ def collect(name: str, n_other: int) -> dict:
                 "half": split_of(text),
                 "rel": qrels.get(qid, {}) if qid else {},
                 "bg": float(qv @ center),
+                "bg_vault": float(to_all.mean()),
+                "sd_vault": float(to_all.std()),
+                "p99_vault": float(np.percentile(to_all, 99)),
                 "ceiling": ceiling,
                 "xceiling": xceiling,
                 "cceiling": cceiling,
@@ -293,6 +300,8 @@ class Arrays:
         self.item = np.array([n for n, _, _ in rows], dtype=np.int64)
         nan = float("nan")
         self.bg = np.array([i["bg"] for i in items])[self.item]
+        self.bg_vault = np.array([i.get("bg_vault", i["bg"]) for i in items])[self.item]
+        self.sd_vault = np.array([i.get("sd_vault", 0.0) for i in items])[self.item]
         self.ceiling = np.array([i["ceiling"] for i in items])[self.item]
         self.xceiling = np.array([i.get("xceiling", 1.0) for i in items])[self.item]
         self.cceiling = np.array([i.get("cceiling", 1.0) for i in items])[self.item]
@@ -422,7 +431,10 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
     body = a.body_cos(offset, p.get("ap", 0.0), p.get("top1", float(BODY_WEIGHTS[0]))) - penalty * np.sqrt(
         2 * np.log(np.maximum(a.n_chunks, 1))
     )
-    d = np.fmax(a.meta + offset * a.meta_across, body) - a.bg
+    # the message's background: its cosine to the probes' centre, moved vb
+    # of the way to its mean cosine to this vault's own texts (plus vo)
+    bg = a.bg + p.get("vb", 0.0) * (a.bg_vault + p.get("vo", 0.0) - a.bg)
+    d = np.fmax(a.meta + offset * a.meta_across, body) - bg
     dense = sig((d - curve["dense_mid"]) / curve["dense_scale"])
     alone = sig((d - curve["alone_mid"]) / curve["dense_scale"])
     if p["xk"] > 0:
@@ -549,6 +561,10 @@ GRID = {
     # an assistant chunk's cosine counts ap less, its words aw of theirs
     "ap": (0.0, 0.005, 0.01, 0.015, 0.02, 0.03),
     "aw": (0.25, 0.5, 0.75, 1.0),
+    # the message's background taken from the vault's own texts (vb of the
+    # way, vo added to the vault's mean cosine)
+    "vb": (0.0, 0.25, 0.5, 0.75, 1.0),
+    "vo": (-0.04, -0.02, 0.0, 0.02, 0.04),
     # the word share's scale in the ranking (0: tau, as the score)
     "rtau": (0.0, 0.75, 1.0, 1.5, 2.0),
     # the best body chunk's weight among the 3 best (seed 000: 0.65)
@@ -606,12 +622,16 @@ FUSION_MARGIN = 0.01
 
 def objective(figs: dict[str, dict], quiet_min: float, half: str = "train") -> tuple:
     """Train-half objective over every tuning set, compared as a tuple:
-    first every set's off-topic quiet (all kinds pooled) at least
-    ``quiet_min + QUIET_MARGIN`` (else: the quietest worst set), then the
+    first every set's off-topic quiet at least ``quiet_min + QUIET_MARGIN``
+    for all kinds pooled and ``quiet_min`` for each kind (else: the worst
+    of them, the higher the better), then the
     fusion's nDCG@10 at least ``FUSION_MARGIN`` above its best single
     signal on every set, then mean nDCG@10 + mean answerable hinted."""
-    quiet_min += QUIET_MARGIN
-    quiets = [f[half]["quiet_all"] for f in figs.values() if f[half]["quiet_all"] is not None]
+    quiets = [f[half]["quiet_all"] - QUIET_MARGIN for f in figs.values() if f[half]["quiet_all"] is not None]
+    # and each kind on its own (issue 43's rule: no kind of off-topic message
+    # below quiet_min on any set), without the margin: 30 chit-chat messages
+    # give one miss 3.3 points
+    quiets += [q for f in figs.values() for q in f[half]["quiet"].values()]
     if CHITCHAT_TOO:
         # chit-chat on its own too (pooled, a few dozen messages weigh little among hundreds)
         quiets += [f[half]["quiet"]["chitchat"] for f in figs.values() if "chitchat" in f[half]["quiet"]]
@@ -666,6 +686,11 @@ FAMILY = {
     "cmrc2018-hant": "cmrc2018",
     "chats": "chats",
     "chatqa": "chats",
+    # chats-qa asks about the chats vault too, but its questions were
+    # written apart from chatqa's, by a reader of the sessions: a set of its
+    # own (its off-topic messages are chatqa's, the same vault's)
+    "chats-qa": "chats-qa",
+    "chats-qa-described": "chats-qa",
 }
 
 
@@ -673,7 +698,7 @@ FAMILY = {
 #: best chunk's words, the length discount, the lead over the next
 #: candidate) and the curve of candidates no word supports. GRID's other
 #: entries were chosen before and stay where they are.
-LOSO_KEYS = ("cw", "lpen", "lref", "alone_k", "mk", "mcap")
+LOSO_KEYS = ("cw", "lpen", "lref", "alone_k", "mk", "mcap", "ap", "aw", "top1", "rtau")
 #: Margins on whole sets, where the left-out set itself says whether a
 #: choice holds: 1 point of quiet (the 2 points of QUIET_MARGIN made
 #: crosslingual's 98.9% bind every choice, though the left-out sets stayed

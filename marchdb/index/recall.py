@@ -97,6 +97,12 @@ CBM25_W = 1.0
 #: counts ASSISTANT_PENALTY less, and its words ASSISTANT_WORDS of theirs.
 ASSISTANT_PENALTY = 0.0
 ASSISTANT_WORDS = 1.0
+#: The order reads the BM25 share through 1 - exp(-share / RANK_TAU) (0:
+#: calibrate.BM25_TAU, as the score does): less saturated, a memory that
+#: holds more of a question's words stays ahead of one that holds a little
+#: less with a slightly closer cosine. The score the threshold reads keeps
+#: BM25_TAU.
+RANK_TAU = 0.0
 #: The body's dense signal: the best chunk's cosine weighs BODY_TOP1 among
 #: the best three (seed 000: 0.65 / 0.25 / 0.10; the other two keep that ratio).
 BODY_TOP1 = 0.65
@@ -306,6 +312,7 @@ def score(
         # has a ceiling near 0) and BM25 alone scores only without a model.
         "bm25_max": max(ceiling, floor),
         "bm25_tau": calibrate.BM25_TAU,
+        "rank_tau": RANK_TAU or calibrate.BM25_TAU,
         "bm25_lref": BM25_LREF,
         "bm25_lpen": BM25_LPEN,
         # the best chunk's share, of the ceiling on chunk statistics
@@ -367,7 +374,7 @@ def score(
         signals = {k: r[k] for k in SIGNALS if r.get(k) is not None}
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
-        if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
+        if r["rank_score"] != r["score"]:  # ranked apart from its score (another script, RANK_TAU: sql/recall.sql)
             signals["rank_score"] = r["rank_score"]
         if r.get("passage_seq") is not None:
             signals["passage_seq"] = r["passage_seq"]
