@@ -774,7 +774,9 @@ def main() -> int:
     )
     ap.add_argument("--curves", action="store_true", help="hinted / quiet over the threshold, shipped constants")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--work", type=Path, default=WORK, help="where the indexes are (bench_recall.py's --work)")
+    ap.add_argument(
+        "--work", type=Path, default=Path(".bench/recall"), help="where the indexes are (bench_recall.py's --work)"
+    )
     args = ap.parse_args()
     global CHITCHAT_TOO, WORK
     WORK = args.work
