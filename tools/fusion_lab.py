@@ -567,7 +567,7 @@ GRID = {
     "vo": (-0.04, -0.02, 0.0, 0.02, 0.04),
     # the word share's scale in the ranking (0: tau, as the score)
     "rtau": (0.0, 0.75, 1.0, 1.5, 2.0),
-    # the best body chunk's weight among the 3 best (seed 000: 0.65)
+    # the best body chunk's weight among the 3 best (0.65 as first designed)
     "top1": (0.65, 0.8, 1.0),
     # one chunk scored on both signals
     "pf": (0.0, 1.0),
@@ -628,7 +628,7 @@ def objective(figs: dict[str, dict], quiet_min: float, half: str = "train") -> t
     fusion's nDCG@10 at least ``FUSION_MARGIN`` above its best single
     signal on every set, then mean nDCG@10 + mean answerable hinted."""
     quiets = [f[half]["quiet_all"] - QUIET_MARGIN for f in figs.values() if f[half]["quiet_all"] is not None]
-    # and each kind on its own (issue 43's rule: no kind of off-topic message
+    # and each kind on its own (the rule: no kind of off-topic message
     # below quiet_min on any set), without the margin: 30 chit-chat messages
     # give one miss 3.3 points
     quiets += [q for f in figs.values() for q in f[half]["quiet"].values()]

@@ -104,7 +104,7 @@ ASSISTANT_WORDS = 1.0
 #: BM25_TAU.
 RANK_TAU = 0.0
 #: The body's dense signal: the best chunk's cosine weighs BODY_TOP1 among
-#: the best three (seed 000: 0.65 / 0.25 / 0.10; the other two keep that ratio).
+#: the best three (0.65 / 0.25 / 0.10 as first designed; the other two keep that ratio).
 BODY_TOP1 = 0.65
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
