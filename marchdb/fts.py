@@ -39,6 +39,20 @@ STOPWORDS = frozenset(
     me my no not of on or our so than that the their them then there these they this those to us was we
     were what when where which who whom why will with would you your yours""".split()
 )
+#: Words that frame a question or a recollection rather than say what it is
+#: about ("what did I *say* my sister's dog is *called*?", "remind me what I
+#: *decided*", "how *often*"), and the pieces FTS5 makes of contractions
+#: ("what's", "I'd", "I'll": s, d, ll). A chat vault holds them everywhere,
+#: so they match every session a little and, counted in the message's
+#: ceiling, make the words it is about a smaller share of it. Never a query
+#: term; the index keeps them (a memory may be about a decision).
+QUESTION_WORDS = frozenset(
+    """s d m t ll ve re say said says saying tell told telling mention mentioned mentioning remind reminded
+    remember remembered recall recalled ask asked talk talked discuss discussed know knew think thought
+    decide decided settle settled going gonna want wanted kind sort much many often ago recently lately
+    earlier ever last again also just actually still anything something thing things stuff get got
+    getting called""".split()
+)
 #: The FTS5 tokenizer of the ``fts`` table (sql/001_schema.sql says the same;
 #: a test holds them equal): porter stemming over unicode61, diacritics folded.
 TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -106,7 +120,8 @@ def _fold(text: str) -> str:
 
 def query_terms(text: str) -> list[str]:
     """The distinct terms of a query, lowercased, CJK as bigrams, in order;
-    English function words (``STOPWORDS``) left out."""
+    English function words (``STOPWORDS``) and the words that frame a
+    question (``QUESTION_WORDS``) left out."""
     text = _fold(unicodedata.normalize("NFKC", text).lower())
     terms: list[str] = []
     seen: set[str] = set()
@@ -116,7 +131,7 @@ def query_terms(text: str) -> list[str]:
         for part in parts:
             # unicode61 splits on the apostrophe too; keep FTS5's view of it.
             for piece in part.split("'"):
-                if piece and piece not in seen and piece not in STOPWORDS:
+                if piece and piece not in seen and piece not in STOPWORDS and piece not in QUESTION_WORDS:
                     seen.add(piece)
                     terms.append(piece)
     return terms[:MAX_QUERY_TERMS]

@@ -553,9 +553,83 @@ def chunk_body(body: str, max_chars: int = CHUNK_CHARS) -> list[str]:
     a paragraph longer than the limit is cut at sentence ends, then hard-cut.
     A daily-log entry (a ``### HH:MM`` heading and what follows it) is never
     packed with another entry, so recall scores each entry on its own.
+    In a chat (``chat_turns``) a person's turns are never packed with an
+    assistant's (``body_chunks`` says which is which).
     Chunks hold body text only (seed 000: no name/description/tags in them).
     """
-    return [chunk for section in _ENTRY_START.split(body) for chunk in _chunk_section(section, max_chars)]
+    return [text for text, _role in body_chunks(body, max_chars)]
+
+
+#: The role of a chunk: ``"user"`` (what a person said in a chat: the user,
+#: or either person of a conversation between two), ``"assistant"`` (what
+#: an assistant answered), ``""`` (not a chat).
+USER, ASSISTANT, PLAIN = "user", "assistant", ""
+
+#: A chat turn's label at the start of a line, as chat transcripts are written
+#: in Markdown: ``**user**: text``, ``**Caroline**: text``, ``**User:** text``,
+#: or the label alone on its line, as ``marchdb import`` writes it
+#: (``**User** · 14:05``). The speaker is a name of at most 40 characters.
+_TURN = re.compile(r"^\*\*([^*\n:]{1,40}?)(?::\*\*[ \t]|\*\*(?:[ \t]·[ \t]\d{1,2}:\d\d)?(?::[ \t]|:?[ \t]*$))", re.M)
+#: Speakers that are an assistant, not a person (case-insensitive).
+ASSISTANT_NAMES = frozenset(
+    "assistant ai bot chatbot chatgpt gpt claude gemini copilot codex model agent system tool".split()
+)
+#: A body is a chat when it has at least this many turns, by at least two
+#: speakers, each speaking at least twice: a note with "**Pros**: ... **Cons**: ..." is not one.
+CHAT_MIN_TURNS = 4
+
+
+def chat_turns(body: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """A chat's text before its first turn and its turns, ``(role, text)``
+    (``USER`` or ``ASSISTANT``; the text with its label), or None when the
+    body is not a chat (``CHAT_MIN_TURNS``)."""
+    labels = list(_TURN.finditer(body))
+    counts = Counter(m.group(1).strip().lower() for m in labels)
+    # The speakers are the labels that recur about as often as the most
+    # frequent one: an answer's own bold labels ("**Step 1:** ...", a
+    # "**Note**: ..." or two) stay inside its turn.
+    top = max(counts.values(), default=0)
+    speakers = {label for label, n in counts.items() if n >= max(2, top / 2)}
+    starts = [m for m in labels if m.group(1).strip().lower() in speakers]
+    if len(speakers) < 2 or len(starts) < CHAT_MIN_TURNS:
+        return None
+    turns = []
+    for m, nxt in zip(starts, [*starts[1:], None]):
+        text = body[m.start() : nxt.start() if nxt else len(body)].strip()
+        role = ASSISTANT if m.group(1).strip().lower() in ASSISTANT_NAMES else USER
+        turns.append((role, text))
+    return body[: starts[0].start()], turns
+
+
+def body_chunks(body: str, max_chars: int = CHUNK_CHARS) -> list[tuple[str, str]]:
+    """``chunk_body``'s chunks with their role (``USER``, ``ASSISTANT``,
+    ``PLAIN``). In a chat, each run of a person's turns and each assistant
+    turn is chunked on its own: what the user said once ("my sister's dog
+    is called Max") is a chunk of its own, not a line inside 800 characters
+    of the answer, so recall can find it (and weigh it) as the user's."""
+    chat = chat_turns(body)
+    if chat is None:
+        return [(chunk, PLAIN) for section in _ENTRY_START.split(body) for chunk in _chunk_section(section, max_chars)]
+    head, turns = chat
+    out: list[tuple[str, str]] = []
+    # the text before the first turn (a date line) goes with a person's first
+    # turns, as a paragraph would; before an assistant's, it stands alone
+    run = [head.strip()] if head.strip() else []
+    if run and turns[0][0] != USER:
+        out += [(chunk, PLAIN) for chunk in _chunk_section(head, max_chars)]
+        run = []
+    for i, (role, text) in enumerate(turns):
+        if role == USER:
+            # consecutive turns of people (a conversation between two) are
+            # packed together as paragraphs are
+            run.append(text)
+            if i + 1 < len(turns) and turns[i + 1][0] == USER:
+                continue
+            out += [(chunk, USER) for chunk in _chunk_section("\n\n".join(run), max_chars)]
+            run = []
+        else:
+            out += [(chunk, ASSISTANT) for chunk in _chunk_section(text, max_chars)]
+    return out
 
 
 def _chunk_section(body: str, max_chars: int) -> list[str]:

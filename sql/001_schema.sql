@@ -48,14 +48,19 @@ CREATE TABLE memory_index (
 CREATE INDEX memory_index_path ON memory_index(path);
 CREATE INDEX memory_index_meta_hash ON memory_index(meta_hash);
 
--- Body chunks: paragraphs packed to a bounded length, body text only.
+-- Body chunks: paragraphs packed to a bounded length, body text only. In a
+-- chat (a body of "**user**: ..." / "**assistant**: ..." turns, notes.chat_turns)
+-- a person's turns and an assistant's are chunked apart, and role says which:
+-- 'user' (a person: the user, or either of two people talking), 'assistant',
+-- '' (not a chat). Recall weighs what the user said above what was answered.
 CREATE TABLE chunks (
     rid     INTEGER PRIMARY KEY,
     mem_rid INTEGER NOT NULL REFERENCES memory_index(rid) ON DELETE CASCADE,
     seq     INTEGER NOT NULL,
     text    TEXT NOT NULL,
     hash    TEXT NOT NULL,             -- its vector key
-    cjk     REAL NOT NULL DEFAULT 0    -- how much of it is CJK (fts.cjk_share; recall: script)
+    cjk     REAL NOT NULL DEFAULT 0,   -- how much of it is CJK (fts.cjk_share; recall: script)
+    role    TEXT NOT NULL DEFAULT ''   -- 'user' | 'assistant' | '' (notes.body_chunks)
 );
 CREATE INDEX chunks_mem ON chunks(mem_rid);
 CREATE INDEX chunks_hash ON chunks(hash);

@@ -4,7 +4,9 @@
 --
 -- Signals per candidate memory:
 --   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
---   body_cos  best body chunks' cosines, weighted 0.65 / 0.25 / 0.10 (renormalised when fewer)
+--   body_cos  best body chunks' cosines, weighted :body_w1 / :body_w2 / :body_w3 (renormalised when fewer;
+--             recall.BODY_TOP1 and the rest in the ratio 0.25 / 0.10), an assistant's chunk in a chat
+--             :assistant_penalty lower (chunks.role)
 --   dense_cos max(meta_cos, body_cos)
 --   bm25_raw  FTS5 BM25 (porter-stemmed), metadata column weighted x2, query
 --             terms OR-ed (terms in half the memories or more are left out:
@@ -127,19 +129,22 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
     CROSS JOIN vec_meta vm ON vm.rowid = v.vid
 ),
-chunk_sig AS (
-    SELECT c.mem_rid AS rid, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5)) AS cos,
-           row_number() OVER (PARTITION BY c.mem_rid
-                              ORDER BY vec_distance_cosine(vc.embedding, :qvec) - :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))) AS rn
+chunk_cos AS MATERIALIZED (
+    SELECT c.mem_rid AS rid, c.seq, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
+             - :assistant_penalty * (c.role = 'assistant') AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
 ),
+chunk_sig AS (
+    SELECT rid, seq, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn FROM chunk_cos
+),
 -- cos:end
 body_sig AS MATERIALIZED (
     SELECT rid,
-           sum(cos * (CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END))
-             / sum(CASE rn WHEN 1 THEN 0.65 WHEN 2 THEN 0.25 ELSE 0.10 END) AS cos
+           sum(cos * (CASE rn WHEN 1 THEN :body_w1 WHEN 2 THEN :body_w2 ELSE :body_w3 END))
+             / sum(CASE rn WHEN 1 THEN :body_w1 WHEN 2 THEN :body_w2 ELSE :body_w3 END) AS cos,
+           max(CASE rn WHEN 1 THEN seq END) AS passage_seq  -- the passage that matched best (--explain)
     FROM chunk_sig WHERE rn <= 3 GROUP BY rid
 ),
 bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the query per value
@@ -148,8 +153,8 @@ bm25_sig AS MATERIALIZED (  -- a join, not "rowid IN (...)": FTS5 re-runs the qu
 xbm25_sig AS MATERIALIZED (
     SELECT x.rid, x.raw FROM cand JOIN xbm25_hits x ON x.rid = cand.rid
 ),
-cbm25_sig AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, max(h.raw) AS raw
+cbm25_sig AS MATERIALIZED (  -- an assistant's chunk counts :assistant_words of its words
+    SELECT c.mem_rid AS rid, max(h.raw * (CASE c.role WHEN 'assistant' THEN :assistant_words ELSE 1.0 END)) AS raw
     FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
     WHERE c.mem_rid IN (SELECT rid FROM cand) GROUP BY c.mem_rid
 ),
@@ -165,7 +170,7 @@ body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
 -- a warm recall at 10,000 memories, same rows).
 signals AS MATERIALIZED (
     SELECT m.rid, m.id, m.name, m.description, m.status, m.path, m.updated_at, m.tags_json, m.cjk AS meta_cjk,
-           ms.cos AS meta_cos, bs.cos AS body_cos,
+           ms.cos AS meta_cos, bs.cos AS body_cos, bs.passage_seq,
            CASE WHEN ms.cos IS NULL AND bs.cos IS NULL THEN NULL
                 ELSE max(coalesce(ms.cos, -1.0), coalesce(bs.cos, -1.0)) END AS dense_cos,
            b.raw AS bm25_raw, cb.raw AS cbm25_raw,
@@ -200,7 +205,11 @@ calibrated AS (
                 ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :dense_mid) / :dense_scale)) END AS dense,
            CASE WHEN dense_cos IS NULL THEN NULL
                 ELSE 1.0 / (1.0 + exp(-(dense_cos - :dense_bg - :alone_mid) / :dense_scale)) END AS dense_alone,
-           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :bm25_tau) END AS bm25
+           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :bm25_tau) END AS bm25,
+           -- the order reads the word share less saturated (:rank_tau): of two
+           -- memories holding most of a question's words, the one holding
+           -- more stays ahead of a slightly closer cosine
+           CASE WHEN bm25_ratio IS NULL THEN NULL ELSE 1.0 - exp(-bm25_ratio / :rank_tau) END AS bm25_rank
     FROM shares
 ),
 scored AS MATERIALIZED (
@@ -216,7 +225,12 @@ scored AS MATERIALIZED (
                                -- what the dense signal calls unrelated (dense < :agree)
                                ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
                                     * min(1.0, dense / max(:agree, 1e-9)) END
-                ELSE coalesce(dense_alone, bm25, 0.0) END AS score
+                ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+           CASE WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL AND NOT :few_memories
+                     THEN (:w_dense * dense + (1.0 - :w_dense) * bm25_rank) * min(1.0, dense / max(:agree, 1e-9))
+                WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL
+                     THEN CASE WHEN bm25_raw IS NULL AND bm25 < :agree THEN dense_alone ELSE dense END
+                ELSE coalesce(dense_alone, bm25_rank, 0.0) END AS ranked
     FROM calibrated
 )
 SELECT *,
@@ -228,7 +242,7 @@ SELECT *,
        -- reads, needs the words: across scripts the model's cosines alone do
        -- not tell related from unrelated well enough to hint on them (README).
        CASE WHEN dense IS NOT NULL AND (:q_cjk >= 0.5) != (meta_cjk >= 0.5)
-            THEN max(score, dense) ELSE score END AS rank_score,
+            THEN max(ranked, dense) ELSE ranked END AS rank_score,
        -- project: a ranking bonus for memories tagged with the current
        -- project (or below it), never a filter; the threshold sees score alone.
        CASE WHEN :project_tag IS NOT NULL AND EXISTS (
@@ -277,12 +291,13 @@ meta_sig AS MATERIALIZED (
     CROSS JOIN vectors v ON v.kind = 'meta' AND v.hash = m.meta_hash
 ),
 chunk_cos AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5)) AS cos
+    SELECT c.mem_rid AS rid, c.seq, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
+             - :assistant_penalty * (c.role = 'assistant') AS cos
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
 ),
 chunk_sig AS (
-    SELECT rid, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn
+    SELECT rid, seq, cos, row_number() OVER (PARTITION BY rid ORDER BY cos DESC) AS rn
     FROM chunk_cos WHERE cos IS NOT NULL
 ),
 
@@ -298,7 +313,7 @@ cbm25_hits AS MATERIALIZED (  -- the chunks of bm25_sig's memories only (see the
       AND +rowid IN (SELECT c.rid FROM bm25_sig b CROSS JOIN chunks c ON c.mem_rid = b.rid)
 ),
 cbm25_sig AS MATERIALIZED (
-    SELECT c.mem_rid AS rid, max(h.raw) AS raw
+    SELECT c.mem_rid AS rid, max(h.raw * (CASE c.role WHEN 'assistant' THEN :assistant_words ELSE 1.0 END)) AS raw
     FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
     WHERE c.mem_rid IN (SELECT rid FROM bm25_sig) GROUP BY c.mem_rid
 )

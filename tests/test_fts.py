@@ -62,3 +62,11 @@ def test_english_function_words_are_not_terms():
     "Nate the Great" before."""
     assert fts.query_terms("the the the") == [] and fts.query_terms("is it on?") == []
     assert fts.query_terms("Can you help me with this release?") == ["help", "release"]
+
+
+def test_the_words_that_frame_a_question_are_not_terms():
+    assert fts.query_terms("What did I say my sister's dog is called?") == ["sister", "dog"]
+    assert fts.query_terms("Remind me which gym I decided to switch to") == ["gym", "switch"]
+    assert fts.query_terms("How often did I mention watering the fern?") == ["watering", "fern"]
+    # what a message is about stays, a decision included
+    assert fts.query_terms("the decision log for the gym") == ["decision", "log", "gym"]

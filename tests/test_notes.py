@@ -342,3 +342,38 @@ def test_supersedes_field(value, ids, problems, key):
     note = parse_note(f"---\nid: mem_new\nname: n\n{key}: {value}\n---\nBody.\n".encode())
     assert notes.field_ids(note.extra.get(key), key) == ids
     assert sum(key in p.detail for p in note.problems) == problems
+
+
+def test_a_chat_keeps_what_the_user_said_apart_from_the_answers():
+    body = (
+        "Chat on 2023/05/29.\n\n**user**: I'm ordering a new bike helmet from Specialized.\n\n"
+        "**assistant**: Good choice.\n\nSpecialized makes light helmets.\n\n"
+        "**user**: My sister's dog is called Max.\n\n**assistant**: " + "Max is a fine name. " * 60
+    )
+    chunks = notes.body_chunks(body)
+    assert [role for _, role in chunks] == ["user", "assistant", "user", "assistant", "assistant"]
+    assert chunks[0][0] == "Chat on 2023/05/29.\n\n**user**: I'm ordering a new bike helmet from Specialized."
+    assert chunks[2][0] == "**user**: My sister's dog is called Max."
+    assert all(len(text) <= notes.CHUNK_CHARS for text, _ in chunks)
+    assert notes.chunk_body(body) == [text for text, _ in chunks]
+
+
+def test_chat_turns_in_every_form_written_and_two_people_talking():
+    imported = "**User** · 14:05\n\nfix the deploy\n\n**Assistant** · 14:06\n\nDone.\n\n**User**\n\nthanks\n\n**Assistant**\n\nok"
+    assert [r for _, r in notes.body_chunks(imported)] == ["user", "assistant", "user", "assistant"]
+    bold_colon = "**User:** one\n\n**Claude:** two\n\n**User:** three\n\n**Claude:** four"
+    assert [r for _, r in notes.body_chunks(bold_colon)] == ["user", "assistant", "user", "assistant"]
+    # two people: their turns are packed as paragraphs are, all of them a person's
+    talk = (
+        "**Caroline**: Hey Mel!\n\n**Melanie**: Hi!\n\n**Caroline**: I went to a support group.\n\n**Melanie**: Cool."
+    )
+    assert notes.body_chunks(talk) == [(talk, "user")]
+
+
+def test_bold_labels_in_a_note_are_not_a_chat():
+    for body in (
+        "**Pros**: fast\n\n**Cons**: loud",
+        "**Pros**: fast\n\n**Cons**: loud\n\n**Verdict**: buy\n\n**Price**: 30",
+        "**user**: one\n\n**user**: two\n\n**user**: three\n\n**assistant**: four",
+    ):
+        assert {role for _, role in notes.body_chunks(body)} == {""}, body

@@ -698,3 +698,43 @@ def test_the_best_chunk_is_scored_among_every_chunk_that_matches(vault, store, p
     for hint in found:
         expected = best.get(rid_of[hint.id])
         assert hint.signals.get("cbm25_raw") == (None if expected is None else pytest.approx(expected, rel=1e-12))
+
+
+def test_a_detail_the_user_gave_once_in_a_long_chat_is_hinted_by_its_memory_and_explained_by_its_turn(
+    vault, model_store
+):
+    answer = "Here are some ideas for organising a closet. " + "Sort by season and use clear boxes. " * 40
+    body = (
+        "Chat on 2023/05/29.\n\n**user**: Can you help me organise my closet?\n\n"
+        f"**assistant**: {answer}\n\n**user**: By the way, my sister's dog is called Biscuit.\n\n"
+        f"**assistant**: {answer}\n\n**user**: Thanks, I'll sort the shoes first.\n\n**assistant**: {answer}"
+    )
+    vault.memory(
+        "chat.md",
+        "chat_closet",
+        name="Closet help",
+        description="Can you help me organise my closet?",
+        tags=["chat"],
+        body=body,
+    )
+    vault.memory(
+        "deploy.md",
+        "mem_deploy",
+        name="Deploy day",
+        description="We deploy on Tuesdays, never on Fridays",
+        tags=["process"],
+        body="Friday deploys broke the weekend twice.",
+    )
+    model_store.sync()
+    roles = [
+        r[0]
+        for r in model_store.con.execute(
+            "SELECT c.role FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id = 'chat_closet' ORDER BY c.seq"
+        )
+    ]
+    assert roles[:3] == ["user", "assistant", "assistant"] and roles.count("user") == 3
+    res = model_store.recall("what did I say my sister's dog is called?", explain=True)
+    first = res.candidates[0]
+    assert first.id == "chat_closet"
+    passage = first.signals["passage"]
+    assert passage["role"] == "user" and "Biscuit" in passage["text"], passage

@@ -701,3 +701,18 @@ def test_claude_code_import_finds_claude_codes_folder_by_itself(tmp_path, vault,
     assert json.loads(out.stdout)["path"] == str(projects.parent.parent / ".claude" / "projects")
     other = CliRunner().invoke(app, [*base, "import", "obsidian"])
     assert other.exit_code == 2 and "give the folder" in other.stderr
+
+
+def test_an_imported_conversation_is_described_by_what_was_settled():
+    prompts = [
+        "I need a new case for my Galaxy S22.",
+        "Can you compare a few Spigen cases?",
+        "I'm leaning towards the Liquid Air. Does it fit a pocket? OK, I think I'll go with the Liquid Air.",
+    ]
+    assert transcripts.described(prompts) == (
+        "I'm leaning towards the Liquid Air. / OK, I think I'll go with the Liquid Air. / "
+        "I need a new case for my Galaxy S22."
+    )
+    # nothing settled: what was asked, as before
+    asked = ["make a python script that exports the ledger", "now add a --since flag"]
+    assert transcripts.described(asked) == transcripts.asked(asked)

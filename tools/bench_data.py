@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import random
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,10 +64,17 @@ VARIANTS = {
     "crosslingual": ("chats+cmrc2018", "crosslingual"),
     "chatqa": ("chats", "chatqa"),
     "locomo-long": ("locomo", "locomo-long"),
+    "chats-qa-described": ("chats-qa", "described"),
+    "paraphrase": ("", "paraphrase"),
 }
 #: Query sets of our own (tools/data/NAME: queries.jsonl, qrels.tsv,
 #: offtopic.txt) about a shared set's memories.
 OWN_QUERIES = {"chatqa": "chats"}
+#: Shared sets whose memories are another shared set's, unchanged
+#: (``chats-qa`` asks about the ``chats`` sessions): one vault, so the
+#: questions of either are answerable in both, never off-topic there, and
+#: a vault filled with the sets' memories takes them once.
+SAME_MEMORIES = {"chats-qa": "chats"}
 #: Memories of the shared sets around the 40 of tools/data/crosslingual.jsonl.
 CROSSLINGUAL_BACKGROUND = 160
 #: Script of each set's text, for the in-language off-topic messages.
@@ -75,6 +83,9 @@ LANGUAGE = {
     "cranfield": "en",
     "chats": "en",
     "chatqa": "en",
+    "chats-qa": "en",
+    "chats-qa-described": "en",
+    "paraphrase": "en+zh",
     "locomo-long": "en",
     "cmrc2018": "zh",
     "cmrc2018-hant": "zh-hant",
@@ -151,7 +162,51 @@ def _write_crosslingual(out: Path) -> None:
     )
 
 
+def _write_paraphrase(out: Path) -> None:
+    """The memories of tools/data/paraphrase.jsonl (an agent's decisions,
+    preferences, people, errands; English and Chinese), each asked about in
+    other words than its own ("can we ship this on friday?" for "We deploy
+    on Tuesdays, never on Fridays"): for tools/bench_small.py."""
+    out.mkdir(parents=True, exist_ok=True)
+    items = [json.loads(l) for l in (DATA / "paraphrase.jsonl").read_text(encoding="utf-8").splitlines() if l.strip()]
+    mems = [{"id": i["id"], "created_at": None, **i["memory"]} for i in items]
+    queries = [{"id": f"{i['id']}-q{n}", "text": q} for i in items for n, q in enumerate(i["questions"])]
+    qrels = [f"{i['id']}-q{n}\t{i['id']}\t1\n" for i in items for n, _ in enumerate(i["questions"])]
+    (out / "memories.jsonl").write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in mems))
+    (out / "queries.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries))
+    (out / "qrels.tsv").write_text("query-id\tmemory-id\tgrade\n" + "".join(qrels))
+    (out / "done").write_text("ok")
+
+
+def _write_described(src: Path, out: Path) -> None:
+    """``src`` with each chat's description made as ``marchdb import`` makes
+    one (``transcripts.described``: what the user settled, then what they
+    asked) from its user turns, instead of its first words."""
+    from marchdb.lifecycle.transcripts import described
+    from marchdb.notes import USER, chat_turns
+
+    out.mkdir(parents=True, exist_ok=True)
+    mems = [json.loads(l) for l in (src / "memories.jsonl").read_text().splitlines() if l.strip()]
+    label = re.compile(r"^\*\*[^*\n]{1,40}\*\*:?\s*")
+    for m in mems:
+        chat = chat_turns(m.get("body") or "")
+        if chat is not None:
+            prompts = [label.sub("", text) for role, text in chat[1] if role == USER]
+            if prompts:
+                m["description"] = described(prompts)
+    (out / "memories.jsonl").write_text("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in mems))
+    for f in ("queries.jsonl", "qrels.tsv"):
+        (out / f).write_bytes((src / f).read_bytes())
+    (out / "done").write_text("ok")
+
+
 def _convert_set(src: Path, out: Path, conv: str) -> None:
+    if conv == "described":
+        _write_described(src, out)
+        return
+    if conv == "paraphrase":
+        _write_paraphrase(out)
+        return
     if conv in ("crosslingual", "chatqa", "locomo-long"):
         out.mkdir(parents=True, exist_ok=True)
         if conv == "crosslingual":
@@ -192,13 +247,16 @@ def base_name(name: str) -> str:
     """The shared set a set or variant comes from ("a+b" for several); a
     path to a variant's folder counts as the variant (its own sources' questions are not off-topic)."""
     short = Path(name).name
-    return VARIANTS.get(short, (short, ""))[0]
+    source = VARIANTS.get(short, (short, ""))[0]
+    return "+".join(SAME_MEMORIES.get(s, s) for s in source.split("+"))
 
 
 def other_questions(name: str) -> list[str]:
-    """Every query of the shared sets other than ``name``'s own sources, and
-    of our own query sets about other sets' memories (chatqa)."""
+    """Every query of the shared sets other than ``name``'s own sources (and
+    the sets with the same memories, ``SAME_MEMORIES``), and of our own
+    query sets about other sets' memories (chatqa)."""
     own = set(base_name(name).split("+"))
+    own |= {s for s, same in SAME_MEMORIES.items() if same in own}
     out: list[str] = []
     for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name not in own):
         out += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
@@ -253,6 +311,7 @@ class CachedEmbedder(Embedder):
         cache_dir.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha256(inner.fingerprint.encode()).hexdigest()[:12]
         self.con = apsw.Connection(str(cache_dir / f"vectors-{name}.sqlite"))
+        self.con.setbusytimeout(60_000)  # several benchmarks may fill one cache at once
         self.con.execute("PRAGMA journal_mode=WAL")
         self.con.execute("CREATE TABLE IF NOT EXISTS v(key BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID")
 

@@ -207,7 +207,19 @@ def tier_recall(store: Store, qvecs: np.ndarray) -> dict:
     return out
 
 
-def bench(n: int, work: Path, queries: int, log) -> dict:
+#: Prompt lengths timed with ``--long-prompts`` (recall reads at most 4,000 characters).
+LONG_PROMPTS = (100, 500, 1000, 2000, 4000)
+
+
+def long_prompt(question: str, chars: int) -> str:
+    """``question`` after a paste of marchdb's own source, ``chars`` characters in all."""
+    files = sorted((REPO / "marchdb").glob("**/*.py"))
+    source = files[len(question) % len(files)].read_text(encoding="utf-8") * 4
+    room = max(chars - len(question) - 30, 0)
+    return f"Here is the file:\n\n{source[:room]}\n\n{question}"[:chars] if room else question[:chars]
+
+
+def bench(n: int, work: Path, queries: int, log, long_prompts: bool = False) -> dict:
     vault, _ = ensure_vault(work / "sync" / f"n{n}", n, log)  # bench_sync.py's vaults
     home = work / "latency" / f"n{n}"
     cfg = load_config(home=home, root=vault, env={})
@@ -249,7 +261,16 @@ def bench(n: int, work: Path, queries: int, log) -> dict:
     with Store(cfg) as s:
         knn = tier_recall(s, np.asarray(s.embedder().embed_queries(texts), np.float32))
     log(f"n={n} vector tier: {knn}")
+    by_length = {}
+    if long_prompts:
+        # prompts of every length up to recall's bound: a question beside a
+        # pasted piece of marchdb's own source, as a long-lived process answers them
+        with Store(cfg, keep_vectors=True) as s:
+            for chars in LONG_PROMPTS:
+                by_length[chars] = run_queries(s, [long_prompt(t, chars) for t in texts[: max(queries // 2, 2)]])
+                log(f"n={n} prompts of {chars} characters: {by_length[chars]}")
     return {
+        "by_prompt_chars": by_length,
         "memories": n,
         "vectors": counts,
         "recall_ms": modes,
@@ -271,9 +292,16 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--work", type=Path, default=REPO / ".bench")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--long-prompts",
+        action="store_true",
+        help="also time prompts of 100 to 4,000 characters (a paste and a question)",
+    )
     args = ap.parse_args()
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    results = [bench(int(s.replace("_", "")), args.work, args.queries, log) for s in args.sizes.split(",")]
+    results = [
+        bench(int(s.replace("_", "")), args.work, args.queries, log, args.long_prompts) for s in args.sizes.split(",")
+    ]
     print(
         f"{'memories':>9} {'vectors':>8} {'in-memory p50':>14} {'p95':>7} {'max':>7} "
         f"{'SQL path p50':>13} {'p95':>7} {'embed p50':>10} {'copy':>15} {'index MB':>9}"
@@ -308,6 +336,11 @@ def main() -> int:
             print(
                 f"{r['memories']:>9,} {'coarse':>12} {m['recall@10']:>9.3f} {m['recall@40']:>6.3f} "
                 f"{c['recall@10']:>10.3f} {c['recall@80']:>6.3f}"
+            )
+    for r in results:
+        for chars, m in r["by_prompt_chars"].items():
+            print(
+                f"{r['memories']:>9,} memories, prompts of {chars:>5,} characters: p50 {m['p50']:.1f} ms, p95 {m['p95']:.1f} ms"
             )
     print(machine_info())
     if args.out:

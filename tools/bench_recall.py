@@ -36,6 +36,16 @@ from marchdb import notes
 from marchdb.config import load_config
 from marchdb.index.recall import score
 
+try:
+    from marchdb.index import focus as focus_mod
+    from marchdb.index.focus import focus
+except ImportError:  # the code before focus (a before/after pair run from an older checkout)
+    focus_mod = None  # type: ignore[assignment]
+
+    def focus(text: str, budget: int | None = None) -> str:
+        return text
+
+
 __all__ = ["BENCH", "load_set", "metrics", "open_set", "rankings", "write_vault"]
 
 
@@ -89,6 +99,8 @@ def metrics(ranked: list[str], rel: dict[str, int]) -> dict[str, float]:
     idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
     mrr = next((1.0 / (i + 1) for i, mid in enumerate(top) if mid in rel), 0.0)
     return {
+        "hit@1": float(any(m in rel for m in ranked[:1])),
+        "hit@5": float(any(m in rel for m in ranked[:5])),
         "recall@5": sum(1 for m in ranked[:5] if m in rel) / n_rel,
         "recall@10": sum(1 for m in top if m in rel) / n_rel,
         "ndcg@10": dcg / idcg if idcg else 0.0,
@@ -126,6 +138,21 @@ def open_set(name: str, work_root: Path, model: str | None = None, threads: int 
     return store, sdir, memories, queries, qrels, report, time.perf_counter() - t0
 
 
+def long_prompt(text: str) -> str:
+    """``text`` as a long prompt: a pasted piece of marchdb's own source
+    (2,500-3,800 characters, as users paste code, logs and stack traces),
+    the message before it or after it; the same for the same text on every run."""
+    seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    files = sorted(Path(__file__).resolve().parents[1].glob("marchdb/**/*.py"))
+    source = files[seed % len(files)].read_text(encoding="utf-8")
+    length = 2500 + seed % 1300
+    start = (seed // 7) % max(len(source) - length, 1)
+    paste = source[start : start + length]
+    if seed % 2:
+        return f"{text}\n\n```python\n{paste}\n```"
+    return f"Here is the file:\n\n```python\n{paste}\n```\n\n{text}"
+
+
 #: Thresholds of the curve (answerable hinted against off-topic quiet), so
 #: the default point is seen as one choice among them.
 CURVE = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7)
@@ -137,7 +164,7 @@ def top_scores(store, emb, calib, texts: list[str]) -> list[float]:
     above it."""
     if not texts:
         return []
-    vecs = emb.embed_queries(texts)
+    vecs = emb.embed_queries([focus(t) for t in texts])  # as recall embeds a message
     return [
         max((c.score for c in score(store.con, text, v, calib, words=store.words()) if c.description), default=0.0)
         for text, v in zip(texts, vecs)
@@ -163,6 +190,12 @@ def main() -> int:
     ap.add_argument("--latency", type=int, default=0, help="queries timed through Store.recall (0: none)")
     ap.add_argument("--threads", type=int, help="llama.cpp threads (default: the configured or CPU count)")
     ap.add_argument("--index-only", action="store_true", help="build or update the index, then stop")
+    ap.add_argument(
+        "--long-prompts",
+        action="store_true",
+        help="every message inside a pasted file of marchdb's own source, 2,500-3,800 characters (long_prompt)",
+    )
+    ap.add_argument("--no-focus", action="store_true", help="embed a message's first window, not its focus")
     args = ap.parse_args()
 
     store, sdir, memories, queries, qrels, report, index_seconds = open_set(
@@ -182,11 +215,15 @@ def main() -> int:
     threshold = store.cfg.min_score
 
     halves = ("all", "train", "test")
-    blank = lambda: {"recall@5": 0.0, "recall@10": 0.0, "ndcg@10": 0.0, "mrr@10": 0.0}  # noqa: E731
+    blank = lambda: dict.fromkeys(("hit@1", "hit@5", "recall@5", "recall@10", "ndcg@10", "mrr@10"), 0.0)  # noqa: E731
     sums = {h: {s: blank() for s in ("bm25", "dense", "hybrid")} for h in halves}
     hinted = dict.fromkeys(halves, 0)
     count = dict.fromkeys(halves, 0)
-    qvecs = emb.embed_queries([q["text"] for q in queries])
+    if args.long_prompts:
+        queries = [{**q, "text": long_prompt(q["text"])} for q in queries]
+    if args.no_focus and focus_mod is not None:
+        focus_mod.BUDGET = 10**9  # embed the message's first window, as before focus
+    qvecs = emb.embed_queries([focus(q["text"]) for q in queries])
     on_curve: list[list[bool]] = []
     for q, qvec in zip(queries, qvecs):
         # the whole union: no cut before ranking
@@ -205,6 +242,8 @@ def main() -> int:
     # Off-topic: other sets' questions, questions in the vault's own language
     # about subjects no set holds, and chit-chat must get no hint here.
     off = offtopic(args.set, args.offtopic)
+    if args.long_prompts:
+        off = {kind: [long_prompt(t) for t in texts] for kind, texts in off.items()}
     best = {kind: top_scores(store, emb, calib, texts) for kind, texts in off.items()}
     quiet = {kind: round(sum(b < threshold for b in v) / max(len(v), 1), 4) for kind, v in best.items()}
     pooled = [b for v in best.values() for b in v]
@@ -263,11 +302,14 @@ def machine() -> str:
 def print_table(r: dict) -> None:
     print(f"\n{r['set']}: {r['memories']} memories, {r['queries']} queries, model {r['model']}")
     if r["queries"]:
-        print(f"{'signal':8} {'R@5':>7} {'R@10':>7} {'nDCG@10':>8} {'MRR@10':>7}   nDCG@10 train / test")
+        print(
+            f"{'signal':8} {'hit@1':>7} {'hit@5':>7} {'R@5':>7} {'R@10':>7} {'nDCG@10':>8} {'MRR@10':>7}"
+            "   nDCG@10 train / test"
+        )
         for signal, m in r["signals"].items():
             tr, te = (r["signals_by_half"][h][signal]["ndcg@10"] for h in ("train", "test"))
             print(
-                f"{signal:8} {m['recall@5']:7.3f} {m['recall@10']:7.3f} {m['ndcg@10']:8.3f} {m['mrr@10']:7.3f}"
+                f"{signal:8} {m['hit@1']:7.3f} {m['hit@5']:7.3f} {m['recall@5']:7.3f} {m['recall@10']:7.3f} {m['ndcg@10']:8.3f} {m['mrr@10']:7.3f}"
                 f"   {tr:.3f} / {te:.3f}"
             )
     h = r["hints"]

@@ -35,7 +35,16 @@ import random
 import shutil
 from pathlib import Path
 
-from bench_data import BENCH, base_name, cached_store, chitchat, in_language_offtopic, set_dir, split_of
+from bench_data import (
+    BENCH,
+    SAME_MEMORIES,
+    base_name,
+    cached_store,
+    chitchat,
+    in_language_offtopic,
+    set_dir,
+    split_of,
+)
 from bench_recall import load_set, write_vault
 
 from marchdb.config import load_config
@@ -55,7 +64,10 @@ def other_memories(name: str, rng: random.Random) -> list[dict]:
     sets one after the other (each shuffled); ``set`` on each memory says
     where it comes from."""
     own = base_name(name)
-    others = sorted((p for p in BENCH.iterdir() if p.is_dir() and p.name != own), key=lambda p: p.name != "chats")
+    others = sorted(
+        (p for p in BENCH.iterdir() if p.is_dir() and p.name != own and p.name not in SAME_MEMORIES),
+        key=lambda p: p.name != "chats",
+    )
     out = []
     for other in others:
         mems = [json.loads(l) for l in (other / "memories.jsonl").read_text().splitlines() if l.strip()]
@@ -67,6 +79,7 @@ def offtopic_questions(chosen: dict[str, dict]) -> list[str]:
     """Questions of the shared sets none of whose memories is in the vault
     (another set's question is not off-topic in a vault holding that set)."""
     present = {m.get("set") for m in chosen.values()}
+    present |= {s for s, same in SAME_MEMORIES.items() if same in present}
     out = []
     for other in sorted(p for p in BENCH.iterdir() if p.is_dir() and p.name not in present):
         out += [json.loads(l)["text"] for l in (other / "queries.jsonl").read_text().splitlines() if l.strip()]
@@ -105,6 +118,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("set", help="a set with questions: locomo, cmrc2018, cranfield, cmrc2018-hant")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument(
+        "--model", help="GGUF path or recipe name (default: the built-in default, built in each vault's home)"
+    )
     ap.add_argument("--vaults", type=int, help="vaults per size (default: 8 up to 40 memories, fewer above)")
     ap.add_argument("--offtopic", type=int, default=20, help="other sets' questions per vault")
     ap.add_argument("--language", type=int, default=20, help="in-language off-topic questions per vault")
@@ -138,7 +154,7 @@ def main() -> int:
             if work.exists():
                 shutil.rmtree(work)
             write_vault(list(chosen.values()), work / "vault")
-            store = cached_store(load_config(home=work / "home", root=work / "vault", env={}))
+            store = cached_store(load_config(home=work / "home", root=work / "vault", model=args.model, env={}))
             try:
                 store.sync()
                 inside = [q for q in queries if q["id"] in qrels and set(qrels[q["id"]]) <= set(chosen)]

@@ -84,9 +84,13 @@ def recall(data: dict, explain: bool) -> tuple[str, str]:
                 f"{_f(sig.get('bm25'))} {_f(sig.get('bm25_raw'), 7, 2)} {_f(sig.get('temp_adj'), 6, 3, sign=True)}  "
                 f"{c['id']}  {c['reason'] or 'HINT'}"
                 + (f" (ranked +{sig['project_bonus']:.2f}: project tag)" if sig.get("project_bonus") else "")
-                + (f" (ranked as {sig['rank_score']:.3f}: another script)" if "rank_score" in sig else "")
+                + (f" (ranked as {sig['rank_score']:.3f})" if "rank_score" in sig else "")
                 + (f" (raw {sig['xbm25_raw']:.2f} in words put into its language)" if "xbm25_raw" in sig else "")
             )
+            passage = sig.get("passage")
+            if isinstance(passage, dict) and passage.get("text"):
+                who = f"{passage['role']}'s turn" if passage.get("role") else "passage"
+                out.append(f"{'':>46}{who} {passage.get('seq')}: {escaped(str(passage['text']))}")
     return "\n".join(out) + "\n", err
 
 

@@ -43,7 +43,9 @@ def vec_extension() -> str:
 
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
-SCHEMA_VERSION = 7  # 7: texts indexed with secrets as markers and without <private> regions
+SCHEMA_VERSION = (
+    8  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their role
+)
 BUSY_TIMEOUT_MS = 10_000
 
 

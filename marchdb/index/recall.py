@@ -37,6 +37,7 @@ from marchdb.errors import Expired
 from marchdb.index import calibrate, temperature
 from marchdb.index.apart import keep_apart
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
+from marchdb.index.focus import focus
 from marchdb.index.results import Hint, RecallResult
 from marchdb.index.terms import (
     BM25_K1,
@@ -87,6 +88,23 @@ BM25_LPEN = 0.25
 #: question holds its words together; one that holds them by chance, spread
 #: over 11,000 characters, does not (tools/fusion_lab.py, leave one set out).
 CBM25_W = 1.0
+#: In a chat, what the user said weighs more than what the assistant
+#: answered (``notes.body_chunks``: chunks know their role): a question about
+#: a chat asks for a detail the user gave once ("what did I say my sister's
+#: dog is called?"), among thousands of words of answers that hold the
+#: question's subject and words by the dozen. An assistant chunk's cosine
+#: counts ASSISTANT_PENALTY less, and its words ASSISTANT_WORDS of theirs.
+ASSISTANT_PENALTY = 0.0
+ASSISTANT_WORDS = 1.0
+#: The order reads the BM25 share through 1 - exp(-share / RANK_TAU) (0:
+#: calibrate.BM25_TAU, as the score does): less saturated, a memory that
+#: holds more of a question's words stays ahead of one that holds a little
+#: less with a slightly closer cosine. The score the threshold reads keeps
+#: BM25_TAU.
+RANK_TAU = 0.0
+#: The body's dense signal: the best chunk's cosine weighs BODY_TOP1 among
+#: the best three (0.65 / 0.25 / 0.10 as first designed; the other two keep that ratio).
+BODY_TOP1 = 0.65
 #: Candidates gathered from each signal before fusion (sqlite-vec: cap k).
 K_DENSE = 40
 K_CHUNK = 80
@@ -262,7 +280,9 @@ def score(
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
     from the vec0 tables, in SQL.
     """
-    terms = fts.query_terms(text)
+    # the words of what is embedded first (a long message's question), then the rest
+    focused = focus(text)
+    terms = fts.query_terms(text if focused == text else focused + "\n" + text)
     ceiling, informative = bm25_terms(con, terms)
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)
@@ -279,11 +299,13 @@ def score(
         # has a ceiling near 0) and BM25 alone scores only without a model.
         "bm25_max": max(ceiling, floor),
         "bm25_tau": calibrate.BM25_TAU,
+        "rank_tau": RANK_TAU or calibrate.BM25_TAU,
         "bm25_lref": BM25_LREF,
         "bm25_lpen": BM25_LPEN,
         # the best chunk's share, of the ceiling on chunk statistics
         "cbm25_max": max(chunk_ceiling(con, terms), chunk_floor),
         "cbm25_w": CBM25_W,
+        "assistant_words": ASSISTANT_WORDS,
         "k_bm25": K_BM25,
         "limit": limit,
         "project_tag": project_tag,
@@ -307,6 +329,10 @@ def score(
             script_offset=calibration.get("script_offset", 0.0) * calibration.get("script_weight", 1.0),
             w_dense=w_dense,
             agree=AGREE,
+            assistant_penalty=ASSISTANT_PENALTY,
+            body_w1=BODY_TOP1,
+            body_w2=(1.0 - BODY_TOP1) * 0.25 / 0.35,
+            body_w3=(1.0 - BODY_TOP1) * 0.10 / 0.35,
             **calibrate.curves(calibration, text_count(con)),
         )
         if vindex is not None and vindex.sync(con):
@@ -335,8 +361,10 @@ def score(
         signals = {k: r[k] for k in SIGNALS if r.get(k) is not None}
         if r["project_bonus"]:
             signals["project_bonus"] = r["project_bonus"]
-        if r["rank_score"] != r["score"]:  # ranked on the plain dense curve (another script: sql/recall.sql)
+        if r["rank_score"] != r["score"]:  # ranked apart from its score (another script, RANK_TAU: sql/recall.sql)
             signals["rank_score"] = r["rank_score"]
+        if r.get("passage_seq") is not None:
+            signals["passage_seq"] = r["passage_seq"]
         hint = Hint(r["id"], float(r["score"]), r["name"], r["description"], r["path"], signals)
         hint.signals["status"] = r["status"]
         out.append(hint)
@@ -489,7 +517,7 @@ def related(
     qvec, calib = None, calibrate.bm25_only()
     if embedder is not None and vectors_usable(con, embedder.fingerprint):
         calib = calibrate.ensure(con, embedder)
-        qvec = embedder.embed_queries([text])[0]
+        qvec = embedder.embed_queries([focus(text)])[0]
     found = []
     for cand in score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, words=words):
         if (
@@ -522,6 +550,35 @@ def mark_contradictions(con: apsw.Connection, hints: list[Hint]) -> None:
     for hint in hints:
         if hint.id in disputed:
             hint.signals["contradicts"] = disputed[hint.id]
+
+
+#: Candidates whose passage ``--explain`` looks up (it shows 25).
+EXPLAIN_PASSAGES = 25
+#: Characters of the best-matching passage ``--explain`` shows.
+PASSAGE_CHARS = 160
+
+
+def attach_passages(con: apsw.Connection, cands: list[Hint]) -> None:
+    """Put, in each candidate's ``signals["passage"]``, the body chunk whose
+    cosine decided its body signal (``passage_seq``): its role in a chat and
+    its first ``PASSAGE_CHARS`` characters on one line, so ``--explain``
+    shows where a long memory matched (a turn of a chat, the hint naming the
+    whole chat)."""
+    for cand in cands:
+        seq = cand.signals.get("passage_seq")
+        if seq is None:
+            continue
+        row = con.execute(
+            "SELECT c.role, c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id = ? AND c.seq = ?",
+            (cand.id, seq),
+        ).fetchone()
+        if row is not None:
+            text = " ".join(row[1].split())
+            cand.signals["passage"] = {
+                "seq": seq,
+                "role": row[0],
+                "text": text[:PASSAGE_CHARS] + ("…" if len(text) > PASSAGE_CHARS else ""),
+            }
 
 
 def recall(
@@ -557,7 +614,7 @@ def recall(
     if embedder is not None:
         if vectors_usable(con, embedder.fingerprint):
             calib = calibrate.ensure(con, embedder)
-            qvec = embedder.embed_queries([text])[0]
+            qvec = embedder.embed_queries([focus(text)])[0]
             mode = "hybrid"
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
@@ -570,6 +627,8 @@ def recall(
         if deadline is not None and run_id is not None and time.time() > deadline:
             raise Expired("the caller stopped waiting for this recall; nothing was recorded")  # rolls back
     mark_contradictions(con, hints)
+    if explain:
+        attach_passages(con, everything[:EXPLAIN_PASSAGES])
     return RecallResult(
         trigger=trigger,
         run_id=run_id,

@@ -37,6 +37,7 @@ from marchdb.embedding import Embedder
 from marchdb.errors import InvalidInput, ModelError, NotFound
 from marchdb.index import calibrate, db, terms, vectors
 from marchdb.index import recall as recall_mod
+from marchdb.index.focus import focus
 from marchdb.notes import MAX_FILE_BYTES
 from marchdb.tags import project_tag
 
@@ -329,7 +330,7 @@ class Engine:
         calib = calibrate.load(con, emb.fingerprint) or self._calibrations.get(emb.fingerprint)
         if calib is None:
             calib = self._calibrations[emb.fingerprint] = calibrate.measure(emb)
-        return "hybrid", emb.embed_queries([text])[0], calib
+        return "hybrid", emb.embed_queries([focus(text)])[0], calib
 
     def _apply_logged(
         self, con: apsw.Connection, scored, trigger: str, run_id: str, threshold: float, conversation=None

@@ -31,7 +31,7 @@ from marchdb.notes import (
     BadNote,
     Note,
     Problem,
-    chunk_body,
+    body_chunks,
     content_hash,
     field_ids,
     index_key,
@@ -475,10 +475,11 @@ class Syncer:
             con.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
         # New texts may need vectors: the next embedding pass must look.
         set_meta(con, "vectors_complete", None)
-        chunks = chunk_body(note.body)
+        pieces = body_chunks(note.body)
+        chunks = [text for text, _role in pieces]
         con.executemany(
-            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk) VALUES (?, ?, ?, ?, ?)",
-            [(rid, i, text, text_hash(text), fts.cjk_share(text)) for i, text in enumerate(chunks)],
+            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk, role) VALUES (?, ?, ?, ?, ?, ?)",
+            [(rid, i, text, text_hash(text), fts.cjk_share(text), role) for i, (text, role) in enumerate(pieces)],
         )
         if note.status == "active":
             # Only active memories are searched: a deprecated one must not

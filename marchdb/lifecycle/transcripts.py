@@ -193,6 +193,41 @@ def asked(prompts: list[str]) -> str:
     return one_line(" / ".join(one_line(p, DESCRIPTION_CHARS) for p in prompts[:8]), DESCRIPTION_CHARS)
 
 
+#: A sentence in which the person settles something ("I think I'll go with
+#: the Liquid Air case", "let's use Postgres", "I booked the 9:40 train").
+_DECIDED = re.compile(
+    r"\b(?:I(?:'|’)?ll (?:go|take|use|try|stick|start|get|order|book|buy|keep|make|do)\b|I will (?:go|use|take)\b"
+    r"|I(?:'|’)?m going (?:with|to go|to use|to try|to buy|to order|to book)\b|I(?:'|’)?ve decided|I decided"
+    r"|I chose|I(?:'|’)?ve chosen|I picked|I settled|settled on|going with|let(?:'|’)?s (?:go with|use|do|keep|stick)\b"
+    r"|we(?:'|’)?ll (?:go with|use)\b|we decided|I booked|I ordered|I bought|leaning towards?)",
+    re.I,
+)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+#: Decisions a description names at most (the last ones: a later one revises an earlier).
+DECISIONS = 3
+
+
+def described(prompts: list[str]) -> str:
+    """An imported conversation's description: what the person settled in
+    it (``_DECIDED``: their sentences that choose, book, buy or decide,
+    after their first message; the last ``DECISIONS``), then what they
+    asked; what they asked alone when they settled nothing.
+
+    A hint shows a description's start, and recall reads it in the
+    memory's metadata: "remind me which case I went with" is answered by
+    "I think I'll go with the Liquid Air case", not by the first request
+    ("I need a phone case"), which the name already says."""
+    decided = [
+        one_line(m.group().strip(), 120)
+        for prompt in prompts[1:]
+        for m in _SENTENCE.finditer(prompt)
+        if _DECIDED.search(m.group())
+    ]
+    if not decided:
+        return asked(prompts)
+    return one_line(" / ".join([*list(dict.fromkeys(decided))[-DECISIONS:], *prompts[:1]]), DESCRIPTION_CHARS)
+
+
 # ---------------------------------------------------------------- Claude Code
 
 
@@ -374,7 +409,7 @@ def read_session(path: Path, origin: str) -> Found:
         source=f"claude-code:{session_id}",
         origin=origin,
         name=one_line(title or ai_title or summary or prompts[0], min(MAX_NAME_CHARS, 100)),
-        description=asked(prompts),
+        description=described(prompts),
         body=body,
         tags=clean_tags(tags, "claude-code"),
         created=first,
@@ -525,7 +560,7 @@ def conversation_item(conv: object, origin: str) -> Found:
         source=f"chatgpt:{conv_id}",
         origin=origin,
         name=one_line(title or prompts[0], min(MAX_NAME_CHARS, 100)),
-        description=asked(prompts),
+        description=described(prompts),
         body=body,
         tags=["chatgpt"],
         created=created,
