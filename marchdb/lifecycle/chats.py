@@ -16,7 +16,8 @@ session, as ``transcripts`` makes a Claude Code session's:
 * secrets are replaced by markers before anything else is made of the text
   (``marchdb.redact``), so no name, description or body holds one;
 * the name is the host's title of the session, else its first request; the
-  description says what the user asked (``transcripts.asked``); the tags are
+  description says what the user settled, then what they asked
+  (``transcripts.described``, as for Claude Code's sessions); the tags are
   the host's name and ``project/<folder>`` of the session's working folder;
 * a session too short to remember is skipped, as a chat is
   (``transcripts``' rule).
@@ -202,7 +203,7 @@ class Chat:
             source=f"{self.host}:{self.session_id}",
             origin=self.origin,
             name=one_line(name_from or self.prompts[0], min(MAX_NAME_CHARS, 100)),
-            description=transcripts.asked(self.prompts),
+            description=transcripts.described(self.prompts),
             body=body,
             tags=clean_tags(tags, self.host),
             created=self.first,
