@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -607,3 +608,16 @@ def test_codex_and_gemini_project_hooks_say_when_the_host_will_not_read_them(tmp
     assert [p["kind"] for p in gemini.doctor(install.installed(project), str(project))] == ["gemini_folder_untrusted"]
     (gemini_home / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
     assert gemini.folder_trusted(str(project)) and gemini.doctor(install.installed(project), str(project)) == []
+
+
+def test_every_setting_marchdb_reads_from_the_environment_reaches_the_hooks_or_says_why_not():
+    # MARCH_NOW_STALE_HOURS, MARCH_LLAMA_EXTRA_BUFFERS and MARCH_IMPORT_SESSIONS were read
+    # by marchdb but left out of the installed command: a hook answered without them.
+    import re
+
+    package = Path(install.__file__).parent.parent
+    read = set()
+    for source in package.rglob("*.py"):
+        read |= set(re.findall(r"[\"'](MARCH_[A-Z_]+)[\"']", source.read_text(encoding="utf-8")))
+    assert read - set(install.CARRIED_ENV) - set(install.NOT_CARRIED_ENV) == set()
+    assert not set(install.CARRIED_ENV) & set(install.NOT_CARRIED_ENV)

@@ -45,7 +45,14 @@ CARRIED_ENV = (
     "MARCH_THREADS",
     "MARCH_ALLOW_UNUSUAL_ROOT",
     "MARCH_DAEMON",
+    "MARCH_NOW_STALE_HOURS",
+    "MARCH_LLAMA_EXTRA_BUFFERS",
+    "MARCH_IMPORT_SESSIONS",
 )
+#: Settings not carried as they are: the home, the root and the model travel
+#: as ``--home`` / ``--root`` / ``--model``; ``MARCH_RECALL`` turns recall off
+#: for one shell's session, not for every session the host will ever run.
+NOT_CARRIED_ENV = ("MARCH_HOME", "MARCH_MEMORY_ROOT", "MARCH_EMBED_MODEL", "MARCH_RECALL")
 #: The file a hook command runs (``marchdb_argv(launcher=True)``).
 LAUNCHER = os.path.join("marchdb", "cli", "launch.py")
 LAUNCHER_FILE = str(Path(__file__).absolute().parent.parent / "cli" / "launch.py")
