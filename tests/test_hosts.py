@@ -598,7 +598,8 @@ def test_codex_and_gemini_project_hooks_say_when_the_host_will_not_read_them(tmp
     assert [p["kind"] for p in problems if p["kind"] == "codex_project_untrusted"] == ["codex_project_untrusted"]
     (tmp_path / "home" / ".codex").mkdir(parents=True, exist_ok=True)
     (tmp_path / "home" / ".codex" / "config.toml").write_text(f'[projects."{project}"]\ntrust_level = "trusted"\n')
-    assert codex.project_trusted(str(project / "sub")) and not codex.doctor(rows, str(tmp_path))[:1]
+    assert codex.project_trusted(str(project / "sub"))
+    assert not [p for p in codex.doctor(rows, str(tmp_path)) if p["kind"] == "codex_project_untrusted"]
     # Gemini reads a project's settings only in a trusted folder once its folder trust is on.
     gemini_home = tmp_path / "home" / ".gemini"
     gemini_home.mkdir(parents=True)
@@ -621,3 +622,14 @@ def test_every_setting_marchdb_reads_from_the_environment_reaches_the_hooks_or_s
         read |= set(re.findall(r"[\"'](MARCH_[A-Z_]+)[\"']", source.read_text(encoding="utf-8")))
     assert read - set(install.CARRIED_ENV) - set(install.NOT_CARRIED_ENV) == set()
     assert not set(install.CARRIED_ENV) & set(install.NOT_CARRIED_ENV)
+
+
+def test_doctor_says_it_cannot_tell_codex_trust_when_codex_is_not_here(tmp_path, monkeypatch):
+    # With codex not on PATH, doctor said nothing of trust: read as "all is well".
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "home" / ".codex"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    install.install("codex", None, install.marchdb_argv(launcher=True), {})
+    problems = codex.doctor(install.installed(None), str(tmp_path))
+    [unknown] = [p for p in problems if p["kind"] == "codex_trust_unknown"]
+    assert "cannot tell" in unknown["detail"] and "/hooks" in unknown["advice"]

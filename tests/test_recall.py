@@ -431,6 +431,17 @@ def test_a_message_of_common_words_is_no_strong_match(vault, bm25_store):
     assert [h.id for h in bm25_store.recall("zebra").hints] == ["mem_zebra"]  # one rare word still is
 
 
+def test_numbers_alone_are_no_keyword_match(vault, bm25_store):
+    # "what's 2+2" hinted "Garden note 2" once the "s" of "what's" stopped being a term:
+    # the one rare number held all of the message.
+    for i in range(60):
+        vault.memory(f"f{i}.md", f"mem_f{i}", name=f"Garden note {i}", description=f"tomatoes and beans {i}")
+    bm25_store.sync()
+    assert bm25_store.recall("what's 2+2").hints == []
+    assert bm25_store.recall("1, 2, 3?").hints == []
+    assert [h.id for h in bm25_store.recall("garden note 2 tomatoes beans").hints][:1] == ["mem_f2"]
+
+
 def test_a_superseded_memory_ranks_below_its_successor_and_is_no_hint(vault, bm25_store):
     topic_vault(vault, n=0)
     vault.write(

@@ -152,6 +152,17 @@ def doctor(rows: list[dict], cwd: str) -> list[dict]:
                 }
             )
     seen = trust_status(cwd, lambda command: install.command_is_ours(command, HOST))
+    if seen is None:
+        # Only Codex knows which hooks it trusts; silence here would read as "all is well".
+        problems.append(
+            {
+                "path": mine[0]["where"],
+                "kind": "codex_trust_unknown",
+                "detail": "codex is not on PATH here (or did not answer), so doctor cannot tell whether Codex "
+                "trusts marchdb's hooks; until it does, it skips them without a word",
+                "advice": "start `codex`, type /hooks and trust marchdb's hooks if they are not",
+            }
+        )
     for hook in seen or []:
         if hook["status"] != "trusted":
             problems.append(

@@ -283,6 +283,10 @@ def score(
     # the words of what is embedded first (a long message's question), then the rest
     focused = focus(text)
     terms = fts.query_terms(text if focused == text else focused + "\n" + text)
+    if all(term.isdigit() for term in terms):
+        # Numbers alone ("what's 2+2", "1, 2, 3") say nothing a memory is
+        # about; a numbered note would otherwise hold all of the message.
+        terms = []
     ceiling, informative = bm25_terms(con, terms)
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)
