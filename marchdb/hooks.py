@@ -82,9 +82,9 @@ def handle(
         if event == "session_start":
             context = profile_blocks(store, notes)
             # importSessions: the sessions that ended before this one are imported in the background.
-            from marchdb.lifecycle import keep
+            from marchdb.lifecycle import keep as keeping
 
-            notes += [started] if (started := keep.start(store.cfg, host)) else []
+            notes += [started] if (started := keeping.start(store.cfg, host)) else []
     elif event == "message":  # the generic contract: the caller names its run
         if text and text.strip():
             store.cfg.require_root()

@@ -35,6 +35,9 @@ _BRACKETED = re.compile(r"[\[【〔〖]([^\[\]【】〔〕〖〗]{1,60})[\]】�
 _TAGGED = re.compile(r"[<〈⟨](\s*/?\s*[^\W\d][\w:.\-]{0,40}(?:\s[^<>〈〉⟨⟩]{0,200})?/?\s*)[>〉⟩]")
 #: A bracketed word or two, starting with a letter: ``[1]`` or ``[x, y]`` is no marker.
 _MARKER_WORDS = re.compile(r"/?[^\W\d][\w .:\-]{0,59}")
+#: Where a secret was removed (``redact.marker``: ``[redacted: github token]``),
+#: in plain ASCII as marchdb writes it; shown to a model as it is.
+_REDACTED = re.compile(r"\[redacted: [a-z0-9][a-z0-9 .\-]{0,40}\]")
 #: Default-ignorable code points that are neither format characters nor
 #: combining marks (Hangul fillers, unassigned ``FFF0``–``FFF8``).
 _OTHER_IGNORABLE = frozenset("\u115f\u1160\u3164\uffa0") | frozenset(map(chr, range(0xFFF0, 0xFFF9)))
@@ -82,7 +85,10 @@ def for_model(text: str) -> str:
         match = _BRACKETED.match(shown, start)
         if match is not None:
             inner = match.group(1)
-            if _MARKER_WORDS.fullmatch(" ".join(inner.split()).replace("/ ", "/")):
+            first, last = (start, match.end() - 1) if where is None else (where[start], where[match.end() - 1])
+            if _REDACTED.fullmatch(text, first, last + 1):
+                pass  # marchdb's own mark of a removed secret, as written: it tells, it poses as no block
+            elif _MARKER_WORDS.fullmatch(" ".join(inner.split()).replace("/ ", "/")):
                 replacement = f"⟦{inner}⟧"
         else:
             match = _TAGGED.match(shown, start)

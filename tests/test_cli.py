@@ -502,9 +502,10 @@ def test_file_names_print_safely_and_json_stays_valid(cli, vault, tmp_path):
     cli("context", "x")
     (tmp_path / "home/memory/profiles/agent.md").write_text("Answer\u00a0briefly 👩\u200d💻, \u202eevil, del\x7f.\n")
     text = cli("context", "x").stdout
-    assert "Answer\u00a0briefly 👩\u200d💻" in text and "\\u202eevil, del\\x7f." in text
+    # (a control character is dropped on its way to a model: the profile is injected text)
+    assert "Answer\u00a0briefly 👩\u200d💻" in text and "\\u202eevil, del." in text
     data = json.loads(cli("context", "x", "--json").stdout)
-    assert data["agent_profile"].startswith("Answer\u00a0briefly 👩\u200d💻, \u202eevil, del\x7f")
+    assert data["agent_profile"].startswith("Answer\u00a0briefly 👩\u200d💻, \u202eevil, del.")
     assert "\u202e" not in cli("context", "x", "--json").stdout  # escaped in the JSON text
 
 

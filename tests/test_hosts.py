@@ -90,7 +90,7 @@ def test_cursor_steers_after_a_tool_with_the_agents_words_from_its_transcript(st
     assert json.loads(out["stdout"])["additional_context"].startswith("[recall]\n- mem_deploy | score=")
     # Cursor's CLI gives no transcript: what the tool was asked to do is recalled on.
     cli = {**tool, "conversation_id": "c3", "transcript_path": None, "tool_input": {"command": "deploy friday"}}
-    assert answer(store, "cursor", cli)["parsed"]["text"] == 'Shell {"command": "deploy friday"}'
+    assert answer(store, "cursor", cli)["parsed"]["text"] == "deploy friday"
     # The reply at the end is recorded, never answered (Cursor reads nothing from afterAgentResponse).
     done = answer(store, "cursor", {**base, "hook_event_name": "afterAgentResponse", "text": "Deployed."})
     assert done["stdout"] == "" and done["parsed"]["event"] == "stop"
@@ -633,3 +633,12 @@ def test_doctor_says_it_cannot_tell_codex_trust_when_codex_is_not_here(tmp_path,
     problems = codex.doctor(install.installed(None), str(tmp_path))
     [unknown] = [p for p in problems if p["kind"] == "codex_trust_unknown"]
     assert "cannot tell" in unknown["detail"] and "/hooks" in unknown["advice"]
+
+
+def test_what_a_tool_was_asked_is_the_texts_of_its_input_not_its_name_or_keys():
+    # VS Code's steer recalled on 'runInTerminal {"command": "..."}': the tool's name and the
+    # JSON keys were words of the message, and a memory naming every other word scored 0.4995.
+    asked = claude_code.tool_asked({"command": "deploy friday", "options": [{"cwd": "/srv"}, 3], "dry": True})
+    assert asked == "deploy friday\n/srv"
+    assert claude_code.tool_asked(None) == "" and claude_code.tool_asked({"n": 1}) == ""
+    assert len(claude_code.tool_asked({"patch": "x" * 10_000})) == claude_code.TOOL_TEXT_CHARS

@@ -249,3 +249,17 @@ def test_an_unclosed_private_region_runs_to_the_end():
     text = "public part <private> the rest is mine\nand this line too"
     assert redact.without_private(text).strip() == "public part"
     assert redact.has_private(text) and not redact.has_private("public")
+
+
+def test_a_secrets_marker_reaches_a_model_as_written_and_a_look_alike_does_not():
+    # The one rule for what reaches a model showed [redacted: github token] as
+    # ⟦redacted: github token⟧: the agent read a marker it was never told of.
+    from marchdb.modeltext import for_model
+
+    for kind in redact.KINDS:
+        marker = redact.marker(kind)
+        assert for_model(f"key {marker} here") == f"key {marker} here"
+    assert for_model("[redacted: x] [user]") == "[redacted: x] ⟦user⟧"
+    assert for_model("\u200b[redacted: x]") == "\u200b[redacted: x]"
+    assert for_model("[red\u200bacted: x]") == "⟦redacted: x⟧"  # not as marchdb writes it
+    assert for_model("［redacted: x］").startswith("⟦")

@@ -26,14 +26,12 @@ from marchdb.store import Store
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
 PROMPT = "Dog's medication carprofen tablet"
-HOSTS = ("claude-code", "codex", "gemini", "cline", "hermes", "cursor", "generic")
+HOSTS = ("claude-code", "codex", "gemini", "qwen", "cline", "hermes", "cursor", "generic")
 
 
 def prompt_event(host: str, session: str, text: str, cwd: str) -> tuple[str, list[str]]:
-    """``(raw event, options)`` of a user's message as ``host`` sends it. Cursor
-    sends no prompt to a hook that can answer (its ``beforeSubmitPrompt`` cannot
-    add context): its message is what the agent said before a tool."""
-    if host in ("claude-code", "codex", "hermes"):
+    """``(raw event, options)`` of a user's message as ``host`` sends it."""
+    if host in ("claude-code", "codex", "qwen", "hermes"):
         return json.dumps(
             {"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": text, "cwd": cwd}
         ), []
@@ -43,13 +41,10 @@ def prompt_event(host: str, session: str, text: str, cwd: str) -> tuple[str, lis
         return json.dumps({"taskId": session, "workspaceRoots": [cwd], "userPromptSubmit": {"prompt": text}}), []
     if host == "cursor":
         event = {
-            "hook_event_name": "postToolUse",
+            "hook_event_name": "beforeSubmitPrompt",
             "conversation_id": session,
             "workspace_roots": [cwd],
-            "tool_name": "Shell",
-            "tool_input": {},
-            "tool_output": "{}",
-            "agent_message": text,
+            "prompt": text,
         }
         return json.dumps(event), []
     return text, ["--conversation", session]  # generic: the message on stdin
@@ -119,20 +114,12 @@ def test_pause_and_resume(world, host):
     assert hinted(ask(world, host))
 
 
-@pytest.mark.parametrize("host", [h for h in HOSTS if h != "cursor"])
+@pytest.mark.parametrize("host", HOSTS)
 def test_norecall_in_the_message(world, host):
     assert not hinted(ask(world, host, f"{PROMPT} #norecall"))
     assert not hinted(ask(world, host, f"#NoRecall {PROMPT}"))
     assert hinted(ask(world, host, f"{PROMPT} #norecallers"))  # another word
     assert said_in_log(world, "#norecall in the message")
-
-
-def test_cursor_never_sees_the_users_message():
-    # Cursor's hooks that can add context never get the prompt, so #norecall
-    # cannot reach them; every other switch holds there (the tests above and below).
-    from marchdb.hosts import cursor
-
-    assert "beforeSubmitPrompt" not in cursor.EVENTS
 
 
 @pytest.mark.parametrize("host", HOSTS)

@@ -99,6 +99,33 @@ def text_of(value: object) -> str | None:
     return mend_surrogates(value) if isinstance(value, str) else None
 
 
+#: Characters of a tool's input recalled on after the tool ran.
+TOOL_TEXT_CHARS = 2000
+
+
+def tool_asked(given: object) -> str:
+    """What a tool was asked to do, for the steer after it: the texts of its
+    input (``{"command": "deploy friday"}`` is "deploy friday"), at most
+    ``TOOL_TEXT_CHARS``. Not the tool's name nor the input's keys: ``Shell``,
+    ``runInTerminal``, ``command`` or ``file_path`` say nothing a memory is
+    about, and counted as words of the message they made the words it is
+    about a smaller share of it."""
+    texts: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(given)
+    return (mend_surrogates("\n".join(t.strip() for t in texts if t.strip())))[:TOOL_TEXT_CHARS]
+
+
 def event_of(data: dict, events: dict[str, str], host: str, session: object = None) -> dict | None:
     """The ``memory_hook`` arguments every event has — which event
     (``events`` maps the host's names to marchdb's), the host, the session (the

@@ -39,8 +39,6 @@ EVENTS = {
     "PostToolUse": "tool",
     "TaskComplete": "stop",
 }
-#: Characters of a tool's parameters recalled on.
-TOOL_TEXT_CHARS = 2000
 #: ``hookName`` as the VS Code extension spells it; the CLI spells it otherwise.
 EXTENSION_NAMES = frozenset({*EVENTS, "TaskResume", "TaskCancel", "PreToolUse", "PreCompact"})
 
@@ -97,8 +95,8 @@ def parse(raw: str, options: list[str]) -> dict | None:
         return {**args, "event": "prompt", "text": claude_code.text_of(prompt.get("prompt"))}
     tool = data.get("postToolUse")
     if isinstance(tool, dict):
-        asked = f"{tool.get('toolName', '')} {json.dumps(tool.get('parameters') or {}, ensure_ascii=False)}"
-        return {**args, "event": "tool", "text": asked[:TOOL_TEXT_CHARS]}
+        asked = claude_code.tool_asked(tool.get("parameters"))
+        return {**args, "event": "tool", "text": asked}
     done = data.get("taskComplete")
     if isinstance(done, dict):
         meta, turn = done.get("taskMetadata"), data.get("turn")

@@ -35,8 +35,6 @@ EVENTS = {
     "preCompact": "compact",
     "afterAgentResponse": "stop",
 }
-#: Characters of a tool's input recalled on when there is no transcript.
-TOOL_TEXT_CHARS = 2000
 
 
 def installer():
@@ -78,9 +76,7 @@ def parse(raw: str, options: list[str]) -> dict | None:
 
 
 def _asked(data: dict) -> str:
-    tool, given = data.get("tool_name"), data.get("tool_input")
-    asked = f"{tool if isinstance(tool, str) else ''} {json.dumps(given or {}, ensure_ascii=False)}"
-    return asked.strip()[:TOOL_TEXT_CHARS]
+    return claude_code.tool_asked(data.get("tool_input"))
 
 
 def render(args: dict, data: dict) -> str:

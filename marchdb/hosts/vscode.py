@@ -39,8 +39,6 @@ EVENTS = {
     "PostToolUse": "tool",
     "PreCompact": "compact",
 }
-#: Characters of a tool's input recalled on.
-TOOL_TEXT_CHARS = 2000
 
 
 def installer():
@@ -77,12 +75,10 @@ def parse_data(data: dict) -> dict | None:
         args["text"] = claude_code.text_of(data.get("prompt"))
         args["record_only"] = True  # VS Code cannot take context for a prompt
     elif event == "tool":
-        tool = data.get("tool_name", data.get("toolName"))
-        given = data.get("tool_input", data.get("toolInput"))
-        asked = f"{tool if isinstance(tool, str) else ''} {json.dumps(given or {}, ensure_ascii=False)}".strip()
+        asked = claude_code.tool_asked(data.get("tool_input", data.get("toolInput")))
         if not asked:
             return None
-        args["text"] = asked[:TOOL_TEXT_CHARS]
+        args["text"] = asked
     return args
 
 
