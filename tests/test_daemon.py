@@ -1182,7 +1182,10 @@ def test_the_engine_gives_back_what_a_long_prompt_took_once_idle(home):
     before = _rss_mb(pid)
     words = "deploy the gateway service with care and keep the logs "
     assert hook(prompt_event("long", words * (3_900_000 // len(words)))).returncode == 0
-    assert _rss_mb(pid) > before + 200  # the buffer for a window of 512 tokens
+    # Embedded by its focus (about 100 tokens), a long prompt no longer needs llama.cpp's
+    # buffer for a window of 512 tokens (test_llama holds that such a buffer is given back);
+    # what it takes is given back at the next quiet moment.
+    assert _rss_mb(pid) < before + 200
     deadline = time.monotonic() + daemon.IDLE_CHECKPOINT_SECONDS + 30
     while time.monotonic() < deadline and _rss_mb(pid) > before + 100:
         time.sleep(0.5)
