@@ -135,16 +135,12 @@ def test_call_fills_defaults_and_refuses_what_is_not_declared():
 def test_every_operation_runs_a_store_method_of_its_parameters():
     import inspect
 
-    from marchdb import hooks
     from marchdb.store import Store
 
     for op in ops.OPERATIONS.values():
         method = getattr(Store, op.method, None)
         assert method is not None, op.name
         keywords = inspect.signature(method).parameters
-        if any(k.kind is inspect.Parameter.VAR_KEYWORD for k in keywords.values()):
-            method = hooks.handle  # Store.hook hands every keyword on
-            keywords = inspect.signature(method).parameters
         missing = [p.name for p in op.params if p.name not in keywords]
         assert not missing, (op.name, missing)
 
