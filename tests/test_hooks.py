@@ -528,3 +528,29 @@ def test_a_generic_hook_with_a_bad_option_says_which_in_the_hook_log(tmp_path):
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
         assert any(said in line for line in logfile.read_log(tmp_path / "home", "hooks")), said
+
+
+def test_the_rules_of_each_event_are_data_decided_before_anything_runs():
+    # Store.hook carries the plan out; the rules themselves read no file and no index.
+    start = hooks.plan("session_start", source="startup")
+    assert (start.profiles, start.start_imports, start.afresh, start.recall) == (True, True, False, False)
+    assert hooks.plan("session_start", source="clear").afresh and hooks.plan("compact").afresh
+    assert not hooks.plan("compact").profiles
+    prompt = hooks.plan("prompt", text="deploy")
+    assert (prompt.run, prompt.trigger, prompt.inject, prompt.record_only) == ("next", "user", True, False)
+    tool = hooks.plan("tool", text="deploy")
+    assert (tool.run, tool.trigger, tool.inject) == ("current", "assistant", True)
+    stop = hooks.plan("stop", text="done")
+    assert (stop.run, stop.record_only, stop.inject) == ("current", True, False)
+    assert not hooks.plan("prompt", text="deploy", record_only=True).inject  # what a host cannot take
+    assert hooks.plan("prompt", text="  ").skip == "a prompt without its text; nothing injected"
+    message = hooks.plan("message", text="deploy", trigger="assistant", profiles=True)
+    assert (message.run, message.trigger, message.block, message.profiles) == ("given", "assistant", True, True)
+    assert not hooks.plan("message", text="").recall
+
+
+def test_the_answer_is_cut_to_what_every_host_keeps_whole():
+    answer = hooks.answer("x" * (hooks.MAX_CONTEXT_CHARS + 500), [], "cc:s:1", ["", "a note"])
+    assert len(answer["context"]) <= hooks.MAX_CONTEXT_CHARS + 1 and answer["context"].endswith("characters)\n")
+    assert (answer["run_id"], answer["note"]) == ("cc:s:1", "a note")
+    assert hooks.answer("  ", [], None, [])["context"] == ""
