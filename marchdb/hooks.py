@@ -34,7 +34,7 @@ from pathlib import Path
 from marchdb import hints, profiles, switches
 from marchdb.errors import FileError
 from marchdb.lifecycle import now
-from marchdb.tags import project_tag
+from marchdb.vault.tags import project_tag
 
 #: Claude Code keeps at most 10,000 characters of injected context whole;
 #: every host gets at most this many.

@@ -17,10 +17,8 @@ from typing import TYPE_CHECKING
 from marchdb import fts, hooks, logfile, ops, profiles, redact, switches
 from marchdb import save as save_mod
 from marchdb import search as search_mod
-from marchdb.changes import validate_changes
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
-from marchdb.files import read_memory_text, vault_lock
 from marchdb.index import db, doctor, runs, vectors
 from marchdb.index import query as query_mod
 from marchdb.index.recall import RELATED_BELOW, W_DENSE
@@ -33,9 +31,11 @@ from marchdb.lifecycle import keep as keep_mod
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
-from marchdb.notes import MAX_FILE_BYTES, metadata_text
-from marchdb.tags import project_tag
 from marchdb.twins import check_conflicts_with, check_supersedes
+from marchdb.vault.changes import validate_changes
+from marchdb.vault.files import read_memory_text, vault_lock
+from marchdb.vault.notes import MAX_FILE_BYTES, metadata_text
+from marchdb.vault.tags import project_tag
 
 if TYPE_CHECKING:
     pass

@@ -289,7 +289,7 @@ def project_rules(cfg, project: str | None) -> dict | None:
     and "acme" are one), or None."""
     if not project or not cfg.project_rules:
         return None
-    from marchdb.tags import project_tag
+    from marchdb.vault.tags import project_tag
 
     tag = project_tag(cfg.project_tag_prefix, project)
     for name, rules in cfg.project_rules.items():

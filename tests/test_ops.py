@@ -172,7 +172,7 @@ def test_every_front_refuses_a_blank_run_id_with_the_same_words(tmp_path, mixed_
 
 
 def test_a_blank_or_long_id_is_refused_by_the_table():
-    from marchdb import notes
+    from marchdb.vault import notes
 
     assert ops.MAX_ID_CHARS == notes.MAX_ID_LEN
     open_op = ops.get("memory_open")
