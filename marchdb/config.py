@@ -29,7 +29,7 @@ from pathlib import Path
 
 from marchdb.errors import ConfigError, MarchError
 from marchdb.private import engine_off
-from marchdb.roots import in_plain_sight, unusual_root
+from marchdb.vault.roots import in_plain_sight, unusual_root
 
 DEFAULT_MIN_SCORE = 0.5
 #: The working page (``now``) is shown as stale once older than this many hours.
@@ -472,7 +472,7 @@ def load_config(
     prefix = data.get("projectTagPrefix", "project/")
     if not isinstance(prefix, str):
         raise ConfigError('projectTagPrefix must be a string like "project/" (a memory tagged project/NAME)')
-    from marchdb.tags import normalize_tag
+    from marchdb.vault.tags import normalize_tag
 
     try:
         normalize_tag(prefix + "name")

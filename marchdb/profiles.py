@@ -17,9 +17,9 @@ from pathlib import Path
 
 from marchdb.config import Config
 from marchdb.errors import ConfigError, FileError, InvalidInput
-from marchdb.files import read_file
 from marchdb.hints import contradiction_lines, hint_line, recall_block
 from marchdb.modeltext import for_model
+from marchdb.vault.files import read_file
 
 PROFILE_FILES = {"agent_profile": "agent.md", "user_profile": "user.md"}
 #: Largest profile read: it goes into every prompt.

@@ -63,13 +63,15 @@ from pathlib import Path
 
 import apsw
 
-from marchdb.changes import Changes
-from marchdb.edit import edit_note
 from marchdb.errors import Conflict, FileError, InvalidInput, NotFound, Retry
-from marchdb.files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
 from marchdb.index import db
 from marchdb.index.sync import sync_files
-from marchdb.notes import (
+from marchdb.text import cut_bytes
+from marchdb.twins import find_same_name, find_similar, refuse_twin
+from marchdb.vault.changes import Changes
+from marchdb.vault.edit import edit_note
+from marchdb.vault.files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
+from marchdb.vault.notes import (
     MAX_FILE_BYTES,
     MAX_SLUG_BYTES,
     YAML_LOADER,
@@ -84,8 +86,6 @@ from marchdb.notes import (
     utc_now_iso,
     validate_id,
 )
-from marchdb.text import cut_bytes
-from marchdb.twins import find_same_name, find_similar, refuse_twin
 
 #: Rounds of re-applying an update onto a file that keeps changing under us.
 RACE_RETRIES = 5

@@ -61,8 +61,8 @@ from pathlib import Path
 
 from marchdb import redact
 from marchdb.errors import ConfigError, InvalidInput, SearchFailed
-from marchdb.files import is_inside, name_ok, read_file
-from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
+from marchdb.vault.files import is_inside, name_ok, read_file
+from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, parse_note
 
 #: Matching lines shown per file (a huge file must not flood the agent).
 MAX_MATCHES_PER_FILE = 5

@@ -14,15 +14,12 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from marchdb import fts, logfile, ops, profiles, redact, switches
+from marchdb import fts, hooks, logfile, ops, profiles, redact, switches
 from marchdb import save as save_mod
 from marchdb import search as search_mod
-from marchdb.changes import validate_changes
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
-from marchdb.files import read_memory_text, vault_lock
-from marchdb.hooks import project_here
-from marchdb.index import db, doctor, vectors
+from marchdb.index import db, doctor, runs, vectors
 from marchdb.index import query as query_mod
 from marchdb.index.recall import RELATED_BELOW, W_DENSE
 from marchdb.index.recall import recall as recall_hints
@@ -30,12 +27,15 @@ from marchdb.index.recall import related as related_hints
 from marchdb.index.results import RecallResult
 from marchdb.index.terms import memory_count
 from marchdb.lifecycle import capture, history, importing, maintain
+from marchdb.lifecycle import keep as keep_mod
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
-from marchdb.notes import MAX_FILE_BYTES, metadata_text
-from marchdb.tags import project_tag
 from marchdb.twins import check_conflicts_with, check_supersedes
+from marchdb.vault.changes import validate_changes
+from marchdb.vault.files import read_memory_text, vault_lock
+from marchdb.vault.notes import MAX_FILE_BYTES, metadata_text
+from marchdb.vault.tags import project_tag
 
 if TYPE_CHECKING:
     pass
@@ -120,7 +120,7 @@ class Store(Keeper):
         sessions = {k: v.get("recall") for k, v in switches.read_state(self.cfg.home)["sessions"].items()}
         out: dict = {"recall": state, "recall_sessions": sessions}
         if cwd is not None:
-            where = project_here(self.cfg, None, cwd)
+            where = hooks.project_here(self.cfg, None, cwd)
             out["recall_here"] = switches.recall_off(self.cfg, project=where, cwd=cwd) or "on"
         return out
 
@@ -267,7 +267,7 @@ class Store(Keeper):
         """
         if not text.strip():
             raise InvalidInput("recall needs the text of a message")
-        where = project_here(self.cfg, project, cwd)
+        where = hooks.project_here(self.cfg, project, cwd)
         if switched:
             off = switches.recall_off(
                 self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd
@@ -361,13 +361,72 @@ class Store(Keeper):
         return (fts.cjk_share(text) < 0.5) in self._scripts[1]
 
     @ops.checks("memory_hook")
-    def hook(self, **event) -> dict:
+    def hook(
+        self,
+        *,
+        event: str,
+        host: str = "generic",
+        session: str | None = None,
+        text: str | None = None,
+        cwd: str | None = None,
+        source: str | None = None,
+        run_id: str | None = None,
+        trigger: str = "user",
+        record_only: bool = False,
+        profiles: bool = False,
+        project: str | None = None,
+        conversation: str | None = None,
+        keep: list[str] | None = None,
+    ) -> dict:
         """``memory_hook``: what a host injects for one of its events, and
-        what is recorded (``hooks.handle``; the host adapters in ``hosts``
-        translate the host's JSON into ``event`` and the answer back)."""
-        from marchdb import hooks
-
-        return hooks.handle(self, **event)
+        what is recorded (the host adapters in ``hosts`` translate the host's
+        JSON into these arguments and the answer back). The rules are
+        ``hooks.plan``'s, the session's runs ``index.runs``'; returns
+        ``hooks.answer``'s ``{"context", "hints", "run_id", "note"}``."""
+        where = hooks.project_here(self.cfg, project, cwd)
+        off = hooks.switched_off(
+            self.cfg,
+            event=event,
+            host=host,
+            session=session,
+            text=text,
+            cwd=cwd,
+            project=where,
+            conversation=conversation,
+        )
+        if off:
+            return hooks.answer("", [], None, [off])
+        plan = hooks.plan(event, text=text, source=source, trigger=trigger, record_only=record_only, profiles=profiles)
+        if plan.skip:
+            return hooks.answer("", [], None, [plan.skip])
+        key = hooks.session_key(host, session)
+        if plan.afresh:
+            runs.new_window(self.con, key, keep or [])
+        notes: list[str] = []
+        hinted: list[dict] = []
+        run = run_id
+        if plan.recall:
+            self.cfg.require_root()  # a missing vault must not hint from a stale index
+            if plan.run != "given":
+                run = (runs.current_run_id(self.con, key) if plan.run == "current" else None) or runs.next_run_id(
+                    self.con, key
+                )
+                conversation = runs.conversation_of(self.con, key)
+            result = self.recall(
+                text or "",
+                run_id=run,
+                trigger=plan.trigger,
+                record_only=plan.record_only,
+                project=where,
+                conversation=conversation,
+                switched=False,
+            )
+            notes += [result.warning] if result.warning else []
+            hinted = [h.to_dict() for h in result.hints] if plan.inject else []
+        context = hooks.context(plan, hinted, self.cfg, notes)
+        if plan.start_imports and (started := keep_mod.start(self.cfg, host)):
+            notes.append(started)
+        return hooks.answer(context, hinted, run, notes)
 
     @ops.checks("memory_search")
     def search(self, query: str, limit: int = 10, context: int = 2, include_archived: bool = False) -> dict:
@@ -690,7 +749,7 @@ class Store(Keeper):
         ready to put into a prompt (``warning``: the recall's, e.g. BM25 only).
         Where the user's switches turn recall off (``switches``) it is all
         empty, and ``off`` and ``warning`` say why."""
-        where = project_here(self.cfg, project, cwd)
+        where = hooks.project_here(self.cfg, project, cwd)
         off = switches.recall_off(self.cfg, text=text, sessions=conversation_keys(conversation), project=where, cwd=cwd)
         if off:
             empty: dict = {"text": "", "path": None, "updated_at": None, "age_seconds": None, "age": None}

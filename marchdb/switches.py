@@ -18,7 +18,7 @@ From the broadest to the narrowest, the first that speaks decides:
 Off means marchdb injects and records nothing there: no profiles, no
 ``[now]``, no hints, no steer, no record of the reply; ``memory_recall`` and
 ``memory_context`` answer no hint and say why. Every host's hook reaches the
-same ``recall_off`` (through ``hooks.handle``, in the engine or in the hook's
+same ``recall_off`` (through ``Store.hook``, in the engine or in the hook's
 own process), as do the MCP tools and the Python API (``Store.recall``,
 ``Store.context``). A hook process checks the pause itself before anything
 else (``quick_off``: one ``open``), and a hook that would start an engine
@@ -289,7 +289,7 @@ def project_rules(cfg, project: str | None) -> dict | None:
     and "acme" are one), or None."""
     if not project or not cfg.project_rules:
         return None
-    from marchdb.tags import project_tag
+    from marchdb.vault.tags import project_tag
 
     tag = project_tag(cfg.project_tag_prefix, project)
     for name, rules in cfg.project_rules.items():

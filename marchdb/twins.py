@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from marchdb.errors import Conflict, IndexUnavailable, InvalidInput, NotFound
-from marchdb.files import read_file
 from marchdb.index import db, vectors
+from marchdb.vault.files import read_file
 
 #: Rounds of re-applying an update onto a file that keeps changing under us.
 RACE_RETRIES = 5

@@ -13,12 +13,12 @@ import textwrap
 import pytest
 from typer.testing import CliRunner
 
-from marchdb import notes
 from marchdb.cli.main import app
 from marchdb.errors import Conflict, FileError, InvalidInput
 from marchdb.index import db
 from marchdb.lifecycle.capture import DESCRIPTION_CHARS, MAX_TITLE_CHARS, describe
 from marchdb.store import Store
+from marchdb.vault import notes
 
 DAY = dt.datetime(2026, 11, 3, 9, 15, tzinfo=dt.UTC).astimezone()  # local, like the log itself
 

@@ -8,7 +8,7 @@ import pytest
 
 from marchdb.config import load_config
 from marchdb.errors import ConfigError
-from marchdb.roots import unusual_root
+from marchdb.vault.roots import unusual_root
 
 
 def test_a_root_holding_marchs_home_in_plain_sight_is_refused_but_not_in_a_hidden_folder(tmp_path):

@@ -126,6 +126,29 @@ def test_every_module_path_named_in_code_sql_and_docs_exists():
     assert not missing, missing
 
 
+def test_every_file_and_folder_the_architecture_page_names_exists():
+    # The map is read to find things: a path on it that leads nowhere sends a newcomer astray.
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w.…/-]+(?:\.(?:py|sql|md|js|toml)|/|\.ci/run))`", page))
+    named |= set(re.findall(r"`(\.ci/\w+)`", page))
+    named |= set(re.findall(r"\b((?:marchdb|sql|tests|tools|docs)/[\w./-]*\w(?:/)?)", page))
+    missing = []
+    for path in sorted(named):
+        if "NAME" in path or "…" in path or path.startswith("YYYY"):
+            continue  # a pattern for a file to come, not a file
+        bare = "/" not in path.rstrip("/")
+        found = (
+            (ROOT / path).exists()
+            or (ROOT / "marchdb" / path).exists()
+            or (DOCS / path).exists()
+            or (bare and any(ROOT.joinpath("marchdb").rglob(path.rstrip("/"))))
+        )
+        if not found:
+            missing.append(path)
+    assert not missing, missing
+    assert len(named) > 60  # the page names its files; a pattern that matches none would pass
+
+
 def test_every_error_class_is_exported_as_the_api_page_says():
     import marchdb
     from marchdb import errors

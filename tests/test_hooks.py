@@ -1,4 +1,4 @@
-"""Hook events translated by the host adapters and answered by the library (hooks.handle) on a real vault and index.
+"""Hook events translated by the host adapters and answered by the library (Store.hook) on a real vault and index.
 
 These run in-process with keyword recall (no model) to test the rules: which
 event gets which block, run ids across prompts, record-only at Stop, and that
@@ -22,6 +22,7 @@ from marchdb import hooks, logfile
 from marchdb.errors import Expired
 from marchdb.hosts import BadEvent, adapter, claude_code
 from marchdb.hosts.hook import answer_here
+from marchdb.index import runs
 from marchdb.store import Store
 
 MARCHDB = str(Path(sys.executable).with_name("marchdb"))
@@ -95,7 +96,7 @@ def test_prompt_gets_a_recall_block_once_per_ten_runs(bm25_store):
     # counted per conversation), and the first session still holds it back.
     other = handle(bm25_store, "claude-code", event("UserPromptSubmit", session="s2", prompt=prompt))
     assert context_of(other, "UserPromptSubmit").startswith("[recall]\n- mem_dog | score=")
-    assert hooks.current_run_id(bm25_store.con, "claude-code", "s2") == "cc:s2:1"
+    assert runs.current_run_id(bm25_store.con, hooks.session_key("claude-code", "s2")) == "cc:s2:1"
     assert handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))["stdout"] == ""
     conversations = bm25_store.con.execute("SELECT run_id, conversation FROM runs ORDER BY seq").fetchall()
     assert conversations == [("cc:s1:1", "cc:s1"), ("cc:s1:2", "cc:s1"), ("cc:s2:1", "cc:s2"), ("cc:s1:3", "cc:s1")]
@@ -330,15 +331,15 @@ def test_a_session_whose_old_runs_were_pruned_never_reuses_a_run_id(bm25_store):
     prompt = "Dog's medication carprofen tablet"
     for _ in range(3):
         handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
-    assert hooks.current_run_id(bm25_store.con, "claude-code", "s1") == "cc:s1:3"
+    assert runs.current_run_id(bm25_store.con, hooks.session_key("claude-code", "s1")) == "cc:s1:3"
     with bm25_store.con:  # as the log bound does to the oldest runs (sql/003_lifecycle.sql)
         bm25_store.con.execute("DELETE FROM runs")
     # The next run starts after the last turn the recall log remembers: no stale hint belongs to it.
-    fresh = hooks.next_run_id(bm25_store.con, "claude-code", "s1")
+    fresh = runs.next_run_id(bm25_store.con, hooks.session_key("claude-code", "s1"))
     assert fresh == "cc:s1:2"  # turn 1 hinted (logged); turns 2 and 3 hinted nothing
     assert bm25_store.con.execute("SELECT count(*) FROM recall_log WHERE run_id = ?", (fresh,)).fetchone() == (0,)
     # A session whose id extends another's is its own.
-    assert hooks.next_run_id(bm25_store.con, "claude-code", "s1:x") == "cc:s1:x:1"
+    assert runs.next_run_id(bm25_store.con, hooks.session_key("claude-code", "s1:x")) == "cc:s1:x:1"
 
 
 def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
@@ -380,10 +381,10 @@ def test_the_next_turn_follows_the_highest_and_odd_run_ids_do_not_break_it(bm25_
     bm25_store.recall(prompt, run_id="cc:s1:7", conversation="cc:s1")
     bm25_store.recall(prompt, run_id="cc:s1:²", conversation="cc:s1")  # not a number int() reads
     bm25_store.recall(prompt, run_id="manual", conversation="cc:s1")
-    assert hooks.next_run_id(bm25_store.con, "claude-code", "s1") == "cc:s1:8"
+    assert runs.next_run_id(bm25_store.con, hooks.session_key("claude-code", "s1")) == "cc:s1:8"
     answer = handle(bm25_store, "claude-code", event("UserPromptSubmit", prompt=prompt))
     assert answer["note"] is None or "Traceback" not in answer["note"]
-    assert hooks.current_run_id(bm25_store.con, "claude-code", "s1") == "cc:s1:8"
+    assert runs.current_run_id(bm25_store.con, hooks.session_key("claude-code", "s1")) == "cc:s1:8"
 
 
 def test_writers_waiting_on_a_rotation_keep_the_whole_log_budget(tmp_path):
@@ -527,3 +528,29 @@ def test_a_generic_hook_with_a_bad_option_says_which_in_the_hook_log(tmp_path):
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
         assert any(said in line for line in logfile.read_log(tmp_path / "home", "hooks")), said
+
+
+def test_the_rules_of_each_event_are_data_decided_before_anything_runs():
+    # Store.hook carries the plan out; the rules themselves read no file and no index.
+    start = hooks.plan("session_start", source="startup")
+    assert (start.profiles, start.start_imports, start.afresh, start.recall) == (True, True, False, False)
+    assert hooks.plan("session_start", source="clear").afresh and hooks.plan("compact").afresh
+    assert not hooks.plan("compact").profiles
+    prompt = hooks.plan("prompt", text="deploy")
+    assert (prompt.run, prompt.trigger, prompt.inject, prompt.record_only) == ("next", "user", True, False)
+    tool = hooks.plan("tool", text="deploy")
+    assert (tool.run, tool.trigger, tool.inject) == ("current", "assistant", True)
+    stop = hooks.plan("stop", text="done")
+    assert (stop.run, stop.record_only, stop.inject) == ("current", True, False)
+    assert not hooks.plan("prompt", text="deploy", record_only=True).inject  # what a host cannot take
+    assert hooks.plan("prompt", text="  ").skip == "a prompt without its text; nothing injected"
+    message = hooks.plan("message", text="deploy", trigger="assistant", profiles=True)
+    assert (message.run, message.trigger, message.block, message.profiles) == ("given", "assistant", True, True)
+    assert not hooks.plan("message", text="").recall
+
+
+def test_the_answer_is_cut_to_what_every_host_keeps_whole():
+    answer = hooks.answer("x" * (hooks.MAX_CONTEXT_CHARS + 500), [], "cc:s:1", ["", "a note"])
+    assert len(answer["context"]) <= hooks.MAX_CONTEXT_CHARS + 1 and answer["context"].endswith("characters)\n")
+    assert (answer["run_id"], answer["note"]) == ("cc:s:1", "a note")
+    assert hooks.answer("  ", [], None, [])["context"] == ""

@@ -24,15 +24,15 @@ import pytest
 from conftest import wait_idle
 from typer.testing import CliRunner
 
-from marchdb import files, notes
-from marchdb.changes import MAX_BODY_BYTES
 from marchdb.cli.main import app
 from marchdb.config import load_config
 from marchdb.engine.watch import Watcher
 from marchdb.errors import ConfigError, FileError, IndexUnavailable, InvalidInput, MarchError, NotFound
-from marchdb.files import VAULT_LOCK_NAME
 from marchdb.index.recall import MAX_RUN_ID_CHARS
 from marchdb.store import Store
+from marchdb.vault import files, notes
+from marchdb.vault.changes import MAX_BODY_BYTES
+from marchdb.vault.files import VAULT_LOCK_NAME
 
 NO_MODEL = "/nonexistent/model.gguf"  # BM25 only: these tests are about files and errors, not vectors
 
@@ -405,8 +405,8 @@ def test_4_yaml_aliases_are_refused_and_reported(vault, bm25_store):
 
 
 def test_4_an_update_of_a_file_that_grew_aliases_is_refused_at_once(vault, bm25_store):
-    from marchdb.changes import validate_changes
     from marchdb.save import update_file
+    from marchdb.vault.changes import validate_changes
 
     path = vault.memory("m.md", "mem_m", description="old")
     bm25_store.sync(embed=False)

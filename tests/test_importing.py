@@ -14,11 +14,11 @@ import pytest
 from test_save import snapshot
 from typer.testing import CliRunner
 
-from marchdb import notes
 from marchdb.cli.main import app
 from marchdb.errors import InvalidInput
 from marchdb.index import db
 from marchdb.lifecycle.notefolders import first_sentence
+from marchdb.vault import notes
 
 
 def put(base: Path, rel: str, text: str | bytes) -> Path:

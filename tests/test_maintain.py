@@ -10,9 +10,9 @@ import pytest
 from test_save import snapshot
 from typer.testing import CliRunner
 
-from marchdb import notes
 from marchdb.cli.main import app
 from marchdb.clock import format_time
+from marchdb.vault import notes
 
 NOW = dt.datetime.now(dt.UTC)
 

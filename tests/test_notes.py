@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from marchdb import notes
 from marchdb.errors import InvalidInput
-from marchdb.notes import (
+from marchdb.vault import notes
+from marchdb.vault.notes import (
     BadNote,
     bucket_path,
     chunk_body,
@@ -248,7 +248,7 @@ def _note_with(text: str, **changes):
     ],
 )
 def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, gone):
-    from marchdb.edit import edit_note
+    from marchdb.vault.edit import edit_note
 
     out = edit_note(text, _note_with(text, **changes), fields)
     assert out is not None
@@ -260,7 +260,7 @@ def test_edit_note_touches_only_the_changed_fields(text, changes, fields, kept, 
 
 
 def test_edit_note_declines_layouts_it_cannot_edit_safely():
-    from marchdb.edit import edit_note
+    from marchdb.vault.edit import edit_note
 
     for text in ("---\n{id: m1, name: n}\n---\nb\n", "---\nid: m1\nname: a\nname: b\n---\nb\n"):
         assert edit_note(text, _note_with(text, name="x"), ["name"]) is None
@@ -314,7 +314,7 @@ def test_times_at_the_ends_of_the_calendar():
 
 def test_an_id_with_invisible_or_direction_characters_is_indexed_and_told():
     # "mem_a" and "mem_a\u200b" look the same; "\u202egnp.exe" reads as "exe.png".
-    from marchdb.notes import parse_note
+    from marchdb.vault.notes import parse_note
 
     for ident, shown in (("mem_a\u200b", "U+200B"), ("mem_\u202egnp.exe", "U+202E")):
         note = parse_note(f'---\nid: "{ident}"\nname: n\ndescription: d\ntags: [t]\n---\nb\n'.encode(), "a")

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from conftest import TinyEmbedder
 
-from marchdb import notes
-from marchdb.changes import MAX_BODY_BYTES, Changes, validate_changes
 from marchdb.errors import Conflict, InvalidInput, NotFound
-from marchdb.files import TEMP_PREFIX, VAULT_LOCK_NAME
 from marchdb.index import db, vectors
 from marchdb.index.recall import RELATED_BELOW
 from marchdb.ops import SAVE
 from marchdb.save import update_file
 from marchdb.twins import find_similar
+from marchdb.vault import notes
+from marchdb.vault.changes import MAX_BODY_BYTES, Changes, validate_changes
+from marchdb.vault.files import TEMP_PREFIX, VAULT_LOCK_NAME
 
 NEW = dict(name="Context cache ordering", description="volatile layers go last", body="Body text.", tags=["cache"])
 

@@ -162,7 +162,7 @@ def test_huge_file_is_capped(vault):
 
 
 def test_files_too_large_for_the_index_are_not_searched(vault):
-    from marchdb.notes import MAX_FILE_BYTES
+    from marchdb.vault.notes import MAX_FILE_BYTES
 
     vault.write("huge.md", "needle\n" + "z" * (MAX_FILE_BYTES + 10))
     vault.memory("small.md", "mem_small", body="needle")

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from marchdb import notes
 from marchdb.errors import InvalidInput
 from marchdb.index import db
 from marchdb.lifecycle import jsonstream, transcripts
 from marchdb.lifecycle.sources import MAX_BODY_CHARS
 from marchdb.lifecycle.transcripts import MAX_LINE_BYTES
+from marchdb.vault import notes
 
 SESSION = "2ff46cd5-f4e7-4724-bb20-579dae7956ea"
 CWD = "/Users/tom/tmp/tenant-library"

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from bench_data import BENCH, CachedEmbedder, cached_store, offtopic, set_dir, split_of
 
-from marchdb import notes
 from marchdb.config import load_config
 from marchdb.index.recall import score
+from marchdb.vault import notes
 
 try:
     from marchdb.index import focus as focus_mod

@@ -34,11 +34,11 @@ from pathlib import Path
 
 from bench_recall import BENCH, load_set, metrics, write_vault
 
-from marchdb import notes
 from marchdb.config import load_config
 from marchdb.index import calibrate, temperature
 from marchdb.index.recall import score
 from marchdb.store import Store
+from marchdb.vault import notes
 
 #: "Now" of the pairs vault: recency is measured from here, so the figures do not drift with the calendar.
 ANCHOR = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)

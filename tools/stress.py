@@ -177,7 +177,7 @@ def expected_index(root: Path) -> tuple[dict[str, tuple[str, str]], dict[str, st
     """What the index must hold, from the files alone (``notes.parse_note``):
     ``({id: (path, content_hash)} for ids held by exactly one file,
     {path: content_hash} of every memory-root .md file)``."""
-    from marchdb.notes import MAX_FILE_BYTES, BadNote, content_hash, parse_note
+    from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, content_hash, parse_note
 
     holders: dict[str, list[tuple[str, str]]] = {}
     files: dict[str, str] = {}
@@ -319,7 +319,7 @@ def prepare_base(work: Path, n: int, models_dir: str | None, embed: bool) -> tup
 
 def write_memory(root: Path, word: str, i: int) -> tuple[str, str, str]:
     """Write a new memory file mentioning ``word``; return ``(id, rel, query)``."""
-    from marchdb.notes import bucket_path, slugify, utc_now_iso
+    from marchdb.vault.notes import bucket_path, slugify, utc_now_iso
 
     now = datetime.now(UTC)
     name = f"{word.capitalize()} rollout checklist"
@@ -738,7 +738,7 @@ def run_load(
         s.sync(embed=False)
         index = {r[0]: r[1] for r in s.con.execute("SELECT id, path FROM memory_index")}
         conflicts = s.con.execute("SELECT count(*) FROM diag_conflicts").fetchone()[0]
-    from marchdb.notes import BadNote, parse_note
+    from marchdb.vault.notes import BadNote, parse_note
 
     holders: dict[str, list[str]] = {}
     descs: dict[str, str] = {}

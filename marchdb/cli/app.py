@@ -339,7 +339,7 @@ def _read_stdin_body(what: str = "body") -> str:
     """The body (or ``what``) piped on stdin, read up to one byte past the save limit: the
     library refuses anything larger, and ``--body - < /dev/zero`` must not
     fill the memory before it gets the chance."""
-    from marchdb.changes import MAX_BODY_BYTES
+    from marchdb.vault.changes import MAX_BODY_BYTES
 
     if sys.stdin is None:
         raise InvalidInput("stdin is closed: pass the text as an argument instead of '-'")

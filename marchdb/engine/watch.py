@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from marchdb.files import folder_identity, hidden, is_memory_path, name_ok
+from marchdb.vault.files import folder_identity, hidden, is_memory_path, name_ok
 
 #: Quiet time before a batch of changes is applied.
 DEBOUNCE_SECONDS = 0.25

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from marchdb.errors import ConfigError, FileError
-from marchdb.files import fsync_dir, write_temp
 from marchdb.hosts import settings
 from marchdb.hosts.install import command_for
 from marchdb.hosts.settings import InstallResult
+from marchdb.vault.files import fsync_dir, write_temp
 
 #: What every file marchdb writes for a host says of itself.
 MARK = "written by `marchdb install`, removed by `marchdb uninstall`"

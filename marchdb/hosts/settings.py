@@ -31,7 +31,7 @@ from pathlib import Path
 
 from marchdb.clock import utc_now_iso
 from marchdb.errors import FileError
-from marchdb.files import fsync_dir, is_inside, write_temp
+from marchdb.vault.files import fsync_dir, is_inside, write_temp
 
 #: In the install note: the settings file did not exist before install made it.
 FILE_CREATED = "(file)"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import apsw
 
-from marchdb.files import folder_identity, hidden, is_memory_path, name_ok, walk
+from marchdb.vault.files import folder_identity, hidden, is_memory_path, name_ok, walk
 
 #: A process's checks go back to a full scan this often.
 FULL_SCAN_SECONDS = 300.0

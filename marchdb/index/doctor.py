@@ -173,7 +173,7 @@ def home_problems(paths, max_bytes: int) -> list[dict]:
     are never rewritten; what is injected carries markers in their place
     (``profiles``, ``now``)."""
     from marchdb import redact
-    from marchdb.files import read_file
+    from marchdb.vault.files import read_file
 
     out = []
     for path in paths:

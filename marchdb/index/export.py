@@ -26,7 +26,7 @@ import apsw
 from marchdb.clock import utc_now_iso
 from marchdb.config import Config
 from marchdb.errors import FileError, InvalidInput
-from marchdb.files import fsync_dir, is_inside, place_new
+from marchdb.vault.files import fsync_dir, is_inside, place_new
 
 
 def _is_earlier_export(path: Path) -> bool:

@@ -22,10 +22,10 @@ from marchdb import bridge
 from marchdb.config import Config, load_config
 from marchdb.embedding import identity, load_embedder, resolve_model_path
 from marchdb.errors import ConfigError, IndexUnavailable, ModelError
-from marchdb.files import walk
 from marchdb.index import db, dirty, ownership, sqlfuncs, vectors
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.profiles import ensure_layout
+from marchdb.vault.files import walk
 
 if TYPE_CHECKING:
     from marchdb.index.vecindex import VectorIndex

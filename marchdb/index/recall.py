@@ -39,6 +39,7 @@ from marchdb.index.apart import keep_apart
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
 from marchdb.index.focus import focus
 from marchdb.index.results import Hint, RecallResult
+from marchdb.index.runs import SUPPRESSION_RUNS, register, seen_in_run, suppressed_ids
 from marchdb.index.terms import (
     BM25_K1,
     SMALL_VAULT,
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 USER_MAX_HINTS = 3
 ASSISTANT_MAX_HINTS = 2
 ASSISTANT_MAX_DISPLAY = 3
-SUPPRESSION_RUNS = 10
 #: Dense weight of the fusion (BM25 gets the rest). Seed 000 says 0.7;
 #: tools/fusion_lab.py chose 0.5 on the training halves of the benchmark sets
 #: (0.7 ranks worse on locomo, where words matter most). ``recallDenseWeight``
@@ -378,40 +378,6 @@ def score(
 # ---------------------------------------------------------------- hint rules
 
 
-def _register_run(con: apsw.Connection, run_id: str, conversation: str | None) -> None:
-    # A run keeps the conversation it was first registered with.
-    con.execute(
-        "INSERT INTO runs(run_id, conversation) VALUES (?, ?) ON CONFLICT DO NOTHING",
-        (run_id, conversation),
-    )
-
-
-def suppressed_ids(con: apsw.Connection, run_id: str, conversation: str | None) -> set[str]:
-    """Memories hinted in the current run or in the 10 runs of its
-    conversation (the one stored with the run) before it: other
-    conversations never saw those hints."""
-    return {
-        r[0]
-        for r in con.execute(
-            "SELECT DISTINCT l.mem_id FROM recall_log l WHERE l.trigger IN ('user', 'assistant') AND l.run_id IN "
-            "(SELECT run_id FROM runs WHERE conversation IS :conversation "
-            f" AND seq <= (SELECT seq FROM runs WHERE run_id = :run) ORDER BY seq DESC LIMIT {SUPPRESSION_RUNS + 1})",
-            {"run": run_id, "conversation": conversation},
-        )
-    }
-
-
-def seen_in_run(con: apsw.Connection, run_id: str, triggers: tuple[str, ...]) -> set[str]:
-    """Memories logged in this run under the given triggers."""
-    marks = ",".join("?" * len(triggers))
-    return {
-        r[0]
-        for r in con.execute(
-            f"SELECT DISTINCT mem_id FROM recall_log WHERE run_id = ? AND trigger IN ({marks})", (run_id, *triggers)
-        )
-    }
-
-
 def apply_rules(
     con: apsw.Connection,
     scored: list[Hint],
@@ -433,10 +399,9 @@ def apply_rules(
     if trigger not in ("user", "assistant"):
         raise ValueError(f"trigger must be 'user' or 'assistant', not {trigger!r}")
     if run_id is not None:
-        _register_run(con, run_id, conversation)
+        # the conversation the run was first registered with, which may not be the one given now
+        known = register(con, run_id, conversation)
         if trigger == "user":
-            # the conversation the run was first registered with, which may not be the one given now
-            known = scalar(con, "SELECT conversation FROM runs WHERE run_id = ?", (run_id,))
             blocked = suppressed_ids(con, run_id, known)
             blocked_reason = f"hinted in the last {SUPPRESSION_RUNS} runs" + (
                 " of this conversation" if known is not None else ""

@@ -38,8 +38,8 @@ from marchdb.errors import InvalidInput, ModelError, NotFound
 from marchdb.index import calibrate, db, terms, vectors
 from marchdb.index import recall as recall_mod
 from marchdb.index.focus import focus
-from marchdb.notes import MAX_FILE_BYTES
-from marchdb.tags import project_tag
+from marchdb.vault.notes import MAX_FILE_BYTES
+from marchdb.vault.tags import project_tag
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import

@@ -23,9 +23,9 @@ import apsw
 from marchdb import fts, redact
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
-from marchdb.files import folder_identity, read_file, stat_paths, walk
 from marchdb.index.db import bump_meta, checkpoint, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
-from marchdb.notes import (
+from marchdb.vault.files import folder_identity, read_file, stat_paths, walk
+from marchdb.vault.notes import (
     ID_FIELDS,
     MAX_FILE_BYTES,
     BadNote,

@@ -29,7 +29,7 @@ from marchdb.index.db import (
     transaction,
 )
 from marchdb.index.locks import embed_lease, writer_lock
-from marchdb.notes import metadata_text
+from marchdb.vault.notes import metadata_text
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import

@@ -49,10 +49,10 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from marchdb.files import open_regular
 from marchdb.lifecycle.chats import Chat, injected_only, walk
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _lines, _when
+from marchdb.vault.files import open_regular
 
 #: Longest ``.project_root`` read (one path).
 MAX_ROOT_FILE = 8192

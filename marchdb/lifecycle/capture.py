@@ -33,15 +33,15 @@ import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from marchdb.edit import edit_note
 from marchdb.errors import Conflict, FileError, InvalidInput, Retry, check_text
-from marchdb.files import fsync_dir, read_file, safe_folder, vault_lock, write_temp
 from marchdb.index import db
 from marchdb.index.sync import sync_files
-from marchdb.notes import ENTRY_HEADING, MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
 from marchdb.save import RACE_RETRIES, create_file, index_written
 from marchdb.text import plain_line
 from marchdb.twins import refuse_twin
+from marchdb.vault.edit import edit_note
+from marchdb.vault.files import fsync_dir, read_file, safe_folder, vault_lock, write_temp
+from marchdb.vault.notes import ENTRY_HEADING, MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
 
 #: The tag every daily log carries (maintenance and import know a log by it).
 LOG_TAG = "daily-log"

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from marchdb import redact
-from marchdb.changes import MAX_NAME_CHARS
 from marchdb.lifecycle import transcripts
 from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, one_line
+from marchdb.vault.changes import MAX_NAME_CHARS
 
 #: The agent hosts whose own session stores an import reads, and their names for people.
 HOSTS = {

@@ -50,20 +50,20 @@ from pathlib import Path
 import apsw
 
 from marchdb import redact
-from marchdb.changes import norm_body
 from marchdb.clock import format_time, parse_time
 from marchdb.errors import FileError, InvalidInput
-from marchdb.files import is_inside, read_file
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.lifecycle import now
 from marchdb.lifecycle.chats import HOSTS
 from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad, Found, Item, Page, Skip, source_key
-from marchdb.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
-from marchdb.roots import unusual_root
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates
+from marchdb.vault.changes import norm_body
+from marchdb.vault.files import is_inside, read_file
+from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
+from marchdb.vault.roots import unusual_root
 
 #: The kind that imports every agent host's sessions, each from its own folder.
 ALL = "ALL"

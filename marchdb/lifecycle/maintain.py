@@ -47,17 +47,17 @@ from pathlib import Path
 
 import apsw
 
-from marchdb.changes import Changes
 from marchdb.clock import format_time, parse_time
 from marchdb.errors import InvalidInput, MarchError
-from marchdb.files import read_file
 from marchdb.index import db, vectors
 from marchdb.index.sync import sync_files
 from marchdb.lifecycle.capture import LOG_TAG
 from marchdb.lifecycle.transcripts import hollow
-from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
 from marchdb.save import update_file
-from marchdb.tags import normalize_tag
+from marchdb.vault.changes import Changes
+from marchdb.vault.files import read_file
+from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, parse_note
+from marchdb.vault.tags import normalize_tag
 
 #: Daily logs older than this many days, never used, are proposed for the archive (seed 003: ~30 days).
 LOG_DAYS = 30

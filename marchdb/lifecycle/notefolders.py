@@ -22,9 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from marchdb.changes import MAX_NAME_CHARS
 from marchdb.clock import in_calendar, parse_time
-from marchdb.files import VIRTUAL_TREES, read_file
 from marchdb.lifecycle.capture import LOG_TAG, describe, entry_titles, log_id, log_name
 from marchdb.lifecycle.sources import (
     DESCRIPTION_CHARS,
@@ -39,8 +37,10 @@ from marchdb.lifecycle.sources import (
     one_line,
     unreadable,
 )
-from marchdb.notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
 from marchdb.ops import MAX_NOW_CHARS
+from marchdb.vault.changes import MAX_NAME_CHARS
+from marchdb.vault.files import VIRTUAL_TREES, read_file
+from marchdb.vault.notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
 
 WORKSPACE_FOLDERS = {
     "decisions": ["decision"],

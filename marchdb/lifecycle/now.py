@@ -26,9 +26,9 @@ from pathlib import Path
 
 from marchdb import redact
 from marchdb.errors import FileError, InvalidInput, check_text
-from marchdb.files import fsync_dir, read_file, write_temp
 from marchdb.modeltext import for_model
 from marchdb.ops import MAX_NOW_CHARS
+from marchdb.vault.files import fsync_dir, read_file, write_temp
 
 #: The page's file, in ``$MARCH_HOME/memory`` beside ``profiles/``.
 NOW_FILE = "now.md"

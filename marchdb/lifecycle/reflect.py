@@ -24,10 +24,10 @@ from pathlib import Path
 import apsw
 
 from marchdb.errors import InvalidInput
-from marchdb.files import read_memory_text
 from marchdb.lifecycle.capture import LOG_TAG, entry_titles, log_id, log_name
 from marchdb.modeltext import for_model
-from marchdb.notes import MAX_FILE_BYTES, BadNote, parse_note
+from marchdb.vault.files import read_memory_text
+from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, parse_note
 
 #: Longest range of days one reflection reads.
 MAX_DAYS = 31

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from marchdb.errors import InvalidInput
 from marchdb.hints import cut
-from marchdb.notes import MAX_SOURCE_CHARS, MAX_TAGS, index_key, normalize_tag
+from marchdb.vault.notes import MAX_SOURCE_CHARS, MAX_TAGS, index_key, normalize_tag
 
 #: The agent hosts whose own session stores are read (``chats``), in the order ``import ALL`` takes them.
 HOST_KINDS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes")

@@ -38,9 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from marchdb import fts
-from marchdb.changes import MAX_NAME_CHARS
 from marchdb.clock import in_calendar, parse_time
-from marchdb.files import open_regular
 from marchdb.lifecycle import jsonstream
 from marchdb.lifecycle.jsonstream import Problem
 from marchdb.lifecycle.sources import (
@@ -56,6 +54,8 @@ from marchdb.lifecycle.sources import (
     too_large,
     unreadable,
 )
+from marchdb.vault.changes import MAX_NAME_CHARS
+from marchdb.vault.files import open_regular
 
 #: A session or conversation in which the person typed fewer than
 #: MIN_USER_CHARS characters and which holds fewer than MIN_CONVERSATION_CHARS
@@ -420,7 +420,7 @@ def read_session(path: Path, origin: str) -> Found:
 
 
 def _project(cwd: str) -> str:
-    from marchdb.notes import slugify
+    from marchdb.vault.notes import slugify
 
     return slugify(cwd.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "root", 40)
 

@@ -12,7 +12,8 @@ import unicodedata
 from dataclasses import dataclass, replace
 
 from marchdb.errors import InvalidInput, check_text
-from marchdb.notes import (
+from marchdb.text import DIRECTION_CONTROLS
+from marchdb.vault.notes import (
     ID_FIELDS,
     MAX_SUPERSEDES,
     MAX_TAG_CHARS,
@@ -24,7 +25,6 @@ from marchdb.notes import (
     priority_value,
     read_ids,
 )
-from marchdb.text import DIRECTION_CONTROLS
 
 #: Rounds of re-applying an update onto a file that keeps changing under us.
 RACE_RETRIES = 5

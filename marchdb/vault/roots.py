@@ -103,7 +103,7 @@ def in_plain_sight(path: str, folder: str) -> bool:
     folder (one a scan would walk into); both real paths."""
     # Imported here: the warm engine's client path (a hook, a quick recall) loads config but not files,
     # whose imports (secrets, threading, typing) would add to every hook's start-up; only a Store asks this.
-    from marchdb.files import hidden
+    from marchdb.vault.files import hidden
 
     inside = os.path.relpath(path, folder)
     # The scan's own rule, so the two cannot drift; "." is the folder itself, where the scan starts.

@@ -23,8 +23,8 @@ import yaml
 
 from marchdb.clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
 from marchdb.errors import InvalidInput
-from marchdb.tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
 from marchdb.text import cut_bytes
+from marchdb.vault.tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
 MAX_FILE_BYTES = 4 * 1024 * 1024

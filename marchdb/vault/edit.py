@@ -14,7 +14,16 @@ import re
 
 import yaml
 
-from marchdb.notes import FIELD_ORDER, MAX_TAGS, YAML_LOADER, BadNote, Note, normalize_tags, parse_note, render_field
+from marchdb.vault.notes import (
+    FIELD_ORDER,
+    MAX_TAGS,
+    YAML_LOADER,
+    BadNote,
+    Note,
+    normalize_tags,
+    parse_note,
+    render_field,
+)
 
 
 def _field_spans(head: list[str], why: list[str]) -> dict[str, tuple[int, int]] | None:

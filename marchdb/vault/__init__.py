@@ -1,0 +1,1 @@
+"""The vault, the truth: Markdown memory files, their format, their tags, and reading and writing them safely."""
