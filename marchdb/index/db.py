@@ -44,7 +44,8 @@ def vec_extension() -> str:
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
 SCHEMA_VERSION = (
-    8  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their role
+    9  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their
+    # role; 9: the FTS5 tables contentless (their copy of every text was a third of the index)
 )
 BUSY_TIMEOUT_MS = 10_000
 
