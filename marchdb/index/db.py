@@ -47,6 +47,10 @@ SCHEMA_VERSION = (
     9  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their
     # role; 9: the FTS5 tables contentless (their copy of every text was a third of the index)
 )
+#: The oldest SQLite that reads the index's FTS5 tables: they are contentless
+#: with contentless_delete (sql/001_schema.sql). apsw bundles a newer one; an
+#: older sqlite3 shell or module reads every other table and view.
+MIN_SQLITE = (3, 43, 0)
 BUSY_TIMEOUT_MS = 10_000
 
 
