@@ -75,6 +75,8 @@ CREATE INDEX chunks_hash ON chunks(hash);
 -- chunks. Reading fts.meta or fts.body gives NULL; MATCH, bm25() and
 -- fts_vocab work as before. contentless_delete = 1 (SQLite 3.43+) lets a row
 -- be deleted by its rowid alone, without the text it was indexed with.
+-- Not external content: that needs the text exactly as FTS5 was given it
+-- (CJK as bigrams), which no table holds, and the old text for every delete.
 CREATE VIRTUAL TABLE fts USING fts5(
     meta, body, content = '', contentless_delete = 1, tokenize = 'porter unicode61 remove_diacritics 2'
 );

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from marchdb.index import db
+from marchdb.index import db, ownership
 
 
 def test_fresh_index_has_schema_and_vec(tmp_path):
@@ -61,6 +61,7 @@ def test_a_schema_rebuild_gives_the_old_pages_back_to_the_disk(tmp_path):
     con, rebuilt = db.open_index(path)
     assert rebuilt and "rebuilt" in rebuilt
     assert con.pragma("freelist_count") == 0 and con.pragma("user_version") == db.SCHEMA_VERSION
+    assert con.pragma("application_id") == ownership.APPLICATION_ID  # still provably marchdb's
     con.close()
     assert path.stat().st_size < big / 10
     assert not os.path.exists(f"{path}-wal") or os.path.getsize(f"{path}-wal") == 0
