@@ -3,7 +3,7 @@
 that recall answers the same on both.
 
     .venv/bin/python tools/bench_index.py --base /tmp/marchdb-before --sizes 10000 \\
-        [--pairs 3] [--queries 300] [--out F.json]
+        [--pairs 3] [--queries 300] [--edits 1000] [--out F.json]
 
 ``--base`` is a checkout of marchdb to compare with (``git worktree add`` or
 ``git archive REV | tar -x -C DIR``; its ``sql/`` folder is used as it is).
@@ -23,6 +23,10 @@ candidate with every signal and score, compared exactly (floats as stored).
 Last, the ``--base`` index with its vectors is opened by this code (a schema
 rebuild when the schema differs: vectors carried, ``marchdb/index/carry.py``),
 synced and asked the same messages: the answers must be the same again.
+
+``--edits K``: on a copy of the vault, an index per tree, then rounds of K
+files edited and each tree's sync of them, in turn (CPU time of each), then
+FTS5's integrity check of both tables on each index.
 """
 
 from __future__ import annotations
@@ -83,6 +87,21 @@ def child_cold(home: Path, vault: Path, models: Path) -> dict:
         "chunks": chunks,
         "schema_version": version,
     }
+
+
+def child_resync(home: Path, vault: Path, models: Path) -> dict:
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    cfg = load_config(home=home, root=vault, env={"MARCH_MODELS_DIR": str(models)})
+    with Store(cfg) as store:
+        if os.environ.get("BENCH_INDEX_UNTIMED"):
+            store.sync(embed=False)
+            return {"ok": True}
+        assert store.con is not None  # the index opened, its schema checked: not timed
+        c0, t0 = time.process_time(), time.perf_counter()
+        report = store.sync(embed=False)
+        return {"cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - t0, "report": report.to_dict()}
 
 
 def child_recall(home: Path, vault: Path, models: Path, tree: Path, queries: Path, out: Path, fill: bool) -> dict:
@@ -174,6 +193,84 @@ def compare(a: list[dict], b: list[dict]) -> dict:
     }
 
 
+def edit_files(vault: Path, count: int, round_no: int) -> None:
+    """Rewrite the bodies of ``count`` files spread over ``vault`` (a
+    sentence added, one word of the body changed), their times moved on."""
+    files = sorted(vault.rglob("*.md"))
+    for path in files[:: max(1, len(files) // count)][:count]:
+        text = path.read_text(encoding="utf-8")
+        text = text.rstrip("\n") + f"\n\nEdited in round {round_no}: the rollback plan changed again.\n"
+        path.write_text(text.replace(" the ", " a ", 1), encoding="utf-8")
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000 * (round_no + 1)))
+
+
+def bench_edits(n: int, work: Path, trees: dict[str, Path], models: Path, edits: int, rounds: int, log) -> dict:
+    """Syncs of ``edits`` edited files each, on a copy of the vault, both
+    trees in turn: the FTS5 rows deleted and written again."""
+    from bench_sync import ensure_vault
+
+    vault, _ = ensure_vault(work / "sync" / f"n{n}", n, log)
+    copy = work / "index" / f"n{n}-edited-vault"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(vault, copy, symlinks=True)
+    homes = {label: work / "index" / f"n{n}-edited-{label}" for label in trees}
+    for label, tree in trees.items():
+        shutil.rmtree(homes[label], ignore_errors=True)
+        os.environ["BENCH_INDEX_UNTIMED"] = "1"
+        try:
+            run_child(tree, ["resync", str(homes[label]), str(copy), str(models)])
+        finally:
+            del os.environ["BENCH_INDEX_UNTIMED"]
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(rounds):
+        edit_files(copy, edits, r)
+        for label in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            res = run_child(trees[label], ["resync", str(homes[label]), str(copy), str(models)])
+            assert res["report"]["updated"] == edits, res["report"]
+            runs[label].append(res)
+            log(f"n={n} {label}: sync of {edits} edited files {res['cpu_s']:.2f} s CPU, {res['wall_s']:.2f} s")
+    checked = {label: run_child(REPO, ["check", str(homes[label])]) for label in trees}
+    log(f"n={n} after the edits: {checked}")
+    return {
+        "checked": checked,
+        "edited_files": edits,
+        "before_cpu_s": [round(x["cpu_s"], 3) for x in runs["before"]],
+        "after_cpu_s": [round(x["cpu_s"], 3) for x in runs["after"]],
+        "ratios": [round(b["cpu_s"] / a["cpu_s"], 3) for a, b in zip(runs["before"], runs["after"])],
+    }
+
+
+def child_check(home: Path) -> dict:
+    """FTS5's own check of both tables, their row counts, and digests of
+    what they answer (every term's document and occurrence counts; the BM25
+    of every memory matching the edits' words, by id): equal digests on two
+    indexes of the same files mean the same answers."""
+    import hashlib
+
+    import apsw
+
+    con = apsw.Connection(str(home / "index.sqlite"))
+    for table in ("fts", "fts_chunk"):
+        con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+    out = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("fts", "fts_chunk")}
+    vocab = hashlib.sha256()
+    for table in ("fts_vocab", "fts_chunk_vocab"):
+        for row in con.execute(f"SELECT term, doc, cnt FROM {table} ORDER BY term"):
+            vocab.update(repr(row).encode())
+    scores = con.execute(
+        "SELECT m.id, round(bm25(fts, 2.0, 1.0), 9) FROM fts JOIN memory_index m ON m.rid = fts.rowid "
+        "WHERE fts MATCH 'rollback OR edited OR plan' ORDER BY m.id"
+    ).fetchall()
+    con.close()
+    return {
+        "integrity_check": "ok",
+        **out,
+        "vocab_sha256": vocab.hexdigest()[:16],
+        "bm25_sha256": hashlib.sha256(repr(scores).encode()).hexdigest()[:16],
+    }
+
+
 def bench(n: int, work: Path, base: Path, models: Path, pairs: int, queries: int, log) -> dict:
     sys.path.insert(0, str(TOOLS))
     from bench_latency import query_texts
@@ -251,6 +348,11 @@ def main() -> int:
         if kind == "cold":
             home, vault, models = map(Path, rest)
             print(json.dumps(child_cold(home, vault, models)))
+        elif kind == "resync":
+            home, vault, models = map(Path, rest)
+            print(json.dumps(child_resync(home, vault, models)))
+        elif kind == "check":
+            print(json.dumps(child_check(Path(rest[0]))))
         else:
             home, vault, models, tree, queries, out = map(Path, rest[:6])
             print(json.dumps(child_recall(home, vault, models, tree, queries, out, rest[6] == "1")))
@@ -264,6 +366,11 @@ def main() -> int:
     ap.add_argument(
         "--models", type=Path, help="where the default model is built (default: WORK/latency/n10000/models)"
     )
+    ap.add_argument(
+        "--edits", type=int, default=0, help="also time syncs of this many edited files (a copy of the vault)"
+    )
+    ap.add_argument("--edit-rounds", type=int, default=4)
+    ap.add_argument("--edits-only", action="store_true", help="only the edited syncs")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     models = args.models or args.work / "latency" / "n10000" / "models"
@@ -271,10 +378,19 @@ def main() -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    results = [
-        bench(int(s), args.work.absolute(), args.base.absolute(), models.absolute(), args.pairs, args.queries, log)
-        for s in args.sizes.split(",")
-    ]
+    sys.path.insert(0, str(TOOLS))
+    results = []
+    for size in args.sizes.split(","):
+        n, work = int(size), args.work.absolute()
+        out = (
+            {}
+            if args.edits_only
+            else bench(n, work, args.base.absolute(), models.absolute(), args.pairs, args.queries, log)
+        )
+        if args.edits:
+            trees = {"before": args.base.absolute(), "after": REPO}
+            out["edits"] = bench_edits(n, work, trees, models.absolute(), args.edits, args.edit_rounds, log)
+        results.append(out)
     print(json.dumps(results, indent=2))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")
