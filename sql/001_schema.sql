@@ -70,7 +70,16 @@ CREATE INDEX chunks_hash ON chunks(hash);
 -- rowid = memory_index.rid. Text arrives with CJK runs rewritten as bigrams
 -- (marchdb/fts.py); English words are stemmed by FTS5's porter tokenizer
 -- ("releases" and "release" are one term), built into every SQLite.
-CREATE VIRTUAL TABLE fts USING fts5(meta, body, tokenize = 'porter unicode61 remove_diacritics 2');
+-- Contentless (content = ''): FTS5 keeps the terms, not a copy of the text
+-- (that copy was a third of the index); the texts are in memory_index and
+-- chunks. Reading fts.meta or fts.body gives NULL; MATCH, bm25() and
+-- fts_vocab work as before. contentless_delete = 1 (SQLite 3.43+) lets a row
+-- be deleted by its rowid alone, without the text it was indexed with.
+-- Not external content: that needs the text exactly as FTS5 was given it
+-- (CJK as bigrams), which no table holds, and the old text for every delete.
+CREATE VIRTUAL TABLE fts USING fts5(
+    meta, body, content = '', contentless_delete = 1, tokenize = 'porter unicode61 remove_diacritics 2'
+);
 
 CREATE TRIGGER memory_index_delete AFTER DELETE ON memory_index BEGIN
     DELETE FROM fts WHERE rowid = old.rid;
@@ -80,8 +89,10 @@ END;
 -- chunks.rid. A long memory (a chat session of 11,000 characters) holds the
 -- words of almost any question somewhere, spread over it; the one it answers
 -- holds them together, in one chunk (sql/recall.sql: cbm25). Same text form
--- and tokenizer as fts.
-CREATE VIRTUAL TABLE fts_chunk USING fts5(body, tokenize = 'porter unicode61 remove_diacritics 2');
+-- and tokenizer as fts, contentless too (the text is chunks.text).
+CREATE VIRTUAL TABLE fts_chunk USING fts5(
+    body, content = '', contentless_delete = 1, tokenize = 'porter unicode61 remove_diacritics 2'
+);
 
 CREATE TRIGGER chunks_delete AFTER DELETE ON chunks BEGIN
     DELETE FROM fts_chunk WHERE rowid = old.rid;

@@ -106,6 +106,12 @@ def test_canned_queries_without_a_model(tmp_path, mixed_vault, capfd):
         assert store.query("SELECT count(*) FROM recall_log")[1] == [(1,)]
 
 
+def test_an_sqlite3_module_too_old_for_the_index_is_refused_with_what_to_do():
+    said = browse.sqlite_too_old((3, 40, 1))
+    assert said and "SQLite 3.40.1" in said and "3.43.0 or later" in said and "pip install" in said
+    assert browse.sqlite_too_old((3, 43, 0)) is None and browse.sqlite_too_old((3, 51, 1)) is None
+
+
 PORT = 8123
 KEY = "k" * 22
 

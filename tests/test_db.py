@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
 import pytest
 
-from marchdb.index import db
+from marchdb.index import db, ownership
 
 
 def test_fresh_index_has_schema_and_vec(tmp_path):
@@ -40,6 +41,30 @@ def test_schema_mismatch_rebuilds(tmp_path):
     con, rebuilt = db.open_index(path)
     assert rebuilt and "999" in rebuilt
     assert con.execute("SELECT count(*) FROM files").fetchone()[0] == 0
+
+
+def test_a_schema_rebuild_gives_the_old_pages_back_to_the_disk(tmp_path):
+    # An upgrade rebuilds in place: without compacting, the old tables' pages
+    # stayed free inside the file, which kept its size (a third of it was the
+    # FTS5 tables' copy of every text, which the new schema no longer keeps).
+    path = tmp_path / "i.sqlite"
+    con, _ = db.open_index(path)
+    with db.transaction(con):
+        con.executemany(
+            "INSERT INTO files(path, mtime_ns, size, parse_status, error) VALUES (?, 1, 1, 'ok', ?)",
+            [(f"{i}.md", "x" * 2000) for i in range(2000)],
+        )
+    con.pragma("user_version", db.SCHEMA_VERSION - 1)
+    con.close()
+    big = path.stat().st_size
+    assert big > 4_000_000
+    con, rebuilt = db.open_index(path)
+    assert rebuilt and "rebuilt" in rebuilt
+    assert con.pragma("freelist_count") == 0 and con.pragma("user_version") == db.SCHEMA_VERSION
+    assert con.pragma("application_id") == ownership.APPLICATION_ID  # still provably marchdb's
+    con.close()
+    assert path.stat().st_size < big / 10
+    assert not os.path.exists(f"{path}-wal") or os.path.getsize(f"{path}-wal") == 0
 
 
 def test_edited_schema_text_rebuilds(tmp_path):

@@ -150,6 +150,120 @@ def test_move_keeps_id_and_chunks(vault, store):
     assert store.open("mem_a")["path"].endswith("elsewhere/renamed.md")
 
 
+def fts_state(con) -> dict:
+    """What the two FTS5 tables answer, keyed by memory id and chunk seq
+    (rowids differ between two indexes of one vault): every term's document
+    and occurrence counts, each text's BM25 for each term, which rows exist."""
+    vocab = {
+        table: sorted(con.execute(f"SELECT term, doc, cnt FROM {table}").fetchall())
+        for table in ("fts_vocab", "fts_chunk_vocab")
+    }
+    scores = {}
+    for (term,) in con.execute("SELECT term FROM fts_vocab UNION SELECT term FROM fts_chunk_vocab").fetchall():
+        quoted = '"' + term.replace('"', '""') + '"'
+        scores[term] = (
+            sorted(
+                (mem_id, round(score, 9))
+                for mem_id, score in con.execute(
+                    "SELECT m.id, bm25(fts, 2.0, 1.0) FROM fts JOIN memory_index m ON m.rid = fts.rowid "
+                    "WHERE fts MATCH ?",
+                    (quoted,),
+                )
+            ),
+            sorted(
+                (mem_id, seq, round(score, 9))
+                for mem_id, seq, score in con.execute(
+                    "SELECT m.id, c.seq, bm25(fts_chunk) FROM fts_chunk JOIN chunks c ON c.rid = fts_chunk.rowid "
+                    "JOIN memory_index m ON m.rid = c.mem_rid WHERE fts_chunk MATCH ?",
+                    (quoted,),
+                )
+            ),
+        )
+    rows = (
+        sorted(r[0] for r in con.execute("SELECT m.id FROM fts JOIN memory_index m ON m.rid = fts.rowid")),
+        sorted(
+            con.execute(
+                "SELECT m.id, c.seq FROM fts_chunk JOIN chunks c ON c.rid = fts_chunk.rowid "
+                "JOIN memory_index m ON m.rid = c.mem_rid"
+            ).fetchall()
+        ),
+    )
+    return {"vocab": vocab, "scores": scores, "rows": rows}
+
+
+def assert_fts_matches_a_fresh_index(store, tmp_path, name: str) -> dict:
+    """The FTS5 tables of ``store``, after any edits, pass FTS5's own check and
+    answer exactly as those of an index built from scratch on the same files."""
+    from marchdb.config import load_config
+    from marchdb.store import Store
+
+    for table in ("fts", "fts_chunk"):
+        store.con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+    (total,) = store.con.execute("SELECT count(*) FROM fts").fetchone()
+    (active,) = store.con.execute("SELECT count(*) FROM memory_index WHERE status = 'active'").fetchone()
+    assert total == active
+    (chunk_rows,) = store.con.execute("SELECT count(*) FROM fts_chunk").fetchone()
+    (active_chunks,) = store.con.execute(
+        "SELECT count(*) FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.status = 'active'"
+    ).fetchone()
+    assert chunk_rows == active_chunks
+    fresh = Store(load_config(home=tmp_path / name, root=store.cfg.memory_root, model=str(tmp_path / "none"), env={}))
+    try:
+        fresh.sync(embed=False)
+        expected = fts_state(fresh.con)
+    finally:
+        fresh.close()
+    state = fts_state(store.con)
+    assert state == expected
+    return state
+
+
+def test_fts_stays_exact_through_edits_moves_deletes_and_status_changes(vault, store, tmp_path):
+    # The FTS5 tables keep no copy of the texts (contentless): a row left behind
+    # by an edit, a move or a delete would still match and skew every BM25.
+    paragraph = "The release pipeline retries a flaky deploy step {} times before paging the owner. "
+    long_body = "\n\n".join(paragraph.format(i) * 6 for i in range(4))
+    a = vault.memory("a.md", "mem_a", name="Release pipeline", tags=["deploy"], body=long_body)
+    token = "ghp_" + "Zq7XwK2pLm9RtY4vBn8CdE1fGh5JkS3aUo6I"
+    b = vault.memory(
+        "b.md",
+        "mem_b",
+        name="缓存策略",
+        body=f"缓存的过期时间调整为十分钟。\n\n<private>zebrafishword</private> CI pushes with {token}",
+    )
+    c = vault.memory("c.md", "mem_c", name="Old cache note", status="deprecated", body="cache expiry was five minutes")
+    d = vault.memory("d.md", "mem_d", name="Deploy checklist", body="deploy checklist: tag, build, release")
+    e = vault.memory("e.md", "mem_e", name="Moving note", body="a note about the sync folder layout")
+    f = vault.memory("f.md", "mem_f", name="Flaky tests", body="flaky tests retried three times")
+    h = vault.memory("h.md", "mem_h", name="Renamed id", body="queue worker timeout")
+    vault.memory("dup1.md", "mem_dup", name="Duplicate one", body="duplicate words here")
+    run(store)
+    state = assert_fts_matches_a_fresh_index(store, tmp_path, "fresh1")
+    terms = {term for term, _doc, _cnt in state["vocab"]["fts_vocab"] + state["vocab"]["fts_chunk_vocab"]}
+    assert "zebrafishword" not in terms and token.lower() not in terms and "redact" in terms
+    assert len(state["rows"][1]) > 3  # the long body is several chunks
+
+    bump(a, a.read_text().replace(long_body, "A short body now: the pipeline was rewritten."))
+    bump(b, b.read_text().replace("十分钟", "二十分钟"))
+    bump(c, c.read_text().replace("status: deprecated", "status: active"))
+    d.unlink()
+    (vault.root / "sub").mkdir()
+    e.rename(vault.root / "sub" / "e2.md")
+    bump(f, f.read_text().replace("status: active", "status: deprecated"))
+    bump(h, h.read_text().replace("mem_h", "mem_h2"))
+    vault.memory("g.md", "mem_g", name="New memory", body="a brand new release note")
+    vault.memory("dup2.md", "mem_dup", name="Duplicate two", body="other duplicate words")
+    report = run(store)
+    assert report.conflicts == 1 and report.moved == 1 and report.removed >= 1
+    assert_fts_matches_a_fresh_index(store, tmp_path, "fresh2")
+
+    (vault.root / "dup1.md").unlink()  # the conflict resolves: mem_dup is dup2.md's
+    bump(c, c.read_text().replace("five minutes", "seven minutes"))
+    run(store)
+    state = assert_fts_matches_a_fresh_index(store, tmp_path, "fresh3")
+    assert ("mem_dup" in state["rows"][0]) and "mem_f" not in state["rows"][0]
+
+
 def test_id_changed_in_place(vault, store):
     path = vault.memory("a.md", "mem_old")
     run(store)

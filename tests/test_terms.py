@@ -11,12 +11,25 @@ from marchdb.index import terms as terms_mod
 
 
 def chunk_rows(store) -> list[tuple[str, str]]:
-    """(memory id, chunk text as indexed) of every row of fts_chunk."""
+    """(memory id, chunk text) of every row of fts_chunk (which holds the
+    words only: the text is the chunk's)."""
     return sorted(
         store.con.execute(
-            "SELECT m.id, f.body FROM fts_chunk f JOIN chunks c ON c.rid = f.rowid "
+            "SELECT m.id, c.text FROM fts_chunk f JOIN chunks c ON c.rid = f.rowid "
             "JOIN memory_index m ON m.rid = c.mem_rid"
         ).fetchall()
+    )
+
+
+def chunk_matches(store, word: str) -> list[str]:
+    """The memory ids of the chunks fts_chunk finds ``word`` in."""
+    return sorted(
+        r[0]
+        for r in store.con.execute(
+            "SELECT m.id FROM fts_chunk f JOIN chunks c ON c.rid = f.rowid "
+            "JOIN memory_index m ON m.rid = c.mem_rid WHERE fts_chunk MATCH ?",
+            (f'"{word}"',),
+        )
     )
 
 
@@ -32,6 +45,7 @@ def test_fts_chunk_holds_the_chunks_of_active_memories_only(vault, store):
     vault.memory("b.md", "mem_b", body="Beta body.")
     store.sync(embed=False)
     assert chunk_rows(store) == [("mem_a", "Gamma now."), ("mem_b", "Beta body.")]
+    assert chunk_matches(store, "alpha") == [] and chunk_matches(store, "gamma") == ["mem_a"]
     vault.memory("a.md", "mem_a", body="Gamma now.", status="archived")
     (vault.root / "b.md").unlink()
     store.sync(embed=False)
@@ -42,7 +56,10 @@ def test_fts_chunk_holds_the_chunks_of_active_memories_only(vault, store):
 def test_chinese_chunks_are_indexed_as_bigrams(vault, store):
     vault.memory("z.md", "mem_z", body="密码在抽屉里")
     store.sync(embed=False)
-    assert chunk_rows(store) == [("mem_z", " 密码 码在 在抽 抽屉 屉里 ")]
+    assert chunk_rows(store) == [("mem_z", "密码在抽屉里")]
+    terms = [r[0] for r in store.con.execute("SELECT term FROM fts_chunk_vocab")]
+    assert sorted(terms) == sorted(["密码", "码在", "在抽", "抽屉", "屉里"])
+    assert chunk_matches(store, "抽屉") == ["mem_z"]
 
 
 def test_chunk_ceiling_is_fts5s_bound_on_chunk_statistics(vault, store):

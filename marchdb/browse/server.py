@@ -79,6 +79,21 @@ def require_datasette() -> None:
         raise ConfigError(
             "Datasette's sqlite3 module cannot load extensions (sqlite-vec); " + INSTALL_HINT.split(": ", 1)[1]
         )
+    problem = sqlite_too_old(sqlite3.sqlite_version_info)
+    if problem:
+        raise ConfigError(problem)
+
+
+def sqlite_too_old(version: tuple[int, ...]) -> str | None:
+    """Why Datasette's sqlite3 module, built on SQLite ``version``, cannot
+    read the index (its full-text tables), or None."""
+    if tuple(version[:3]) >= db.MIN_SQLITE:
+        return None
+    have, need = ".".join(map(str, version[:3])), ".".join(map(str, db.MIN_SQLITE))
+    return (
+        f"Datasette's sqlite3 module is SQLite {have}; the index's full-text tables need {need} or later; "
+        + INSTALL_HINT.split(": ", 1)[1]
+    )
 
 
 def open_read_only(path: str | Path) -> apsw.Connection:

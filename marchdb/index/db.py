@@ -44,8 +44,13 @@ def vec_extension() -> str:
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
 SCHEMA_VERSION = (
-    8  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their role
+    9  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their
+    # role; 9: the FTS5 tables contentless (their copy of every text was a third of the index)
 )
+#: The oldest SQLite that reads the index's FTS5 tables: they are contentless
+#: with contentless_delete (sql/001_schema.sql). apsw bundles a newer one; an
+#: older sqlite3 shell or module reads every other table and view.
+MIN_SQLITE = (3, 43, 0)
 BUSY_TIMEOUT_MS = 10_000
 
 
@@ -455,9 +460,27 @@ def open_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None]:
         if state == "current":
             return con, None
         kept = _apply_schema(con)
+        if state != "fresh":
+            kept = "; ".join(k for k in (kept, _compact(con)) if k)
     if state == "fresh":
         return con, "the index file was empty"
     return con, f"{state}; rebuilt from the Markdown files" + (f" ({kept})" if kept else "")
+
+
+def _compact(con: apsw.Connection) -> str:
+    """Give the pages of the old schema's tables back to the disk. A rebuild
+    in place leaves them free inside the file, which keeps its size: what a
+    new schema stops storing (schema 9: the FTS5 tables' copy of every text,
+    a third of the index) was never given back. Right after the rebuild the
+    file holds only the carried vectors and the logs, so this copies little.
+    Returns what to tell the user when it could not run (a full disk: the
+    index works, at its old size), else ""."""
+    try:
+        con.execute("VACUUM")
+    except apsw.Error as exc:
+        return f"its file keeps its old size: {exc}"
+    checkpoint(con, truncate=True)
+    return ""
 
 
 def recreate_index(path: str | os.PathLike) -> tuple[apsw.Connection, str | None, str | None]:

@@ -9,7 +9,7 @@ Everything recall computes can be asked for in SQL (README, "SQL functions"):
   as a JSON array, for hosts without virtual tables (Datasette);
 * ``march_similar(id [, k])`` / ``march_similar_json`` — the active memories
   nearest to a memory by their stored metadata vectors;
-* ``march_fts(text)`` / ``march_match(text)`` — the text as FTS5 holds it and
+* ``march_fts(text)`` / ``march_match(text)`` — the text as FTS5 indexes it and
   the MATCH expression recall would use, to redo the BM25 side by hand.
 
 ``Engine`` computes; ``register`` puts the functions on an apsw connection
@@ -148,7 +148,7 @@ class Engine:
 
     @staticmethod
     def fts_text(text: object) -> str | None:
-        """``march_fts``: ``text`` as the FTS5 table holds it (CJK runs as bigrams)."""
+        """``march_fts``: ``text`` as the FTS5 tables index it (CJK runs as bigrams)."""
         if text is None:
             return None
         if not isinstance(text, str):
