@@ -233,7 +233,11 @@ def test_a_short_note_is_embedded_whole_a_long_one_by_its_chunks(vault, store):
     long_body = "\n\n".join(f"Paragraph {i}: " + "words about something " * 20 for i in range(4))
     vault.memory("b.md", "mem_b", name="Long", description="a long note", body=long_body)
     vault.memory(
-        "c.md", "mem_c", name="Chat", description="a chat", body="**user**: my dog is Max\n\n**assistant**: ok\n\n**user**: and the cat?\n\n**assistant**: Tom"
+        "c.md",
+        "mem_c",
+        name="Chat",
+        description="a chat",
+        body="**user**: my dog is Max\n\n**assistant**: ok\n\n**user**: and the cat?\n\n**assistant**: Tom",
     )
     store.sync(embed=False)
     emb = RecordingEmbedder()
