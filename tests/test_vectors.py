@@ -138,7 +138,7 @@ def test_a_schema_change_with_the_model_embeds_nothing_again(vault, model_cfg):
     vault.memory("deploy.md", "mem_deploy", name="Deploy day", description="We deploy on Tuesdays, never on Fridays")
     vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen with breakfast")
     with Store(model_cfg) as store:
-        assert store.sync().embedded == 3  # two names and descriptions, one body both share
+        assert store.sync().embedded == 4  # two names and descriptions, two short notes embedded whole
         first = store.recall("can we ship this on friday?", threshold=0.0)
     _old_schema(model_cfg.index_path)
     with Store(model_cfg) as store:
@@ -230,6 +230,13 @@ def test_a_short_note_is_embedded_whole_a_long_one_by_its_chunks(vault, store):
     # deploys broke the weekend twice."): its one chunk is embedded under its
     # name and description. A long body's chunks and a chat's turns are not.
     vault.memory("a.md", "mem_a", name="Deploy day", description="We deploy on Tuesdays", body="Fridays broke it.")
+    vault.memory(
+        "d.md",
+        "mem_d",
+        name="Lemons",
+        description="Lemons are yellow.",
+        body="Lemons are yellow. Their pigment is a flavonoid.",
+    )
     long_body = "\n\n".join(f"Paragraph {i}: " + "words about something " * 20 for i in range(4))
     vault.memory("b.md", "mem_b", name="Long", description="a long note", body=long_body)
     vault.memory(
@@ -244,6 +251,7 @@ def test_a_short_note_is_embedded_whole_a_long_one_by_its_chunks(vault, store):
     vectors.embed_pending(store.con, emb, store.cfg.index_path)
     assert "Deploy day\nWe deploy on Tuesdays\nFridays broke it." in emb.texts
     assert "Fridays broke it." not in emb.texts
+    assert "Lemons\nLemons are yellow. Their pigment is a flavonoid." in emb.texts  # its description once
     chunks = [
         r["text"]
         for r in db.rows(

@@ -544,11 +544,15 @@ def embedded_chunk_text(name: str, description: str, chunk: str, role: str, chun
     body. Its body alone rarely says what it is about ("Friday deploys
     broke the weekend twice."), and its metadata alone misses what the body
     adds; a message in other words than either is closer to the whole
-    (tools/bench_small.py paraphrase). A longer body's chunks, and a chat's
-    turns, are embedded as they are: the heading would weigh on every chunk
-    alike. FTS and ``--explain`` read the chunk's own text."""
+    (tools/bench_small.py paraphrase). A body that begins with the
+    description says it once (an imported paragraph's description is often
+    its first sentence). A longer body's chunks, and a chat's turns, are
+    embedded as they are: the heading would weigh on every chunk alike. FTS
+    and ``--explain`` read the chunk's own text."""
     if chunks != 1 or role != PLAIN:
         return chunk
+    if description and chunk.startswith(description.rstrip(".。…").strip()):
+        description = ""
     return "\n".join(p for p in (name, description, chunk) if p)
 
 
