@@ -201,11 +201,15 @@ def test_march_recall_answers_like_recall_explain_on_the_demo_vault(tmp_path, va
 def test_march_embed_is_the_stored_vector(mixed_vault, model_store):
     model_store.sync()
     store = model_store
-    # a chunk's text embedded as a passage is the vector the index holds for it
+    # a chunk's text embedded as a passage is the vector the index holds for it; a short
+    # note's one chunk is embedded with its name and description (embedded_chunk_text)
+    whole = "Dog's medication\nBiscuit takes half a carprofen tablet with breakfast for joint pain\n"
+    whole += "The vet prescribed carprofen in March. Half a tablet with breakfast."
     (distance,) = store.query(
-        "SELECT vec_distance_cosine(vc.embedding, march_embed(c.text, 'passage')) FROM chunks c "
+        "SELECT vec_distance_cosine(vc.embedding, march_embed(?, 'passage')) FROM chunks c "
         "JOIN memory_index m ON m.rid = c.mem_rid JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash "
-        "JOIN vec_chunk vc ON vc.rowid = v.vid WHERE m.id = 'mem_dog'"
+        "JOIN vec_chunk vc ON vc.rowid = v.vid WHERE m.id = 'mem_dog'",
+        (whole,),
     )[1][0]
     assert distance < 1e-3  # sync embeds in batches; llama.cpp's batched sums differ by ~3e-5
     blob = store.query("SELECT march_embed('what does the dog take?')")[1][0][0]

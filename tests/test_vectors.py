@@ -138,7 +138,7 @@ def test_a_schema_change_with_the_model_embeds_nothing_again(vault, model_cfg):
     vault.memory("deploy.md", "mem_deploy", name="Deploy day", description="We deploy on Tuesdays, never on Fridays")
     vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen with breakfast")
     with Store(model_cfg) as store:
-        assert store.sync().embedded == 3  # two names and descriptions, one body both share
+        assert store.sync().embedded == 4  # two names and descriptions, two short notes embedded whole
         first = store.recall("can we ship this on friday?", threshold=0.0)
     _old_schema(model_cfg.index_path)
     with Store(model_cfg) as store:
@@ -211,3 +211,67 @@ def test_texts_indexed_while_a_backlog_embeds_are_embedded_by_that_run(vault, st
     assert added
     assert vectors.pending_texts(store.con) == []
     assert db.get_meta(store.con, "vectors_complete") == emb.fingerprint
+
+
+class RecordingEmbedder(TinyEmbedder):
+    """TinyEmbedder that keeps every text it was asked to embed."""
+
+    def __init__(self):
+        super().__init__("tiny-8", dim=8)
+        self.texts: list[str] = []
+
+    def embed(self, texts, kind, progress=None):
+        self.texts += list(texts)
+        return super().embed(texts, kind, progress)
+
+
+def test_a_short_note_is_embedded_whole_a_long_one_by_its_chunks(vault, store):
+    # A short note's body rarely says what it is about on its own ("Friday
+    # deploys broke the weekend twice."): its one chunk is embedded under its
+    # name and description. A long body's chunks and a chat's turns are not.
+    vault.memory("a.md", "mem_a", name="Deploy day", description="We deploy on Tuesdays", body="Fridays broke it.")
+    vault.memory(
+        "d.md",
+        "mem_d",
+        name="Lemons",
+        description="Lemons are yellow.",
+        body="Lemons are yellow. Their pigment is a flavonoid.",
+    )
+    long_body = "\n\n".join(f"Paragraph {i}: " + "words about something " * 20 for i in range(4))
+    vault.memory("b.md", "mem_b", name="Long", description="a long note", body=long_body)
+    vault.memory(
+        "c.md",
+        "mem_c",
+        name="Chat",
+        description="a chat",
+        body="**user**: my dog is Max\n\n**assistant**: ok\n\n**user**: and the cat?\n\n**assistant**: Tom",
+    )
+    store.sync(embed=False)
+    emb = RecordingEmbedder()
+    vectors.embed_pending(store.con, emb, store.cfg.index_path)
+    assert "Deploy day\nWe deploy on Tuesdays\nFridays broke it." in emb.texts
+    assert "Fridays broke it." not in emb.texts
+    assert "Lemons\nLemons are yellow. Their pigment is a flavonoid." in emb.texts  # its description once
+    chunks = [
+        r["text"]
+        for r in db.rows(
+            store.con,
+            "SELECT c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id IN ('mem_b', 'mem_c')",
+        )
+    ]
+    assert len(chunks) > 2 and all(text in emb.texts for text in chunks)
+    # the chunk's own text is what FTS and --explain read
+    assert (
+        db.rows(store.con, "SELECT c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE m.id = 'mem_a'")[
+            0
+        ]["text"]
+        == "Fridays broke it."
+    )
+
+    # renamed, the note's chunk is embedded again under its new name
+    vault.memory("a.md", "mem_a", name="Release day", description="We deploy on Tuesdays", body="Fridays broke it.")
+    store.sync(embed=False)
+    emb.texts.clear()
+    vectors.embed_pending(store.con, emb, store.cfg.index_path)
+    assert "Release day\nWe deploy on Tuesdays\nFridays broke it." in emb.texts
+    assert vectors.pending_texts(store.con) == []

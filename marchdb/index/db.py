@@ -44,8 +44,10 @@ def vec_extension() -> str:
 
 #: Bump when the meaning of stored data changes; a DDL edit is caught by the hash.
 SCHEMA_VERSION = (
-    9  # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with their
-    # role; 9: the FTS5 tables contentless (their copy of every text was a third of the index)
+    # 7: texts indexed with secrets as markers and without <private> regions; 8: chunks by chat turn, with
+    # their role; 9: the FTS5 tables contentless (their copy of every text was a third of the index);
+    # 10: a short note's chunk hashed (and embedded) with its name and description
+    10
 )
 #: The oldest SQLite that reads the index's FTS5 tables: they are contentless
 #: with contentless_delete (sql/001_schema.sql). apsw bundles a newer one; an

@@ -33,6 +33,7 @@ from marchdb.vault.notes import (
     Problem,
     body_chunks,
     content_hash,
+    embedded_chunk_text,
     field_ids,
     index_key,
     metadata_text,
@@ -479,7 +480,17 @@ class Syncer:
         chunks = [text for text, _role in pieces]
         con.executemany(
             "INSERT INTO chunks(mem_rid, seq, text, hash, cjk, role) VALUES (?, ?, ?, ?, ?, ?)",
-            [(rid, i, text, text_hash(text), fts.cjk_share(text), role) for i, (text, role) in enumerate(pieces)],
+            [
+                (
+                    rid,
+                    i,
+                    text,
+                    text_hash(embedded_chunk_text(note.name, note.description, text, role, len(pieces))),
+                    fts.cjk_share(text),
+                    role,
+                )
+                for i, (text, role) in enumerate(pieces)
+            ],
         )
         if note.status == "active":
             # Only active memories are searched: a deprecated one must not

@@ -29,7 +29,7 @@ from marchdb.index.db import (
     transaction,
 )
 from marchdb.index.locks import embed_lease, writer_lock
-from marchdb.vault.notes import metadata_text
+from marchdb.vault.notes import embedded_chunk_text, metadata_text
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import
@@ -132,15 +132,18 @@ def pending_texts(con: apsw.Connection, paths: list[str] | None = None) -> list[
         args,
     ):
         out.append(("meta", meta_hash, metadata_text(name, desc, json.loads(tags_json))))
-    for chash, text in con.execute(
-        "SELECT c.hash, c.text FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid "
+    # a chunk is embedded as notes.embedded_chunk_text makes it (its hash is that text's)
+    for chash, text, role, name, desc, chunks in con.execute(
+        "SELECT c.hash, c.text, c.role, m.name, m.description, "
+        "(SELECT count(*) FROM chunks n WHERE n.mem_rid = c.mem_rid) FROM chunks c "
+        "JOIN memory_index m ON m.rid = c.mem_rid "
         "WHERE m.status = 'active' "
         + only
         + "AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.kind = 'chunk' AND v.hash = c.hash) "
         "GROUP BY c.hash",
         args,
     ):
-        out.append(("chunk", chash, text))
+        out.append(("chunk", chash, embedded_chunk_text(name, desc, text, role, chunks)))
     return out
 
 

@@ -538,6 +538,24 @@ def metadata_text(name: str, description: str, tags: list[str]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def embedded_chunk_text(name: str, description: str, chunk: str, role: str, chunks: int) -> str:
+    """The text a body chunk is embedded as. A short note (a body of one
+    plain chunk) is embedded whole: its name and description, then its
+    body. Its body alone rarely says what it is about ("Friday deploys
+    broke the weekend twice."), and its metadata alone misses what the body
+    adds; a message in other words than either is closer to the whole
+    (tools/bench_small.py paraphrase). A body that begins with the
+    description says it once (an imported paragraph's description is often
+    its first sentence). A longer body's chunks, and a chat's turns, are
+    embedded as they are: the heading would weigh on every chunk alike. FTS
+    and ``--explain`` read the chunk's own text."""
+    if chunks != 1 or role != PLAIN:
+        return chunk
+    if description and chunk.startswith(description.rstrip(".。…").strip()):
+        description = ""
+    return "\n".join(p for p in (name, description, chunk) if p)
+
+
 # ---------------------------------------------------------------- chunking
 
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])\s+")
