@@ -881,7 +881,12 @@ def test_an_engine_that_stays_stuck_is_replaced(home):
     while pid in engine_processes(home) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert pid not in engine_processes(home)
-    assert client.wait_ready(home, 60) and client.engine_pid(home) not in (None, pid)
+    # A process leaves /proc's command lines before its sockets and locks are closed: the
+    # killed engine's socket may still take a connection for a moment, so wait for the new one.
+    deadline = time.monotonic() + 60
+    while client.engine_pid(home) in (None, pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert client.engine_pid(home) not in (None, pid) and client.wait_ready(home, 60)
 
 
 def test_settings_given_by_environment_reach_the_engine(home):
