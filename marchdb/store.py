@@ -287,7 +287,7 @@ class Store(Keeper):
             # The index holds no vectors of this model (built while it could not
             # run, or by another): the dirty check's bounded embedding now, not
             # keyword recall until its next scan. A warm engine's watcher does it.
-            self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False)
+            self.sync(embed_limit=DIRTY_CHECK_EMBED_LIMIT, embed_wait=False, background=False)
         self._recalls += 1
         tag = project_tag(self.cfg.project_tag_prefix, where)
         rules = switches.project_rules(self.cfg, where)
