@@ -73,14 +73,21 @@ def folder_trusted(folder: str) -> bool:
     """Whether Gemini reads a project's settings in ``folder``: always while
     its folder trust is off (the default), else when ``trustedFolders.json``
     trusts the folder or one holding it (``TRUST_PARENT``: its parent)."""
+    return trusted_in(home_dir(), folder)
+
+
+def trusted_in(home, folder: str) -> bool:
+    """``folder_trusted`` for a host that keeps Gemini's files in ``home``
+    (Gemini's ``~/.gemini``, Qwen Code's ``~/.qwen``): its ``settings.json``
+    says whether folder trust is on, its ``trustedFolders.json`` what it trusts."""
     try:
-        user = json.loads((home_dir() / "settings.json").read_text(encoding="utf-8"))
+        user = json.loads((home / "settings.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         user = {}
     trust = ((user.get("security") or {}).get("folderTrust") or {}) if isinstance(user, dict) else {}
     if not (isinstance(trust, dict) and trust.get("enabled") is True):
         return True
-    return trusted_by(home_dir() / "trustedFolders.json", folder)
+    return trusted_by(home / "trustedFolders.json", folder)
 
 
 def trusted_by(rules_file, folder: str) -> bool:

@@ -67,14 +67,7 @@ def folder_trusted(folder: str) -> bool:
     folder trust is off (the default), else when its ``trustedFolders.json`` trusts it."""
     from marchdb.hosts import gemini
 
-    try:
-        user = json.loads((home_dir() / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        user = {}
-    trust = ((user.get("security") or {}).get("folderTrust") or {}) if isinstance(user, dict) else {}
-    if not (isinstance(trust, dict) and trust.get("enabled") is True):
-        return True
-    return gemini.trusted_by(home_dir() / "trustedFolders.json", folder)
+    return gemini.trusted_in(home_dir(), folder)
 
 
 def parse(raw: str, options: list[str]) -> dict | None:
