@@ -3,15 +3,6 @@
 // - before_prompt_build: the prompt's [recall] block as prependContext (it reaches the model in
 //   the user message, before the prompt) and the profiles as appendSystemContext;
 // - agent_end: the run's last reply is recorded; after_compaction: the session's window starts afresh.
-function wordsOf(message) {
-  const content = message && message.content;
-  if (typeof content === "string") return content.trim();
-  return (Array.isArray(content) ? content : [])
-    .filter((b) => b && b.type === "text" && typeof b.text === "string")
-    .map((b) => b.text)
-    .join("\n")
-    .trim();
-}
 
 const profiles = new Map(); // session -> its profiles
 const sessionOf = (ctx) => (ctx && (ctx.sessionId || ctx.sessionKey)) || "unknown";

@@ -4,15 +4,6 @@
 // - each prompt's [recall] block arrives as a hidden message right after the prompt;
 // - after a tool, at most 2 hints for the assistant's words of the turn are added to that tool's
 //   result; the reply that ends the run is recorded; a compaction starts the session's window afresh.
-function wordsOf(message) {
-  const content = message && message.content;
-  if (typeof content === "string") return content.trim();
-  return (Array.isArray(content) ? content : [])
-    .filter((b) => b && b.type === "text" && typeof b.text === "string")
-    .map((b) => b.text)
-    .join("\n")
-    .trim();
-}
 
 export default function marchdb(pi) {
   let profiles = "";

@@ -181,3 +181,14 @@ async function ask(event) {
     return "";
   }
 }
+
+// The text of a chat message whose content is a string or a list of blocks (pi, OpenClaw).
+function wordsOf(message) {
+  const content = message && message.content;
+  if (typeof content === "string") return content.trim();
+  return (Array.isArray(content) ? content : [])
+    .filter((b) => b && b.type === "text" && typeof b.text === "string")
+    .map((b) => b.text)
+    .join("\n")
+    .trim();
+}
