@@ -11,15 +11,11 @@ import errno
 import fcntl
 import os
 import stat
-import threading
 from collections.abc import Iterator
 
+from marchdb import flocks
 from marchdb.errors import IndexUnavailable
 from marchdb.index import ownership
-
-_LOCKS: dict[str, threading.RLock] = {}
-_HELD: dict[str, list[int]] = {}  # path -> [fd, depth]
-_LOCKS_GUARD = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -37,28 +33,8 @@ def writer_lock(index_path: str | os.PathLike) -> Iterator[None]:
     steps (a scan, one save, one batch of vectors), and a killed holder
     releases it with its descriptor.
     """
-    lock_path = ownership.lock_path(index_path)
-    with _LOCKS_GUARD:
-        local = _LOCKS.setdefault(lock_path, threading.RLock())
-    with local:
-        held = _HELD.get(lock_path)
-        if held is not None:
-            held[1] += 1
-        else:
-            fd = _open_lock(lock_path)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            held = _HELD[lock_path] = [fd, 1]
-        try:
-            yield
-        finally:
-            held[1] -= 1
-            if held[1] == 0:
-                del _HELD[lock_path]
-                os.close(held[0])  # closing the descriptor releases the flock
+    with flocks.hold(ownership.lock_path(index_path), _open_lock):
+        yield
 
 
 def _open_lock(lock_path: str) -> int:

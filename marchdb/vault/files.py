@@ -29,15 +29,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import secrets
 import stat
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from marchdb import flocks
 from marchdb.errors import FileError
 from marchdb.private import open_private
 
@@ -312,11 +311,6 @@ def safe_folder(root: Path, rel_dir: str | os.PathLike, create: bool = False) ->
     return here
 
 
-_VAULT_LOCKS: dict[str, threading.RLock] = {}
-_VAULT_HELD: dict[str, list[int]] = {}
-_VAULT_GUARD = threading.Lock()
-
-
 @contextlib.contextmanager
 def vault_lock(root: Path) -> Iterator[None]:
     """Cross-process lock of one memory root, for saves: held from "which
@@ -325,28 +319,8 @@ def vault_lock(root: Path) -> Iterator[None]:
     hidden ``.marchdb.lock`` in the root (created once, never deleted, never
     written to); re-entrant within a thread. Take it after the index writer
     lock, never before (one order, no deadlock)."""
-    path = os.path.join(os.path.realpath(root), VAULT_LOCK_NAME)
-    with _VAULT_GUARD:
-        local = _VAULT_LOCKS.setdefault(path, threading.RLock())
-    with local:
-        held = _VAULT_HELD.get(path)
-        if held is not None:
-            held[1] += 1
-        else:
-            fd = _open_vault_lock(path)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            held = _VAULT_HELD[path] = [fd, 1]
-        try:
-            yield
-        finally:
-            held[1] -= 1
-            if held[1] == 0:
-                del _VAULT_HELD[path]
-                os.close(held[0])
+    with flocks.hold(os.path.join(os.path.realpath(root), VAULT_LOCK_NAME), _open_vault_lock):
+        yield
 
 
 def _open_vault_lock(path: str) -> int:
