@@ -210,6 +210,23 @@ class FakeModel:
         return _sse([(None, answer)]) if stream else _json(answer)
 
 
+def opencode_config(fake: FakeModel) -> dict:
+    """opencode's (and Kilo's) config for talking to ``fake`` as an OpenAI-compatible provider."""
+    return {
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{fake.url}/v1", "apiKey": "dummy"},
+                "models": {"fake-model": {"name": "fake-model"}},
+            }
+        },
+        "model": "fake/fake-model",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+
+
 def _dialect(path: str) -> str | None:
     if path.endswith("/chat/completions"):
         return "chat"

@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 
 import apsw
-from fakemodel import FakeModel
+from fakemodel import FakeModel, opencode_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = Path(os.environ.get("MARCHDB_HOSTS") or ROOT / ".hosts")
@@ -263,20 +263,7 @@ def make(host: str, base: Path, prompts: tuple[str, ...] = PROMPTS, timeout: flo
             for prompt in then:
                 run([*args, "--continue", prompt])
         elif host in ("opencode", "kilo"):
-            config = {
-                "$schema": "https://opencode.ai/config.json",
-                "provider": {
-                    "fake": {
-                        "npm": "@ai-sdk/openai-compatible",
-                        "name": "Fake",
-                        "options": {"baseURL": f"{fake.url}/v1", "apiKey": "dummy"},
-                        "models": {"fake-model": {"name": "fake-model"}},
-                    }
-                },
-                "model": "fake/fake-model",
-                "autoupdate": False,
-                "share": "disabled",
-            }
+            config = {"$schema": "https://opencode.ai/config.json", **opencode_config(fake)}
             (work / f"{host}.json").write_text(json.dumps(config), encoding="utf-8")
             folder = work / f".{host}" / "plugin"  # Kilo CLI is opencode's fork: its folders carry its name
             folder.mkdir(parents=True)

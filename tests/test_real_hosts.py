@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakemodel import FakeModel
+from fakemodel import FakeModel, opencode_config
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = Path(os.environ.get("MARCHDB_HOSTS") or ROOT / ".hosts")
@@ -391,22 +391,6 @@ def check_qwen(body: dict) -> None:
     parts = [p["text"] for p in turn["content"]]
     at = next(i for i, part in enumerate(parts) if PROMPT in part)
     assert "[recall]\n- mem_deploy_friday | score=" in parts[-1] and at < len(parts) - 1
-
-
-def opencode_config(fake) -> dict:
-    return {
-        "provider": {
-            "fake": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Fake",
-                "options": {"baseURL": f"{fake.url}/v1", "apiKey": "dummy"},
-                "models": {"fake-model": {"name": "fake-model"}},
-            }
-        },
-        "model": "fake/fake-model",
-        "autoupdate": False,
-        "share": "disabled",
-    }
 
 
 #: What opencode and Kilo must not fetch at start (a models catalogue, updates, language servers).
