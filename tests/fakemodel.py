@@ -108,14 +108,16 @@ class FakeModel:
     def _chat(self, body: dict, call: str | None, stream: bool) -> tuple[int, str, bytes]:
         message: dict = {"role": "assistant", "content": REPLY}
         if call:
-            tool = (body["tools"][0].get("function") or {}).get("name", "terminal")
+            names = [(t.get("function") or {}).get("name") for t in body["tools"]]
+            # The Cline CLI's shell tool takes a list of commands; other hosts' first tool takes one.
+            tool = "run_commands" if "run_commands" in names else names[0] or "terminal"
             message = {"role": "assistant", "content": self.tool_text or None, "tool_calls": [_chat_call(tool, call)]}
         if not stream:
             choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}
             return _json({"id": "chat-1", "object": "chat.completion", "model": "fake-model", "choices": [choice]})
         delta = {"role": "assistant", **({"tool_calls": [dict(message["tool_calls"][0], index=0)]} if call else {})}
-        if not call:
-            delta["content"] = REPLY
+        if not call or self.tool_text:
+            delta["content"] = self.tool_text if call else REPLY
         chunks = [
             {"id": "chat-1", "object": "chat.completion.chunk", "model": "fake-model", "choices": [c]}
             for c in (
@@ -247,11 +249,8 @@ def _has_tool_result(body: dict) -> bool:
 
 
 def _chat_call(tool: str, command: str) -> dict:
-    return {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": tool, "arguments": json.dumps({"command": command})},
-    }
+    args = {"commands": [command]} if tool == "run_commands" else {"command": command}
+    return {"id": "call_1", "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}
 
 
 def _codex_shell(names: list, command: str) -> tuple[str, dict]:

@@ -162,17 +162,35 @@ def test_cline_events_are_told_by_their_object_not_their_name(store):
     assert steer["parsed"]["event"] == "tool" and "mem_deploy" in steer["stdout"]
     start = answer(store, "cline", {"hookName": "TaskStart", "taskId": "t3", "taskStart": {"taskMetadata": {}}})
     assert "[user_profile]" in json.loads(start["stdout"])["contextModification"]
-    # The CLI drops what hooks answer: a hint logged as shown there was never steered again.
-    cli = {**tool, "hookName": "tool_result", "taskId": "t4"}
-    dropped = answer(store, "cline", cli)
-    assert dropped["stdout"] == "" and dropped["parsed"]["record_only"] is True
-    assert answer(store, "cline", {"hookName": "agent_start", "taskId": "t4", "taskStart": {}})["parsed"] is None
+    end = answer(store, "cline", {"hookName": "TaskComplete", "taskId": "t3", "taskComplete": {"taskMetadata": {}}})
+    assert end["parsed"] is None  # no result to record
     end = answer(
         store,
         "cline",
-        {"hookName": "agent_end", "taskId": "t3", "turn": {"outputText": "done"}, "taskComplete": {"taskMetadata": {}}},
+        {"hookName": "TaskComplete", "taskId": "t3", "taskComplete": {"taskMetadata": {"result": "done"}}},
     )
     assert end["stdout"] == "" and end["parsed"]["event"] == "stop"
+    # The CLI runs the same files in its own words and drops their answers: its plugin answers
+    # it instead, so its hook events are left alone (one prompt, one run).
+    for name in ("tool_result", "agent_start", "agent_end", "user_prompt_submit"):
+        assert answer(store, "cline", {**tool, "hookName": name, "taskId": "t4"})["parsed"] is None
+
+
+def test_the_cline_clis_plugin_events_are_read_as_a_plugins(store):
+    prompt = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": "s1",
+        "cwd": "/tmp",
+        "prompt": "Can we deploy on Friday afternoon?",
+    }
+    out = answer(store, "cline", prompt)
+    assert out["parsed"]["host"] == "cline-cli" and out["stdout"].startswith("[recall]\n- mem_deploy | score=")
+    steer = {"hook_event_name": "PostToolUse", "session_id": "s1", "assistant_text": "a deploy on friday afternoon"}
+    assert answer(store, "cline", steer)["parsed"]["event"] == "tool"
+    stop = {"hook_event_name": "Stop", "session_id": "s1", "last_assistant_message": "Deployed."}
+    assert answer(store, "cline", stop)["stdout"] == ""
+    start = answer(store, "cline", {"hook_event_name": "SessionStart", "session_id": "s2", "source": "startup"})
+    assert "[user_profile]" in start["stdout"] and not start["stdout"].startswith("{")
 
 
 # ---------------------------------------------------------------- Gemini, Codex: what is read
@@ -293,7 +311,7 @@ def test_cursor_hooks_are_flat_entries_in_a_versioned_file(tmp_path):
 
 
 def test_cline_hook_files_are_ours_only_when_marked(tmp_path):
-    spec = install.target("cline")
+    spec = install.target("cline").parts[0]  # the hook files (the CLI's plugin is the other part)
     folder = tmp_path / ".clinerules" / "hooks"
     command = install.hook_command("cline")
     result = spec.install_in(folder, command)
@@ -316,11 +334,27 @@ def test_cline_is_installed_once_and_an_earlier_second_copy_goes(tmp_path, monke
     monkeypatch.delenv("CLINE_DIR", raising=False)
     spec = install.target("cline")
     legacy = tmp_path / ".cline" / "hooks"
-    spec.install_in(legacy, install.hook_command("cline"))
+    spec.parts[0].install_in(legacy, install.hook_command("cline"))
     results = install.install("cline", None, install.marchdb_argv(launcher=True), {})
-    assert [r.settings for r in results] == [tmp_path / "Documents" / "Cline" / "Hooks", legacy]
+    hooks, plugins = tmp_path / "Documents" / "Cline" / "Hooks", tmp_path / ".cline" / "plugins"
+    assert [r.settings for r in results] == [hooks, legacy, plugins]
     assert not any(legacy.iterdir()) and any("twice" in n for n in results[1].notes)
-    assert [r["where"] for r in spec.found(None)] == [str(tmp_path / "Documents" / "Cline" / "Hooks")]
+    assert [r["where"] for r in spec.found(None)] == [str(hooks), str(plugins)]
+
+
+def test_a_refused_cline_install_leaves_things_as_they_were(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLINE_DIR", raising=False)
+    mine = tmp_path / ".cline" / "plugins" / "marchdb.js"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("// the user's own plugin of that name\n")
+    with pytest.raises(FileError, match="not marchdb's"):
+        install.install("cline", None, install.marchdb_argv(launcher=True), {})
+    # The extension's hook files, written first, were taken back; the user's file is untouched.
+    hooks = tmp_path / "Documents" / "Cline" / "Hooks"
+    assert not hooks.exists() or not any(hooks.iterdir())
+    assert mine.read_text() == "// the user's own plugin of that name\n"
+    assert install.target("cline").found(None) == []
 
 
 def test_the_installed_command_is_quiet_without_marchdb_and_carries_the_shells_settings(tmp_path):

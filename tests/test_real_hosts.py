@@ -340,6 +340,68 @@ def test_doctor_says_when_codex_has_not_been_told_to_trust_the_hooks(world, proj
     assert len(untrusted) == 5 and "/hooks" in untrusted[0]["advice"]
 
 
+# ---------------------------------------------------------------- the Cline CLI
+
+
+@pytest.fixture
+def cline(world):
+    """The Cline CLI, its provider set to the fake model by its own ``auth``
+    command; the hub it leaves running in the background is stopped at the end."""
+    program = host_program("cline")
+    yield program
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"--cline-hub-daemon" in cmdline and f"HOME={world['home']}".encode() in environ:
+            try:
+                os.killpg(int(proc.name), 9)
+            except OSError:
+                pass
+
+
+def run_cline(world, program: Path, fake, prompt: str) -> subprocess.CompletedProcess:
+    auth = ["auth", "-p", "openai-compatible", "-k", "dummy", "-m", "fake-model", "-b", f"{fake.url}/v1"]
+    done = run([str(program), *auth], world["env"], world["project"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run([str(program), "--json", prompt], world["env"], world["project"])
+
+
+def test_the_cline_cli_gets_the_profile_the_hint_and_a_steer_after_its_tool(world, project, cline):
+    results = install(world, "cline")["results"]
+    assert {Path(r["settings"]).name for r in results} >= {"Hooks", "plugins"}
+    steer = "Let me check the release calendar before the Friday deploy."
+    with FakeModel(tool_call="echo checking", tool_text=steer) as fake:
+        done = run_cline(world, cline, fake, "hello there, what is in this folder?")
+        assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
+        first = run_cline(world, cline, fake, PROMPT)
+        assert first.returncode == 0, (first.stdout[-2000:], first.stderr[-3000:])
+        chats = chat_requests(fake)
+    # The first task: the profile in the system prompt; the prompt names no deploy, so no hint
+    # in its request; the steer for the assistant's words beside its tool call in the next one.
+    assert PROFILE_LINE in json.dumps(chats[0]["messages"][0])
+    assert "mem_deploy_friday" not in json.dumps(chats[0])
+    steered = [b for b in chats if "[recall]\\n- mem_deploy_friday | score=" in json.dumps(b)]
+    assert steered and "hello there" in json.dumps(steered[0])
+    # The second task: its prompt's hint right after the prompt, in the prompt's own message.
+    asked = next(b for b in chats if PROMPT in json.dumps(b))
+    [turn] = [t for t in user_texts(asked) if PROMPT in t]
+    assert turn.split(PROMPT, 1)[1].lstrip().startswith("[recall]\n- mem_deploy_friday | score=")
+    # One run per prompt, all the plugin's: the CLI's hook files (installed for the VS Code
+    # extension, which the CLI also runs) answer nothing, so no prompt became two runs.
+    log = run([MARCHDB, "sql", "--json", "SELECT run_id, trigger FROM recall_log"], world["env"], world["work"])
+    rows = json.loads(log.stdout)["rows"]
+    assert rows and all(r["run_id"].startswith("cline-cli:") for r in rows), rows
+    assert len({r["run_id"] for r in rows if r["trigger"] == "user"}) == 1, rows
+    done = run([MARCHDB, "uninstall", "cline", "--json"], world["env"], world["work"])
+    assert [r["changed"] for r in json.loads(done.stdout)["results"]] == [True, False, True]  # ~/.cline/hooks: none
+    assert not (world["home"] / ".cline" / "plugins" / "marchdb.js").exists()
+    doctor = run([MARCHDB, "doctor", "--json"], world["env"], world["project"])
+    assert json.loads(doctor.stdout)["hosts"] == []
+
+
 # ---------------------------------------------------------------- Qwen Code, opencode, Kilo, pi, OpenClaw
 
 
@@ -523,6 +585,7 @@ OWN_TESTS = {
     "codex": "test_codex_gets_the_hint_the_profile_and_a_steer_after_its_tool",
     "gemini": "test_gemini_gets_the_hint_for_the_prompt_and_the_profile_at_its_start",
     "hermes": "test_hermes_gets_the_hint_and_the_profile_from_its_memory_provider",
+    "cline": "test_the_cline_cli_gets_the_profile_the_hint_and_a_steer_after_its_tool",
 }
 
 

@@ -1,13 +1,11 @@
-"""Cline's hooks: one executable file per event, JSON on stdin, JSON on stdout.
+"""Cline: hook files for its VS Code extension, a plugin for its CLI.
 
 Files ``TaskStart``, ``UserPromptSubmit``, ``PostToolUse``, ``TaskComplete``
 in ``~/Documents/Cline/Hooks`` (or a project's ``.clinerules/hooks``): the
-VS Code extension reads that folder, and the CLI reads it and
-``~/.cline/hooks`` both, so marchdb writes them once (an earlier marchdb wrote
-both, and every event ran twice in the CLI: install and uninstall empty
-``~/.cline/hooks`` of marchdb's files). The event object tells the event;
-``hookName`` is spelt by the extension as the event (``UserPromptSubmit``)
-and by the CLI in its own words (``agent_start``, ``tool_result``):
+VS Code extension reads that folder (an earlier marchdb also wrote
+``~/.cline/hooks``, which the CLI reads too, and every event ran twice there:
+install and uninstall empty it of marchdb's files). ``hookName`` is spelt by
+the extension as the event (``UserPromptSubmit``):
 
 * ``taskStart`` → the profiles; ``userPromptSubmit`` → ``[recall]`` for the
   prompt, as a new run of the task;
@@ -15,11 +13,18 @@ and by the CLI in its own words (``agent_start``, ``tool_result``):
   sends no assistant text), at most 2 hints the run has not had;
 * ``taskComplete`` → the result is recorded.
 
-The answer is ``{"contextModification": ...}``. The CLI (3.x) drops what its
-hooks answer: there a prompt's and a tool's hints are only recorded (never
-shown, they suppress nothing later) and a task's start answers nothing. The
-VS Code extension delivers the context of tool hooks in every release, that
-of ``TaskStart`` and ``UserPromptSubmit`` only in some. Only the standard library.
+The answer is ``{"contextModification": ...}``.
+
+The CLI (3.x, npm ``cline``) runs those files too, in its own words
+(``agent_start``, ``tool_result``) and drops what they answer: it gets a
+plugin instead, ``marchdb.js`` in ``$CLINE_DIR/plugins`` (``~/.cline``) or a
+project's ``.cline/plugins`` (``cline_plugin.js`` with the shared client,
+``hosts.plugins``): the profiles as a rule of its system prompt, each
+prompt's ``[recall]`` block after the prompt in its own message, the steer
+after a tool in the message that carries the tool's result, the run's end
+recorded. Its events are Claude Code's hook JSON, read by ``hosts.plugins``
+under the host name ``cline-cli``; the CLI's hook files are left unanswered,
+so one prompt is one run. Only the standard library.
 """
 
 from __future__ import annotations
@@ -31,8 +36,11 @@ from marchdb.hosts import claude_code
 HOST = "cline"
 TITLE = "Cline"
 DOCS = "cline.md"
-PROGRAM = None
-NOT_RUN = "Cline's hooks need its VS Code extension (the CLI drops their answers): their documented JSON is tested"
+PROGRAM = {"npm": "cline", "version": "3.0.65", "bin": "node_modules/.bin/cline"}
+#: What the CLI's plugin events are known by (runs, the hook log).
+CLI_HOST = "cline-cli"
+#: The CLI's plugin file.
+PLUGIN_FILE = "marchdb.js"
 EVENTS = {
     "TaskStart": "session_start",
     "UserPromptSubmit": "prompt",
@@ -43,24 +51,48 @@ EVENTS = {
 EXTENSION_NAMES = frozenset({*EVENTS, "TaskResume", "TaskCancel", "PreToolUse", "PreCompact"})
 
 
-def installer():
-    """``~/Documents/Cline/Hooks`` (both engines read it), or the project's ``.clinerules/hooks``."""
+def cline_dir():
+    """The CLI's folder: ``$CLINE_DIR``, else ``~/.cline``."""
     import os
     from pathlib import Path
 
-    from marchdb.hosts.hookfiles import FileHooks
+    return Path(os.environ.get("CLINE_DIR") or "~/.cline").expanduser().absolute()
 
-    return FileHooks(
+
+def installer():
+    """Hook files in ``~/Documents/Cline/Hooks`` (or the project's
+    ``.clinerules/hooks``) for the extension, and the CLI's plugin in
+    ``$CLINE_DIR/plugins`` (or the project's ``.cline/plugins``)."""
+    import os
+    from pathlib import Path
+
+    from marchdb.hosts import plugins
+    from marchdb.hosts.hookfiles import FileHooks, Plugin, Together
+
+    hooks = FileHooks(
         HOST,
         tuple(EVENTS),
         lambda: [Path("~/Documents").expanduser() / "Cline" / "Hooks"],
         lambda project: project / ".clinerules" / "hooks",
-        legacy_dirs=lambda: [Path(os.environ.get("CLINE_DIR") or "~/.cline").expanduser() / "hooks"],
+        legacy_dirs=lambda: [cline_dir() / "hooks"],
         legacy_note=(
             "removed marchdb's hooks from ~/.cline/hooks, where an earlier marchdb also wrote them: the Cline CLI "
             "reads both folders, and ran every event twice"
         ),
     )
+
+    def files(argv: list[str], env: dict[str, str]) -> dict[str, bytes]:
+        return {PLUGIN_FILE: plugins.source(HOST, "the Cline CLI", "cline_plugin.js", argv, env).encode()}
+
+    plugin = Plugin(
+        HOST,
+        ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"),
+        lambda: cline_dir() / "plugins",
+        lambda project: project / ".cline" / "plugins",
+        files,
+        user_base=lambda: cline_dir() if os.environ.get("CLINE_DIR") else Path.home(),
+    )
+    return Together((hooks, plugin))
 
 
 def sample_prompt(session: str, text: str) -> str:
@@ -78,17 +110,17 @@ def sample_prompt(session: str, text: str) -> str:
 def parse(raw: str, options: list[str]) -> dict | None:
     """The ``memory_hook`` event of one Cline hook event."""
     data = claude_code.read_json(raw)
+    if "hook_event_name" in data:
+        from marchdb.hosts import plugins
+
+        return plugins.parse(raw, CLI_HOST)  # the CLI's plugin
+    if isinstance(data.get("hookName"), str) and data["hookName"] not in EXTENSION_NAMES:
+        return None  # the CLI's hook files: it drops their answers, and its plugin answers it
     args: dict = {"host": HOST, "session": claude_code.text_of(data.get("taskId"))}
-    # The CLI drops what a hook answers: what it would show is only recorded there.
-    cli = isinstance(data.get("hookName"), str) and data["hookName"] not in EXTENSION_NAMES
-    if cli:
-        args["record_only"] = True
     roots = data.get("workspaceRoots")
     if isinstance(roots, list) and roots and isinstance(roots[0], str):
         args["cwd"] = roots[0]
     if isinstance(data.get("taskStart"), dict) or isinstance(data.get("taskResume"), dict):
-        if cli:
-            return None  # the profiles it would drop
         return {**args, "event": "session_start", "source": "resume" if "taskResume" in data else "startup"}
     prompt = data.get("userPromptSubmit")
     if isinstance(prompt, dict):
@@ -103,13 +135,16 @@ def parse(raw: str, options: list[str]) -> dict | None:
         text = (meta.get("result") if isinstance(meta, dict) else None) or (
             turn.get("outputText") if isinstance(turn, dict) else None
         )
-        args.pop("record_only", None)  # a run's end is recorded anyway
         return {**args, "event": "stop", "text": claude_code.text_of(text)} if text else None
     return None
 
 
 def render(args: dict, data: dict) -> str:
-    """``{"contextModification": ...}``, or nothing."""
+    """``{"contextModification": ...}``, or nothing; the CLI's plugin takes the plain text."""
+    if args.get("host") == CLI_HOST:
+        from marchdb.hosts import plugins
+
+        return plugins.render(args, data)
     context = str(data.get("context") or "").strip()
     if not context or args["event"] == "stop":
         return ""

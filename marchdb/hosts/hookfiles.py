@@ -240,3 +240,45 @@ def _remove_compiled(folder: Path, name: str) -> None:
         cache.rmdir()
     except OSError:
         pass
+
+
+# ---------------------------------------------------------------- several at once (Cline)
+
+
+@dataclass
+class Together:
+    """A host wired in several ways at once (Cline: hook files for its
+    extension, a plugin for its CLI): each is installed in turn, and when
+    one is refused, the ones before it that were not installed already are
+    removed again: a refused install leaves things as they were."""
+
+    parts: tuple
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(event for part in self.parts for event in part.events))
+
+    @property
+    def project_scope(self) -> bool:
+        return all(getattr(part, "project_scope", True) for part in self.parts)
+
+    def install(self, project: Path | None, argv: list[str], env: dict[str, str]) -> list[InstallResult]:
+        results: list[InstallResult] = []
+        new: list = []  # the parts this run installed where nothing of marchdb's was
+        for part in self.parts:
+            fresh = not part.found(project)
+            try:
+                results += part.install(project, argv, env)
+            except (ConfigError, FileError):
+                for earlier in new:
+                    earlier.uninstall(project)
+                raise
+            if fresh:
+                new.append(part)
+        return results
+
+    def uninstall(self, project: Path | None) -> list[InstallResult]:
+        return [result for part in self.parts for result in part.uninstall(project)]
+
+    def found(self, project: Path | None) -> list[dict]:
+        return [row for part in self.parts for row in part.found(project)]
