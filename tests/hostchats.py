@@ -19,6 +19,9 @@ each prompt), so the session holds what an import must leave out:
 * OpenClaw: a plugin whose ``before_prompt_build`` returns the block as
   ``prependContext``, as marchdb's OpenClaw plugin does (run with Node 24,
   which ``.ci/run`` installs beside it);
+* the Cline CLI: a plugin with the profile as a rule and a message builder
+  that adds the block to the prompt's message, as marchdb's Cline plugin
+  does (the CLI stores neither: what an import finds is the chat alone);
 * Hermes Agent: no hook (marchdb's own memory provider, run by hand with
   hermes-agent 0.19.0, put its ``[recall]`` block into what Hermes sent the
   model but not into the user message ``state.db`` keeps).
@@ -69,6 +72,7 @@ PROGRAMS = {
     "kilo": ("node_modules/.bin/kilo", "@kilocode/cli@7.7.7"),
     "openclaw": ("openclaw/node_modules/.bin/openclaw", "openclaw@2026.9.6"),
     "hermes": ("hermes/bin/hermes", "hermes-agent==0.19.0"),
+    "cline": ("node_modules/.bin/cline", "cline@3.0.65"),
 }
 #: Where each host keeps its sessions, under the home folder.
 STORES = {
@@ -81,6 +85,7 @@ STORES = {
     "kilo": ".local/share/kilo",
     "openclaw": ".openclaw",
     "hermes": ".hermes",
+    "cline": ".cline/data/sessions",
 }
 
 _HOOK = """\
@@ -90,6 +95,26 @@ name = event.get("hook_event_name") or event.get("hookEventName") or ""
 context = {"SessionStart": PROFILE, "UserPromptSubmit": RECALL, "BeforeAgent": RECALL}.get(name)
 if context:
     print(json.dumps({"hookSpecificOutput": {"hookEventName": name, "additionalContext": context}}))
+"""
+
+_CLINE_PLUGIN = """\
+export default {
+  name: "standin",
+  manifest: { capabilities: ["rules", "messageBuilders"] },
+  setup(api) {
+    api.registerRule({ id: "standin-profile", content: PROFILE });
+    api.registerMessageBuilder({
+      name: "standin",
+      build(messages) {
+        const out = messages.slice();
+        const last = out[out.length - 1];
+        if (last && last.role === "user" && Array.isArray(last.content))
+          out[out.length - 1] = { ...last, content: [...last.content, { type: "text", text: RECALL }] };
+        return out;
+      },
+    });
+  },
+};
 """
 
 _PI_EXTENSION = """\
@@ -339,6 +364,21 @@ def make(host: str, base: Path, prompts: tuple[str, ...] = PROMPTS, timeout: flo
             env.update(OPENCLAW_CONFIG_PATH=str(work / "openclaw.json"), PATH=f"{node}{os.pathsep}{env['PATH']}")
             for prompt in prompts:
                 run(["agent", "--local", "--agent", "main", "--json", "-m", prompt])
+        elif host == "cline":
+            plugins = home / ".cline" / "plugins"
+            plugins.mkdir(parents=True)
+            (plugins / "standin.js").write_text(
+                f"const RECALL = {json.dumps(RECALL)};\nconst PROFILE = {json.dumps(PROFILE)};\n" + _CLINE_PLUGIN,
+                encoding="utf-8",
+            )
+            run(["auth", "-p", "openai-compatible", "-k", "dummy", "-m", "fake-model", "-b", f"{fake.url}/v1"])
+            try:
+                # A session resumes only in the CLI's interactive mode (a terminal): each prompt
+                # here is a session of its own.
+                for prompt in prompts:
+                    run(["--json", prompt])
+            finally:
+                stop_cline_hub(home)
         elif host == "hermes":
             hermes_home = home / ".hermes"
             hermes_home.mkdir()
@@ -353,6 +393,21 @@ def make(host: str, base: Path, prompts: tuple[str, ...] = PROMPTS, timeout: flo
         else:
             raise ValueError(host)
     return home / STORES[host]
+
+
+def stop_cline_hub(home: Path) -> None:
+    """Stop the background process (its hub) the Cline CLI leaves running for ``home``."""
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"--cline-hub-daemon" in cmdline and f"HOME={home}".encode() in environ:
+            try:
+                os.killpg(int(proc.name), 9)
+            except OSError:
+                pass
 
 
 def keep(host: str, store: Path, dest: Path) -> list[Path]:

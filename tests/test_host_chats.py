@@ -1,4 +1,4 @@
-"""Importing the sessions of Codex CLI, Gemini CLI, Qwen Code, pi, opencode and Hermes Agent.
+"""Importing the sessions of Codex CLI, Gemini CLI, Qwen Code, pi, opencode, Kilo, OpenClaw, Hermes Agent and the Cline CLI.
 
 The files under ``tests/data/chats/HOST/`` were written by the real host
 programs, run headless by ``tests/hostchats.py`` against the fake model
@@ -224,7 +224,7 @@ def with_secrets(host: str, source: Path, text: str) -> None:
                 con.execute(f"UPDATE {table} SET {col} = replace({col}, ?, ?)", (PROMPTS[1], text))
         con.close()
         return
-    for file in source.rglob("*.jsonl"):
+    for file in [*source.rglob("*.jsonl"), *source.rglob("*.messages.json")]:
         file.write_text(file.read_text(encoding="utf-8").replace(PROMPTS[1], text), encoding="utf-8")
 
 
@@ -238,7 +238,7 @@ def everything_written(vault_root: Path, home: Path) -> bytes:
     return b"\n".join(blobs)
 
 
-@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("host", (*HOSTS, "cline"))
 def test_secrets_in_a_session_reach_neither_the_vault_nor_the_index_nor_the_logs(host, tmp_path):
     from typer.testing import CliRunner
 
@@ -256,9 +256,71 @@ def test_secrets_in_a_session_reach_neither_the_vault_nor_the_index_nor_the_logs
     dry = runner.invoke(app, [*base, "import", host, str(source)], env=env)
     done = runner.invoke(app, [*base, "import", host, str(source), "--apply", "--no-embed"], env=env)
     assert done.exit_code == 0, done.output
-    assert "created 1" in done.stdout and "secrets kept out of the memory" in done.stdout
+    sessions = 2 if host == "cline" else 1  # the Cline CLI's fixture: a session per prompt
+    assert f"created {sessions}" in done.stdout and "secrets kept out of the memory" in done.stdout
     search = runner.invoke(app, [*base, "search", "cents"], env=env)
     written = everything_written(vault_root, home) + (dry.output + done.output + search.output).encode()
     for secret in secrets:
         assert secret.encode() not in written, secret[:12]
     assert b"[redacted: github token]" in written and b"We settled on cents." in written
+
+
+# ---------------------------------------------------------------- the Cline CLI
+# A session resumes only in its interactive mode (a terminal): the fixture is two sessions, one per prompt.
+
+
+def test_cline_cli_sessions_become_one_memory_each_and_nothing_twice(vault, store, tmp_path):
+    source = fixture("cline", tmp_path)
+    plan = store.import_("cline", source)
+    assert plan["created"] == 2 and plan["problems"] == 0, plan["items"]
+    rows = imported(store, "cline", source)
+    (asked,) = [r for r in rows if PROMPTS[0][:40] in memory_of(store, r)[1]]
+    mem, text = memory_of(store, asked)
+    body = text.split("\n---\n", 1)[1]
+    assert json.loads(mem["tags_json"]) == ["cline", "project/shopcart"] and mem["source"].startswith("cline:")
+    # What was typed, without the CLI's <user_input> wrapper; the answer beside the tool call and
+    # the call as one line; the tool's result left out.
+    assert PROMPTS[0] in body and "<user_input" not in body
+    assert TOOL_TEXT in body and f"*[run_commands] {TOOL_CALL}*" in body and body.count("checking") == 1
+    assert "FAKE-REPLY" in body and INJECTED_HINT not in text
+    (settled,) = [r for r in rows if r is not asked]
+    assert memory_of(store, settled)[0]["description"].startswith("OK, let's use integer cents")
+    again = store.import_("cline", source, apply=True, embed=False)
+    assert again["created"] == 0 and {r["detail"] for r in again["items"]} == {"imported already"}
+
+
+def test_cline_cli_sessions_are_found_where_the_cli_keeps_them(vault, store, tmp_path, monkeypatch):
+    home = tmp_path / "userhome"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLINE_DIR", raising=False)
+    folder = importing.host_folder("cline")
+    assert folder == home / ".cline" / "data" / "sessions"
+    with pytest.raises(Exception, match="sessions are not at"):
+        store.import_("cline", None)
+    shutil.copytree(DATA / "cline", folder)
+    assert store.import_("cline", None)["created"] == 2
+    monkeypatch.setenv("CLINE_DIR", str(tmp_path / "elsewhere"))
+    assert importing.host_folder("cline") == tmp_path / "elsewhere" / "data" / "sessions"
+
+
+def test_a_cline_session_that_is_a_link_or_too_big_is_a_problem_and_the_rest_imports(vault, store, tmp_path):
+    source = fixture("cline", tmp_path)
+    first, second = sorted(source.rglob("*.messages.json"))
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(first.read_bytes())
+    first.unlink()
+    first.symlink_to(outside)
+    second.write_text('{"messages": [' + "[" * 100_000 + "]}", encoding="utf-8")  # nested past any parser's depth
+    done = store.import_("cline", source, apply=True, embed=False)
+    assert done["created"] == 0 and done["problems"] == 2, done["items"]
+    assert outside.read_bytes() == (DATA / "cline" / first.relative_to(source)).read_bytes()
+
+
+def test_real_cline_cli_sessions_import(vault, store, tmp_path):
+    if program("cline") is None:
+        pytest.skip("cline is not installed in .hosts/ (.ci/run installs it)")
+    folder = make("cline", tmp_path / "run")
+    rows = imported(store, "cline", folder)
+    texts = [memory_of(store, r)[1] for r in rows]
+    assert len(rows) == 2 and any(PROMPTS[1] in t for t in texts) and not any(INJECTED_HINT in t for t in texts)

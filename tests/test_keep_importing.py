@@ -99,6 +99,8 @@ def user_home(tmp_path, monkeypatch) -> Path:
         "GEMINI_CLI_HOME",
         "QWEN_HOME",
         "QWEN_RUNTIME_DIR",
+        "OPENCLAW_STATE_DIR",
+        "CLINE_DIR",
     ):
         monkeypatch.delenv(key, raising=False)
     return home
@@ -114,7 +116,7 @@ def test_import_all_reads_each_hosts_own_folder_and_history_lists_it(tmp_path, u
     created = sorted(r["origin"].split(":")[0] for r in data["items"] if r["action"] == "created")
     assert created == ["codex", "pi"] and data["older"] == 1
     missing = {r["origin"] for r in data["items"] if r["action"] == "skip" and "no sessions at" in r["detail"]}
-    assert missing == {"claude-code", "qwen", "opencode", "kilo", "openclaw", "hermes"}
+    assert missing == {"claude-code", "qwen", "opencode", "kilo", "openclaw", "hermes", "cline"}
     again = json.loads(cli(tmp_path, "import", "ALL", "--apply", "--no-embed", "--json").stdout)
     assert again["created"] == 1  # gemini's, without --since; codex's and pi's are there already
     assert cli(tmp_path, "import", "ALL", str(user_home)).exit_code == 2
@@ -228,3 +230,13 @@ def test_the_engine_honours_the_setting_of_the_hook_it_answers(tmp_path, vault, 
         for proc in keep._started:
             proc.wait(timeout=60)
         engine.store.close()
+
+
+def test_import_help_names_every_host_an_import_reads():
+    from typer.testing import CliRunner
+
+    from marchdb.cli.main import app
+    from marchdb.lifecycle.sources import HOST_KINDS
+
+    out = CliRunner().invoke(app, ["import", "--help"], terminal_width=400).stdout
+    assert all(f" {kind} " in out.replace("(", " ").replace(")", " ") for kind in HOST_KINDS), out

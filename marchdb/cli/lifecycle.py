@@ -99,8 +99,10 @@ def import_(
     ctx: typer.Context,
     kind: Optional[str] = typer.Argument(
         None,
+        # Written out, not read from lifecycle.sources: importing it costs every command its YAML
+        # parser at start (tests/test_keep_importing.py holds this list to the importers).
         help="workspace | typed | obsidian | chatgpt, an agent host's sessions (claude-code | codex | gemini | "
-        "qwen | pi | opencode | kilo | openclaw | hermes), or ALL (every host's, each from its own folder)",
+        "qwen | pi | opencode | kilo | openclaw | hermes | cline), or ALL (every host's, each from its own folder)",
     ),
     path: Optional[str] = typer.Argument(
         None,

@@ -1,4 +1,4 @@
-"""Agent hosts that keep each session in a JSONL file: Codex CLI, Gemini CLI, Qwen Code, pi.
+"""Agent hosts that keep each session in a file: Codex CLI, Gemini CLI, Qwen Code, pi (JSONL), the Cline CLI (JSON).
 
 None of these formats is documented as a contract; the readers follow what
 the programs wrote when run here (``tests/hostchats.py`` runs them, and
@@ -40,12 +40,22 @@ back from the last entry; ``message`` entries of role ``user`` and
 ``assistant`` are kept (``thinking`` blocks and ``toolResult`` messages
 left out, ``toolCall`` as a tool line), ``custom_message`` entries
 (extensions' context, marchdb's among them) are left out.
+
+The Cline CLI (``$CLINE_DIR``, else ``~/.cline``: ``data/sessions/<id>/``):
+``<id>.json`` holds the session (``session_id``, ``cwd``, ``started_at``,
+``metadata.title``), ``<id>.messages.json`` its messages, one JSON object
+(``messages``: ``role``, ``content`` blocks, ``ts`` in ms). A user message's
+``text`` is what was typed inside ``<user_input>`` (``tool_result`` blocks
+left out); an assistant's ``text`` is kept, ``tool_use`` as a tool line,
+``thinking`` left out. The CLI stores neither the system prompt's rules nor
+what a plugin's message builder adds (marchdb's hints).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,7 +154,18 @@ def _what(arguments: object) -> str:
         except (ValueError, RecursionError):
             return text
     data = _dict(arguments)
-    for key in ("description", "command", "cmd", "file_path", "path", "absolute_path", "pattern", "query", "url"):
+    for key in (
+        "description",
+        "command",
+        "commands",
+        "cmd",
+        "file_path",
+        "path",
+        "absolute_path",
+        "pattern",
+        "query",
+        "url",
+    ):
         value = data.get(key)
         if isinstance(value, list):
             value = " ".join(str(v) for v in value)
@@ -402,3 +423,55 @@ def read_pi(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session file under ``path`` (``sessions/--<folder>--/*.jsonl``)."""
     for full, origin in walk(path, lambda n: n.endswith(".jsonl"), since):
         yield _read(pi_session, full, origin)
+
+
+# ---------------------------------------------------------------- the Cline CLI
+
+#: What the Cline CLI wraps around what was typed.
+_USER_INPUT = re.compile(r"<user_input\b[^>]*>(.*?)</user_input>", re.S)
+
+
+def _json_file(path: Path) -> dict:
+    """A session file written as one JSON object, read whole up to ``MAX_JSON_CHAT_BYTES``."""
+    with open_regular(path) as fh:
+        data = fh.read(MAX_JSON_CHAT_BYTES + 1)
+    if len(data) > MAX_JSON_CHAT_BYTES:
+        raise ValueError(f"a chat file in one JSON object is read up to {MAX_JSON_CHAT_BYTES:,} bytes")
+    return _dict(json.loads(data.decode("utf-8")))
+
+
+def cline_session(path: Path, origin: str) -> Found:
+    """One Cline CLI session: ``<id>.messages.json`` and, beside it, ``<id>.json``."""
+    session = path.name.removesuffix(".messages.json")
+    chat = Chat("cline", session, origin)
+    meta_path = path.with_name(f"{session}.json")
+    meta = _json_file(meta_path) if meta_path.is_file() and not meta_path.is_symlink() else {}
+    if isinstance(meta.get("cwd"), str):
+        chat.cwd = meta["cwd"]
+    title = _dict(meta.get("metadata")).get("title")
+    chat.title = title if isinstance(title, str) and title.strip() else None
+    chat.saw(_when(meta.get("started_at")))
+    chat.saw(_when(meta.get("ended_at")))
+    messages = _json_file(path).get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        message = _dict(message)
+        ts = message.get("ts")  # milliseconds
+        when = _when(ts / 1000) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
+        content = message.get("content")
+        if message.get("role") == "user":
+            typed = [m.group(1) for m in _USER_INPUT.finditer(_text_blocks(content, "text"))]
+            text = _typed("\n\n".join(typed))
+            if text:
+                chat.user(text, when)
+        elif message.get("role") == "assistant":
+            chat.assistant(_text_blocks(content, "text"), when)
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    chat.tool(block.get("name"), _what(block.get("input")), when)
+    return chat.item()
+
+
+def read_cline(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
+    """Every session under ``path`` (``data/sessions/<id>/<id>.messages.json``)."""
+    for full, origin in walk(path, lambda n: n.endswith(".messages.json"), since):
+        yield _read(cline_session, full, origin)

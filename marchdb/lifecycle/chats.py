@@ -1,6 +1,6 @@
-"""What every agent host's session importer shares (``marchdb import codex|gemini|qwen|pi|opencode|kilo|openclaw|hermes``).
+"""What every agent host's session importer shares (``marchdb import codex|gemini|qwen|pi|opencode|kilo|openclaw|hermes|cline``).
 
-A reader (``agentlogs`` for the hosts that write JSONL files, ``agentdbs``
+A reader (``agentlogs`` for the hosts that write a file per session, ``agentdbs``
 for those that keep SQLite) walks a host's own store and feeds each
 session's messages to a ``Chat``; ``Chat.item`` makes the one memory of the
 session, as ``transcripts`` makes a Claude Code session's:
@@ -50,6 +50,7 @@ HOSTS = {
     "kilo": "Kilo CLI",
     "openclaw": "OpenClaw",
     "hermes": "Hermes Agent",
+    "cline": "Cline CLI",
 }
 #: Largest SQLite store read (opencode's, Hermes Agent's): it is read a
 #: session at a time by query, never whole, so its bound is the disk's, not memory's.
@@ -101,6 +102,8 @@ def default_folder(kind: str) -> Path:
         return Path(env.get("HERMES_HOME") or "~/.hermes").expanduser()
     if kind == "openclaw":
         return Path(env.get("OPENCLAW_STATE_DIR") or "~/.openclaw").expanduser()
+    if kind == "cline":  # the CLI's (the VS Code extension keeps its tasks in the editor's storage)
+        return Path(env.get("CLINE_DIR") or "~/.cline").expanduser() / "data" / "sessions"
     raise KeyError(kind)
 
 

@@ -146,6 +146,7 @@ def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime 
         "kilo": agentdbs.read_kilo,
         "openclaw": agentdbs.read_openclaw,
         "hermes": agentdbs.read_hermes,
+        "cline": agentlogs.read_cline,
     }[kind]
     return read(path, since=since)
 
@@ -201,6 +202,7 @@ _WHERE = {
     "kilo": "XDG_DATA_HOME, else ~/.local/share",
     "openclaw": "OPENCLAW_STATE_DIR, else ~/.openclaw",
     "hermes": "HERMES_HOME, else ~/.hermes",
+    "cline": "CLINE_DIR, else ~/.cline: data/sessions",
 }
 
 

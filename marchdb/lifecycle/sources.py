@@ -22,7 +22,7 @@ from marchdb.hints import cut
 from marchdb.vault.notes import MAX_SOURCE_CHARS, MAX_TAGS, index_key, normalize_tag
 
 #: The agent hosts whose own session stores are read (``chats``), in the order ``import ALL`` takes them.
-HOST_KINDS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes")
+HOST_KINDS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes", "cline")
 KINDS = ("workspace", "typed", "obsidian", "claude-code", "chatgpt", *HOST_KINDS[1:])
 #: The kinds that read a folder of Markdown notes (a file is one source whatever the kind).
 NOTE_KINDS = KINDS[:3]
