@@ -49,7 +49,7 @@ CREATE INDEX memory_index_path ON memory_index(path);
 CREATE INDEX memory_index_meta_hash ON memory_index(meta_hash);
 
 -- Body chunks: paragraphs packed to a bounded length, body text only. In a
--- chat (a body of "**user**: ..." / "**assistant**: ..." turns, notes.chat_turns)
+-- chat (a body of "**user**: ..." / "**assistant**: ..." turns, chunks.chat_turns)
 -- a person's turns and an assistant's are chunked apart, and role says which:
 -- 'user' (a person: the user, or either of two people talking), 'assistant',
 -- '' (not a chat). Recall weighs what the user said above what was answered.
@@ -60,7 +60,7 @@ CREATE TABLE chunks (
     text    TEXT NOT NULL,
     hash    TEXT NOT NULL,             -- its vector key
     cjk     REAL NOT NULL DEFAULT 0,   -- how much of it is CJK (fts.cjk_share; recall: script)
-    role    TEXT NOT NULL DEFAULT ''   -- 'user' | 'assistant' | '' (notes.body_chunks)
+    role    TEXT NOT NULL DEFAULT ''   -- 'user' | 'assistant' | '' (chunks.body_chunks)
 );
 CREATE INDEX chunks_mem ON chunks(mem_rid);
 CREATE INDEX chunks_hash ON chunks(hash);

@@ -227,3 +227,12 @@ def test_the_index_and_its_companions_are_private_wherever_it_lives(tmp_path, va
             assert set(_modes(cfg.index_path).values()) == {"0o600"}
     finally:
         os.umask(old)
+
+
+def test_a_comment_or_layout_edit_in_the_schema_is_no_rebuild_but_a_statement_is():
+    base = db.schema_sql()
+    before = db.schema_hash()
+    assert db.schema_hash(base.replace("-- ", "--   edited: ", 3) + "\n\n-- a new comment\n") == before
+    assert db.schema_hash(base.replace("DEFAULT ''", "DEFAULT 'x'", 1)) != before
+    # a quoted '--' is part of a statement, not a comment
+    assert db.schema_hash(base + "\nSELECT '-- one';") != db.schema_hash(base + "\nSELECT '-- two';")

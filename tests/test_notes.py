@@ -7,11 +7,11 @@ import datetime as dt
 import pytest
 
 from marchdb.errors import InvalidInput
-from marchdb.vault import notes
+from marchdb.vault import chunks, notes
+from marchdb.vault.chunks import chunk_body
 from marchdb.vault.notes import (
     BadNote,
     bucket_path,
-    chunk_body,
     new_id,
     normalize_tag,
     normalize_tags,
@@ -276,15 +276,15 @@ def test_a_field_written_twice_is_reported():
 
 def test_daily_log_entries_are_chunks_of_their_own_other_bodies_unchanged():
     body = "### 09:05 - Review\n\nShort.\n\n### 14:30 - Deploy fixed\n\nAlso short.\n\n### 9:45 fix\n\nx"
-    assert notes.chunk_body(body) == [
+    assert chunks.chunk_body(body) == [
         "### 09:05 - Review\n\nShort.",
         "### 14:30 - Deploy fixed\n\nAlso short.",
         "### 9:45 fix\n\nx",
     ]
     plain = "Intro.\n\n### Not an entry\n\nText under a heading.\n\nMore."
-    assert notes.chunk_body(plain) == ["Intro.\n\n### Not an entry\n\nText under a heading.\n\nMore."]
+    assert chunks.chunk_body(plain) == ["Intro.\n\n### Not an entry\n\nText under a heading.\n\nMore."]
     long_entry = "### 10:00 - Long\n\n" + "\n\n".join(["word " * 100] * 4)
-    assert all(len(c) <= notes.CHUNK_CHARS for c in notes.chunk_body(long_entry))
+    assert all(len(c) <= chunks.CHUNK_CHARS for c in chunks.chunk_body(long_entry))
 
 
 def test_priority_field_values_and_a_bad_one_is_reported():
@@ -350,24 +350,24 @@ def test_a_chat_keeps_what_the_user_said_apart_from_the_answers():
         "**assistant**: Good choice.\n\nSpecialized makes light helmets.\n\n"
         "**user**: My sister's dog is called Max.\n\n**assistant**: " + "Max is a fine name. " * 60
     )
-    chunks = notes.body_chunks(body)
-    assert [role for _, role in chunks] == ["user", "assistant", "user", "assistant", "assistant"]
-    assert chunks[0][0] == "Chat on 2023/05/29.\n\n**user**: I'm ordering a new bike helmet from Specialized."
-    assert chunks[2][0] == "**user**: My sister's dog is called Max."
-    assert all(len(text) <= notes.CHUNK_CHARS for text, _ in chunks)
-    assert notes.chunk_body(body) == [text for text, _ in chunks]
+    cut = chunks.body_chunks(body)
+    assert [role for _, role in cut] == ["user", "assistant", "user", "assistant", "assistant"]
+    assert cut[0][0] == "Chat on 2023/05/29.\n\n**user**: I'm ordering a new bike helmet from Specialized."
+    assert cut[2][0] == "**user**: My sister's dog is called Max."
+    assert all(len(text) <= chunks.CHUNK_CHARS for text, _ in cut)
+    assert chunks.chunk_body(body) == [text for text, _ in cut]
 
 
 def test_chat_turns_in_every_form_written_and_two_people_talking():
     imported = "**User** · 14:05\n\nfix the deploy\n\n**Assistant** · 14:06\n\nDone.\n\n**User**\n\nthanks\n\n**Assistant**\n\nok"
-    assert [r for _, r in notes.body_chunks(imported)] == ["user", "assistant", "user", "assistant"]
+    assert [r for _, r in chunks.body_chunks(imported)] == ["user", "assistant", "user", "assistant"]
     bold_colon = "**User:** one\n\n**Claude:** two\n\n**User:** three\n\n**Claude:** four"
-    assert [r for _, r in notes.body_chunks(bold_colon)] == ["user", "assistant", "user", "assistant"]
+    assert [r for _, r in chunks.body_chunks(bold_colon)] == ["user", "assistant", "user", "assistant"]
     # two people: their turns are packed as paragraphs are, all of them a person's
     talk = (
         "**Caroline**: Hey Mel!\n\n**Melanie**: Hi!\n\n**Caroline**: I went to a support group.\n\n**Melanie**: Cool."
     )
-    assert notes.body_chunks(talk) == [(talk, "user")]
+    assert chunks.body_chunks(talk) == [(talk, "user")]
 
 
 def test_bold_labels_in_a_note_are_not_a_chat():
@@ -376,4 +376,4 @@ def test_bold_labels_in_a_note_are_not_a_chat():
         "**Pros**: fast\n\n**Cons**: loud\n\n**Verdict**: buy\n\n**Price**: 30",
         "**user**: one\n\n**user**: two\n\n**user**: three\n\n**assistant**: four",
     ):
-        assert {role for _, role in notes.body_chunks(body)} == {""}, body
+        assert {role for _, role in chunks.body_chunks(body)} == {""}, body

@@ -183,7 +183,7 @@ def _write_described(src: Path, out: Path) -> None:
     one (``transcripts.described``: what the user settled, then what they
     asked) from its user turns, instead of its first words."""
     from marchdb.lifecycle.transcripts import described
-    from marchdb.vault.notes import USER, chat_turns
+    from marchdb.vault.chunks import USER, chat_turns
 
     out.mkdir(parents=True, exist_ok=True)
     mems = [json.loads(l) for l in (src / "memories.jsonl").read_text().splitlines() if l.strip()]

@@ -1,4 +1,4 @@
-"""Plugins that run inside a host's own process (opencode, Kilo, pi, OpenClaw): their events, and their source.
+"""Plugins that run inside a host's own process (opencode, Kilo, pi, OpenClaw, the Cline CLI): their events, and their source.
 
 Such a plugin is a small JavaScript file ``marchdb install`` writes: the
 host's own event (a prompt, a tool's end, a compaction) becomes one event in

@@ -71,10 +71,18 @@ def schema_sql() -> str:
     return "\n".join(_sql_text(n) for n in schema_files())
 
 
-def schema_hash() -> str:
-    """Hash of the schema text: an edited .sql file forces a rebuild even if
-    someone forgot to bump SCHEMA_VERSION."""
-    return hashlib.sha256(schema_sql().encode()).hexdigest()[:16]
+#: A quoted SQL string (kept whole), or a ``--`` comment to the line's end.
+_STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*")
+
+
+def schema_hash(sql: str | None = None) -> str:
+    """Hash of the schema's statements (``sql``, else ``schema_sql()``): an
+    edited .sql file forces a rebuild even if someone forgot to bump
+    SCHEMA_VERSION. Comments and layout are left out, so a comment's edit
+    costs users no rebuild."""
+    text = schema_sql() if sql is None else sql
+    statements = _STRING_OR_COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith("'") else "", text)
+    return hashlib.sha256(" ".join(statements.split()).encode()).hexdigest()[:16]
 
 
 def sql_file(name: str) -> str:

@@ -89,7 +89,7 @@ BM25_LPEN = 0.25
 #: over 11,000 characters, does not (tools/fusion_lab.py, leave one set out).
 CBM25_W = 1.0
 #: In a chat, what the user said weighs more than what the assistant
-#: answered (``notes.body_chunks``: chunks know their role): a question about
+#: answered (``chunks.body_chunks``: chunks know their role): a question about
 #: a chat asks for a detail the user gave once ("what did I say my sister's
 #: dog is called?"), among thousands of words of answers that hold the
 #: question's subject and words by the dozen. An assistant chunk's cosine

@@ -24,6 +24,7 @@ from marchdb import fts, redact
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.index.db import bump_meta, checkpoint, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
+from marchdb.vault.chunks import body_chunks, embedded_chunk_text
 from marchdb.vault.files import folder_identity, read_file, stat_paths, walk
 from marchdb.vault.notes import (
     ID_FIELDS,
@@ -31,9 +32,7 @@ from marchdb.vault.notes import (
     BadNote,
     Note,
     Problem,
-    body_chunks,
     content_hash,
-    embedded_chunk_text,
     field_ids,
     index_key,
     metadata_text,

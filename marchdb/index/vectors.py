@@ -29,7 +29,8 @@ from marchdb.index.db import (
     transaction,
 )
 from marchdb.index.locks import embed_lease, writer_lock
-from marchdb.vault.notes import embedded_chunk_text, metadata_text
+from marchdb.vault.chunks import embedded_chunk_text
+from marchdb.vault.notes import metadata_text
 
 if TYPE_CHECKING:
     import numpy as np  # imported where used: a command that never embeds skips its ~130 ms import
@@ -132,7 +133,7 @@ def pending_texts(con: apsw.Connection, paths: list[str] | None = None) -> list[
         args,
     ):
         out.append(("meta", meta_hash, metadata_text(name, desc, json.loads(tags_json))))
-    # a chunk is embedded as notes.embedded_chunk_text makes it (its hash is that text's)
+    # a chunk is embedded as chunks.embedded_chunk_text makes it (its hash is that text's)
     for chash, text, role, name, desc, chunks in con.execute(
         "SELECT c.hash, c.text, c.role, m.name, m.description, "
         "(SELECT count(*) FROM chunks n WHERE n.mem_rid = c.mem_rid) FROM chunks c "

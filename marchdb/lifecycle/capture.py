@@ -8,7 +8,7 @@ names and the day are for people, so local time, as ``save`` does):
 * description: the titles of the day's entries, rewritten with every entry,
   so a recall hint says what the day holds;
 * body: entries ``### HH:MM - title`` then their text (seed 003's format).
-  Each entry is its own chunk (``notes.chunk_body``), so recall scores the
+  Each entry is its own chunk (``chunks.chunk_body``), so recall scores the
   entries one by one and points at the day.
 
 Appends from several processes lose nothing and never interleave: each one
@@ -39,9 +39,10 @@ from marchdb.index.sync import sync_files
 from marchdb.save import RACE_RETRIES, create_file, index_written
 from marchdb.text import plain_line
 from marchdb.twins import refuse_twin
+from marchdb.vault.chunks import ENTRY_HEADING
 from marchdb.vault.edit import edit_note
 from marchdb.vault.files import fsync_dir, read_file, safe_folder, vault_lock, write_temp
-from marchdb.vault.notes import ENTRY_HEADING, MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
+from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
 
 #: The tag every daily log carries (maintenance and import know a log by it).
 LOG_TAG = "daily-log"
