@@ -2,6 +2,7 @@
 """Warm recall latency at scale (query embedding included).
 
     .venv/bin/python tools/bench_latency.py --sizes 10000,100000 [--queries 200] [--out F.json]
+        [--against DIR] [--k-coarse 400,2000] [--long-prompts]
 
 Embedding 100,000 memories with the real model would take hours on this
 machine, so the vault is the synthetic one of ``bench_sync.py`` (real files,
@@ -25,7 +26,17 @@ speed moves less than either.
 The fast vector tier: where the in-memory copy is coarse (sign bits, then
 int8), its nearest neighbours are checked against an exact search of the
 float32 vectors for every query: recall@10 and recall@k (k = what recall
-asks of each kind: 40 metadata vectors, 80 chunks).
+asks of each kind: 40 metadata vectors, 80 chunks), and the two KNN calls'
+time; ``--k-coarse 400,2000,8000`` does it for each number of coarse
+candidates re-ranked (marchdb's own: ``vectors.K_COARSE``).
+
+This code against another: ``--against DIR`` (a checkout, e.g.
+``git worktree add /tmp/before main``) prepares the index with this code,
+then two long-lived children, one per tree (``PYTHONPATH``), recall each
+message in turn (before, after; after, before; ...), each paired with its
+floor as above. It prints both against their floor, the median of the
+per-message ratios after / before, and whether every candidate (id, order,
+score) is the same on both.
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ from marchdb import fts
 from marchdb.config import load_config
 from marchdb.index import calibrate, db, recall, terms, vectors
 from marchdb.index.vecindex import KINDS, TABLES, VectorIndex
+from marchdb.index.vectors import K_COARSE
 from marchdb.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
@@ -305,22 +317,39 @@ def exact_knn(con, kind: str, qmat: np.ndarray, k: int) -> list[set[int]]:
     return [set(row.tolist()) for row in best_ids]
 
 
-def tier_recall(store: Store, qvecs: np.ndarray) -> dict:
-    """The coarse in-memory tier's KNN against exact search (recall@10, @k)."""
+def tier_recall(store: Store, qvecs: np.ndarray, k_coarse: tuple[int, ...] = (K_COARSE,)) -> dict:
+    """The coarse in-memory tier's KNN against exact search (recall@10, @k),
+    and what its two KNN calls take (p50, ms), for each number of coarse
+    candidates re-ranked (``k_coarse``; marchdb's own: ``K_COARSE``)."""
     vindex = VectorIndex()
     vindex.sync(store.con)
     if not vindex.coarse:
         return {"tier": "exact"}
-    out: dict = {"tier": "coarse"}
-    for kind, k in zip(KINDS, (recall.K_DENSE, recall.K_CHUNK)):
-        truth = exact_knn(store.con, kind, qvecs, k)
-        fast = [vindex.query(q).knn(kind, k) for q in qvecs]
-        truth10 = exact_knn(store.con, kind, qvecs, 10)
-        out[kind] = {
-            "recall@10": round(statistics.mean(len(set(f[:10]) & t) / 10 for f, t in zip(fast, truth10)), 3),
-            f"recall@{k}": round(statistics.mean(len(set(f) & t) / k for f, t in zip(fast, truth)), 3),
-        }
-    return out
+    ks = dict(zip(KINDS, (recall.K_DENSE, recall.K_CHUNK)))
+    truth = {(kind, k): exact_knn(store.con, kind, qvecs, k) for kind in KINDS for k in (10, ks[kind])}
+    by_k: dict[int, dict] = {}
+    for kc in k_coarse:
+        vindex.k_coarse = kc
+        fast: dict[str, list[list[int]]] = {kind: [] for kind in KINDS}
+        ms = []
+        for q in qvecs:
+            t = time.perf_counter()
+            query = vindex.query(q)
+            for kind in KINDS:
+                fast[kind].append(query.knn(kind, ks[kind]))
+            ms.append((time.perf_counter() - t) * 1000)
+        row: dict = {"knn_ms_p50": round(statistics.median(ms), 2)}
+        for kind in KINDS:
+            k = ks[kind]
+            row[kind] = {
+                f"recall@{n}": round(
+                    statistics.mean(len(set(f[:n]) & t) / n for f, t in zip(fast[kind], truth[kind, n])), 3
+                )
+                for n in (10, k)
+            }
+        by_k[kc] = row
+    first = by_k[k_coarse[0]]
+    return {"tier": "coarse", "meta": first["meta"], "chunk": first["chunk"], "by_k_coarse": by_k}
 
 
 #: Prompt lengths timed with ``--long-prompts`` (recall reads at most 4,000 characters).
@@ -335,7 +364,15 @@ def long_prompt(question: str, chars: int) -> str:
     return f"Here is the file:\n\n{source[:room]}\n\n{question}"[:chars] if room else question[:chars]
 
 
-def bench(n: int, work: Path, queries: int, log, long_prompts: bool = False, against: Path | None = None) -> dict:
+def bench(
+    n: int,
+    work: Path,
+    queries: int,
+    log,
+    long_prompts: bool = False,
+    against: Path | None = None,
+    k_coarse: tuple[int, ...] = (K_COARSE,),
+) -> dict:
     vault, _ = ensure_vault(work / "sync" / f"n{n}", n, log)  # bench_sync.py's vaults
     home = work / "latency" / f"n{n}"
     cfg = load_config(home=home, root=vault, env={})
@@ -380,7 +417,7 @@ def bench(n: int, work: Path, queries: int, log, long_prompts: bool = False, aga
             floor = run_paired(s, texts)
         log(f"n={n} against the floor: {floor}")
     with Store(cfg) as s:
-        knn = tier_recall(s, np.asarray(s.embedder().embed_queries(texts), np.float32))
+        knn = tier_recall(s, np.asarray(s.embedder().embed_queries(texts), np.float32), k_coarse)
     log(f"n={n} vector tier: {knn}")
     by_length = {}
     if long_prompts:
@@ -458,10 +495,16 @@ def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--worker":
         worker(Path(sys.argv[2]), Path(sys.argv[3]))
         return 0
+    ap.add_argument(
+        "--k-coarse",
+        default=str(K_COARSE),
+        help=f"coarse candidates re-ranked, for the vector tier's recall (a list: 400,2000,8000; marchdb's: {K_COARSE})",
+    )
     args = ap.parse_args()
+    k_coarse = tuple(int(x) for x in args.k_coarse.split(","))
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     results = [
-        bench(int(s.replace("_", "")), args.work, args.queries, log, args.long_prompts, args.against)
+        bench(int(s.replace("_", "")), args.work, args.queries, log, args.long_prompts, args.against, k_coarse)
         for s in args.sizes.split(",")
     ]
     if args.against is not None:
@@ -495,16 +538,17 @@ def main() -> int:
         else:
             print(f"{r['memories']:>9,}  (coarse tier: no exact product to pair with)")
     print()
-    print(f"{'memories':>9} {'vector tier':>12} {'meta @10':>9} {'@40':>6} {'chunk @10':>10} {'@80':>6}")
+    print(f"{'memories':>9} {'vector tier':>12} {'meta @10':>9} {'@40':>6} {'chunk @10':>10} {'@80':>6} {'KNN p50':>9}")
     for r in results:
         k = r["knn"]
         if k["tier"] == "exact":
             print(f"{r['memories']:>9,} {'exact':>12}  (recall 1.0 by construction)")
-        else:
-            m, c = k["meta"], k["chunk"]
+            continue
+        for kc, row in k["by_k_coarse"].items():
+            m, c = row["meta"], row["chunk"]
             print(
-                f"{r['memories']:>9,} {'coarse':>12} {m['recall@10']:>9.3f} {m['recall@40']:>6.3f} "
-                f"{c['recall@10']:>10.3f} {c['recall@80']:>6.3f}"
+                f"{r['memories']:>9,} {f'coarse {kc}':>12} {m['recall@10']:>9.3f} {m['recall@40']:>6.3f} "
+                f"{c['recall@10']:>10.3f} {c['recall@80']:>6.3f} {row['knn_ms_p50']:>7.2f}ms"
             )
     for r in results:
         for chars, m in r["by_prompt_chars"].items():
