@@ -27,6 +27,10 @@ messages, the held-out split, and a vector cache that survives index rebuilds.
 
 from __future__ import annotations
 
+# marchdb before numpy, as in every marchdb process: it sets OpenBLAS's spin timeout,
+# which OpenBLAS reads when numpy loads (see tools/bench_latency.py).
+import marchdb  # noqa: F401  # isort: skip
+
 import hashlib
 import json
 import os

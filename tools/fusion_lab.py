@@ -40,6 +40,10 @@ ranking keys (checked on every candidate).
 
 from __future__ import annotations
 
+# marchdb before numpy, as in every marchdb process: it sets OpenBLAS's spin timeout,
+# which OpenBLAS reads when numpy loads (see tools/bench_latency.py).
+import marchdb  # noqa: F401  # isort: skip
+
 import argparse
 import hashlib
 import json
