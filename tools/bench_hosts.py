@@ -27,7 +27,10 @@ so building the index does not take an hour), with the default model:
   (``hookWaitSeconds``) when it can be warm in time, else keyword recall;
   then how long until the engine is warm;
 * frozen — the engine stopped with SIGSTOP (a suspended laptop): three hooks
-  in a row, the time of all three;
+  in a row, the time of all three (and of the first, and of the next two);
+  ``--only-frozen`` times only this, and ``--before DIR`` (a checkout of
+  other code, e.g. ``git archive``d into DIR) runs that checkout's hook
+  commands and plugin client in turn with this one's, round by round;
 * while a backlog embeds — ``--backlog`` texts (3,000: a third of them
   notes' names and descriptions, the rest their chunks) land in the vault at
   once, as an import does, and the hook is timed one prompt after the other
@@ -116,27 +119,43 @@ HOST_EVENTS["generic-launcher"] = HOST_EVENTS["generic"]
 PLUGIN_HOSTS = ("opencode", "kilo", "pi", "openclaw")
 
 
-def hook_cmd(host: str, session: str) -> list[str]:
+def launcher_argv(tree: Path | None = None) -> list[str]:
+    """The launcher form of ``marchdb`` (what installed hooks run): this
+    checkout's, or the one in ``tree`` (its ``launch.py`` puts its own tree
+    on the path)."""
+    argv = install.marchdb_argv(launcher=True)
+    if tree is not None:
+        argv[3] = str(tree / "marchdb" / "cli" / "launch.py")
+    return argv
+
+
+def hook_cmd(host: str, session: str, tree: Path | None = None) -> list[str]:
     """The process a host starts for a hook: the command ``marchdb install``
     writes, run by ``sh -c`` (Hermes' plugin and the in-process plugins run
-    the same argv without a shell; a script runs ``marchdb hook generic``)."""
+    the same argv without a shell; a script runs ``marchdb hook generic``);
+    with ``tree``, that of the checkout there."""
     if host == "generic":
         return [MARCHDB, "hook", host, "--run", f"{session}-run"]
     if host == "generic-launcher":
-        return [*install.marchdb_argv(launcher=True), "hook", "generic", "--run", f"{session}-run"]
+        return [*launcher_argv(tree), "hook", "generic", "--run", f"{session}-run"]
     if host == "hermes" or host in PLUGIN_HOSTS:
-        return [*install.marchdb_argv(launcher=True), "hook", host]
-    return ["sh", "-c", install.hook_command(host)]
+        return [*launcher_argv(tree), "hook", host]
+    return ["sh", "-c", install.command_for(host, launcher_argv(tree), {})]
 
 
-def plugin_times(host: str, events: list[str], env: dict, work: Path) -> list[float] | None:
+def plugin_times(host: str, events: list[str], env: dict, work: Path, tree: Path | None = None) -> list[float] | None:
     """Milliseconds of each ``ask`` of ``host``'s in-process plugin client,
-    timed inside one Node process as the host runs it (None: no Node here)."""
+    timed inside one Node process as the host runs it (None: no Node here);
+    with ``tree``, the client and launcher of the checkout there."""
     node = shutil.which("node", path=env.get("PATH"))
     if node is None:
         return None
-    source = plugins.client_source(host, host, install.marchdb_argv(launcher=True), {})
-    script = work / f"bench-plugin-{host}.mjs"
+    source = plugins.client_source(host, host, launcher_argv(tree), {})
+    if tree is not None:
+        own = (REPO / "marchdb" / "hosts" / "plugin_client.js").read_text(encoding="utf-8")
+        other = (tree / "marchdb" / "hosts" / "plugin_client.js").read_text(encoding="utf-8")
+        source = source[: -len(own)] + other
+    script = work / f"bench-plugin-{host}{'-before' if tree else ''}.mjs"
     script.write_text(
         source
         + f"\nconst events = {json.dumps([json.loads(e) for e in events])};\n"
@@ -159,6 +178,10 @@ def main() -> int:
     ap.add_argument("--paced", type=int, default=10, help="hooks and engine recalls timed after a pause each")
     ap.add_argument("--pause", type=float, default=6.0, help="seconds before each paced run (default 6)")
     ap.add_argument("--frozen-rounds", type=int, default=3, help="rounds of three prompts per host, engine frozen")
+    ap.add_argument("--only-frozen", action="store_true", help="time only the three prompts against a frozen engine")
+    ap.add_argument(
+        "--before", type=Path, help="a checkout of other code: its hooks timed in turn with this one's (frozen only)"
+    )
     ap.add_argument("--backlog", type=int, default=3000, help="texts embedded while hooks are timed (0: skip)")
     ap.add_argument("--only-backlog", action="store_true", help="time only the hooks while a backlog embeds")
     ap.add_argument("--work", type=Path, default=REPO / ".bench")
@@ -184,6 +207,9 @@ def main() -> int:
             )
         daemon.stop(home)
         return 0
+
+    if args.only_frozen:
+        return only_frozen(home, env, texts, args)
 
     timed([sys.executable, "-c", "import marchdb.cli.entry, marchdb.hosts.hook, marchdb.store"], env=env)  # bytecode
     baseline = [timed([sys.executable, "-c", "pass"], env=env)[0] for _ in range(args.runs)]
@@ -256,30 +282,7 @@ def main() -> int:
     if paced_hook:
         log(f"paced (a {args.pause:g} s pause before each): hook {summary(paced_hook)}, engine {summary(paced_engine)}")
     rss = _rss_mb(client.engine_pid(home))
-    # Three prompts in a row against a frozen engine (SIGSTOP), in every host: by its hook
-    # command, and for the in-process plugins by their client in Node.
-    frozen: dict[str, dict] = {}
-    pid = client.engine_pid(home)
-    for host in [h for h in HOST_EVENTS if h != "generic"] + [f"{h} (plugin)" for h in per_plugin]:
-        rounds = []
-        for round_ in range(args.frozen_rounds):
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                events = [HOST_EVENTS[host.split()[0]](f"frozen-{host}-{round_}-{i}", texts[i]) for i in range(3)]
-                t = time.perf_counter()
-                if host.endswith("(plugin)"):
-                    plugin_times(host.split()[0], events, env, args.work)
-                else:
-                    for e in events:
-                        out = timed(hook_cmd(host, f"frozen-{round_}"), e, env)[1]
-                        assert out.returncode == 0, out.stderr
-                rounds.append((time.perf_counter() - t) * 1000)
-            finally:
-                os.kill(pid, signal.SIGCONT)
-            time.sleep(0.5)  # the hook's own recheck clears the mark once the engine answers again
-            (home / client.STUCK_NAME).unlink(missing_ok=True)
-        frozen[host] = summary(rounds)
-        log(f"three prompts against a frozen engine, {host}: {frozen[host]}")
+    frozen = frozen_phase(home, env, texts, args, with_plugins=bool(per_plugin))
     backlog = (
         {source: backlog_phase(vault, home, env, texts, args, source) for source in BACKLOG_SOURCES}
         if args.backlog
@@ -297,7 +300,8 @@ def main() -> int:
         "hook_warm_over_python": {
             host: round(s["p50"] / statistics.median(baseline), 2) for host, s in per_host.items()
         },
-        "three_prompts_frozen_engine_ms": frozen,
+        "three_prompts_frozen_engine_ms": {host: f["three"] for host, f in frozen.items()},
+        "frozen_engine_by_prompt_ms": frozen,
         "plugin_in_process_ms": per_plugin,
         "hook_warm_hinted": hinted,
         "engine_hook_ms": summary(engine_hook),
@@ -317,6 +321,81 @@ def main() -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def frozen_phase(home: Path, env: dict, texts: list[str], args, with_plugins: bool) -> dict[str, dict]:
+    """Three prompts in a row against the engine stopped with SIGSTOP, in
+    every host: by its hook command, and for the in-process plugins by their
+    client in Node. ``{host: {"three", "first", "next"}}`` (ms: the three
+    together, the first prompt, each of the next two); with ``args.before``,
+    that checkout's as ``"HOST [before]"``, timed in turn with this one's
+    (which goes first alternates round by round)."""
+    pid = client.engine_pid(home)
+    assert pid, "no engine runs"
+    trees: list[Path | None] = [None] + ([args.before.resolve()] if args.before else [])
+    hosts = [h for h in HOST_EVENTS if h != "generic"] + (
+        [f"{h} (plugin)" for h in PLUGIN_HOSTS] if with_plugins else []
+    )
+    frozen: dict[str, dict] = {}
+    for host in hosts:
+        times: dict[Path | None, dict[str, list[float]]] = {t: {"three": [], "first": [], "next": []} for t in trees}
+        for round_ in range(args.frozen_rounds):
+            for tree in trees if round_ % 2 == 0 else trees[::-1]:
+                events = [HOST_EVENTS[host.split()[0]](f"frozen-{host}-{round_}-{i}", texts[i]) for i in range(3)]
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    if host.endswith("(plugin)"):
+                        # Inside the host's process, which is running already: the asks alone.
+                        each = plugin_times(host.split()[0], events, env, args.work, tree) or [0.0]
+                        three = sum(each)
+                    else:
+                        each = []
+                        for e in events:
+                            ms, out = timed(hook_cmd(host, f"frozen-{round_}", tree), e, env)
+                            assert out.returncode == 0, out.stderr
+                            each.append(ms)
+                        three = sum(each)
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                times[tree]["three"].append(three)
+                times[tree]["first"].append(each[0])
+                times[tree]["next"] += each[1:]
+                time.sleep(0.5)  # the hook's own recheck clears the mark once the engine answers again
+                (home / client.STUCK_NAME).unlink(missing_ok=True)
+        for tree in trees:
+            name = host if tree is None else f"{host} [before]"
+            frozen[name] = {k: summary(v) for k, v in times[tree].items()}
+            log(f"three prompts against a frozen engine, {name}: {frozen[name]}")
+    return frozen
+
+
+def only_frozen(home: Path, env: dict, texts: list[str], args) -> int:
+    """``--only-frozen``: start the engine, warm it, time the frozen phase."""
+    if not client.wait_ready(home, 0.1):
+        timed(hook_cmd("claude-code", ""), event("frozen-start", texts[0]), env)
+        if not client.wait_ready(home, 300):
+            raise SystemExit("the engine did not start; see logs/daemon.log")
+    for i in range(10):  # the engine's first requests after its start load what later ones reuse
+        timed(hook_cmd("claude-code", ""), event("warm-up", texts[i % len(texts)]), env)
+        if args.before:
+            timed(hook_cmd("claude-code", "", args.before.resolve()), event("warm-up", texts[i % len(texts)]), env)
+    with_node = shutil.which("node", path=env.get("PATH")) is not None
+    frozen = frozen_phase(home, env, texts, args, with_plugins=with_node)
+    daemon.stop(home)
+    lines = [
+        f"{args.size:,} memories; three prompts against an engine stopped with SIGSTOP ({args.frozen_rounds} rounds)",
+        f"{'':34} {'three':>17} {'first':>17} {'each next':>17}",
+        f"{'':34} " + " ".join(f"{'p50 ms':>8} {'max ms':>8}" for _ in range(3)),
+    ]
+    for host, f in frozen.items():
+        lines.append(f"{host:34} " + " ".join(f"{f[k]['p50']:>8} {f[k]['max']:>8}" for k in ("three", "first", "next")))
+    print("\n".join(lines))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            json.dumps({"memories": args.size, "machine": machine_info(), "frozen_engine_ms": frozen}, indent=2) + "\n"
+        )
     return 0
 
 

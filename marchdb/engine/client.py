@@ -291,7 +291,8 @@ def request(
     the operation itself) and ``RemoteError`` when it refused the request.
 
     A frozen engine (a suspended laptop, SIGSTOP, a stuck disk) must not
-    hold every client for its whole timeout: after ``patience`` seconds
+    hold every client for its whole timeout. One that is a stopped process
+    (``stopped``) is marked stuck before anything is sent; else after ``patience`` seconds
     without an answer (default ``PATIENCE``) the client pings it on a second
     connection; an engine that answers is busy and is waited for, up to
     ``timeout``; one that does not is marked stuck (``engine.stuck`` in the
@@ -307,6 +308,10 @@ def request(
     if why:
         raise Unavailable("untrusted", f"{why}: its socket is not used")
     _check_stuck(home, recheck)
+    if stopped(home):
+        # A stopped process answers nothing until it is continued: found without waiting.
+        _mark_stuck(home)
+        raise Unavailable("stuck", "the warm engine is stopped (SIGSTOP, Ctrl-Z): it answers once it is continued")
     # The engine drops the request, or records nothing, once the client has
     # stopped waiting: a hint the client never printed must not count as shown.
     deadline = time.time() + timeout - min(DEADLINE_MARGIN, timeout / 4)
@@ -378,7 +383,8 @@ PING_SECONDS = 0.25
 STUCK_QUIET = 5.0
 #: Seconds an engine may stay stuck before a client kills it (a fresh one is started).
 STUCK_REPLACE = 30.0
-#: The mark a client leaves when the engine did not answer a ping: ``<pid> <time>``.
+#: The mark a client leaves when the engine did not answer a ping, or is a stopped
+#: process: ``<pid> <time>``.
 STUCK_NAME = "engine.stuck"
 
 
@@ -435,6 +441,35 @@ def ping(home: str | os.PathLike, seconds: float = PING_SECONDS) -> bool:
         return False
     finally:
         sock.close()
+
+
+def stopped(home: str | os.PathLike) -> bool:
+    """Whether the engine of ``home`` is a stopped process (SIGSTOP, or
+    Ctrl-Z on ``marchdb serve`` in a terminal: state ``T`` or ``t`` in
+    ``/proc``). It answers nothing until it is continued, so a client need
+    not wait for an answer or a ping to know. False where there is no
+    ``/proc``, and for a pid that is not this home's engine (``engine_pid``):
+    the pid in the lock file is read first, and vouched for only when its
+    process is stopped, so a running engine costs its clients two small reads."""
+    try:
+        fd = open_private(os.path.join(home, LOCK_NAME), os.O_RDONLY)
+        try:
+            text = os.read(fd, 32)
+        finally:
+            os.close(fd)
+        pid = int(text.strip() or b"0")
+        if pid <= 0:
+            return False
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        try:
+            line = os.read(fd, 1024)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return False
+    # "pid (name) state ...": the name may hold spaces and parentheses.
+    state = line.rpartition(b")")[2].split(None, 1)[:1]
+    return state in ([b"T"], [b"t"]) and engine_pid(home) == pid
 
 
 def _stuck_mark(home: str | os.PathLike) -> tuple[int, float] | None:
@@ -499,10 +534,10 @@ def _check_stuck(home: str | os.PathLike, recheck: bool = True, quiet: float = S
         _clear_stuck(home)  # that engine is gone: whatever runs now is judged afresh
         return
     if not recheck:
-        raise Unavailable("stuck", f"the warm engine did not answer a ping {age:.0f} s ago; it is asked again later")
+        raise Unavailable("stuck", f"the warm engine was found stuck {age:.0f} s ago; it is asked again later")
     if 0 <= age < quiet:
-        raise Unavailable("stuck", f"the warm engine did not answer a ping {age:.0f} s ago")
-    if ping(home):
+        raise Unavailable("stuck", f"the warm engine was found stuck {age:.0f} s ago")
+    if not stopped(home) and ping(home):
         _clear_stuck(home)
         return
     if age >= STUCK_REPLACE or age < 0:

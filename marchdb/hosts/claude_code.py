@@ -28,7 +28,7 @@ import json
 import os
 import stat
 
-from marchdb.hosts import BadEvent
+from marchdb.hosts import BadEvent, adapter
 from marchdb.text import mend_surrogates
 
 TITLE = "Claude Code"
@@ -48,6 +48,8 @@ EVENTS = {
     "Stop": "stop",
 }
 HOST = "claude-code"
+#: The host whose events come in this host's hooks, in its own spelling (``hosts.vscode``).
+VSCODE = "vscode"
 
 
 def installer():
@@ -154,9 +156,9 @@ def parse(raw: str, options: list[str], host: str = HOST, transcript=None) -> di
     transcript = latest_assistant_text if transcript is None else transcript
     data = read_json(raw)
     if host == HOST and "hookEventName" in data and "hook_event_name" not in data:
-        from marchdb.hosts import vscode
-
-        return vscode.parse_data(data)
+        # VS Code's, handed to its adapter through the registry: VS Code's module builds on this
+        # one (its installer and readers), so this one never imports it.
+        return adapter(VSCODE).parse_data(data)
     args = event_of(data, EVENTS, host)
     if args is None:
         return None
@@ -182,10 +184,8 @@ def render(args: dict, data: dict, events: dict[str, str] = EVENTS) -> str:
     """The hook's stdout: ``hookSpecificOutput.additionalContext`` under the
     host's name of the event (``events``), or nothing (never at a run's end:
     a Stop hook's output would steer Claude; Codex marks it failed)."""
-    if args.get("host") == "vscode":
-        from marchdb.hosts import vscode
-
-        return vscode.render(args, data)
+    if args.get("host") == VSCODE:
+        return adapter(VSCODE).render(args, data)
     context = str(data.get("context") or "").strip()
     if not context or args["event"] in ("stop", "compact"):
         return ""

@@ -97,6 +97,10 @@ async function relay(event, env) {
   if (off || existsSync(join(home, "engine.stuck")) || Buffer.byteLength(socket) > 100 || !existsSync(socket)) {
     return null;
   }
+  if (stopped(home)) {
+    markStuck(home); // the hook command then answers at once from the keyword index
+    return null;
+  }
   const flags = {};
   for (const key of ["root", "model"]) if (flag(key)) flags[key] = flag(key);
   const started = Date.now();
@@ -127,6 +131,22 @@ async function relay(event, env) {
   }
   const got = await answer;
   return got && got.ok && typeof got.data?.stdout === "string" ? got.data.stdout : null;
+}
+
+// Whether the engine is a stopped process (SIGSTOP, Ctrl-Z: state T or t in /proc): it answers
+// nothing until it is continued, so it is found without waiting, as the hook's client finds it.
+function stopped(home) {
+  try {
+    const pid = Number.parseInt(readFileSync(join(home, "daemon.lock"), "ascii").trim(), 10);
+    if (!(pid > 0)) return false;
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    const state = stat.slice(stat.lastIndexOf(")") + 1).trim().split(" ", 1)[0];
+    if (state !== "T" && state !== "t") return false;
+    const args = readFileSync(`/proc/${pid}/cmdline`, "latin1").split("\0");
+    return args.includes("serve") && args.some((a) => a.includes("marchdb"));
+  } catch {
+    return false; // no /proc, no engine: the ping decides
+  }
 }
 
 // The mark a hook's client leaves for a frozen engine: "<its pid> <since>", kept when there.
