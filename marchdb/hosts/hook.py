@@ -319,6 +319,7 @@ def _answer(flags: dict, host: str, parsed: tuple, later: list, tried: object = 
 
     store = Store(cfg, keep_vectors=False, use_model=False)
     store.first_scan_inline = False
+    store.sql_tables = False
     try:
         answer = answer_here(store, module, event)
     finally:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import apsw.bestpractice
 
 from marchdb.clock import utc_now_iso
 from marchdb.errors import IndexUnavailable
@@ -173,10 +172,15 @@ def _connect_raw(path: str | os.PathLike) -> apsw.Connection:
         con.enable_load_extension(True)
         con.load_extension(vec_extension())
         con.enable_load_extension(False)
-        apsw.bestpractice.connection_dqs(con)
-        apsw.bestpractice.connection_enable_foreign_keys(con)
+        # apsw.bestpractice's settings, written out: importing it loads apsw.ext,
+        # tens of milliseconds of every hook that answers without the engine.
+        con.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)  # double quotes name columns, never strings
+        con.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+        con.pragma("foreign_keys", "ON")
         con.set_busy_timeout(BUSY_TIMEOUT_MS)
-        apsw.bestpractice.connection_wal(con)
+        if not con.readonly("main"):
+            with contextlib.suppress(apsw.ReadOnlyError):  # its journal may still be read-only
+                con.pragma("journal_mode", "wal")
         con.pragma("synchronous", "NORMAL")
         # 32 MB page cache: a cold sync's random inserts into the chunk-hash
         # index were half its insert time with the 2 MB default.

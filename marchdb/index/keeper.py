@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import apsw
-import apsw.ext
 
 from marchdb import bridge
 from marchdb.config import Config, load_config
@@ -76,6 +75,9 @@ class Keeper:
         self._words_error: str | None = None
         #: (index generation, the scripts its active memories are in): ``Store._other_script_held``.
         self._scripts: tuple | None = None
+        #: Whether its connections get the table-valued march_* functions (a
+        #: hook answering without the engine runs no SQL of the user's).
+        self.sql_tables = True
         self._recalls = 0
         self._rebuilt = False
         self._index_ino: int | None = None
@@ -127,7 +129,7 @@ class Keeper:
             self._con = con
             self.scanned_at = None  # a file opened (again, or made anew): its own clock is the truth
             self.folder_clock = None  # and its files table is what a quick scan compares with
-            sqlfuncs.register(con, self.sql_engine)  # march_* functions (README, "The index in SQL")
+            sqlfuncs.register(con, self.sql_engine, self.sql_tables)  # march_* functions (docs/sql.md)
             self._rebuilt = bool(rebuilt)
             self._index_ino = _inode(self.cfg.index_path)
         return self._con
@@ -495,7 +497,7 @@ class Keeper:
         if self._reader is None:
             _ = self.con  # creates or rebuilds the index first
             self._reader = db.connect_read_only(self.cfg.index_path)
-            sqlfuncs.register(self._reader, self.sql_engine)  # march_* functions read-only too
+            sqlfuncs.register(self._reader, self.sql_engine, self.sql_tables)  # march_* functions read-only too
         return self._reader
 
 

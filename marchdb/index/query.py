@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 
 import apsw
-import apsw.ext
 
 from marchdb.errors import InvalidInput
 from marchdb.index import sqlfuncs
@@ -96,7 +95,9 @@ def run_one(
                 columns = [d[0] for d in cur.getdescription()]
             except apsw.ExecutionCompleteError:
                 # No rows: ask the statement itself for its columns.
-                last = apsw.ext.query_info(con, sql, params).description or ()
+                from apsw import ext  # only here: tens of milliseconds a hook need not pay
+
+                last = ext.query_info(con, sql, params).description or ()
                 columns = [d[0] for d in last]
             for row in cur:
                 if max_rows is not None and len(rows) >= max_rows:

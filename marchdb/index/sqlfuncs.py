@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import apsw
-import apsw.ext
 
 from marchdb import bridge, fts, ops
 from marchdb.config import Config
@@ -355,8 +354,10 @@ class Engine:
 
 def _by_index(fn: Callable, columns: tuple[str, ...]) -> Callable:
     """Mark ``fn`` for ``apsw.ext.make_virtual_module`` (rows as tuples)."""
+    from apsw import ext
+
     fn.columns = columns  # type: ignore[attr-defined]
-    fn.column_access = apsw.ext.VTColumnAccess.By_Index  # type: ignore[attr-defined]
+    fn.column_access = ext.VTColumnAccess.By_Index  # type: ignore[attr-defined]
     return fn
 
 
@@ -398,12 +399,14 @@ def no_extra(name: str, extra: tuple) -> None:
         raise InvalidInput(f"{name} takes {TAKES[name]}")
 
 
-def register(con: apsw.Connection, engine: Engine) -> None:
+def register(con: apsw.Connection, engine: Engine, tables: bool = True) -> None:
     """Register every ``march_*`` function of ``engine`` on ``con``.
 
     The table-valued ones (``march_recall``, ``march_similar``) are eponymous
-    virtual tables: ``SELECT * FROM march_recall('...')``. Nothing is loaded
-    until a function is called.
+    virtual tables: ``SELECT * FROM march_recall('...')``; ``tables=False``
+    leaves them out (a hook answering without the engine runs no SQL of the
+    user's, and they cost it ``apsw.ext``'s import). Nothing is loaded until
+    a function is called.
     """
 
     def march_embed(text=None, kind="query", *extra):
@@ -447,5 +450,9 @@ def register(con: apsw.Connection, engine: Engine) -> None:
         for row in engine.similar(con, memory, k):
             yield tuple(row[c] for c in SIMILAR_COLUMNS)
 
-    apsw.ext.make_virtual_module(con, "march_recall", cast(Any, _by_index(march_recall, RECALL_COLUMNS)))
-    apsw.ext.make_virtual_module(con, "march_similar", cast(Any, _by_index(march_similar, SIMILAR_COLUMNS)))
+    if not tables:
+        return
+    from apsw import ext
+
+    ext.make_virtual_module(con, "march_recall", cast(Any, _by_index(march_recall, RECALL_COLUMNS)))
+    ext.make_virtual_module(con, "march_similar", cast(Any, _by_index(march_similar, SIMILAR_COLUMNS)))

@@ -13,14 +13,11 @@ import os
 import re
 
 from marchdb import hooks, logfile, ops, switches
-from marchdb import search as search_mod
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
 from marchdb.index import db, doctor
 from marchdb.index import query as query_mod
 from marchdb.index.keeper import Keeper, as_of
-from marchdb.lifecycle import history
 from marchdb.lifecycle import now as now_mod
-from marchdb.lifecycle import reflect as reflect_mod
 from marchdb.vault.files import read_memory_text
 from marchdb.vault.notes import MAX_FILE_BYTES
 
@@ -211,6 +208,8 @@ class Reading(Keeper):
             )
 
         conflicts = frozenset(r[0] for r in self.con.execute("SELECT id FROM diag_conflicts"))
+        from marchdb import search as search_mod  # ripgrep's wrapper: not every process searches
+
         return search_mod.search(
             self.cfg.require_root(),
             query,
@@ -225,6 +224,8 @@ class Reading(Keeper):
         """``marchdb import --history``: the memories imports made, by kind,
         and the latest runs (``history.history``)."""
         self.ensure_fresh()
+        from marchdb.lifecycle import history
+
         return history.history(self.con, self.cfg.home, limit)
 
     @ops.checks("memory_reflect")
@@ -234,6 +235,8 @@ class Reading(Keeper):
         host's model reflects on (``reflect.reflection``; days as YYYY-MM-DD,
         ``today`` or ``yesterday``, local; ``today`` a ``datetime.date`` to
         count from). Reads only."""
+        from marchdb.lifecycle import reflect as reflect_mod
+
         first, last = reflect_mod.day_range(date, since, until, today or dt.date.today())
         self.ensure_fresh(embed=False)
         return reflect_mod.reflection(self.con, self.cfg.require_root(), first, last)

@@ -14,7 +14,7 @@ from marchdb import save as save_mod
 from marchdb.clock import utc_now_iso
 from marchdb.errors import InvalidInput
 from marchdb.index import db, doctor
-from marchdb.lifecycle import capture, history, importing, maintain
+from marchdb.lifecycle import capture, maintain
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
 from marchdb.store.recalling import Recalling
@@ -151,6 +151,9 @@ class Writing(Recalling):
         a date) leaves older chats out, ``quiet_minutes`` chats still going
         on; ``by`` says in the lifecycle log what started it. Idempotent,
         never overwrites. See ``importing.ImportReport.to_dict`` for the result."""
+        # What only an import reads (the hosts' readers, the notes' walkers) is loaded for one.
+        from marchdb.lifecycle import history, importing
+
         window = importing.Window(
             history.parse_since(since) if since is not None else None,
             dt.timedelta(minutes=quiet_minutes) if quiet_minutes else None,
