@@ -214,7 +214,7 @@ calibrated AS (
 ),
 scored AS MATERIALIZED (
     SELECT *,
-           CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
+           min(1.0, CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
                      THEN CASE WHEN :few_memories THEN
                                     -- words shared only through the dictionary
                                     -- must be a real part of the message: one
@@ -225,7 +225,10 @@ scored AS MATERIALIZED (
                                -- what the dense signal calls unrelated (dense < :agree)
                                ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
                                     * min(1.0, dense / max(:agree, 1e-9)) END
-                ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+                ELSE coalesce(dense_alone, bm25, 0.0) END
+           -- a message asking the user's own past back (marchdb/index/asking.py):
+           -- the score lifted by :asks_back, the order ("ranked") left as it is
+           + :asks_back) AS score,
            CASE WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL AND NOT :few_memories
                      THEN (:w_dense * dense + (1.0 - :w_dense) * bm25_rank) * min(1.0, dense / max(:agree, 1e-9))
                 WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL

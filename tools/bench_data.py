@@ -292,14 +292,19 @@ def chitchat() -> list[str]:
 def offtopic(name: str, n_other: int = 300, seed: int = 7) -> dict[str, list[str]]:
     """Off-topic messages for vault ``name`` by kind: ``other`` (a seeded
     sample of the other sets' questions), ``language`` (in its own language
-    and script), ``chitchat``."""
+    and script), ``chitchat``; and for the chat vaults ``recall``: the user
+    asking what they said before, about things no session holds
+    (``tools/data/chatpara/offtopic.txt``)."""
     others = other_questions(name)
     rng = random.Random(seed)
-    return {
+    out = {
         "other": rng.sample(others, min(n_other, len(others))),
         "language": in_language_offtopic(name),
         "chitchat": chitchat(),
     }
+    if "chats" in base_name(name).split("+") and LANGUAGE.get(Path(name).name, "en") == "en":
+        out["recall"] = read_lines("chatpara/offtopic.txt")
+    return out
 
 
 class CachedEmbedder(Embedder):
