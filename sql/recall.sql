@@ -158,6 +158,11 @@ cbm25_sig AS MATERIALIZED (  -- an assistant's chunk counts :assistant_words of 
     FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
     WHERE c.mem_rid IN (SELECT rid FROM cand) GROUP BY c.mem_rid
 ),
+-- the candidates that are chats with an assistant: "what did I say?" asks
+-- what the user told an agent, not what two people said to each other
+with_assistant AS MATERIALIZED (
+    SELECT DISTINCT c.mem_rid AS rid FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid WHERE c.role = 'assistant'
+),
 body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
     FROM (SELECT rid FROM bm25_sig UNION SELECT rid FROM xbm25_sig) b
@@ -180,7 +185,8 @@ signals AS MATERIALIZED (
            CASE WHEN (:q_cjk >= 0.5) != (m.cjk >= 0.5) THEN x.raw END AS xbm25_raw,
            -- a body longer than :bm25_lref characters holds many words by
            -- chance: its share of the query is discounted, (lref/len)^lpen
-           min(1.0, pow(:bm25_lref / max(coalesce(bl.chars, 0), 1.0), :bm25_lpen)) AS length_factor
+           min(1.0, pow(:bm25_lref / max(coalesce(bl.chars, 0), 1.0), :bm25_lpen)) AS length_factor,
+           wa.rid IS NOT NULL AS with_assistant
     FROM cand JOIN memory_index m ON m.rid = cand.rid
     LEFT JOIN meta_sig ms ON ms.rid = m.rid
     LEFT JOIN body_sig bs ON bs.rid = m.rid
@@ -188,6 +194,7 @@ signals AS MATERIALIZED (
     LEFT JOIN xbm25_sig x ON x.rid = m.rid
     LEFT JOIN cbm25_sig cb ON cb.rid = m.rid
     LEFT JOIN body_len bl ON bl.rid = m.rid
+    LEFT JOIN with_assistant wa ON wa.rid = m.rid
 ),
 shares AS (
     SELECT *,
@@ -227,8 +234,9 @@ scored AS MATERIALIZED (
                                     * min(1.0, dense / max(:agree, 1e-9)) END
                 ELSE coalesce(dense_alone, bm25, 0.0) END
            -- a message asking the user's own past back (marchdb/index/asking.py):
-           -- the score lifted by :asks_back, the order ("ranked") left as it is
-           + :asks_back) AS score,
+           -- a chat with an assistant has its score lifted by :asks_back, the
+           -- order ("ranked") left as it is
+           + :asks_back * with_assistant) AS score,
            CASE WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL AND NOT :few_memories
                      THEN (:w_dense * dense + (1.0 - :w_dense) * bm25_rank) * min(1.0, dense / max(:agree, 1e-9))
                 WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL

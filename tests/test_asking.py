@@ -40,18 +40,26 @@ def test_other_messages_do_not_ask_back(text):
 
 
 def _vault_of(vault, n):
+    """Chats with an assistant about a boiler, notes about one, and garden notes."""
     for i in range(n):
-        vault.memory(
-            f"m{i}.md",
-            f"mem_{i}",
-            name=f"Home note {i}",
-            description=f"the boiler in flat {i}" if i % 4 == 0 else f"the garden, bed {i}",
-            body=f"The boiler of flat {i} was serviced." if i % 4 == 0 else f"Water bed {i} on Sundays.",
-        )
+        if i % 4 == 0:
+            turns = [
+                ("user", f"The boiler of flat {i} was serviced."),
+                ("assistant", "Good: a yearly service keeps it safe."),
+                ("user", "It makes a noise at night."),
+                ("assistant", "Bleed the radiators first."),
+            ]
+            body = "\n\n".join(f"**{who}**: {what}" for who, what in turns)
+            name, description = f"Boiler chat {i}", f"the boiler in flat {i}"
+        elif i % 4 == 1:
+            body, name, description = f"The boiler of flat {i} was replaced.", f"Boiler note {i}", f"flat {i}"
+        else:
+            body, name, description = f"Water bed {i} on Sundays.", f"Garden note {i}", f"the garden, bed {i}"
+        vault.memory(f"m{i}.md", f"mem_{i}", name=name, description=description, body=body)
 
 
 @pytest.mark.parametrize("size", [terms_mod.SMALL_VAULT + 10, terms_mod.SMALL_VAULT - 10])
-def test_asking_back_lifts_every_score_alike_and_moves_nothing_in_a_vault_past_small(vault, store, size):
+def test_asking_back_lifts_the_scores_of_chats_with_an_assistant_alike_and_moves_nothing(vault, store, size):
     from conftest import TinyEmbedder
 
     _vault_of(vault, size)
@@ -65,7 +73,9 @@ def test_asking_back_lifts_every_score_alike_and_moves_nothing_in_a_vault_past_s
     asking = recall_mod.score(store.con, "What did I say about the boiler?", qvec, calib)
     plain = recall_mod.score(store.con, "What about the boiler?", qvec, calib)
     assert [h.id for h in asking] == [h.id for h in plain]
-    lift = recall_mod.ASKS_BACK_LIFT if size >= terms_mod.SMALL_VAULT else 0.0
-    assert lift > 0 or size < terms_mod.SMALL_VAULT
+    chats = {f"mem_{i}" for i in range(0, size, 4)}
+    assert chats & {h.id for h in plain} and {h.id for h in plain} - chats
     for a, p in zip(asking, plain):
-        assert a.score == pytest.approx(min(1.0, p.score + lift), abs=1e-9)
+        lift = recall_mod.ASKS_BACK_LIFT if size >= terms_mod.SMALL_VAULT and a.id in chats else 0.0
+        assert a.score == pytest.approx(min(1.0, p.score + lift), abs=1e-9), a.id
+    assert recall_mod.ASKS_BACK_LIFT > 0

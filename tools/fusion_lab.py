@@ -316,6 +316,9 @@ class Arrays:
                 pairs[r, : len(got)] = got
         self.pair_cos, self.pair_across, self.pair_raw = pairs[:, :, 0], np.nan_to_num(pairs[:, :, 1]), pairs[:, :, 2]
         self.pair_role = np.nan_to_num(pairs[:, :, 3])
+        # a chat with an assistant (the pairs hold the best 3 chunks of the
+        # others than the user: an assistant's, where the memory has any)
+        self.with_assistant = (self.pair_role == 2).any(axis=1).astype(float)
         self.meta = np.array([nan if c["meta"] is None else c["meta"] for _, c, _ in rows])
         self.meta_across = np.array([c["meta_across"] for _, c, _ in rows], dtype=float)
         self.top = np.array([(c["chunks"] + [nan, nan, nan])[:3] for _, c, _ in rows]).reshape(-1, 3)
@@ -502,7 +505,7 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
     if p.get("lift", 0.0) > 0:
         # a message asking the user's own past back: every candidate's score
         # lifted alike, the order left as it is
-        score = np.minimum(1.0, score + p["lift"] * a.asks_back[a.item])
+        score = np.minimum(1.0, score + p["lift"] * a.asks_back[a.item] * a.with_assistant)
     return score, rank
 
 
@@ -853,7 +856,9 @@ def main() -> int:
         print("\nshipped constants, whole sets")
         for name in tune + held:
             print(fmt(name, report["shipped"][name]))
-        report["leave_one_out"] = leave_one_out(data, tune + held, [BEFORE], args.quiet)
+        # --loso-keys: from what ships, those keys at their first value (a lever off)
+        starts = [{**SHIPPED, **{k: GRID[k][0] for k in LOSO_KEYS}}] if args.loso_keys else [BEFORE]
+        report["leave_one_out"] = leave_one_out(data, tune + held, starts, args.quiet)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(report, indent=2))
