@@ -131,7 +131,8 @@ meta_sig AS MATERIALIZED (
 ),
 chunk_cos AS MATERIALIZED (
     SELECT c.mem_rid AS rid, c.seq, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
-             - :assistant_penalty * (c.role = 'assistant') AS cos
+             - :assistant_penalty * (c.role = 'assistant') AS cos,
+           c.role = 'assistant' AS by_assistant
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
@@ -159,9 +160,11 @@ cbm25_sig AS MATERIALIZED (  -- an assistant's chunk counts :assistant_words of 
     WHERE c.mem_rid IN (SELECT rid FROM cand) GROUP BY c.mem_rid
 ),
 -- the candidates that are chats with an assistant: "what did I say?" asks
--- what the user told an agent, not what two people said to each other
+-- what the user told an agent, not what two people said to each other.
+-- Read only for a message that asks so (:asks_back > 0), from the chunks
+-- chunk_cos has already gathered.
 with_assistant AS MATERIALIZED (
-    SELECT DISTINCT c.mem_rid AS rid FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid WHERE c.role = 'assistant'
+    SELECT rid FROM chunk_cos WHERE :asks_back > 0 GROUP BY rid HAVING max(by_assistant)
 ),
 body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
@@ -303,7 +306,8 @@ meta_sig AS MATERIALIZED (
 ),
 chunk_cos AS MATERIALIZED (
     SELECT c.mem_rid AS rid, c.seq, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
-             - :assistant_penalty * (c.role = 'assistant') AS cos
+             - :assistant_penalty * (c.role = 'assistant') AS cos,
+           c.role = 'assistant' AS by_assistant
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
 ),

@@ -58,9 +58,12 @@ def _vault_of(vault, n):
         vault.memory(f"m{i}.md", f"mem_{i}", name=name, description=description, body=body)
 
 
+@pytest.mark.parametrize("path", ["vec0", "memory"])
 @pytest.mark.parametrize("size", [terms_mod.SMALL_VAULT + 10, terms_mod.SMALL_VAULT - 10])
-def test_asking_back_lifts_the_scores_of_chats_with_an_assistant_alike_and_moves_nothing(vault, store, size):
+def test_asking_back_lifts_the_scores_of_chats_with_an_assistant_alike_and_moves_nothing(vault, store, size, path):
     from conftest import TinyEmbedder
+
+    from marchdb.index.vecindex import VectorIndex
 
     _vault_of(vault, size)
     store.sync(embed=False)
@@ -70,8 +73,9 @@ def test_asking_back_lifts_the_scores_of_chats_with_an_assistant_alike_and_moves
     qvec = emb.embed_queries(["the boiler"])[0]
     # the same words once stopwords and the words that frame a question are
     # left out ("about", "boiler"), the same vector: only the asking differs
-    asking = recall_mod.score(store.con, "What did I say about the boiler?", qvec, calib)
-    plain = recall_mod.score(store.con, "What about the boiler?", qvec, calib)
+    vindex = VectorIndex() if path == "memory" else None
+    asking = recall_mod.score(store.con, "What did I say about the boiler?", qvec, calib, vindex=vindex)
+    plain = recall_mod.score(store.con, "What about the boiler?", qvec, calib, vindex=vindex)
     assert [h.id for h in asking] == [h.id for h in plain]
     chats = {f"mem_{i}" for i in range(0, size, 4)}
     assert chats & {h.id for h in plain} and {h.id for h in plain} - chats
