@@ -131,7 +131,8 @@ meta_sig AS MATERIALIZED (
 ),
 chunk_cos AS MATERIALIZED (
     SELECT c.mem_rid AS rid, c.seq, 1.0 - vec_distance_cosine(vc.embedding, :qvec) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
-             - :assistant_penalty * (c.role = 'assistant') AS cos
+             - :assistant_penalty * (c.role = 'assistant') AS cos,
+           c.role = 'assistant' AS by_assistant
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
     CROSS JOIN vec_chunk vc ON vc.rowid = v.vid
@@ -158,6 +159,13 @@ cbm25_sig AS MATERIALIZED (  -- an assistant's chunk counts :assistant_words of 
     FROM cbm25_hits h CROSS JOIN chunks c ON c.rid = h.crid
     WHERE c.mem_rid IN (SELECT rid FROM cand) GROUP BY c.mem_rid
 ),
+-- the candidates that are chats with an assistant: "what did I say?" asks
+-- what the user told an agent, not what two people said to each other.
+-- Read only for a message that asks so (:asks_back > 0), from the chunks
+-- chunk_cos has already gathered.
+with_assistant AS MATERIALIZED (
+    SELECT rid FROM chunk_cos WHERE :asks_back > 0 GROUP BY rid HAVING max(by_assistant)
+),
 body_len AS MATERIALIZED (  -- only BM25 reads it: the candidates it matched
     SELECT c.mem_rid AS rid, sum(length(c.text)) AS chars
     FROM (SELECT rid FROM bm25_sig UNION SELECT rid FROM xbm25_sig) b
@@ -180,7 +188,8 @@ signals AS MATERIALIZED (
            CASE WHEN (:q_cjk >= 0.5) != (m.cjk >= 0.5) THEN x.raw END AS xbm25_raw,
            -- a body longer than :bm25_lref characters holds many words by
            -- chance: its share of the query is discounted, (lref/len)^lpen
-           min(1.0, pow(:bm25_lref / max(coalesce(bl.chars, 0), 1.0), :bm25_lpen)) AS length_factor
+           min(1.0, pow(:bm25_lref / max(coalesce(bl.chars, 0), 1.0), :bm25_lpen)) AS length_factor,
+           wa.rid IS NOT NULL AS with_assistant
     FROM cand JOIN memory_index m ON m.rid = cand.rid
     LEFT JOIN meta_sig ms ON ms.rid = m.rid
     LEFT JOIN body_sig bs ON bs.rid = m.rid
@@ -188,6 +197,7 @@ signals AS MATERIALIZED (
     LEFT JOIN xbm25_sig x ON x.rid = m.rid
     LEFT JOIN cbm25_sig cb ON cb.rid = m.rid
     LEFT JOIN body_len bl ON bl.rid = m.rid
+    LEFT JOIN with_assistant wa ON wa.rid = m.rid
 ),
 shares AS (
     SELECT *,
@@ -214,7 +224,7 @@ calibrated AS (
 ),
 scored AS MATERIALIZED (
     SELECT *,
-           CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
+           min(1.0, CASE WHEN dense IS NOT NULL AND bm25 IS NOT NULL
                      THEN CASE WHEN :few_memories THEN
                                     -- words shared only through the dictionary
                                     -- must be a real part of the message: one
@@ -225,7 +235,11 @@ scored AS MATERIALIZED (
                                -- what the dense signal calls unrelated (dense < :agree)
                                ELSE (:w_dense * dense + (1.0 - :w_dense) * bm25)
                                     * min(1.0, dense / max(:agree, 1e-9)) END
-                ELSE coalesce(dense_alone, bm25, 0.0) END AS score,
+                ELSE coalesce(dense_alone, bm25, 0.0) END
+           -- a message asking the user's own past back (marchdb/index/asking.py):
+           -- a chat with an assistant has its score lifted by :asks_back, the
+           -- order ("ranked") left as it is
+           + :asks_back * with_assistant) AS score,
            CASE WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL AND NOT :few_memories
                      THEN (:w_dense * dense + (1.0 - :w_dense) * bm25_rank) * min(1.0, dense / max(:agree, 1e-9))
                 WHEN dense IS NOT NULL AND bm25_rank IS NOT NULL
@@ -292,7 +306,8 @@ meta_sig AS MATERIALIZED (
 ),
 chunk_cos AS MATERIALIZED (
     SELECT c.mem_rid AS rid, c.seq, query_cosine('chunk', v.vid) + :script_offset * ((:q_cjk >= 0.5) != (c.cjk >= 0.5))
-             - :assistant_penalty * (c.role = 'assistant') AS cos
+             - :assistant_penalty * (c.role = 'assistant') AS cos,
+           c.role = 'assistant' AS by_assistant
     FROM cand CROSS JOIN chunks c ON c.mem_rid = cand.rid
     CROSS JOIN vectors v ON v.kind = 'chunk' AND v.hash = c.hash
 ),

@@ -8,7 +8,9 @@ messages, the held-out split, and a vector cache that survives index rebuilds.
   40 memories of ``tools/data/crosslingual.jsonl`` (each asked about in the
   other language) among 160 of chats and cmrc2018; ``chatqa`` is the shared
   ``chats`` vault with the questions of ``tools/data/chatqa`` (259, one
-  session each); ``locomo-long`` is locomo with each conversation's
+  session each); ``chatpara`` the same vault with the questions of
+  ``tools/data/chatpara`` (100 paraphrased questions about what the user
+  said, 11 of them spanning sessions); ``locomo-long`` is locomo with each conversation's
   consecutive sessions merged into ~11,000-character memories
   (``tools/make_locomo_long.py``).
 * **Off-topic messages** for a vault: the other sets' questions (chatqa's
@@ -67,13 +69,14 @@ VARIANTS = {
     "cmrc2018-hant": ("cmrc2018", "s2t"),
     "crosslingual": ("chats+cmrc2018", "crosslingual"),
     "chatqa": ("chats", "chatqa"),
+    "chatpara": ("chats", "chatpara"),
     "locomo-long": ("locomo", "locomo-long"),
     "chats-qa-described": ("chats-qa", "described"),
     "paraphrase": ("", "paraphrase"),
 }
 #: Query sets of our own (tools/data/NAME: queries.jsonl, qrels.tsv,
 #: offtopic.txt) about a shared set's memories.
-OWN_QUERIES = {"chatqa": "chats"}
+OWN_QUERIES = {"chatqa": "chats", "chatpara": "chats"}
 #: Shared sets whose memories are another shared set's, unchanged
 #: (``chats-qa`` asks about the ``chats`` sessions): one vault, so the
 #: questions of either are answerable in both, never off-topic there, and
@@ -87,6 +90,7 @@ LANGUAGE = {
     "cranfield": "en",
     "chats": "en",
     "chatqa": "en",
+    "chatpara": "en",
     "chats-qa": "en",
     "chats-qa-described": "en",
     "paraphrase": "en+zh",
@@ -211,14 +215,14 @@ def _convert_set(src: Path, out: Path, conv: str) -> None:
     if conv == "paraphrase":
         _write_paraphrase(out)
         return
-    if conv in ("crosslingual", "chatqa", "locomo-long"):
+    if conv in ("crosslingual", *OWN_QUERIES, "locomo-long"):
         out.mkdir(parents=True, exist_ok=True)
         if conv == "crosslingual":
             _write_crosslingual(out)
-        elif conv == "chatqa":
+        elif conv in OWN_QUERIES:
             (out / "memories.jsonl").write_bytes((src / "memories.jsonl").read_bytes())
             for f in ("queries.jsonl", "qrels.tsv"):
-                (out / f).write_bytes((DATA / "chatqa" / f).read_bytes())
+                (out / f).write_bytes((DATA / conv / f).read_bytes())
         else:
             import subprocess
             import sys
@@ -292,14 +296,19 @@ def chitchat() -> list[str]:
 def offtopic(name: str, n_other: int = 300, seed: int = 7) -> dict[str, list[str]]:
     """Off-topic messages for vault ``name`` by kind: ``other`` (a seeded
     sample of the other sets' questions), ``language`` (in its own language
-    and script), ``chitchat``."""
+    and script), ``chitchat``; and for the chat vaults ``recall``: the user
+    asking what they said before, about things no session holds
+    (``tools/data/chatpara/offtopic.txt``)."""
     others = other_questions(name)
     rng = random.Random(seed)
-    return {
+    out = {
         "other": rng.sample(others, min(n_other, len(others))),
         "language": in_language_offtopic(name),
         "chitchat": chitchat(),
     }
+    if "chats" in base_name(name).split("+") and LANGUAGE.get(Path(name).name, "en") == "en":
+        out["recall"] = read_lines("chatpara/offtopic.txt")
+    return out
 
 
 class CachedEmbedder(Embedder):

@@ -56,7 +56,7 @@ from bench_data import QUERY_SETS, offtopic, split_of
 from bench_recall import open_set
 
 from marchdb import fts
-from marchdb.index import calibrate, terms
+from marchdb.index import asking, calibrate, terms
 from marchdb.index import recall as recall_mod
 from marchdb.index.focus import focus
 
@@ -292,6 +292,8 @@ class Arrays:
         self.active = data["active"]
         self.texts = data["texts"]
         self.kind = np.array([i["kind"] for i in items])
+        # whether each message asks the user's own past back (marchdb/index/asking.py)
+        self.asks_back = np.array([asking.asks_back(i["text"]) for i in items], dtype=float)
         self.half = np.array([i["half"] for i in items])
         # the best KEEP candidates of each message by the product's own order
         # (it returns 60): the rest never reach the top 10 or a hint
@@ -318,6 +320,9 @@ class Arrays:
                 pairs[r, : len(got)] = got
         self.pair_cos, self.pair_across, self.pair_raw = pairs[:, :, 0], np.nan_to_num(pairs[:, :, 1]), pairs[:, :, 2]
         self.pair_role = np.nan_to_num(pairs[:, :, 3])
+        # a chat with an assistant (the pairs hold the best 3 chunks of the
+        # others than the user: an assistant's, where the memory has any)
+        self.with_assistant = (self.pair_role == 2).any(axis=1).astype(float)
         self.meta = np.array([nan if c["meta"] is None else c["meta"] for _, c, _ in rows])
         self.meta_across = np.array([c["meta_across"] for _, c, _ in rows], dtype=float)
         self.top = np.array([(c["chunks"] + [nan, nan, nan])[:3] for _, c, _ in rows]).reshape(-1, 3)
@@ -464,7 +469,14 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
     b = 1.0 - np.exp(-ratio / p["tau"])
     both = ~np.isnan(d) & ~np.isnan(b)
     agree = np.minimum(1.0, dense / max(p["agree"], 1e-9))
-    out = np.where(both, (p["w"] * dense + (1 - p["w"]) * b) * agree, np.where(np.isnan(d), b, alone))
+    # the dense weight, raised by wk where the word share is weak (1 - b):
+    # a paraphrased question shares few words with what answers it
+    w = np.minimum(1.0, p["w"] + p.get("wk", 0.0) * (1.0 - np.nan_to_num(b)))
+    out = np.where(both, (w * dense + (1 - w) * b) * agree, np.where(np.isnan(d), b, alone))
+    if p.get("dfloor", 0.0) > 0:
+        # a weak word match never scores a candidate below what the dense
+        # signal alone would (the dense_alone curve, as for no word at all)
+        out = np.where(both, np.fmax(out, p["dfloor"] * alone), out)
     if p.get("pf", 0.0) > 0:
         # one chunk scored on both signals: its cosine and its share of the
         # message's words (the two agreeing on the same place)
@@ -494,6 +506,10 @@ def score_and_rank(a: Arrays, p: dict) -> tuple[np.ndarray, np.ndarray]:
         boost = np.where(top, np.minimum(p["mk"] * lead, p.get("mcap", 1.0)), 0.0)
         score = np.minimum(1.0, score + boost)
         rank = rank + boost
+    if p.get("lift", 0.0) > 0:
+        # a message asking the user's own past back: every candidate's score
+        # lifted alike, the order left as it is
+        score = np.minimum(1.0, score + p["lift"] * a.asks_back[a.item] * a.with_assistant)
     return score, rank
 
 
@@ -514,6 +530,7 @@ SHIPPED = {
     "ap": recall_mod.ASSISTANT_PENALTY,
     "aw": recall_mod.ASSISTANT_WORDS,
     "top1": recall_mod.BODY_TOP1,
+    "lift": recall_mod.ASKS_BACK_LIFT,
     # tried, not shipped (leaving one set out chose 0 on every set):
     # one chunk scored on both signals, and the best candidate's lead
     "pf": 0.0,
@@ -523,7 +540,7 @@ SHIPPED = {
 }
 #: The constants before the chunk words (issue 33), for the before/after
 #: tables and where the leave-one-out search starts.
-BEFORE = {**SHIPPED, "cw": 0.0, "lpen": 0.5, "lref": 3000.0, "alone_k": 1.2}
+BEFORE = {**SHIPPED, "cw": 0.0, "lpen": 0.5, "lref": 3000.0, "alone_k": 1.2, "lift": 0.0}
 #: Where the search starts, and what it may try (train halves only).
 START = {
     "w": 0.5,
@@ -575,6 +592,12 @@ GRID = {
     "top1": (0.65, 0.8, 1.0),
     # one chunk scored on both signals
     "pf": (0.0, 1.0),
+    # the dense weight raised where the word share is weak; the dense_alone
+    # curve a floor under the fused score
+    "wk": (0.0, 0.1, 0.2, 0.3, 0.5),
+    "dfloor": (0.0, 1.0),
+    # the score of a message asking the user's own past back, lifted
+    "lift": (0.0, 0.025, 0.05, 0.075, 0.1, 0.15),
     # the best candidate's lead over the next, times mk, added to its score (at most mcap)
     "mk": (0.0, 0.25, 0.5, 0.75, 1.0),
     "mcap": (0.1, 0.2, 0.3, 1.0),
@@ -593,7 +616,7 @@ def evaluate(a: Arrays, p: dict, threshold: float = 0.5) -> dict:
         half = np.ones(a.n_items, dtype=bool) if h == "all" else a.half == h
         q = half & (a.kind == "query")
         quiet = {}
-        for kind in ("other", "language", "chitchat"):
+        for kind in ("other", "language", "chitchat", "recall"):
             m = half & (a.kind == kind)
             if m.any():
                 quiet[kind] = float((~any_hint[m]).mean())
@@ -695,6 +718,9 @@ FAMILY = {
     # own (its off-topic messages are chatqa's, the same vault's)
     "chats-qa": "chats-qa",
     "chats-qa-described": "chats-qa",
+    # about the same vault again, its questions written apart from both
+    # (paraphrased, about what the user said once): a set of its own
+    "chatpara": "chatpara",
 }
 
 
@@ -779,10 +805,18 @@ def main() -> int:
     ap.add_argument("--curves", action="store_true", help="hinted / quiet over the threshold, shipped constants")
     ap.add_argument("--out", type=Path)
     ap.add_argument(
+        "--try",
+        dest="trials",
+        action="append",
+        default=[],
+        help="KEY=VALUE,...: the shipped constants with these changed, reported on whole sets (repeatable)",
+    )
+    ap.add_argument("--loso-keys", help="KEY,...: what --loso may change (default: LOSO_KEYS)")
+    ap.add_argument(
         "--work", type=Path, default=Path(".bench/recall"), help="where the indexes are (bench_recall.py's --work)"
     )
     args = ap.parse_args()
-    global CHITCHAT_TOO, WORK
+    global CHITCHAT_TOO, WORK, LOSO_KEYS
     WORK = args.work
     CHITCHAT_TOO = args.chitchat
     tune = [s for s in args.sets.split(",") if s]
@@ -804,6 +838,18 @@ def main() -> int:
             f"(score), {worst_rank:.1e} (rank)"
         )
 
+    if args.trials:
+        print("\nshipped constants, whole sets")
+        for name in tune + held:
+            print(fmt(name, evaluate(data[name], SHIPPED)["all"]))
+        for trial in args.trials:
+            p = {**SHIPPED, **{k: float(v) for k, v in (kv.split("=") for kv in trial.split(","))}}
+            print(f"\n{trial}, whole sets")
+            for name in tune + held:
+                print(fmt(name, evaluate(data[name], p)["all"]))
+        return 0
+    if args.loso_keys:
+        LOSO_KEYS = tuple(args.loso_keys.split(","))
     if args.curves:
         for name in tune + held:
             print(f"\n{name}: threshold -> answerable hinted / off-topic quiet (shipped constants)")
@@ -814,7 +860,9 @@ def main() -> int:
         print("\nshipped constants, whole sets")
         for name in tune + held:
             print(fmt(name, report["shipped"][name]))
-        report["leave_one_out"] = leave_one_out(data, tune + held, [BEFORE], args.quiet)
+        # --loso-keys: from what ships, those keys at their first value (a lever off)
+        starts = [{**SHIPPED, **{k: GRID[k][0] for k in LOSO_KEYS}}] if args.loso_keys else [BEFORE]
+        report["leave_one_out"] = leave_one_out(data, tune + held, starts, args.quiet)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(report, indent=2))
