@@ -19,7 +19,7 @@ from marchdb import save as save_mod
 from marchdb import search as search_mod
 from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
-from marchdb.index import db, doctor, runs, vectors
+from marchdb.index import db, doctor, runs, sentinel, vectors
 from marchdb.index import query as query_mod
 from marchdb.index.recall import RELATED_BELOW, W_DENSE
 from marchdb.index.recall import recall as recall_hints
@@ -102,6 +102,7 @@ class Store(Keeper):
             summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
         else:
             summary["model_check"] = verdict.summary()
+        summary["model_crashed_on"] = sentinel.summary(con, self.cfg.index_path)
         summary.update(self.recall_switches())
         return summary
 
@@ -169,6 +170,7 @@ class Store(Keeper):
             "problems": model_rows
             + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
             + doctor.problems(self.con)
+            + sentinel.problems(self.con, self.cfg.index_path)
             + doctor.home_problems(
                 [
                     self.cfg.profiles_dir / "agent.md",

@@ -194,11 +194,13 @@ class Keeper:
 
     def loaded_embedder(self):
         """The embedder if this Store has already loaded one (never loads)."""
+        self._drop_condemned()
         return self._embedder
 
     def embedder(self):
         """The loaded embedder, or None when no model can be loaded (the
         reason is kept for ``status`` / ``doctor`` and announced once)."""
+        self._drop_condemned()
         if self._embedder is None and self._embedder_error is None:
             try:
                 self._embedder = load_embedder(self.cfg, say=self.say)
@@ -206,6 +208,15 @@ class Keeper:
                 self._embedder_error = str(exc)
                 self.notices.append(f"vectors disabled, recall uses BM25 only: {exc}")
         return self._embedder
+
+    def _drop_condemned(self) -> None:
+        # A model found unusable mid-run (it kept crashing: ``sentinel``)
+        # embeds nothing more here; another Store of this process (the
+        # engine's watcher) may be the one that found it.
+        emb = self._embedder
+        if emb is not None and emb.condemned is not None:
+            self._embedder, self._embedder_error = None, emb.condemned
+            self.notices.append(f"vectors disabled, recall uses BM25 only: {emb.condemned}")
 
     def sync(
         self,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from marchdb.errors import ModelError
-from marchdb.index import calibrate
+from marchdb.errors import ModelError, ModelUnusable
+from marchdb.index import calibrate, sentinel
 from marchdb.index.db import (
     bump_meta,
     drop_vector_tables,
@@ -251,10 +251,11 @@ def embed_pending(
 
 
 def _embed_held(con, embedder, index_path, lease, progress, batch, limit, background, keep_going) -> int:
+    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
     with writer_lock(index_path):
         prepare_model(con, embedder)
         collect_garbage(con)
-        pending = pending_texts(con)
+        pending, ledger = _recover(guard, embedder, pending_texts(con))
     tried: set[tuple[str, str]] = set()
     done = 0
     total = len(pending) if limit is None else min(limit, len(pending))
@@ -264,17 +265,20 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
     while pending and not stopped:
         room = None if limit is None else limit - len(tried)
         todo = pending[:room]
+        suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
+        if suspects:
+            done += _isolate(con, embedder, index_path, guard, suspects)
+            for k, h, _ in suspects:
+                ledger.suspects.pop(sentinel.key(k, h), None)
+            tried.update((k, h) for k, h, _ in suspects)
+            todo = [p for p in todo if sentinel.key(p[0], p[1]) not in ledger.suspects and (p[0], p[1]) not in tried]
         # Similar lengths together make the model's batches efficient.
         for start in range(0, len(todo), batch):
             if keep_going is not None and not keep_going():
                 stopped = True
                 break
             part = todo[start : start + batch]
-            vecs = embedder.embed_passages([t for _, _, t in part], background=background)
-            with writer_lock(index_path):
-                if get_meta(con, "model_fingerprint") != embedder.fingerprint:
-                    raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
-                done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+            done += _embed_batch(con, embedder, index_path, guard, ledger, part, background)
             tried.update((k, h) for k, h, _ in part)
             if progress:
                 progress(len(tried), total)
@@ -283,14 +287,16 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
         # What was indexed while this run embedded (a save, another sync):
         # this run takes it too, rather than leaving it for the next sync.
         with writer_lock(index_path):
-            pending = [p for p in pending_texts(con) if (p[0], p[1]) not in tried]
+            pending = [p for p in _recover(guard, embedder, pending_texts(con))[0] if (p[0], p[1]) not in tried]
+            ledger = guard.read()
         total = len(tried) + (len(pending) if limit is None else min(limit - len(tried), len(pending)))
     with writer_lock(index_path):
         with transaction(con):
             set_meta(con, "vector_error", None)
             # Re-checked inside the transaction: another process may have added
-            # memories since our list was made.
-            if not pending_texts(con):
+            # memories since our list was made. Texts the model crashed on
+            # are not pending: they are never given to it again.
+            if not guard.without_quarantined(pending_texts(con)):
                 set_meta(con, "vectors_complete", embedder.fingerprint)
         # Given up under the writer lock: a writer that indexed texts after
         # the check above finds the lease free (it is not held once that
@@ -308,19 +314,87 @@ def embed_texts_of(
     without the embedding lease: a save must not wait behind a backlog
     another process embeds (at worst a text both embed is stored once).
     Returns how many were stored and how many are left pending."""
+    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
     with writer_lock(index_path):
         prepare_model(con, embedder)
-        pending = pending_texts(con, paths)
+        ledger = guard.read()
+        pending = guard.without_quarantined(pending_texts(con, paths), ledger)
     todo = pending[:limit]
+    left = len(pending) - len(todo)
     done = 0
+    suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
+    if suspects:
+        done += _isolate(con, embedder, index_path, guard, suspects)
+        todo = [p for p in todo if p not in suspects]
     for start in range(0, len(todo), EMBED_BATCH):
         part = todo[start : start + EMBED_BATCH]
-        vecs = embedder.embed_passages([t for _, _, t in part])
-        with writer_lock(index_path):
+        done += _embed_batch(con, embedder, index_path, guard, ledger, part, False)
+    return done, left
+
+
+def _recover(guard: sentinel.Sentinel, embedder, pending: list[tuple[str, str, str]]):
+    """``(pending, ledger)``: what a dead process was embedding becomes
+    suspect (``sentinel``), quarantined texts leave ``pending``; crashes
+    that no text explained, again and again, make the model unusable here
+    (``ModelUnusable``). Under the writer lock."""
+    ledger, found = guard.recover(pending)
+    if found and ledger.crashes >= sentinel.CRASH_LIMIT:
+        _condemn(
+            guard,
+            embedder,
+            f"llama.cpp crashed {ledger.crashes} times in a row while embedding memories, on no single text",
+        )
+    return guard.without_quarantined(pending, ledger), ledger
+
+
+def _condemn(guard: sentinel.Sentinel, embedder, detail: str) -> None:
+    guard.settle({}, explained=True)
+    raise ModelUnusable(embedder.condemn(detail))
+
+
+def _embed_batch(con, embedder, index_path, guard, ledger, part, background: bool) -> int:
+    """One call of the model on ``part``, its texts named on disk while it
+    runs (``sentinel``), its vectors stored. Returns how many were new."""
+    with guard.inflight([(k, h) for k, h, _ in part]):
+        vecs = embedder.embed_passages([t for _, _, t in part], background=background)
+    with writer_lock(index_path):
+        if get_meta(con, "model_fingerprint") != embedder.fingerprint:
+            raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+        added = store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+        if ledger.crashes:
+            guard.settle({}, explained=True)  # a batch went through: the crashes before were not the model's way
+            ledger.crashes = 0
+    return added
+
+
+def _isolate(con, embedder, index_path, guard: sentinel.Sentinel, suspects) -> int:
+    """Embed the suspects one by one, apart (``Embedder.embed_isolated``):
+    those the model crashes on alone are quarantined, the others stored.
+    Returns how many vectors were stored."""
+    import numpy as np
+
+    results = embedder.embed_isolated([t for _, _, t in suspects], sentinel.LONE_CRASH_LIMIT)
+    in_a_row = 0
+    for r in results:
+        in_a_row = in_a_row + 1 if isinstance(r, str) else 0 if r is not None else in_a_row
+        if in_a_row >= sentinel.LONE_CRASH_LIMIT:
+            with writer_lock(index_path):
+                _condemn(guard, embedder, f"llama.cpp crashed on {in_a_row} texts in a row, each embedded alone")
+    made = [(p, r) for p, r in zip(suspects, results) if r is not None and not isinstance(r, str)]
+    outcome: dict[str, str | None] = {  # those not tried stay suspects
+        sentinel.key(k, h): (r if isinstance(r, str) else None)
+        for (k, h, _), r in zip(suspects, results)
+        if r is not None
+    }
+    added = 0
+    with writer_lock(index_path):
+        if made:
             if get_meta(con, "model_fingerprint") != embedder.fingerprint:
-                raise ModelError("another process switched the embedding model meanwhile; run `marchdb sync` again")
-            done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
-    return done, len(pending) - len(todo)
+                raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+            vecs = np.stack([np.asarray(r, dtype=np.float32) for _, r in made])
+            added = store_vectors(con, [(k, h) for (k, h, _), _ in made], vecs)
+        guard.settle(outcome, explained=any(isinstance(r, str) for r in results))
+    return added
 
 
 def embed_after_sync(
