@@ -174,6 +174,7 @@ def test_sync_crashes_once_then_quarantines_the_culprit_and_embeds_the_rest(cras
 
     second = run(crash_env, "sync")
     assert second.returncode == 0, second.stderr
+    assert "llama.cpp crashed on the text of mem_zyzzyva" in second.stderr + second.stdout
     assert set(missing_vectors(index)) == {"mem_zyzzyva"}  # every other memory is embedded
     assert not [p for p in index.parent.iterdir() if p.name.startswith("index.sqlite.embedding.")]
     the_culprit_is_reported(crash_env)

@@ -300,10 +300,12 @@ def forgive(con: apsw.Connection, index_path: str | os.PathLike) -> int:
     return count
 
 
-def quarantined_memories(con: apsw.Connection, index_path: str | os.PathLike, fingerprint: str | None) -> list[dict]:
+def quarantined_memories(
+    con: apsw.Connection, index_path: str | os.PathLike, fingerprint: str | None, only: set[str] | None = None
+) -> list[dict]:
     """The memories whose texts the model ``fingerprint`` (None: the one
-    the index holds vectors of) crashed on: ``[{"path", "id", "kind",
-    "detail"}]``, by path."""
+    the index holds vectors of) crashed on (``only``: of these texts):
+    ``[{"path", "id", "kind", "detail"}]``, by path."""
     if fingerprint is None:
         row = con.execute("SELECT value FROM meta WHERE key = 'model_fingerprint'").fetchone()
         fingerprint = str(row[0]) if row and row[0] is not None else None
@@ -312,6 +314,8 @@ def quarantined_memories(con: apsw.Connection, index_path: str | os.PathLike, fi
     ledger = Sentinel(index_path, fingerprint).read()
     out = []
     for name, info in ledger.quarantined.items():
+        if only is not None and name not in only:
+            continue
         kind, _, h = name.partition(":")
         if kind == "meta":
             rows = con.execute("SELECT path, id FROM memory_index WHERE meta_hash = ?", (h,)).fetchall()

@@ -417,6 +417,8 @@ def embed_after_sync(
     happened (an old error fixed since must not stay in status and doctor).
     Returns ``embed_pending``'s answer (None: the lease was taken), 0 when embedding failed."""
     report.model = emb.fingerprint
+    guard = sentinel.Sentinel(index_path, emb.fingerprint)
+    quarantined = set(guard.read().quarantined)
     try:
         embedded = embed_pending(
             con, emb, index_path, progress, limit=limit, wait=wait, background=background, keep_going=keep_going
@@ -432,6 +434,13 @@ def embed_after_sync(
     except ModelError as exc:
         report.warnings.append(f"embedding stopped: {exc}")
         record_error(con, str(exc))
+    new = set(guard.read().quarantined) - quarantined
+    if new:
+        ids = sorted({r["id"] for r in sentinel.quarantined_memories(con, index_path, emb.fingerprint, new)})
+        report.warnings.append(
+            f"llama.cpp crashed on the text of {', '.join(ids)}: it is no longer given to the model and is "
+            "found by its keywords only; the rest was embedded (marchdb doctor)"
+        )
     return report.embedded
 
 
