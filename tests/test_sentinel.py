@@ -259,6 +259,22 @@ def test_a_dead_batch_s_texts_are_retried_apart_and_the_culprit_quarantined(vaul
     assert vectors.embed_pending(con, emb, index) == 0 and len(emb.isolated) == 1
 
 
+def test_a_bounded_run_leaves_suspects_to_a_full_one(vault, store):
+    vault.memory("a.md", "mem_a", name="Alpha", body="a zyzzyva")
+    vault.memory("b.md", "mem_b", name="Beta", body="second")
+    store.sync(embed=False)
+    con, index = store.con, store.cfg.index_path
+    emb = CrashesOn("zyzzyva")
+    vectors.prepare_model(con, emb)
+    suspects = [(k, h) for k, h, t in vectors.pending_texts(con) if "zyzzyva" in t or "Alpha" in t]
+    dead_batch(index, emb.fingerprint, suspects)
+    # A hook's dirty check embeds a few texts, quickly: not the suspects, which need a process apart.
+    assert vectors.embed_pending(con, emb, index, limit=10, wait=False) == 4 - len(suspects)
+    assert emb.isolated == [] and len(sentinel.Sentinel(index, emb.fingerprint).read().suspects) == len(suspects)
+    assert vectors.embed_pending(con, emb, index) == len(suspects) - 1
+    assert len(emb.isolated) == 1
+
+
 def test_a_batch_of_a_living_process_is_left_alone(vault, store):
     vault.memory("a.md", "mem_a", name="Alpha", body="first")
     store.sync(embed=False)

@@ -256,6 +256,9 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
         prepare_model(con, embedder)
         collect_garbage(con)
         pending, ledger = _recover(guard, embedder, pending_texts(con))
+        # A bounded run (a hook's dirty check) must stay quick: suspects wait
+        # for a full one, which embeds them apart (seconds: a process to start).
+        pending = pending if limit is None else _not_suspect(pending, ledger)
     tried: set[tuple[str, str]] = set()
     done = 0
     total = len(pending) if limit is None else min(limit, len(pending))
@@ -271,7 +274,9 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
             for k, h, _ in suspects:
                 ledger.suspects.pop(sentinel.key(k, h), None)
             tried.update((k, h) for k, h, _ in suspects)
-            todo = [p for p in todo if sentinel.key(p[0], p[1]) not in ledger.suspects and (p[0], p[1]) not in tried]
+            todo = [p for p in todo if (p[0], p[1]) not in tried]
+            if progress:
+                progress(len(tried), total)
         # Similar lengths together make the model's batches efficient.
         for start in range(0, len(todo), batch):
             if keep_going is not None and not keep_going():
@@ -289,6 +294,7 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
         with writer_lock(index_path):
             pending = [p for p in _recover(guard, embedder, pending_texts(con))[0] if (p[0], p[1]) not in tried]
             ledger = guard.read()
+            pending = pending if limit is None else _not_suspect(pending, ledger)
         total = len(tried) + (len(pending) if limit is None else min(limit - len(tried), len(pending)))
     with writer_lock(index_path):
         with transaction(con):
@@ -345,6 +351,10 @@ def _recover(guard: sentinel.Sentinel, embedder, pending: list[tuple[str, str, s
             f"llama.cpp crashed {ledger.crashes} times in a row while embedding memories, on no single text",
         )
     return guard.without_quarantined(pending, ledger), ledger
+
+
+def _not_suspect(pending: list[tuple[str, str, str]], ledger: sentinel.Ledger) -> list[tuple[str, str, str]]:
+    return [p for p in pending if sentinel.key(p[0], p[1]) not in ledger.suspects]
 
 
 def _condemn(guard: sentinel.Sentinel, embedder, detail: str) -> None:
