@@ -6,6 +6,8 @@ PLT at every embedding) and raises SIGSEGV when the batch's input tokens
 hold one token id, chosen so that only one memory's text has it. The model's
 check on this machine passes (its probes lack that token); the crash comes
 later, in the middle of a backlog, as a text that crashes llama.cpp would.
+The same library crashes, on demand, every batch of more than N texts: a
+crash no single text explains.
 
 The bookkeeping of suspects and limits is also tested with a deterministic
 embedder whose isolated runs report a crash for one text (no native code).
@@ -55,6 +57,12 @@ int ggml_backend_sched_graph_compute_async(void *sched, struct ggml_cgraph *grap
         real = (compute_fn)dlsym(base, "ggml_backend_sched_graph_compute_async");
         get = (get_fn)dlsym(base, "ggml_graph_get_tensor");
         if (!real || !get) abort();
+    }
+    /* Every batch of more than N texts: the pooled output has one column a text. */
+    const char *seqs = getenv("MARCHDB_TEST_CRASH_TEXTS_OVER");
+    if (seqs) {
+        struct ggml_tensor *t = get(graph, "result_embd_pooled");
+        if (t && t->ne[1] > atoi(seqs)) raise(SIGSEGV);
     }
     const char *want = getenv("MARCHDB_TEST_CRASH_TOKEN");
     if (want) {
@@ -218,6 +226,24 @@ def test_the_engine_dies_once_then_embeds_all_but_the_culprit(crash_env, tmp_pat
     finally:
         daemon.stop(home)
         engine.wait(60)
+
+
+def test_crashes_no_text_explains_end_with_the_model_unusable_not_a_loop(crash_env, tmp_path):
+    # The model's check embeds 4 passages in one batch and passes; the index's own
+    # probes (more than 4 texts a batch) then crash at every start, before any memory.
+    env = {k: v for k, v in crash_env.items() if k != TRIGGER_ENV}
+    env["MARCHDB_TEST_CRASH_TEXTS_OVER"] = "4"
+    codes = []
+    for _ in range(sentinel.CRASH_LIMIT):
+        codes.append(run(env, "sync").returncode)
+    assert codes == [-signal.SIGSEGV] * sentinel.CRASH_LIMIT
+    last = run(env, "sync")
+    assert last.returncode == 0, last.stderr
+    assert "cannot run on this machine" in last.stderr and "3 times in a row" in last.stderr
+    status = json.loads(run(env, "status", "--json").stdout)
+    assert status["model_check"].startswith("UNUSABLE")
+    recall = run(env, "recall", "Biscuit carprofen tablet breakfast", "--json")
+    assert recall.returncode == 0 and json.loads(recall.stdout)["hints"][0]["id"] == "mem_dog"
 
 
 # ---------------------------------------------------------------- the bookkeeping, without native code

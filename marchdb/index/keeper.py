@@ -22,7 +22,7 @@ from marchdb import bridge
 from marchdb.config import Config, load_config
 from marchdb.embedding import identity, load_embedder, resolve_model_path
 from marchdb.errors import ConfigError, IndexUnavailable, ModelError
-from marchdb.index import db, dirty, ownership, sqlfuncs, vectors
+from marchdb.index import db, dirty, ownership, sentinel, sqlfuncs, vectors
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.profiles import ensure_layout
 from marchdb.vault.files import walk
@@ -309,7 +309,7 @@ class Keeper:
             done, left = vectors.embed_texts_of(
                 self.con, emb, self.cfg.index_path, paths, OWN_TEXTS_INLINE if later else None
             )
-            vectors.settle(self.con, emb, 0, self.keep_vectors)
+            vectors.settle(self.con, emb, 0, self.keep_vectors, sentinel.Sentinel(self.cfg.index_path, emb.fingerprint))
         except ModelError as exc:
             vectors.record_error(self.con, str(exc))
             return [f"embedding stopped: {exc}"]

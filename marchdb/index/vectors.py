@@ -9,6 +9,7 @@ its own, so a killed run leaves a consistent index and the next sync resumes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -53,9 +54,11 @@ def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
 
-def prepare_model(con: apsw.Connection, embedder) -> bool:
+def prepare_model(con: apsw.Connection, embedder, guard: sentinel.Sentinel | None = None) -> bool:
     """Point the index at ``embedder``'s model; drop all vectors when it
-    changed. Returns True when vectors were dropped (all is re-embedded)."""
+    changed. Returns True when vectors were dropped (all is re-embedded).
+    ``guard``: the model's probes run as a batch of no text (a crash there
+    is counted, ``sentinel``)."""
     fingerprint, dim = embedder.fingerprint, embedder.dim
     current = get_meta(con, "model_fingerprint")
     if current == fingerprint and get_meta(con, "dim") == str(dim) and get_meta(con, "vector_center"):
@@ -64,7 +67,8 @@ def prepare_model(con: apsw.Connection, embedder) -> bool:
                 ensure_vector_tables(con, dim)
                 _backfill_bits(con)
         return False
-    center = vector_center(embedder)
+    with guard.inflight([]) if guard is not None else contextlib.nullcontext():
+        center = vector_center(embedder)
     with transaction(con):
         drop_vector_tables(con)
         set_meta(con, "model_fingerprint", fingerprint)
@@ -253,7 +257,8 @@ def embed_pending(
 def _embed_held(con, embedder, index_path, lease, progress, batch, limit, background, keep_going) -> int:
     guard = sentinel.Sentinel(index_path, embedder.fingerprint)
     with writer_lock(index_path):
-        prepare_model(con, embedder)
+        _recover(guard, embedder, pending_texts(con))  # before the model runs at all: its probes may be what crashed
+        prepare_model(con, embedder, guard)
         collect_garbage(con)
         pending, ledger = _recover(guard, embedder, pending_texts(con))
         # A bounded run (a hook's dirty check) must stay quick: suspects wait
@@ -322,7 +327,7 @@ def embed_texts_of(
     Returns how many were stored and how many are left pending."""
     guard = sentinel.Sentinel(index_path, embedder.fingerprint)
     with writer_lock(index_path):
-        prepare_model(con, embedder)
+        prepare_model(con, embedder, guard)
         ledger = guard.read()
         pending = guard.without_quarantined(pending_texts(con, paths), ledger)
     todo = pending[:limit]
@@ -440,7 +445,7 @@ def embed_after_sync(
             )
             return None
         report.embedded = embedded
-        settle(con, emb, embedded, long_lived)
+        settle(con, emb, embedded, long_lived, guard)
     except ModelError as exc:
         report.warnings.append(f"embedding stopped: {exc}")
         record_error(con, str(exc))
@@ -454,11 +459,13 @@ def embed_after_sync(
     return report.embedded
 
 
-def settle(con: apsw.Connection, emb, embedded: int, long_lived) -> None:
+def settle(con: apsw.Connection, emb, embedded: int, long_lived, guard: sentinel.Sentinel | None = None) -> None:
     """After an embedding run: the model's calibration (made once, so recall
-    starts fast), the buffers of a long-lived process given back, and no
+    starts fast; ``guard``: its probes run as a batch of no text,
+    ``sentinel``), the buffers of a long-lived process given back, and no
     ``vector_error`` left from an earlier failure."""
-    calibrate.ensure(con, emb)
+    with guard.inflight([]) if guard is not None else contextlib.nullcontext():
+        calibrate.ensure(con, emb)
     if embedded and long_lived:
         emb.release_buffers()  # a long-lived process: back to a query-sized buffer
     if get_meta(con, "vector_error") is not None:
