@@ -310,8 +310,10 @@ def test_a_batch_of_a_living_process_is_left_alone(vault, store):
     name = Path(f"{index}.embedding.{os.getpid()}.99")
     record = {"pid": os.getpid(), "boot": sentinel._boot_id(), "start": sentinel._start_time(os.getpid())}
     name.write_text(json.dumps({**record, "model": emb.fingerprint, "texts": ["meta:x"]}), encoding="utf-8")
+    other = Path(f"{index}.embedding.notes")  # not a name marchdb gives: never read nor deleted
+    other.write_text("mine", encoding="utf-8")
     assert vectors.embed_pending(con, emb, index) == 2
-    assert name.exists() and emb.isolated == []
+    assert name.exists() and emb.isolated == [] and other.read_text() == "mine"
 
 
 def test_crashes_no_text_explains_make_the_model_unusable(vault, store):
@@ -330,3 +332,14 @@ def test_crashes_no_text_explains_make_the_model_unusable(vault, store):
         vectors.embed_pending(con, emb, index)
     assert emb.condemned is not None
     assert Store(store.cfg, embedder=emb).embedder() is None  # nothing more goes to it in this process
+
+
+def test_a_linked_ledger_is_never_followed(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"fp": {"quarantined": {"meta:x": {"detail": "planted"}}}}', encoding="utf-8")
+    index = tmp_path / "index.sqlite"
+    guard = sentinel.Sentinel(index, "fp")
+    Path(guard.ledger_path).symlink_to(target)
+    assert guard.read().quarantined == {}
+    guard.write(sentinel.Ledger(crashes=1))  # refused quietly: the next crash is found again
+    assert "planted" in target.read_text() and Path(guard.ledger_path).is_symlink()

@@ -173,7 +173,12 @@ class Sentinel:
         except OSError:
             return []
         for entry in entries:
-            if not entry.name.startswith(prefix) or not entry.is_file(follow_symlinks=False):
+            pid_part, _, n_part = entry.name[len(prefix) :].partition(".")
+            if (
+                not entry.name.startswith(prefix)
+                or not (pid_part.isdigit() and n_part.isdigit())  # only the names this module gives
+                or not entry.is_file(follow_symlinks=False)
+            ):
                 continue
             record = _read_json(entry.path, 64 * 1024)
             if isinstance(record, dict):
@@ -185,8 +190,7 @@ class Sentinel:
                     continue
                 out.append((entry.path, record))
             else:
-                owner = entry.name[len(prefix) :].split(".", 1)[0]
-                if owner.isdigit() and _alive(int(owner), "", ""):
+                if _alive(int(pid_part), "", ""):
                     continue  # being written this instant
                 out.append((entry.path, None))
         return out
