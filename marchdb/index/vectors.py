@@ -5,6 +5,9 @@ stored in the vec0 tables ``vec_meta`` / ``vec_chunk`` under the same rowid.
 A moved or renamed file keeps its hashes, so it is never embedded again; a
 new model fingerprint drops every vector and re-embeds. Each batch commits on
 its own, so a killed run leaves a consistent index and the next sync resumes.
+Each batch's texts are named on disk while the model runs (``sentinel``): a
+run that died of a native crash leaves suspects, embedded apart by the next
+run, and the text the model crashes on alone is never given to it again.
 """
 
 from __future__ import annotations
