@@ -285,6 +285,21 @@ def test_a_dead_batch_s_texts_are_retried_apart_and_the_culprit_quarantined(vaul
     assert vectors.embed_pending(con, emb, index) == 0 and len(emb.isolated) == 1
 
 
+def test_a_culprit_s_memory_has_its_other_texts_embedded_apart_too(vault, store):
+    # Its name and description hold the same word, in a batch the dead process never reached.
+    vault.memory("a.md", "mem_a", name="Zyzzyva notes", body="a zyzzyva eats palms")
+    vault.memory("b.md", "mem_b", name="Beta", body="second")
+    store.sync(embed=False)
+    con, index = store.con, store.cfg.index_path
+    emb = CrashesOn("yzzyva")
+    vectors.prepare_model(con, emb)
+    chunk = [(k, h) for k, h, t in vectors.pending_texts(con) if k == "chunk" and "palms" in t]
+    dead_batch(index, emb.fingerprint, chunk)
+    assert vectors.embed_pending(con, emb, index) == 2  # mem_b's two texts
+    assert [len(texts) for texts in emb.isolated] == [1, 1]  # the chunk, then its memory's name and description
+    assert len(sentinel.Sentinel(index, emb.fingerprint).read().quarantined) == 2
+
+
 def test_a_bounded_run_leaves_suspects_to_a_full_one(vault, store):
     vault.memory("a.md", "mem_a", name="Alpha", body="a zyzzyva")
     vault.memory("b.md", "mem_b", name="Beta", body="second")

@@ -262,12 +262,13 @@ class Sentinel:
         quarantined = (ledger or self.read()).quarantined
         return [p for p in pending if key(p[0], p[1]) not in quarantined] if quarantined else pending
 
-    def settle(self, outcome: dict[str, str | None], explained: bool) -> None:
+    def settle(self, outcome: dict[str, str | None], explained: bool, suspects: set[str] | None = None) -> None:
         """After suspects were embedded apart: ``outcome`` maps each one
         tried to None (it embedded fine) or how the model crashed on it
         alone (quarantined). ``explained``: the crashes found so far are
         accounted for (a culprit was found, or a batch went through), so
-        their count starts again. Under the writer lock."""
+        their count starts again. ``suspects``: texts to embed apart too.
+        Under the writer lock."""
         with self._lock:
             ledger = self.read()
             before = json.dumps(ledger.as_dict(), sort_keys=True)
@@ -275,6 +276,9 @@ class Sentinel:
                 ledger.suspects.pop(name, None)
                 if crash is not None:
                     ledger.quarantined[name] = {"at": utc_now_iso(), "detail": crash}
+            for name in suspects or ():
+                if name not in ledger.quarantined and name not in outcome:
+                    ledger.suspects.setdefault(name, {"since": utc_now_iso()})
             if explained:
                 ledger.crashes = 0
             if json.dumps(ledger.as_dict(), sort_keys=True) != before:

@@ -277,12 +277,12 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
         room = None if limit is None else limit - len(tried)
         todo = pending[:room]
         suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
-        if suspects:
+        while suspects:  # a culprit's memory makes its other texts suspects too: they are next
             done += _isolate(con, embedder, index_path, guard, suspects)
-            for k, h, _ in suspects:
-                ledger.suspects.pop(sentinel.key(k, h), None)
             tried.update((k, h) for k, h, _ in suspects)
             todo = [p for p in todo if (p[0], p[1]) not in tried]
+            ledger = guard.read()
+            suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
             if progress:
                 progress(len(tried), total)
         # Similar lengths together make the model's batches efficient.
@@ -337,9 +337,11 @@ def embed_texts_of(
     left = len(pending) - len(todo)
     done = 0
     suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
-    if suspects:
+    while suspects:
         done += _isolate(con, embedder, index_path, guard, suspects)
         todo = [p for p in todo if p not in suspects]
+        ledger = guard.read()
+        suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
     for start in range(0, len(todo), EMBED_BATCH):
         part = todo[start : start + EMBED_BATCH]
         done += _embed_batch(con, embedder, index_path, guard, ledger, part, False)
@@ -411,8 +413,31 @@ def _isolate(con, embedder, index_path, guard: sentinel.Sentinel, suspects) -> i
                 raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
             vecs = np.stack([np.asarray(r, dtype=np.float32) for _, r in made])
             added = store_vectors(con, [(k, h) for (k, h, _), _ in made], vecs)
-        guard.settle(outcome, explained=any(isinstance(r, str) for r in results))
+        crashed = [name for name, crash in outcome.items() if crash is not None]
+        guard.settle(outcome, explained=bool(crashed), suspects=_siblings(con, crashed))
     return added
+
+
+def _siblings(con: apsw.Connection, names: list[str]) -> set[str]:
+    """Every text of the memories holding the texts ``names`` (``sentinel.key``):
+    the model crashed on one, and another (an overlapping chunk, the name and
+    description) likely holds what it crashed on."""
+    out: set[str] = set()
+    for name in names:
+        kind, _, h = name.partition(":")
+        if kind == "meta":
+            rids = con.execute("SELECT rid FROM memory_index WHERE meta_hash = ?", (h,)).fetchall()
+        else:
+            rids = con.execute("SELECT DISTINCT mem_rid FROM chunks WHERE hash = ?", (h,)).fetchall()
+        for (rid,) in rids:
+            out.update(
+                sentinel.key("meta", m)
+                for (m,) in con.execute("SELECT meta_hash FROM memory_index WHERE rid = ?", (rid,))
+            )
+            out.update(
+                sentinel.key("chunk", c) for (c,) in con.execute("SELECT hash FROM chunks WHERE mem_rid = ?", (rid,))
+            )
+    return out - set(names)
 
 
 def embed_after_sync(
