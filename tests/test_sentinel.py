@@ -246,6 +246,45 @@ def test_crashes_no_text_explains_end_with_the_model_unusable_not_a_loop(crash_e
     assert recall.returncode == 0 and json.loads(recall.stdout)["hints"][0]["id"] == "mem_dog"
 
 
+def test_a_crash_on_the_model_s_own_calibration_is_counted_not_repeated(
+    tmp_path, mixed_vault, default_model_path, crash_on_token_library
+):
+    # The calibration's nonsense probes hold a token no memory, no check probe and no
+    # centre probe has: the backlog embeds, then every start crashes on the calibration.
+    from marchdb.embedding import nativecheck
+    from marchdb.embedding.llama import LlamaEmbedder
+    from marchdb.index import probes
+
+    others = [" ".join([n, d, " ".join(t), b]) for _, n, d, t, b in MIXED_MEMORIES]
+    others += [*nativecheck._PROBE_PASSAGES, nativecheck._PROBE_LONG, nativecheck._PROBE_QUERY]
+    others += [p for _, _, p in probes.PAIRS]
+    with LlamaEmbedder(default_model_path, threads=1) as emb:
+        seen = {tok for text in others for tok in emb._tokenize(("passage: " + text).encode(), True)}
+        seen |= {tok for text in others for tok in emb._tokenize(("query: " + text).encode(), True)}
+        nonsense = [tok for text in probes.NONSENSE for tok in emb._tokenize(("query: " + text).encode(), True)]
+    token = next(tok for tok in nonsense if tok not in seen)
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "LD_PRELOAD": str(crash_on_token_library),
+        TRIGGER_ENV: str(token),
+        "MARCH_DAEMON": "0",
+    }
+    env.pop("MARCH_MODELS_DIR", None)
+    assert run(env, "sync").returncode == -signal.SIGSEGV
+    assert missing_vectors(tmp_path / "home" / "index.sqlite") == {}  # the memories were embedded
+    # Every recall then calibrates the model first, and crashes: counted, until the model is set aside.
+    codes = [run(env, "recall", "Biscuit carprofen tablet breakfast").returncode for _ in range(2)]
+    assert codes == [-signal.SIGSEGV] * (sentinel.CRASH_LIMIT - 1)
+    recall = run(env, "recall", "Biscuit carprofen tablet breakfast", "--json")
+    assert recall.returncode == 0, recall.stderr
+    answer = json.loads(recall.stdout)
+    assert answer["mode"] == "bm25" and answer["hints"][0]["id"] == "mem_dog"
+    assert "cannot run on this machine" in answer["warning"] and "3 times in a row" in answer["warning"]
+
+
 # ---------------------------------------------------------------- the bookkeeping, without native code
 
 

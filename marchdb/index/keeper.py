@@ -21,8 +21,8 @@ import apsw.ext
 from marchdb import bridge
 from marchdb.config import Config, load_config
 from marchdb.embedding import identity, load_embedder, resolve_model_path
-from marchdb.errors import ConfigError, IndexUnavailable, ModelError
-from marchdb.index import db, dirty, ownership, sentinel, sqlfuncs, vectors
+from marchdb.errors import ConfigError, IndexUnavailable, ModelError, ModelUnusable
+from marchdb.index import db, dirty, ownership, sqlfuncs, vectors
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.profiles import ensure_layout
 from marchdb.vault.files import walk
@@ -207,6 +207,14 @@ class Keeper:
             except ModelError as exc:
                 self._embedder_error = str(exc)
                 self.notices.append(f"vectors disabled, recall uses BM25 only: {exc}")
+            else:
+                try:
+                    vectors.check_crashes(self.con, self._embedder, self.cfg.index_path)
+                except ModelUnusable:
+                    pass  # the embedder is condemned: said just below
+                except (IndexUnavailable, apsw.Error):
+                    pass  # a read-only index: the crashes are counted by the next process that can write
+                self._drop_condemned()
         return self._embedder
 
     def _drop_condemned(self) -> None:
@@ -309,7 +317,7 @@ class Keeper:
             done, left = vectors.embed_texts_of(
                 self.con, emb, self.cfg.index_path, paths, OWN_TEXTS_INLINE if later else None
             )
-            vectors.settle(self.con, emb, 0, self.keep_vectors, sentinel.Sentinel(self.cfg.index_path, emb.fingerprint))
+            vectors.settle(self.con, emb, 0, self.keep_vectors)
         except ModelError as exc:
             vectors.record_error(self.con, str(exc))
             return [f"embedding stopped: {exc}"]

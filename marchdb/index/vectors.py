@@ -363,6 +363,16 @@ def _recover(guard: sentinel.Sentinel, embedder, pending: list[tuple[str, str, s
     return guard.without_quarantined(pending, ledger), ledger
 
 
+def check_crashes(con: apsw.Connection, embedder, index_path: str | os.PathLike) -> None:
+    """Read what dead processes left, as a model is loaded: a crash outside
+    any backlog (the model's calibration, at a recall) is counted even when
+    every text has its vector, and enough of them make the model unusable
+    here (``ModelUnusable``)."""
+    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
+    with writer_lock(index_path):
+        _recover(guard, embedder, pending_texts(con))
+
+
 def _not_suspect(pending: list[tuple[str, str, str]], ledger: sentinel.Ledger) -> list[tuple[str, str, str]]:
     return [p for p in pending if sentinel.key(p[0], p[1]) not in ledger.suspects]
 
@@ -473,7 +483,7 @@ def embed_after_sync(
             )
             return None
         report.embedded = embedded
-        settle(con, emb, embedded, long_lived, guard)
+        settle(con, emb, embedded, long_lived)
     except ModelError as exc:
         report.warnings.append(f"embedding stopped: {exc}")
         record_error(con, str(exc))
@@ -487,13 +497,11 @@ def embed_after_sync(
     return report.embedded
 
 
-def settle(con: apsw.Connection, emb, embedded: int, long_lived, guard: sentinel.Sentinel | None = None) -> None:
+def settle(con: apsw.Connection, emb, embedded: int, long_lived) -> None:
     """After an embedding run: the model's calibration (made once, so recall
-    starts fast; ``guard``: its probes run as a batch of no text,
-    ``sentinel``), the buffers of a long-lived process given back, and no
+    starts fast), the buffers of a long-lived process given back, and no
     ``vector_error`` left from an earlier failure."""
-    with guard.inflight([]) if guard is not None else contextlib.nullcontext():
-        calibrate.ensure(con, emb)
+    calibrate.ensure(con, emb)
     if embedded and long_lived:
         emb.release_buffers()  # a long-lived process: back to a query-sized buffer
     if get_meta(con, "vector_error") is not None:
