@@ -296,6 +296,7 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
     separate process), and related text scores clearly above unrelated text."""
     from marchdb.embedding import nativecheck, resolve_model_path
     from marchdb.embedding.selftest import check_report
+    from marchdb.index import sentinel
 
     store = _store(ctx)
     path = resolve_model_path(store.cfg, say=lambda line: say(line, err=True))
@@ -311,6 +312,9 @@ def model_check(ctx: typer.Context, as_json: bool = JsonOpt):
         data["native_check"] = verdict.summary()
         if not as_json:
             say(f"ok   this CPU: {verdict.summary()}")
+        data["forgiven"] = sentinel.forgive(store.con, store.cfg.index_path)
+        if data["forgiven"] and not as_json:
+            say(f"ok   {data['forgiven']} text(s) the model had crashed on are given to it again at the next sync")
     ok = data["ok"]
     if as_json:
         _emit(data)

@@ -67,6 +67,25 @@ class Embedder(ABC):
         beside its queries instead of before them."""
         return self.embed(texts, "passage", progress)
 
+    #: Why this model must not run any more in this process (``condemn``), or None.
+    condemned: str | None = None
+
+    def embed_isolated(self, texts: Sequence[str], crash_limit: int) -> list[np.ndarray | str | None]:
+        """Embed each passage of ``texts`` alone: per text, its vector, or
+        the words saying how the model crashed on it alone, or None when it
+        was not tried (``crash_limit`` texts crashed in a row first). A model
+        that can crash natively (``LlamaEmbedder``) does it in a separate
+        process, so a crash there costs that process only; this one embeds
+        them here, one call each."""
+        return [self.embed_passages([t])[0] for t in texts]
+
+    def condemn(self, detail: str) -> str:
+        """Take this model as unusable on this machine (it crashed mid-run,
+        again and again: ``index.sentinel``): it embeds nothing more in this
+        process. Returns the line a user reads."""
+        self.condemned = f"the embedding model cannot run on this machine ({detail}): recall uses keywords only"
+        return self.condemned
+
     def release_buffers(self, background: bool = True) -> bool:
         """Give back memory held for large batches, if the model keeps any
         (a long-lived process calls this after a backlog, and when idle after
@@ -117,7 +136,9 @@ def load_embedder(cfg: Config, say: Callable[[str], None] | None = None) -> Embe
 
     known = nativecheck.known_verdict(cfg.models_dir, path)
     if known is not None:
-        return load(nativecheck.raise_if_unusable(known).extra_buffers)
+        emb = load(nativecheck.raise_if_unusable(known).extra_buffers)
+        emb.verdicts_folder = cfg.models_dir
+        return emb
     # First use on this machine: the child embeds while this process loads the
     # model (loading never runs a kernel that computes; only embedding does,
     # and nothing here embeds before the verdict). Seconds saved at a first start.
@@ -136,4 +157,5 @@ def load_embedder(cfg: Config, say: Callable[[str], None] | None = None) -> Embe
     if verdict is not None and verdict.extra_buffers is not None:
         emb.close()  # the child proved another setting than llama.cpp's own choice
         emb = load(verdict.extra_buffers)
+    emb.verdicts_folder = cfg.models_dir
     return emb

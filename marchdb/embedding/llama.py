@@ -48,7 +48,7 @@ import numpy as np
 from marchdb.embedding import Embedder, Kind, Progress, backend, cpu, identity
 from marchdb.embedding import gguf_meta as keys
 from marchdb.embedding.context import Context, Lane
-from marchdb.errors import ModelError
+from marchdb.errors import ModelError, ModelUnusable
 
 _POOLING_NAMES = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
@@ -94,6 +94,8 @@ class LlamaEmbedder(Embedder):
     _tail: list[int]
     _fg: Context | None = None
     _bg: Context | None = None
+    #: Where this machine's model checks are kept (``load_embedder`` sets the models folder).
+    verdicts_folder: Path | None = None
 
     def __init__(
         self,
@@ -331,6 +333,24 @@ class LlamaEmbedder(Embedder):
         the foreground embeds (``context``)."""
         return self._embed(texts, self._prefixes["passage"], progress, background=background)
 
+    def embed_isolated(self, texts: Sequence[str], crash_limit: int) -> list[np.ndarray | str | None]:
+        """Each passage alone, in a separate process (``isolate``): a text
+        llama.cpp crashes on costs that process, not this one."""
+        from marchdb.embedding import isolate
+
+        return isolate.embed_alone(
+            self._path, self._prefixes["passage"], self.extra_buffers.use_extra_buffers, texts, crash_limit
+        )
+
+    def condemn(self, detail: str) -> str:
+        """Unusable on this machine, remembered as a failed model check
+        would be (``nativecheck.condemn``, in ``verdicts_folder`` when known)."""
+        from marchdb.embedding import nativecheck
+
+        verdict = nativecheck.condemn(self.verdicts_folder, self._path, detail)
+        self.condemned = verdict.message()
+        return self.condemned
+
     def count_tokens(self, text: str, kind: str = "passage") -> int:
         """Tokens the model sees for ``text`` (prefix and special tokens included, before windowing)."""
         prefix = self._prefixes.get(kind, "")
@@ -464,6 +484,8 @@ class LlamaEmbedder(Embedder):
             return out
         if self._fg is None:
             raise ModelError("this embedder was closed; create a new one")
+        if self.condemned is not None:
+            raise ModelUnusable(self.condemned)
         seqs: list[tuple[int, list[int], int]] = []  # (text index, tokens, weight)
         for i, t in enumerate(texts):
             if not isinstance(t, str):

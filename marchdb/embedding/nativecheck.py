@@ -286,6 +286,27 @@ def ensure_proven(folder: Path, path: Path, force: bool = False, say=None) -> Ve
     return _usable(verdict)
 
 
+def condemn(folder: Path | None, path: Path, detail: str) -> Verdict:
+    """Remember that the model at ``path`` is unusable on this machine,
+    though its check passed: it kept crashing on real texts mid-run
+    (``index.sentinel``). Kept in ``folder`` when given and writable, and for
+    this process in any case; ``marchdb model check`` proves it again."""
+    key, model = verdict_key(path)
+    the_cpu = cpu.read_cpu()
+    verdict = Verdict(
+        False, "off", detail, model=model, cpu=f"{the_cpu.model}, {the_cpu.simd()}", attempts=[detail], name=path.name
+    )
+    _memo[key] = verdict
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            make_private_dirs(folder)
+            with _locked(folder):
+                data = _read_all(folder)
+                data[key] = asdict(verdict)
+                _write_all(folder, data)
+    return verdict
+
+
 def _usable(verdict: Verdict) -> Verdict:
     if not verdict.usable:
         raise ModelUnusable(verdict.message())

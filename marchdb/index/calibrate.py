@@ -40,6 +40,7 @@ import math
 import apsw
 
 from marchdb.fts import cjk_share
+from marchdb.index import sentinel
 from marchdb.index.db import get_meta, set_meta, transaction
 from marchdb.index.probes import NONSENSE, PAIRS
 
@@ -164,7 +165,12 @@ def ensure(con: apsw.Connection, embedder) -> dict:
     """The calibration for ``embedder``'s model, measured and stored if needed."""
     data = load(con, embedder.fingerprint)
     if data is None:
-        data = _MEASURED.get(embedder.fingerprint) or measure(embedder)
+        data = _MEASURED.get(embedder.fingerprint)
+        if data is None:
+            # Named on disk as a batch of no text (``sentinel``): a crash on
+            # the probes, from recall or a sync, is counted, not repeated forever.
+            with sentinel.Sentinel(con.filename, embedder.fingerprint).inflight([]):
+                data = measure(embedder)
         _MEASURED[embedder.fingerprint] = data
         with transaction(con):
             set_meta(con, "calibration", json.dumps(data))

@@ -20,7 +20,7 @@ import apsw
 from marchdb import bridge
 from marchdb.config import Config, load_config
 from marchdb.embedding import identity, load_embedder, resolve_model_path
-from marchdb.errors import ConfigError, IndexUnavailable, ModelError
+from marchdb.errors import ConfigError, IndexUnavailable, ModelError, ModelUnusable
 from marchdb.index import db, dirty, ownership, sqlfuncs, vectors
 from marchdb.index.sync import SyncReport, owner_problem, scan_epoch, sync_files
 from marchdb.profiles import ensure_layout
@@ -196,18 +196,37 @@ class Keeper:
 
     def loaded_embedder(self):
         """The embedder if this Store has already loaded one (never loads)."""
+        self._drop_condemned()
         return self._embedder
 
     def embedder(self):
         """The loaded embedder, or None when no model can be loaded (the
         reason is kept for ``status`` / ``doctor`` and announced once)."""
+        self._drop_condemned()
         if self._embedder is None and self._embedder_error is None:
             try:
                 self._embedder = load_embedder(self.cfg, say=self.say)
             except ModelError as exc:
                 self._embedder_error = str(exc)
                 self.notices.append(f"vectors disabled, recall uses BM25 only: {exc}")
+            else:
+                try:
+                    vectors.check_crashes(self.con, self._embedder, self.cfg.index_path)
+                except ModelUnusable:
+                    pass  # the embedder is condemned: said just below
+                except (IndexUnavailable, apsw.Error):
+                    pass  # a read-only index: the crashes are counted by the next process that can write
+                self._drop_condemned()
         return self._embedder
+
+    def _drop_condemned(self) -> None:
+        # A model found unusable mid-run (it kept crashing: ``sentinel``)
+        # embeds nothing more here; another Store of this process (the
+        # engine's watcher) may be the one that found it.
+        emb = self._embedder
+        if emb is not None and emb.condemned is not None:
+            self._embedder, self._embedder_error = None, emb.condemned
+            self.notices.append(f"vectors disabled, recall uses BM25 only: {emb.condemned}")
 
     def sync(
         self,

@@ -5,10 +5,14 @@ stored in the vec0 tables ``vec_meta`` / ``vec_chunk`` under the same rowid.
 A moved or renamed file keeps its hashes, so it is never embedded again; a
 new model fingerprint drops every vector and re-embeds. Each batch commits on
 its own, so a killed run leaves a consistent index and the next sync resumes.
+Each batch's texts are named on disk while the model runs (``sentinel``): a
+run that died of a native crash leaves suspects, embedded apart by the next
+run, and the text the model crashes on alone is never given to it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -16,8 +20,8 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from marchdb.errors import ModelError
-from marchdb.index import calibrate
+from marchdb.errors import ModelError, ModelUnusable
+from marchdb.index import calibrate, sentinel
 from marchdb.index.db import (
     bump_meta,
     drop_vector_tables,
@@ -54,9 +58,11 @@ def _blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
 
-def prepare_model(con: apsw.Connection, embedder) -> bool:
+def prepare_model(con: apsw.Connection, embedder, guard: sentinel.Sentinel | None = None) -> bool:
     """Point the index at ``embedder``'s model; drop all vectors when it
-    changed. Returns True when vectors were dropped (all is re-embedded)."""
+    changed. Returns True when vectors were dropped (all is re-embedded).
+    ``guard``: the model's probes run as a batch of no text (a crash there
+    is counted, ``sentinel``)."""
     fingerprint, dim = embedder.fingerprint, embedder.dim
     current = get_meta(con, "model_fingerprint")
     if current == fingerprint and get_meta(con, "dim") == str(dim) and get_meta(con, "vector_center"):
@@ -65,7 +71,8 @@ def prepare_model(con: apsw.Connection, embedder) -> bool:
                 ensure_vector_tables(con, dim)
                 _backfill_bits(con)
         return False
-    center = vector_center(embedder)
+    with guard.inflight([]) if guard is not None else contextlib.nullcontext():
+        center = vector_center(embedder)
     with transaction(con):
         drop_vector_tables(con)
         set_meta(con, "model_fingerprint", fingerprint)
@@ -252,10 +259,15 @@ def embed_pending(
 
 
 def _embed_held(con, embedder, index_path, lease, progress, batch, limit, background, keep_going) -> int:
+    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
     with writer_lock(index_path):
-        prepare_model(con, embedder)
+        _recover(guard, embedder, pending_texts(con))  # before the model runs at all: its probes may be what crashed
+        prepare_model(con, embedder, guard)
         collect_garbage(con)
-        pending = pending_texts(con)
+        pending, ledger = _recover(guard, embedder, pending_texts(con))
+        # A bounded run (a hook's dirty check) must stay quick: suspects wait
+        # for a full one, which embeds them apart (seconds: a process to start).
+        pending = pending if limit is None else _not_suspect(pending, ledger)
     tried: set[tuple[str, str]] = set()
     done = 0
     total = len(pending) if limit is None else min(limit, len(pending))
@@ -265,17 +277,22 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
     while pending and not stopped:
         room = None if limit is None else limit - len(tried)
         todo = pending[:room]
+        suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
+        while suspects:  # a culprit's memory makes its other texts suspects too: they are next
+            done += _isolate(con, embedder, index_path, guard, suspects)
+            tried.update((k, h) for k, h, _ in suspects)
+            todo = [p for p in todo if (p[0], p[1]) not in tried]
+            ledger = guard.read()
+            suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
+            if progress:
+                progress(len(tried), total)
         # Similar lengths together make the model's batches efficient.
         for start in range(0, len(todo), batch):
             if keep_going is not None and not keep_going():
                 stopped = True
                 break
             part = todo[start : start + batch]
-            vecs = embedder.embed_passages([t for _, _, t in part], background=background)
-            with writer_lock(index_path):
-                if get_meta(con, "model_fingerprint") != embedder.fingerprint:
-                    raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
-                done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+            done += _embed_batch(con, embedder, index_path, guard, ledger, part, background)
             tried.update((k, h) for k, h, _ in part)
             if progress:
                 progress(len(tried), total)
@@ -284,14 +301,17 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
         # What was indexed while this run embedded (a save, another sync):
         # this run takes it too, rather than leaving it for the next sync.
         with writer_lock(index_path):
-            pending = [p for p in pending_texts(con) if (p[0], p[1]) not in tried]
+            pending = [p for p in _recover(guard, embedder, pending_texts(con))[0] if (p[0], p[1]) not in tried]
+            ledger = guard.read()
+            pending = pending if limit is None else _not_suspect(pending, ledger)
         total = len(tried) + (len(pending) if limit is None else min(limit - len(tried), len(pending)))
     with writer_lock(index_path):
         with transaction(con):
             set_meta(con, "vector_error", None)
             # Re-checked inside the transaction: another process may have added
-            # memories since our list was made.
-            if not pending_texts(con):
+            # memories since our list was made. Texts the model crashed on
+            # are not pending: they are never given to it again.
+            if not guard.without_quarantined(pending_texts(con)):
                 set_meta(con, "vectors_complete", embedder.fingerprint)
         # Given up under the writer lock: a writer that indexed texts after
         # the check above finds the lease free (it is not held once that
@@ -309,19 +329,126 @@ def embed_texts_of(
     without the embedding lease: a save must not wait behind a backlog
     another process embeds (at worst a text both embed is stored once).
     Returns how many were stored and how many are left pending."""
+    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
     with writer_lock(index_path):
-        prepare_model(con, embedder)
-        pending = pending_texts(con, paths)
+        prepare_model(con, embedder, guard)
+        ledger = guard.read()
+        pending = guard.without_quarantined(pending_texts(con, paths), ledger)
     todo = pending[:limit]
+    left = len(pending) - len(todo)
     done = 0
+    suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
+    while suspects:
+        done += _isolate(con, embedder, index_path, guard, suspects)
+        todo = [p for p in todo if p not in suspects]
+        ledger = guard.read()
+        suspects = [p for p in todo if sentinel.key(p[0], p[1]) in ledger.suspects]
     for start in range(0, len(todo), EMBED_BATCH):
         part = todo[start : start + EMBED_BATCH]
-        vecs = embedder.embed_passages([t for _, _, t in part])
-        with writer_lock(index_path):
+        done += _embed_batch(con, embedder, index_path, guard, ledger, part, False)
+    return done, left
+
+
+def _recover(guard: sentinel.Sentinel, embedder, pending: list[tuple[str, str, str]]):
+    """``(pending, ledger)``: what a dead process was embedding becomes
+    suspect (``sentinel``), quarantined texts leave ``pending``; crashes
+    that no text explained, again and again, make the model unusable here
+    (``ModelUnusable``). Under the writer lock."""
+    ledger, found = guard.recover(pending)
+    if found and ledger.crashes >= sentinel.CRASH_LIMIT:
+        _condemn(
+            guard,
+            embedder,
+            f"llama.cpp crashed {ledger.crashes} times in a row while embedding memories, on no single text",
+        )
+    return guard.without_quarantined(pending, ledger), ledger
+
+
+def check_crashes(con: apsw.Connection, embedder, index_path: str | os.PathLike) -> None:
+    """Read what dead processes left, as a model is loaded: a crash outside
+    any backlog (the model's calibration, at a recall) is counted even when
+    every text has its vector, and enough of them make the model unusable
+    here (``ModelUnusable``)."""
+    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
+    with writer_lock(index_path):
+        _recover(guard, embedder, pending_texts(con))
+
+
+def _not_suspect(pending: list[tuple[str, str, str]], ledger: sentinel.Ledger) -> list[tuple[str, str, str]]:
+    return [p for p in pending if sentinel.key(p[0], p[1]) not in ledger.suspects]
+
+
+def _condemn(guard: sentinel.Sentinel, embedder, detail: str) -> None:
+    guard.settle({}, explained=True)
+    raise ModelUnusable(embedder.condemn(detail))
+
+
+def _embed_batch(con, embedder, index_path, guard, ledger, part, background: bool) -> int:
+    """One call of the model on ``part``, its texts named on disk while it
+    runs (``sentinel``), its vectors stored. Returns how many were new."""
+    with guard.inflight([(k, h) for k, h, _ in part]):
+        vecs = embedder.embed_passages([t for _, _, t in part], background=background)
+    with writer_lock(index_path):
+        if get_meta(con, "model_fingerprint") != embedder.fingerprint:
+            raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+        added = store_vectors(con, [(k, h) for k, h, _ in part], vecs)
+        if ledger.crashes:
+            guard.settle({}, explained=True)  # a batch went through: the crashes before were not the model's way
+            ledger.crashes = 0
+    return added
+
+
+def _isolate(con, embedder, index_path, guard: sentinel.Sentinel, suspects) -> int:
+    """Embed the suspects one by one, apart (``Embedder.embed_isolated``):
+    those the model crashes on alone are quarantined, the others stored.
+    Returns how many vectors were stored."""
+    import numpy as np
+
+    results = embedder.embed_isolated([t for _, _, t in suspects], sentinel.LONE_CRASH_LIMIT)
+    in_a_row = 0
+    for r in results:
+        in_a_row = in_a_row + 1 if isinstance(r, str) else 0 if r is not None else in_a_row
+        if in_a_row >= sentinel.LONE_CRASH_LIMIT:
+            with writer_lock(index_path):
+                _condemn(guard, embedder, f"llama.cpp crashed on {in_a_row} texts in a row, each embedded alone")
+    made = [(p, r) for p, r in zip(suspects, results) if r is not None and not isinstance(r, str)]
+    outcome: dict[str, str | None] = {  # those not tried stay suspects
+        sentinel.key(k, h): (r if isinstance(r, str) else None)
+        for (k, h, _), r in zip(suspects, results)
+        if r is not None
+    }
+    added = 0
+    with writer_lock(index_path):
+        if made:
             if get_meta(con, "model_fingerprint") != embedder.fingerprint:
-                raise ModelError("another process switched the embedding model meanwhile; run `marchdb sync` again")
-            done += store_vectors(con, [(k, h) for k, h, _ in part], vecs)
-    return done, len(pending) - len(todo)
+                raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
+            vecs = np.stack([np.asarray(r, dtype=np.float32) for _, r in made])
+            added = store_vectors(con, [(k, h) for (k, h, _), _ in made], vecs)
+        crashed = [name for name, crash in outcome.items() if crash is not None]
+        guard.settle(outcome, explained=bool(crashed), suspects=_siblings(con, crashed))
+    return added
+
+
+def _siblings(con: apsw.Connection, names: list[str]) -> set[str]:
+    """Every text of the memories holding the texts ``names`` (``sentinel.key``):
+    the model crashed on one, and another (an overlapping chunk, the name and
+    description) likely holds what it crashed on."""
+    out: set[str] = set()
+    for name in names:
+        kind, _, h = name.partition(":")
+        if kind == "meta":
+            rids = con.execute("SELECT rid FROM memory_index WHERE meta_hash = ?", (h,)).fetchall()
+        else:
+            rids = con.execute("SELECT DISTINCT mem_rid FROM chunks WHERE hash = ?", (h,)).fetchall()
+        for (rid,) in rids:
+            out.update(
+                sentinel.key("meta", m)
+                for (m,) in con.execute("SELECT meta_hash FROM memory_index WHERE rid = ?", (rid,))
+            )
+            out.update(
+                sentinel.key("chunk", c) for (c,) in con.execute("SELECT hash FROM chunks WHERE mem_rid = ?", (rid,))
+            )
+    return out - set(names)
 
 
 def embed_after_sync(
@@ -344,6 +471,8 @@ def embed_after_sync(
     happened (an old error fixed since must not stay in status and doctor).
     Returns ``embed_pending``'s answer (None: the lease was taken), 0 when embedding failed."""
     report.model = emb.fingerprint
+    guard = sentinel.Sentinel(index_path, emb.fingerprint)
+    quarantined = set(guard.read().quarantined)
     try:
         embedded = embed_pending(
             con, emb, index_path, progress, limit=limit, wait=wait, background=background, keep_going=keep_going
@@ -359,6 +488,13 @@ def embed_after_sync(
     except ModelError as exc:
         report.warnings.append(f"embedding stopped: {exc}")
         record_error(con, str(exc))
+    new = set(guard.read().quarantined) - quarantined
+    if new:
+        ids = sorted({r["id"] for r in sentinel.quarantined_memories(con, index_path, emb.fingerprint, new)})
+        report.warnings.append(
+            f"llama.cpp crashed on the text of {', '.join(ids)}: it is no longer given to the model and is "
+            "found by its keywords only; the rest was embedded (marchdb doctor)"
+        )
     return report.embedded
 
 

@@ -14,7 +14,7 @@ import re
 
 from marchdb import hooks, logfile, ops, switches
 from marchdb.errors import ConfigError, Conflict, InvalidInput, NotFound, check_text
-from marchdb.index import db, doctor
+from marchdb.index import db, doctor, sentinel
 from marchdb.index import query as query_mod
 from marchdb.index.keeper import Keeper, as_of
 from marchdb.lifecycle import now as now_mod
@@ -64,6 +64,7 @@ class Reading(Keeper):
             summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
         else:
             summary["model_check"] = verdict.summary()
+        summary["model_crashed_on"] = sentinel.summary(con, self.cfg.index_path)
         summary.update(self.recall_switches())
         return summary
 
@@ -131,6 +132,7 @@ class Reading(Keeper):
             "problems": model_rows
             + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
             + doctor.problems(self.con)
+            + sentinel.problems(self.con, self.cfg.index_path)
             + doctor.home_problems(
                 [
                     self.cfg.profiles_dir / "agent.md",

@@ -1,0 +1,396 @@
+"""Which texts the model was embedding when its process died: a native crash on one memory costs that memory's vectors, not every run.
+
+llama.cpp is proven on this machine before it runs in ours
+(``embedding.nativecheck``), but a crash can still come mid-run, on one
+input: a text that makes it crash, a kernel that fails on one batch shape.
+Such a crash kills the process that embeds (the engine, a sync, the MCP
+server), and the next one met the same backlog and crashed again, forever.
+
+So before a batch goes to the model, the texts it holds (their kinds and
+content hashes), the model's fingerprint and the process are written to a
+small file beside the index, ``<index>.embedding.<pid>.<n>``; it is removed
+when the batch returns. Written before the call, it outlives the process's
+death (a power cut is no crash of the model, so it is not fsynced). The next
+process that embeds for the index (``recover``) finds the files of dead
+processes (their pid gone, or another process or boot under it):
+
+* their texts become **suspects**, kept in ``<index>.crashes.json``; each
+  is embedded alone, in a separate process (``Embedder.embed_isolated``), so
+  a crash there costs that process only and names the culprit;
+* a text on which the model crashed alone is **quarantined**: never sent to
+  the model again for that model, shown by ``status`` and ``doctor`` with
+  its memory (still found by its keywords), and the rest of the backlog goes
+  on. Editing the memory makes a new text, tried again; ``marchdb model
+  check`` forgives every quarantined text (``forgive``);
+* crashes that no single text explains (every batch crashes, whatever it
+  holds) are counted; at ``CRASH_LIMIT`` in a row, or ``LONE_CRASH_LIMIT``
+  texts crashing alone in a row, the model is unusable on this machine, as
+  if its first check had crashed (``Embedder.condemn``): keyword recall, a
+  plain warning, no loop.
+
+Both files are found by name next to the index, opened without following
+links, and hold nothing but hashes (no memory text).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import json
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import apsw
+
+from marchdb.clock import utc_now_iso
+
+#: Crashes in a row that no text explained (every suspect embedded fine
+#: alone) before the model is taken as unusable on this machine.
+CRASH_LIMIT = 3
+#: Texts in a row on which the model crashed alone before it is taken as
+#: unusable (a model that crashes on every text is broken, not its inputs).
+LONE_CRASH_LIMIT = 3
+#: The ledger is not read past this size (it holds hashes: ~100 bytes a text).
+MAX_LEDGER_BYTES = 512 * 1024
+#: Quarantined texts kept per model (the newest).
+MAX_QUARANTINED = 1000
+#: Models whose ledger is kept (the one in use and a few before it).
+MAX_MODELS = 4
+_INFLIGHT = ".embedding."
+_LEDGER = ".crashes.json"
+_counter = itertools.count()
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def key(kind: str, h: str) -> str:
+    """How a text is named in the ledger."""
+    return f"{kind}:{h}"
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (Linux), so a
+    pid reused by another process is not taken for the one that wrote."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return ""
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else ""
+
+
+def _alive(pid: int, boot: str, start: str) -> bool:
+    if boot and boot != _boot_id():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process holds the pid: only a start time can tell
+    return not start or _start_time(pid) in ("", start)
+
+
+@dataclass
+class Ledger:
+    """What the crashes of one model left: ``suspects`` and ``quarantined``
+    by ``key(kind, hash)``, and ``crashes``, those found in a row that no
+    text explained."""
+
+    suspects: dict[str, dict] = field(default_factory=dict)
+    quarantined: dict[str, dict] = field(default_factory=dict)
+    crashes: int = 0
+
+    def as_dict(self) -> dict:
+        return {"suspects": self.suspects, "quarantined": self.quarantined, "crashes": self.crashes}
+
+
+class Sentinel:
+    """The sentinel files and the ledger of the index at ``index_path``,
+    for the model ``fingerprint``. The ledger is read and written under the
+    index's writer lock (callers hold it)."""
+
+    def __init__(self, index_path: str | os.PathLike, fingerprint: str):
+        self.index_path = os.path.abspath(index_path)
+        self.fingerprint = fingerprint
+        self.folder = os.path.dirname(self.index_path)
+        self.base = os.path.basename(self.index_path)
+        self._lock = threading.Lock()
+
+    # -- the files of batches in flight -----------------------------------
+
+    @contextlib.contextmanager
+    def inflight(self, items: list[tuple[str, str]]) -> Iterator[None]:
+        """Around one call of the model on the texts ``items`` (``(kind,
+        hash)``): their names on disk while it runs. When the file cannot be
+        written (a read-only folder) the batch runs without it."""
+        pid = os.getpid()
+        name = os.path.join(self.folder, f"{self.base}{_INFLIGHT}{pid}.{next(_counter)}")
+        record = {
+            "pid": pid,
+            "boot": _boot_id(),
+            "start": _start_time(pid),
+            "model": self.fingerprint,
+            "texts": [key(k, h) for k, h in items],
+            "at": utc_now_iso(),
+        }
+        written = False
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            written = True
+        except OSError:
+            pass
+        try:
+            yield
+        finally:
+            if written:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+
+    def _dead_batches(self) -> list[tuple[str, dict | None]]:
+        """``(file, record)`` of the batches of dead processes (record None:
+        unreadable, a file cut short by the death itself)."""
+        prefix = self.base + _INFLIGHT
+        out: list[tuple[str, dict | None]] = []
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return []
+        for entry in entries:
+            pid_part, _, n_part = entry.name[len(prefix) :].partition(".")
+            if (
+                not entry.name.startswith(prefix)
+                or not (pid_part.isdigit() and n_part.isdigit())  # only the names this module gives
+                or not entry.is_file(follow_symlinks=False)
+            ):
+                continue
+            record = _read_json(entry.path, 64 * 1024)
+            if isinstance(record, dict):
+                try:
+                    pid = int(record.get("pid", 0))
+                except (TypeError, ValueError):
+                    pid = 0
+                if pid > 0 and _alive(pid, str(record.get("boot", "")), str(record.get("start", ""))):
+                    continue
+                out.append((entry.path, record))
+            else:
+                if _alive(int(pid_part), "", ""):
+                    continue  # being written this instant
+                out.append((entry.path, None))
+        return out
+
+    # -- the ledger ---------------------------------------------------------
+
+    @property
+    def ledger_path(self) -> str:
+        return os.path.join(self.folder, self.base + _LEDGER)
+
+    def _read_all(self) -> dict[str, dict]:
+        data = _read_json(self.ledger_path, MAX_LEDGER_BYTES)
+        return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+    def read(self) -> Ledger:
+        """This model's ledger as it is on disk (empty when there is none)."""
+        row = self._read_all().get(self.fingerprint) or {}
+        suspects, quarantined = row.get("suspects"), row.get("quarantined")
+        crashes = row.get("crashes")
+        return Ledger(
+            suspects=suspects if isinstance(suspects, dict) else {},
+            quarantined=quarantined if isinstance(quarantined, dict) else {},
+            crashes=crashes if isinstance(crashes, int) else 0,
+        )
+
+    def write(self, ledger: Ledger) -> None:
+        """Keep ``ledger`` for this model (best effort: a folder that cannot
+        be written means the next crash is found again, never a lost index)."""
+        data = self._read_all()
+        data.pop(self.fingerprint, None)
+        newest = sorted(ledger.quarantined.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_QUARANTINED:]
+        ledger.quarantined = dict(newest)
+        if ledger.suspects or ledger.quarantined or ledger.crashes:
+            data[self.fingerprint] = ledger.as_dict()
+        data = dict(list(data.items())[-MAX_MODELS:])
+        with contextlib.suppress(OSError):
+            _write_json(self.ledger_path, data)
+
+    def recover(self, pending: list[tuple[str, str, str]]) -> tuple[Ledger, int]:
+        """Read what dead processes left: their texts become suspects, and
+        the ledger forgets texts no longer pending (edited, deleted,
+        embedded). ``pending``: every text lacking a vector, as
+        ``vectors.pending_texts`` lists them. Returns the ledger and how many
+        crashes were found now."""
+        with self._lock:
+            ledger = self.read()
+            before = json.dumps(ledger.as_dict(), sort_keys=True)
+            found = 0
+            for path, record in self._dead_batches():
+                if record is not None and record.get("model") == self.fingerprint:
+                    found += 1
+                    for name in record.get("texts") or []:
+                        if isinstance(name, str) and name not in ledger.quarantined:
+                            ledger.suspects.setdefault(name, {"since": str(record.get("at", ""))})
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            ledger.crashes += found
+            alive = {key(k, h) for k, h, _ in pending}
+            ledger.suspects = {k: v for k, v in ledger.suspects.items() if k in alive}
+            ledger.quarantined = {k: v for k, v in ledger.quarantined.items() if k in alive}
+            if json.dumps(ledger.as_dict(), sort_keys=True) != before:
+                self.write(ledger)
+            return ledger, found
+
+    def without_quarantined(
+        self, pending: list[tuple[str, str, str]], ledger: Ledger | None = None
+    ) -> list[tuple[str, str, str]]:
+        """``pending`` but the texts this model crashed on alone."""
+        quarantined = (ledger or self.read()).quarantined
+        return [p for p in pending if key(p[0], p[1]) not in quarantined] if quarantined else pending
+
+    def settle(self, outcome: dict[str, str | None], explained: bool, suspects: set[str] | None = None) -> None:
+        """After suspects were embedded apart: ``outcome`` maps each one
+        tried to None (it embedded fine) or how the model crashed on it
+        alone (quarantined). ``explained``: the crashes found so far are
+        accounted for (a culprit was found, or a batch went through), so
+        their count starts again. ``suspects``: texts to embed apart too.
+        Under the writer lock."""
+        with self._lock:
+            ledger = self.read()
+            before = json.dumps(ledger.as_dict(), sort_keys=True)
+            for name, crash in outcome.items():
+                ledger.suspects.pop(name, None)
+                if crash is not None:
+                    ledger.quarantined[name] = {"at": utc_now_iso(), "detail": crash}
+            for name in suspects or ():
+                if name not in ledger.quarantined and name not in outcome:
+                    ledger.suspects.setdefault(name, {"since": utc_now_iso()})
+            if explained:
+                ledger.crashes = 0
+            if json.dumps(ledger.as_dict(), sort_keys=True) != before:
+                self.write(ledger)
+
+
+def forgive(con: apsw.Connection, index_path: str | os.PathLike) -> int:
+    """Forget every quarantined and suspect text of every model, so that the
+    next sync gives them to the model again (``marchdb model check``, after
+    an upgrade of llama-cpp-python). Returns how many quarantined texts were
+    forgiven."""
+    from marchdb.index.db import set_meta, transaction
+    from marchdb.index.locks import writer_lock
+
+    guard = Sentinel(index_path, "")
+    with writer_lock(index_path):
+        data = guard._read_all()
+        count = sum(len(v.get("quarantined") or {}) for v in data.values())
+        if not data:
+            return 0
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISREG(os.lstat(guard.ledger_path).st_mode):
+                os.unlink(guard.ledger_path)
+        if count:
+            with transaction(con):
+                set_meta(con, "vectors_complete", None)  # they lack vectors: a sync must look again
+    return count
+
+
+def quarantined_memories(
+    con: apsw.Connection, index_path: str | os.PathLike, fingerprint: str | None, only: set[str] | None = None
+) -> list[dict]:
+    """The memories whose texts the model ``fingerprint`` (None: the one
+    the index holds vectors of) crashed on (``only``: of these texts):
+    ``[{"path", "id", "kind", "detail"}]``, by path."""
+    if fingerprint is None:
+        row = con.execute("SELECT value FROM meta WHERE key = 'model_fingerprint'").fetchone()
+        fingerprint = str(row[0]) if row and row[0] is not None else None
+    if not fingerprint:
+        return []
+    ledger = Sentinel(index_path, fingerprint).read()
+    out = []
+    for name, info in ledger.quarantined.items():
+        if only is not None and name not in only:
+            continue
+        kind, _, h = name.partition(":")
+        if kind == "meta":
+            rows = con.execute("SELECT path, id FROM memory_index WHERE meta_hash = ?", (h,)).fetchall()
+        else:
+            rows = con.execute(
+                "SELECT m.path, m.id FROM chunks c JOIN memory_index m ON m.rid = c.mem_rid WHERE c.hash = ?", (h,)
+            ).fetchall()
+        for path, mem_id in rows:
+            what = "its name and description" if kind == "meta" else "a passage of its text"
+            out.append({"path": path, "id": mem_id, "kind": kind, "detail": f"{what}: {info.get('detail', '')}"})
+    out.sort(key=lambda r: (r["path"], r["kind"]))
+    return out
+
+
+def problems(con: apsw.Connection, index_path: str | os.PathLike) -> list[dict]:
+    """``doctor`` rows for the quarantined memories."""
+    return [
+        {
+            "path": row["path"],
+            "kind": "model_crashed_on",
+            "detail": f"{row['id']}: {row['detail']}",
+            "advice": "llama.cpp crashed on this memory's text, so it is no longer given to the model: it is "
+            "still found by its keywords, not by meaning. Editing the memory tries its new text; after "
+            "upgrading llama-cpp-python, `marchdb model check` tries them all again",
+        }
+        for row in quarantined_memories(con, index_path, None)
+    ]
+
+
+def summary(con: apsw.Connection, index_path: str | os.PathLike) -> str | None:
+    """One line for ``status``: how many memories the model crashed on, or None."""
+    rows = quarantined_memories(con, index_path, None)
+    if not rows:
+        return None
+    ids = sorted({r["id"] for r in rows})
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"{len(ids)} memor{'y' if len(ids) == 1 else 'ies'} found by keywords only: the model crashed on {shown} (marchdb doctor)"
+
+
+def _read_json(path: str, limit: int):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _write_json(path: str, data: dict) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise OSError(errno.EEXIST, "not a regular file", path)  # not ours to replace
+    folder = str(Path(path).parent)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
