@@ -108,7 +108,7 @@ def culprit_token(default_model_path) -> int:
     from marchdb.index import probes
 
     others = [" ".join([n, d, " ".join(t), b]) for _, n, d, t, b in MIXED_MEMORIES]
-    others += [*nativecheck._PROBE_PASSAGES, nativecheck._PROBE_LONG, nativecheck._PROBE_QUERY]
+    others += [*nativecheck.PROBE_PASSAGES, nativecheck.PROBE_LONG, nativecheck.PROBE_QUERY]
     others += [t for pair in probes.PAIRS for t in pair] + list(probes.NONSENSE)
     with LlamaEmbedder(default_model_path, threads=1) as emb:
         seen = {tok for text in others for tok in emb._tokenize(("passage: " + text).encode(), True)}
@@ -256,7 +256,7 @@ def test_a_crash_on_the_model_s_own_calibration_is_counted_not_repeated(
     from marchdb.index import probes
 
     others = [" ".join([n, d, " ".join(t), b]) for _, n, d, t, b in MIXED_MEMORIES]
-    others += [*nativecheck._PROBE_PASSAGES, nativecheck._PROBE_LONG, nativecheck._PROBE_QUERY]
+    others += [*nativecheck.PROBE_PASSAGES, nativecheck.PROBE_LONG, nativecheck.PROBE_QUERY]
     others += [p for _, _, p in probes.PAIRS]
     with LlamaEmbedder(default_model_path, threads=1) as emb:
         seen = {tok for text in others for tok in emb._tokenize(("passage: " + text).encode(), True)}

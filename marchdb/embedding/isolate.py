@@ -65,7 +65,7 @@ def _command() -> list[str]:
     paths = [p for p in sys.path if p and os.path.isabs(p)]
     boot = (
         "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-        "from marchdb.embedding.isolate import child_main; child_main()"
+        "from marchdb.embedding.children import isolate_main; isolate_main()"
     )
     return [sys.executable, "-I", "-c", boot, json.dumps(paths)]
 
@@ -108,22 +108,3 @@ def _run_child(path: Path, prefix: str, extra_buffers: bool, texts: list[str]) -
         f"the process embedding texts apart failed (exit code {proc.returncode}"
         f"{'' if loaded else ', before the model was loaded'}: {tail[0][:200]}); they are tried again at the next sync"
     )
-
-
-def child_main() -> None:
-    """The child: read the request on stdin, load the model, embed each text
-    alone, print one JSON line per vector as soon as it is made."""
-    import numpy as np
-
-    from marchdb.embedding.llama import LlamaEmbedder
-
-    request = json.loads(sys.stdin.buffer.read())
-    emb = LlamaEmbedder(
-        request["path"], threads=1, prefixes={"passage": request["prefix"]}, extra_buffers=bool(request["extra"])
-    )
-    print(json.dumps({"stage": "loaded"}), flush=True)  # a crash after this line is a text's
-    for text in request["texts"]:
-        vec = emb.embed_passages([text])[0]
-        blob = np.ascontiguousarray(vec, dtype=np.float32).tobytes()
-        print(json.dumps({"v": base64.b64encode(blob).decode("ascii")}), flush=True)
-    emb.close()

@@ -45,7 +45,7 @@ from pathlib import Path
 
 from marchdb.clock import utc_now_iso
 from marchdb.embedding import cpu
-from marchdb.errors import ModelError, ModelUnusable
+from marchdb.errors import ModelUnusable
 from marchdb.private import make_private_dirs, open_private
 
 #: The verdicts, in the models folder.
@@ -60,20 +60,20 @@ MAX_VERDICTS = 64
 PROBE_TIMEOUT = 180.0
 #: Exit code of a child that met an ordinary ModelError (a broken file): not
 #: a verdict on the machine, the parent's own load will say why.
-_EXIT_MODEL_ERROR = 3
+EXIT_MODEL_ERROR = 3
 
-_PROBE_PASSAGES = (
+PROBE_PASSAGES = (
     "To reset your password, open Settings, choose Account and click 'Forgot password'.",
     "The Amazon rainforest is home to millions of insect species.",
     "要重置密码，请打开设置，选择账户，然后点击“忘记密码”。",
 )
-_PROBE_QUERY = "How do I reset my password?"
+PROBE_QUERY = "How do I reset my password?"
 # A passage of about 300 tokens: a batch as large as a memory's body makes
 # (kernels may tile large batches differently from a short query).
-_PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, restart the workers." for i in range(14))
+PROBE_LONG = " ".join(f"Deploy step {i}: check the logs, run the migrations, restart the workers." for i in range(14))
 #: The related pair must beat the unrelated one by this much (e5 squeezes
 #: cosines into 0.7-0.95; any working model clears it widely).
-_MARGIN = 0.02
+PROBE_MARGIN = 0.02
 
 
 @dataclass
@@ -344,7 +344,7 @@ def _child_command(path: Path, mode: str) -> list[str]:
     paths = [p for p in sys.path if p and os.path.isabs(p)]
     boot = (
         "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); "
-        "from marchdb.embedding.nativecheck import child_main; child_main(sys.argv[2:])"
+        "from marchdb.embedding.children import check_main; check_main(sys.argv[2:])"
     )
     return [sys.executable, "-I", "-c", boot, json.dumps(paths), str(path), mode]
 
@@ -377,7 +377,7 @@ def _run_child(path: Path, mode: str) -> _Outcome:
             name = f"signal {-proc.returncode}"
         stage = "while embedding" if replies else "while loading the model"
         return _Outcome("crash", f"llama.cpp crashed with {name} {stage}", extra)
-    if proc.returncode == _EXIT_MODEL_ERROR:
+    if proc.returncode == EXIT_MODEL_ERROR:
         return _Outcome("error", str(replies[-1].get("why", "")) if replies else "")
     answer = replies[-1] if replies else None
     if proc.returncode != 0 or answer is None or "ok" not in answer:
@@ -387,37 +387,3 @@ def _run_child(path: Path, mode: str) -> _Outcome:
         return _Outcome("wrong", str(answer.get("why", "the vectors make no sense")), extra)
     seconds = time.monotonic() - started
     return _Outcome("ok", f"proven in {seconds:.1f} s, {answer.get('reason', '')}", extra)
-
-
-def child_main(argv: list[str]) -> None:
-    """The child: load the model, embed the probes, print one JSON line."""
-    import numpy as np
-
-    from marchdb.embedding.llama import LlamaEmbedder
-
-    path, mode = argv[0], argv[1]
-    extra = None if mode == "auto" else mode == "on"
-    try:
-        emb = LlamaEmbedder(path, threads=1, extra_buffers=extra)
-    except ModelError as exc:
-        print(json.dumps({"ok": False, "why": str(exc)}))
-        sys.exit(_EXIT_MODEL_ERROR)
-    reply: dict = {"extra_buffers": emb.extra_buffers.use_extra_buffers, "reason": emb.extra_buffers.reason}
-    print(json.dumps({"stage": "loaded", **reply}), flush=True)  # a crash after this line is embedding's
-    passages = emb.embed(list(_PROBE_PASSAGES) + [_PROBE_LONG], "passage")
-    query = emb.embed([_PROBE_QUERY], "query")[0]
-    finite = bool(np.isfinite(passages).all() and np.isfinite(query).all())
-    norms = np.linalg.norm(passages, axis=1)
-    unit = finite and bool(np.all(np.abs(norms - 1) < 1e-3))
-    related, unrelated = float(passages[0] @ query), float(passages[1] @ query)
-    if not unit:
-        reply.update(ok=False, why="llama.cpp gave vectors that are not finite unit vectors")
-    elif related - unrelated < _MARGIN:
-        reply.update(
-            ok=False,
-            why=f"llama.cpp gave vectors that do not tell related from unrelated text ({related:.3f} vs {unrelated:.3f})",
-        )
-    else:
-        reply.update(ok=True)
-    emb.close()
-    print(json.dumps(reply), flush=True)
