@@ -64,7 +64,9 @@ class Reading(Keeper):
             summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
         else:
             summary["model_check"] = verdict.summary()
-        summary["model_crashed_on"] = sentinel.summary(con, self.cfg.index_path)
+        crashed_on = sentinel.summary(con, self.cfg.index_path)
+        if crashed_on:  # said only when there is something to say
+            summary["model_crashed_on"] = crashed_on
         summary.update(self.recall_switches())
         return summary
 
