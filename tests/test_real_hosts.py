@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from fakemodel import FakeModel, opencode_config
+from hostchats import stop_cline_hub
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS_DIR = Path(os.environ.get("MARCHDB_HOSTS") or ROOT / ".hosts")
@@ -349,17 +350,7 @@ def cline(world):
     command; the hub it leaves running in the background is stopped at the end."""
     program = host_program("cline")
     yield program
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if b"--cline-hub-daemon" in cmdline and f"HOME={world['home']}".encode() in environ:
-            try:
-                os.killpg(int(proc.name), 9)
-            except OSError:
-                pass
+    stop_cline_hub(world["home"])
 
 
 def run_cline(world, program: Path, fake, prompt: str) -> subprocess.CompletedProcess:

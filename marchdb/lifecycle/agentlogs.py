@@ -237,14 +237,19 @@ def _project_root(chats_folder: Path) -> str | None:
     return text if text.startswith("/") and "\n" not in text else None
 
 
+def _json_file(path: Path) -> dict:
+    """A session file written as one JSON object, read whole up to ``MAX_JSON_CHAT_BYTES``."""
+    with open_regular(path) as fh:
+        data = fh.read(MAX_JSON_CHAT_BYTES + 1)
+    if len(data) > MAX_JSON_CHAT_BYTES:
+        raise ValueError(f"a chat file in one JSON object is read up to {MAX_JSON_CHAT_BYTES:,} bytes")
+    return _dict(json.loads(data.decode("utf-8")))
+
+
 def _gemini_messages(path: Path, lines: _Lines) -> tuple[dict, list[dict]]:
     """The header fields and the messages of a Gemini CLI chat file (JSONL or JSON)."""
     if path.suffix == ".json":
-        with open_regular(path) as fh:
-            data = fh.read(MAX_JSON_CHAT_BYTES + 1)
-        if len(data) > MAX_JSON_CHAT_BYTES:
-            raise ValueError(f"a chat file in one JSON object is read up to {MAX_JSON_CHAT_BYTES:,} bytes")
-        whole = _dict(json.loads(data.decode("utf-8")))
+        whole = _json_file(path)
         messages = whole.get("messages")
         return whole, [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
     header: dict = {}
@@ -429,15 +434,6 @@ def read_pi(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
 
 #: What the Cline CLI wraps around what was typed.
 _USER_INPUT = re.compile(r"<user_input\b[^>]*>(.*?)</user_input>", re.S)
-
-
-def _json_file(path: Path) -> dict:
-    """A session file written as one JSON object, read whole up to ``MAX_JSON_CHAT_BYTES``."""
-    with open_regular(path) as fh:
-        data = fh.read(MAX_JSON_CHAT_BYTES + 1)
-    if len(data) > MAX_JSON_CHAT_BYTES:
-        raise ValueError(f"a chat file in one JSON object is read up to {MAX_JSON_CHAT_BYTES:,} bytes")
-    return _dict(json.loads(data.decode("utf-8")))
 
 
 def cline_session(path: Path, origin: str) -> Found:
