@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from marchdb.cli.main import app
 from marchdb.config import load_config
-from marchdb.errors import InvalidInput
+from marchdb.errors import InvalidInput, ModelError
 from marchdb.store import Store
 
 
@@ -265,6 +265,35 @@ def test_recall_with_default_model(cli, mixed_vault, default_model_path):
     assert data["candidates"][0]["id"] == "mem_dog"
     text = cli("recall", "why does the prompt cache keep missing?", model=str(default_model_path)).stdout
     assert text.startswith("[recall]\n- mem_cache | score=")
+
+
+def _live_models() -> set[int]:
+    import gc
+
+    from marchdb.embedding.llama import LlamaEmbedder
+
+    return {id(o) for o in gc.get_objects() if isinstance(o, LlamaEmbedder) and getattr(o, "_model", None)}
+
+
+def test_a_command_frees_its_model_when_it_ends(cli, mixed_vault, default_model_path):
+    # A program running commands in its own process (CliRunner, a script)
+    # kept every command's llama.cpp buffers (about 1 GB) until a full
+    # garbage collection: the test workers grew past 14 GB.
+    before = _live_models()
+    assert cli("recall", "why does the prompt cache keep missing?", model=str(default_model_path)).exit_code == 0
+    assert _live_models() - before == set()
+
+
+def test_a_store_frees_the_model_it_loaded_and_loads_it_again_when_used(mixed_vault, default_model_path):
+    store = Store(root=mixed_vault.root, home=mixed_vault.root.parent / "home", model=str(default_model_path))
+    with store:
+        assert store.recall("why does the prompt cache keep missing?").mode == "hybrid"
+        model = store.loaded_embedder()
+    assert model is not None and store.loaded_embedder() is None
+    with pytest.raises(ModelError, match="closed"):
+        model.embed(["a text"], "query")
+    with store:  # used again after close: the model comes back
+        assert store.recall("why does the prompt cache keep missing?").mode == "hybrid"
 
 
 def test_missing_configured_root_is_an_error_and_never_empties_the_index(cli, mixed_vault, tmp_path):

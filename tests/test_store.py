@@ -148,11 +148,16 @@ def test_a_rebuild_by_another_process_is_followed(mixed_vault, model_cfg):
     with Store(model_cfg, keep_vectors=True) as server, Store(model_cfg) as cli:
         server.sync()
         assert server.recall("prompt cache misses").hints[0].id == "mem_cache"
+        assert cli.recall("prompt cache misses").mode == "hybrid"
+        model, cli_model = server.loaded_embedder(), cli.loaded_embedder()
         (mixed_vault.root / "2026/05/week2/mem_cache.md").unlink()
         cli.rebuild()  # deletes the file and builds a new one
         hints = server.recall("prompt cache misses").hints
         assert all(h.id != "mem_cache" for h in hints)
         assert server.status()["memories"] == 4
+        # Following the new file, or making it, reopens the index, never the model.
+        assert server.loaded_embedder() is model and model is not None
+        assert cli.loaded_embedder() is cli_model and cli_model is not None
 
 
 def test_a_model_error_does_not_stick_after_a_clean_sync(mixed_vault, model_store, tmp_path):

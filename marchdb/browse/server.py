@@ -348,7 +348,7 @@ def serve(store, port: int = 8001, say: Callable[[str], None] = print) -> None:
         say(f"note: {exc}; serving the index as it is")
     for note in store.take_notices():
         say(f"note: {note}")
-    store.close()  # Datasette and the functions read through connections of their own
+    store.close_index()  # Datasette and the functions read through connections of their own
     ds = build(store)
     try:
         asyncio.run(check(ds))

@@ -184,6 +184,10 @@ def _store(ctx: typer.Context):
         store.say = lambda line: say(line, err=True)
         obj["store"] = store
         ctx.find_root().obj = obj
+        # Freed when the command ends, not when Python exits: a program
+        # that runs commands in its own process (tests, scripts through
+        # CliRunner) would otherwise keep each command's model loaded.
+        ctx.find_root().call_on_close(store.close)
     return obj["store"]
 
 

@@ -64,6 +64,10 @@ class Keeper:
             )
         self._con: apsw.Connection | None = None
         self._embedder = embedder  # an already loaded one to share (a watcher with its engine)
+        #: A model this store loaded is freed by its ``close`` (about 1 GB of
+        #: llama.cpp buffers, which a reference cycle would otherwise hold until
+        #: a full garbage collection); a shared one is its lender's to free.
+        self._owns_embedder = embedder is None
         self._embedder_error: str | None = None
         ensure_layout(self.cfg)
         self.keep_vectors = keep_vectors
@@ -140,9 +144,19 @@ class Keeper:
         return self.cfg.memory_root
 
     def close(self, keep_clock: bool = True) -> None:
-        """Close the index connections (first leaving this process's last
-        scan time in the index when it is newer than the index's own, unless
-        ``keep_clock`` is False: the file is being replaced or was)."""
+        """Close the index connections (``close_index``) and free the model
+        this store loaded; a later call opens and loads them again."""
+        self.close_index(keep_clock)
+        self._sql = None  # it holds the model
+        if self._owns_embedder and self._embedder is not None:
+            emb, self._embedder = self._embedder, None
+            emb.close()
+
+    def close_index(self, keep_clock: bool = True) -> None:
+        """Close the index connections, keeping the model loaded (first
+        leaving this process's last scan time in the index when it is newer
+        than the index's own, unless ``keep_clock`` is False: the file is
+        being replaced or was)."""
         if keep_clock and self._con is not None and self.scanned_at is not None:
             self._keep_scan_clock(self._con, self.scanned_at)
         if self._reader is not None:
@@ -377,7 +391,7 @@ class Keeper:
         from the new file: a full scan repairs that). The new file cannot
         reuse the inode: ours still holds the old one open."""
         if self._con is not None and _inode(self.cfg.index_path) != self._index_ino:
-            self.close(keep_clock=False)  # never a write into the deleted file
+            self.close_index(keep_clock=False)  # never a write into the deleted file
             return True
         return False
 
@@ -461,7 +475,7 @@ class Keeper:
         back: they are copied into the new index (a notice says how many
         rows, or that the old index could not be read and they are lost).
         """
-        self.close(keep_clock=False)  # its clock would only be written into the file deleted below
+        self.close_index(keep_clock=False)  # its clock would only be written into the file deleted below
         self.cfg.check_index_place()
         ownership.check_owned(self.cfg.index_path)  # before the lock file is made next to it
         self.cfg.require_root()  # a root that will be refused: nothing deleted first
