@@ -24,6 +24,7 @@ import yaml
 from marchdb.clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
 from marchdb.errors import InvalidInput
 from marchdb.text import cut_bytes
+from marchdb.vault.flatyaml import FlatReader
 from marchdb.vault.tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
@@ -99,6 +100,8 @@ def _timestamp_or_text(loader, node):
 
 
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+#: The usual flat frontmatter, read as the loader would read it without running it.
+_FLAT = FlatReader(_YAML_LOADER)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:", re.M)
 
 
@@ -312,7 +315,9 @@ def parse_note(data: bytes, stem: str = "") -> Note:
             f"frontmatter is {len(head):,} characters; the limit is {MAX_FRONTMATTER_CHARS:,}, move text to the body",
         )
     try:
-        meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
+        meta = _FLAT.load(head)
+        if meta is None:
+            meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         raise BadNote("parse_error", f"frontmatter is not valid YAML: {_yaml_problem(exc)[:300]}") from None
     except (ValueError, RecursionError) as exc:
