@@ -184,6 +184,7 @@ class Syncer:
         # pending terms as a new segment. Interleaved, that is one tiny segment
         # (plus merge work) per memory.
         self._fts_rows: list[tuple[int, str, str]] = []
+        self._fts_chunk_rows: list[tuple[int, str]] = []
 
     # ------------------------------------------------------------ entry point
 
@@ -389,13 +390,27 @@ class Syncer:
         """Make ``memory_index`` right for each id: 0 files → gone, 1 → indexed
         from that file, more → conflict (left out until fixed)."""
         con = self.con
-        for mem_id in sorted(i for i in ids if i):
-            holders: list[Any] = con.execute(
-                "SELECT path, content_hash, mtime_ns, size FROM files WHERE mem_id = ?", (mem_id,)
-            ).fetchall()
-            mem: Any = con.execute(
-                "SELECT rid, path, content_hash FROM memory_index WHERE id = ?", (mem_id,)
-            ).fetchone()
+        order = sorted(i for i in ids if i)
+        wanted = json.dumps(order)
+        # Read for all ids at once: the writes below touch only their own id's rows.
+        holders_of: dict[str, list[Any]] = {}
+        for mem_id, *holder in con.execute(
+            "SELECT mem_id, path, content_hash, mtime_ns, size FROM files "
+            "WHERE mem_id IN (SELECT value FROM json_each(?))",
+            (wanted,),
+        ):
+            holders_of.setdefault(mem_id, []).append(holder)
+        mem_of: dict[str, Any] = {
+            row[0]: row[1:]
+            for row in con.execute(
+                "SELECT id, rid, path, content_hash FROM memory_index WHERE id IN (SELECT value FROM json_each(?))",
+                (wanted,),
+            )
+        }
+        written = False
+        for mem_id in order:
+            holders = holders_of.get(mem_id, [])
+            mem: Any = mem_of.get(mem_id)
             if len(holders) != 1:
                 if mem is not None:
                     con.execute("DELETE FROM memory_index WHERE rid = ?", (mem[0],))
@@ -423,10 +438,14 @@ class Syncer:
             if mem is not None and mem[1] != path:
                 self.report.moved += 1
             self._write_memory(note, path, chash, mtime_ns, size, mem[0] if mem else None)
+            written = True
             if mem is None:
                 self.report.added += 1
             else:
                 self.report.updated += 1
+        if written:
+            # New texts may need vectors: the next embedding pass must look.
+            set_meta(con, "vectors_complete", None)
 
     def _reparse(self, path: str) -> Note | None:
         """Read a file again (it was unchanged, but a conflict partner went away)."""
@@ -457,6 +476,7 @@ class Syncer:
             text_hash(meta_text),
             fts.cjk_share(meta_text),
         )
+        fresh = rid is None
         if rid is None:
             rid = scalar(
                 con,
@@ -473,8 +493,6 @@ class Syncer:
             )
             con.execute("DELETE FROM chunks WHERE mem_rid = ?", (rid,))
             con.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
-        # New texts may need vectors: the next embedding pass must look.
-        set_meta(con, "vectors_complete", None)
         pieces = body_chunks(note.body)
         chunks = [text for text, _role in pieces]
         con.executemany(
@@ -498,16 +516,16 @@ class Syncer:
             # each chunk on its own too (sql/001_schema.sql: fts_chunk); its
             # old rows went with its old chunks (trigger chunks_delete)
             crids = [r[0] for r in con.execute("SELECT rid FROM chunks WHERE mem_rid = ? ORDER BY seq", (rid,))]
-            con.executemany(
-                "INSERT INTO fts_chunk(rowid, body) VALUES (?, ?)",
-                [(crid, fts.index_text(text)) for crid, text in zip(crids, chunks)],
-            )
-        _write_attrs(con, rid, note)
+            self._fts_chunk_rows.extend((crid, fts.index_text(text)) for crid, text in zip(crids, chunks))
+        _write_attrs(con, rid, note, fresh)
 
     def _flush_fts(self) -> None:
         if self._fts_rows:
             self.con.executemany("INSERT INTO fts(rowid, meta, body) VALUES (?, ?, ?)", self._fts_rows)
             self._fts_rows = []
+        if self._fts_chunk_rows:
+            self.con.executemany("INSERT INTO fts_chunk(rowid, body) VALUES (?, ?)", self._fts_chunk_rows)
+            self._fts_chunk_rows = []
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -538,18 +556,22 @@ class Syncer:
             set_meta(self.con, "count_problems", problems)
 
 
-def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
+def _write_attrs(con: apsw.Connection, rid: int, note: Note, fresh: bool = False) -> None:
     """The lifecycle fields of ``note`` (``memory_attrs``: priority for the
     ranking, source for import's idempotency; no row when it has neither) and
-    the ids it supersedes and contradicts (``supersedes``, ``conflicts_with``)."""
+    the ids it supersedes and contradicts (``supersedes``, ``conflicts_with``).
+    ``fresh``: ``rid`` was just inserted, so it has no rows to replace (those
+    of a deleted row with the same rid went with it: ON DELETE CASCADE)."""
     priority = priority_value(note.extra.get("priority"))
     source = note.extra.get("source")
     source = index_key(source) if isinstance(source, str) and source.strip() else None
-    con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
+    if not fresh:
+        con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
     if priority is not None or source is not None:
         con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))
     for table in ID_FIELDS:  # each field has its table of the same name (sql/003_lifecycle.sql)
-        con.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
+        if not fresh:
+            con.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
         for target in field_ids(note.extra.get(table), table):
             if target != note.id:
                 con.execute(f"INSERT INTO {table}(rid, target) VALUES (?, ?)", (rid, target))
