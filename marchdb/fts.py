@@ -72,7 +72,9 @@ def cjk_share(text: str) -> float:
     paragraph naming "Umbraculum" stays Chinese). 0 for English, 1 for
     Chinese. Embedding models score a message against a text in another
     script lower than against one in its own (``calibrate``)."""
-    cjk = len(_CJK_CHARS.findall(text))
+    if text.isascii():
+        return 0.0
+    cjk = sum(map(len, _CJK_RUN.findall(text)))
     if not cjk:
         return 0.0
     return round(cjk / (cjk + len(_LATIN_WORD.findall(text))), 3)

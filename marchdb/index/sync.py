@@ -25,7 +25,7 @@ from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.index.db import bump_meta, checkpoint, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
 from marchdb.vault.chunks import body_chunks, embedded_chunk_text
-from marchdb.vault.files import folder_identity, read_file, stat_paths, walk
+from marchdb.vault.files import folder_identity, read_under, stat_paths, walk
 from marchdb.vault.notes import (
     ID_FIELDS,
     MAX_FILE_BYTES,
@@ -111,7 +111,7 @@ def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
         )
         return result
     try:
-        data, st = read_file(root / relpath, MAX_FILE_BYTES, root=root)
+        data, st = read_under(root, relpath, MAX_FILE_BYTES)
     except FileNotFoundError:
         result.gone = True
         return result

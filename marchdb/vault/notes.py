@@ -350,7 +350,11 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     if len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
         raise BadNote("invalid_id", f"id {ident[:40]!r}... is too long or holds control characters")
 
-    hidden = sorted({f"U+{ord(c):04X}" for c in ident if unicodedata.category(c) in ("Cc", "Cf")})
+    hidden = (
+        []  # printable ASCII holds neither
+        if ident.isascii() and ident.isprintable()
+        else sorted({f"U+{ord(c):04X}" for c in ident if unicodedata.category(c) in ("Cc", "Cf")})
+    )
     if hidden:
         # Indexed as written, but told: "mem_a\u200b" beside "mem_a", or a
         # U+202E turning "gnp.exe" around, lets an agent open the wrong memory.
@@ -423,6 +427,17 @@ def _too_complex(meta: dict) -> str | None:
     nothing): too many fields, values, or levels of nesting."""
     if len(meta) > MAX_FIELDS:
         return f"{len(meta)} fields (the limit is {MAX_FIELDS})"
+    flat = 1 + 2 * len(meta)  # the mapping, its keys and values: at most 3 levels when no list holds a container
+    for value in meta.values():
+        if isinstance(value, (dict, tuple, set)):
+            break
+        if isinstance(value, list):
+            if any(isinstance(item, (dict, list, tuple, set)) for item in value):
+                break
+            flat += len(value)
+    else:
+        if flat <= MAX_YAML_VALUES:
+            return None
     stack: list[tuple[object, int]] = [(meta, 1)]
     values = 0
     while stack:
