@@ -512,11 +512,13 @@ class Syncer:
         if note.status == "active":
             # Only active memories are searched: a deprecated one must not
             # make the words of active ones look common (their IDF).
-            self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+            indexed = [fts.index_text(text) for text in chunks]
+            body = fts.index_text_of_parts(note.body, chunks, indexed)
+            self._fts_rows.append((rid, fts.index_text(meta_text), body))
             # each chunk on its own too (sql/001_schema.sql: fts_chunk); its
             # old rows went with its old chunks (trigger chunks_delete)
             crids = [r[0] for r in con.execute("SELECT rid FROM chunks WHERE mem_rid = ? ORDER BY seq", (rid,))]
-            self._fts_chunk_rows.extend((crid, fts.index_text(text)) for crid, text in zip(crids, chunks))
+            self._fts_chunk_rows.extend(zip(crids, indexed, strict=True))
         _write_attrs(con, rid, note, fresh)
 
     def _flush_fts(self) -> None:
