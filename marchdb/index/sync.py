@@ -310,6 +310,14 @@ class Syncer:
             batch = [read_one(self.root, p, *seen[p]) for p in changed[start : start + BATCH_FILES]]
             with transaction(self.con):
                 touched: set[str] = set()
+                # Each file read replaces its problems and its row; as three
+                # statements for the batch rather than three a file.
+                self.con.execute(
+                    "DELETE FROM problems WHERE path IN (SELECT value FROM json_each(?))",
+                    (json.dumps([res.path for res in batch if not res.gone]),),
+                )
+                problem_rows: list[tuple] = []
+                file_rows: list[tuple] = []
                 for res in batch:
                     if res.gone:
                         if res.path in self.known:
@@ -317,7 +325,18 @@ class Syncer:
                             if self.known[res.path][3]:
                                 vanished_by_id.setdefault(self.known[res.path][3], []).append(res.path)
                         continue
-                    self._apply_read(res, touched, vanished, vanished_by_id)
+                    problem_rows += [(res.path, p.kind, p.detail) for p in res.problems]
+                    row = self._apply_read(res, touched, vanished, vanished_by_id)
+                    if row is not None:
+                        file_rows.append(row)
+                self.con.executemany("INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)", problem_rows)
+                self.con.executemany(
+                    "INSERT INTO files(path, mtime_ns, size, content_hash, mem_id, parse_status, error) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
+                    "size = excluded.size, content_hash = excluded.content_hash, mem_id = excluded.mem_id, "
+                    "parse_status = excluded.parse_status, error = excluded.error",
+                    file_rows,
+                )
                 self._resolve(touched)
                 self._flush_fts()
                 bump_meta(self.con, "fts_gen")  # term statistics cached by recall are stale
@@ -343,14 +362,11 @@ class Syncer:
             # Who replaces whom follows every change of a memory (its supersedes:, status, description).
             self.con.execute(sql_file("superseded.sql"))
 
-    def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> None:
+    def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> tuple | None:
+        """What a file read changes (a move's old path, an unreadable file),
+        and its ``files`` row to write, if any (its problems are the caller's)."""
         con = self.con
         old = self.known.get(res.path)
-        con.execute("DELETE FROM problems WHERE path = ?", (res.path,))
-        con.executemany(
-            "INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)",
-            [(res.path, p.kind, p.detail) for p in res.problems],
-        )
         if res.unreadable:
             # Keep what the index knew; mtime -1 makes the next sync try again.
             if old is None:
@@ -360,7 +376,7 @@ class Syncer:
                 )
             else:
                 con.execute("UPDATE files SET mtime_ns = -1 WHERE path = ?", (res.path,))
-            return
+            return None
         if old is not None and old[3]:
             touched.add(old[3])
         mem_id = res.mem_id
@@ -375,16 +391,10 @@ class Syncer:
         blocking = res.note is None
         status = "error" if blocking else ("problem" if res.problems else "ok")
         error = res.problems[0].kind + ": " + res.problems[0].detail if res.problems else None
-        con.execute(
-            "INSERT INTO files(path, mtime_ns, size, content_hash, mem_id, parse_status, error) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
-            "size = excluded.size, content_hash = excluded.content_hash, mem_id = excluded.mem_id, "
-            "parse_status = excluded.parse_status, error = excluded.error",
-            (res.path, res.mtime_ns, res.size, res.hash, mem_id, status, error),
-        )
         if res.note is not None:
             self.parsed[res.path] = res.note
             touched.add(mem_id)
+        return (res.path, res.mtime_ns, res.size, res.hash, mem_id, status, error)
 
     def _resolve(self, ids: set[str]) -> None:
         """Make ``memory_index`` right for each id: 0 files → gone, 1 → indexed
@@ -495,8 +505,8 @@ class Syncer:
             con.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
         pieces = body_chunks(note.body)
         chunks = [text for text, _role in pieces]
-        con.executemany(
-            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk, role) VALUES (?, ?, ?, ?, ?, ?)",
+        added = con.executemany(
+            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk, role) VALUES (?, ?, ?, ?, ?, ?) RETURNING rid",
             [
                 (
                     rid,
@@ -509,6 +519,7 @@ class Syncer:
                 for i, (text, role) in enumerate(pieces)
             ],
         )
+        crids = [row[0] for row in added]  # in seq order: the order they were inserted
         if note.status == "active":
             # Only active memories are searched: a deprecated one must not
             # make the words of active ones look common (their IDF).
@@ -517,7 +528,6 @@ class Syncer:
             self._fts_rows.append((rid, fts.index_text(meta_text), body))
             # each chunk on its own too (sql/001_schema.sql: fts_chunk); its
             # old rows went with its old chunks (trigger chunks_delete)
-            crids = [r[0] for r in con.execute("SELECT rid FROM chunks WHERE mem_rid = ? ORDER BY seq", (rid,))]
             self._fts_chunk_rows.extend(zip(crids, indexed, strict=True))
         _write_attrs(con, rid, note, fresh)
 
