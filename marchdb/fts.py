@@ -72,7 +72,9 @@ def cjk_share(text: str) -> float:
     paragraph naming "Umbraculum" stays Chinese). 0 for English, 1 for
     Chinese. Embedding models score a message against a text in another
     script lower than against one in its own (``calibrate``)."""
-    cjk = len(_CJK_CHARS.findall(text))
+    if text.isascii():
+        return 0.0
+    cjk = sum(map(len, _CJK_RUN.findall(text)))
     if not cjk:
         return 0.0
     return round(cjk / (cjk + len(_LATIN_WORD.findall(text))), 3)
@@ -109,6 +111,33 @@ def index_text(text: str) -> str:
     if not unicodedata.is_normalized("NFKC", text):
         text = unicodedata.normalize("NFKC", text)
     return _CJK_RUN.sub(_bigram_run, text)
+
+
+_ASCII_SPACE = frozenset(" \t\n\r\x0b\x0c")
+
+
+def index_text_of_parts(text: str, parts: list[str], indexed: list[str]) -> str:
+    """``index_text(text)``, from ``indexed``, the ``index_text`` of each of
+    ``parts``, when ``text`` is those parts in order apart only by ASCII
+    whitespace (a body and its chunks): no CJK run, and no Unicode
+    normalisation, reaches across such a gap, so the text's form is the
+    parts' forms with the gaps between them. Otherwise computed."""
+    if text.isascii():
+        return text
+    pieces = []
+    pos = 0
+    for part, done in zip(parts, indexed, strict=True):
+        at = text.find(part, pos) if part else -1
+        gap = text[pos:at]
+        if at < 0 or (pos and not gap) or not _ASCII_SPACE.issuperset(gap):
+            return index_text(text)
+        pieces += [gap, done]
+        pos = at + len(part)
+    tail = text[pos:]
+    if not parts or not _ASCII_SPACE.issuperset(tail):
+        return index_text(text)
+    pieces.append(tail)
+    return "".join(pieces)
 
 
 def _fold(text: str) -> str:

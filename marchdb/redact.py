@@ -390,7 +390,9 @@ def _assignments(text: str) -> list[Finding]:
     low = text.lower()
     same = len(low) == len(text)  # a few characters lower to two ("İ"): then the text itself, ignoring case
     found = []
-    for lowered, any_case in _Patterns.ready().assignments:
+    for word, (lowered, any_case) in zip(_ASSIGN_WORDS, _Patterns.ready().assignments):
+        if same and word not in low:
+            continue  # each lowered pattern starts with its word, and a substring test costs less than a search
         for m in lowered.finditer(low) if same else any_case.finditer(text):
             head = m.group(1)
             name = head if not head.isascii() else _name_before(text, m.end(1))

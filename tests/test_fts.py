@@ -70,3 +70,45 @@ def test_the_words_that_frame_a_question_are_not_terms():
     assert fts.query_terms("How often did I mention watering the fern?") == ["watering", "fern"]
     # what a message is about stays, a decision included
     assert fts.query_terms("the decision log for the gym") == ["decision", "log", "gym"]
+
+
+def test_a_body_s_form_is_built_from_its_chunks_forms_when_they_tile_it():
+    parts = ["a 中文", "b"]
+    assert fts.index_text_of_parts("\na 中文\n \nb\n", parts, ["P", "Q"]) == "\nP\n \nQ\n"
+    # apart by a non-ASCII space (which NFKC changes), or touching, or missing: the body's own form
+    for text in ("a 中文\u3000b", "a 中文b", "a 中文\n\nc", "a 中文\n\nb\u3000"):
+        assert fts.index_text_of_parts(text, parts, ["P", "Q"]) == fts.index_text(text)
+
+
+def test_a_body_s_form_from_its_chunks_is_its_own_form():
+    import random
+
+    from marchdb.vault.chunks import body_chunks
+
+    # CJK runs, fullwidth forms, what NFKC composes (kana and their voicing
+    # marks, Hangul jamo, combining accents) and every kind of gap between paragraphs
+    atoms = [
+        *"中文记忆系统カ",
+        "ｶﾞ",
+        "\u1100\u1161",
+        "e\u0301",
+        "\u0301",
+        "ﬁ",
+        "Ａ",
+        "，",
+        "\u3000",
+        "\xa0",
+        "x",
+        "word",
+    ]
+    gaps = ["\n\n", "\n \n", "\n\n\n", "\n\u3000\n", " ", "", "\n\t\n", "\r\n\r\n"]
+    rng = random.Random(7)
+    derived = 0
+    for _ in range(3000):
+        body = "".join(rng.choice(atoms + gaps) for _ in range(rng.randint(0, 40)))
+        chunks = [text for text, _role in body_chunks(body, max_chars=rng.choice([8, 30, 800]))]
+        indexed = [fts.index_text(c) for c in chunks]
+        assert fts.index_text_of_parts(body, chunks, indexed) == fts.index_text(body), repr(body)
+        marked = fts.index_text_of_parts(body, chunks, ["\x00" + c for c in indexed])
+        derived += "\x00" in marked
+    assert derived > 300  # the chunks' forms were used, not only recomputed

@@ -9,9 +9,11 @@ import time
 import apsw
 import pytest
 
+from marchdb.config import load_config
 from marchdb.errors import Conflict, NotFound, Retry
 from marchdb.index import db
 from marchdb.index.sync import sync_files
+from marchdb.store import Store
 
 
 def run(store):
@@ -698,3 +700,45 @@ def test_doctor_names_links_that_cannot_do_what_they_say(vault, store):
     # The same rows from the stock view, as the sqlite3 shell reads them.
     kinds = {r[0] for r in store.con.execute("SELECT kind FROM diag_problems")}
     assert {"supersedes_itself", "supersedes_ring", "unknown_id"} <= kinds
+
+
+def _terms(con):
+    return (
+        sorted(con.execute("SELECT term, doc, cnt FROM fts_vocab")),
+        sorted(con.execute("SELECT term, doc, cnt FROM fts_chunk_vocab")),
+        sorted(con.execute("SELECT m.id, d.sz FROM fts_docsize d JOIN memory_index m ON m.rid = d.id")),
+        sorted(
+            con.execute(
+                "SELECT m.id, c.seq, d.sz FROM fts_chunk_docsize d JOIN chunks c ON c.rid = d.id "
+                "JOIN memory_index m ON m.rid = c.mem_rid"
+            )
+        ),
+    )
+
+
+def test_an_index_kept_up_to_date_holds_the_terms_of_one_built_afresh(vault, store, tmp_path):
+    # FTS rows are written at the end of a batch, after the statements that
+    # deleted the old rows of memories rewritten, moved, deactivated or deleted
+    # (their chunks' rids may be reused): the terms and lengths must be
+    # exactly those of a fresh index of the last state.
+    for i in range(8):
+        vault.memory(
+            f"m{i}.md", f"mem_{i}", name=f"Name {i} 记忆", body=f"Cache word{i}.\n\n数据库 {i} 段落。\n\nEnd {i}."
+        )
+    run(store)
+    bump(vault.root / "m1.md", (vault.root / "m1.md").read_text().replace("Cache", "Release notes"))
+    bump(vault.root / "m5.md", (vault.root / "m5.md").read_text().replace("status: active", "status: archived"))
+    (vault.root / "m2.md").unlink()
+    os.rename(vault.root / "m3.md", vault.root / "z3.md")
+    vault.memory("m8.md", "mem_8", body="One paragraph only, 中文。")
+    bump(
+        vault.root / "m6.md", (vault.root / "m6.md").read_text().replace("End 6.", "End 6.\n\nAnd one more paragraph.")
+    )
+    run(store)
+    kept = _terms(store.con)
+    fresh = Store(load_config(home=tmp_path / "fresh", root=vault.root, model=str(tmp_path / "none.gguf"), env={}))
+    try:
+        run(fresh)
+        assert _terms(fresh.con) == kept
+    finally:
+        fresh.close()

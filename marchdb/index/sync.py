@@ -25,7 +25,7 @@ from marchdb.clock import utc_now_iso
 from marchdb.errors import ConfigError, Retry
 from marchdb.index.db import bump_meta, checkpoint, get_meta, scalar, set_meta, sql_file, transaction, writer_lock
 from marchdb.vault.chunks import body_chunks, embedded_chunk_text
-from marchdb.vault.files import folder_identity, read_file, stat_paths, walk
+from marchdb.vault.files import folder_identity, read_under, stat_paths, walk
 from marchdb.vault.notes import (
     ID_FIELDS,
     MAX_FILE_BYTES,
@@ -111,7 +111,7 @@ def read_one(root: Path, relpath: str, mtime_ns: int, size: int) -> _Read:
         )
         return result
     try:
-        data, st = read_file(root / relpath, MAX_FILE_BYTES, root=root)
+        data, st = read_under(root, relpath, MAX_FILE_BYTES)
     except FileNotFoundError:
         result.gone = True
         return result
@@ -184,6 +184,7 @@ class Syncer:
         # pending terms as a new segment. Interleaved, that is one tiny segment
         # (plus merge work) per memory.
         self._fts_rows: list[tuple[int, str, str]] = []
+        self._fts_chunk_rows: list[tuple[int, str]] = []
 
     # ------------------------------------------------------------ entry point
 
@@ -309,6 +310,14 @@ class Syncer:
             batch = [read_one(self.root, p, *seen[p]) for p in changed[start : start + BATCH_FILES]]
             with transaction(self.con):
                 touched: set[str] = set()
+                # Each file read replaces its problems and its row; as three
+                # statements for the batch rather than three a file.
+                self.con.execute(
+                    "DELETE FROM problems WHERE path IN (SELECT value FROM json_each(?))",
+                    (json.dumps([res.path for res in batch if not res.gone]),),
+                )
+                problem_rows: list[tuple] = []
+                file_rows: list[tuple] = []
                 for res in batch:
                     if res.gone:
                         if res.path in self.known:
@@ -316,7 +325,18 @@ class Syncer:
                             if self.known[res.path][3]:
                                 vanished_by_id.setdefault(self.known[res.path][3], []).append(res.path)
                         continue
-                    self._apply_read(res, touched, vanished, vanished_by_id)
+                    problem_rows += [(res.path, p.kind, p.detail) for p in res.problems]
+                    row = self._apply_read(res, touched, vanished, vanished_by_id)
+                    if row is not None:
+                        file_rows.append(row)
+                self.con.executemany("INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)", problem_rows)
+                self.con.executemany(
+                    "INSERT INTO files(path, mtime_ns, size, content_hash, mem_id, parse_status, error) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
+                    "size = excluded.size, content_hash = excluded.content_hash, mem_id = excluded.mem_id, "
+                    "parse_status = excluded.parse_status, error = excluded.error",
+                    file_rows,
+                )
                 self._resolve(touched)
                 self._flush_fts()
                 bump_meta(self.con, "fts_gen")  # term statistics cached by recall are stale
@@ -342,14 +362,11 @@ class Syncer:
             # Who replaces whom follows every change of a memory (its supersedes:, status, description).
             self.con.execute(sql_file("superseded.sql"))
 
-    def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> None:
+    def _apply_read(self, res: _Read, touched: set, vanished: set, vanished_by_id: dict) -> tuple | None:
+        """What a file read changes (a move's old path, an unreadable file),
+        and its ``files`` row to write, if any (its problems are the caller's)."""
         con = self.con
         old = self.known.get(res.path)
-        con.execute("DELETE FROM problems WHERE path = ?", (res.path,))
-        con.executemany(
-            "INSERT INTO problems(path, kind, detail) VALUES (?, ?, ?)",
-            [(res.path, p.kind, p.detail) for p in res.problems],
-        )
         if res.unreadable:
             # Keep what the index knew; mtime -1 makes the next sync try again.
             if old is None:
@@ -359,7 +376,7 @@ class Syncer:
                 )
             else:
                 con.execute("UPDATE files SET mtime_ns = -1 WHERE path = ?", (res.path,))
-            return
+            return None
         if old is not None and old[3]:
             touched.add(old[3])
         mem_id = res.mem_id
@@ -374,28 +391,36 @@ class Syncer:
         blocking = res.note is None
         status = "error" if blocking else ("problem" if res.problems else "ok")
         error = res.problems[0].kind + ": " + res.problems[0].detail if res.problems else None
-        con.execute(
-            "INSERT INTO files(path, mtime_ns, size, content_hash, mem_id, parse_status, error) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET mtime_ns = excluded.mtime_ns, "
-            "size = excluded.size, content_hash = excluded.content_hash, mem_id = excluded.mem_id, "
-            "parse_status = excluded.parse_status, error = excluded.error",
-            (res.path, res.mtime_ns, res.size, res.hash, mem_id, status, error),
-        )
         if res.note is not None:
             self.parsed[res.path] = res.note
             touched.add(mem_id)
+        return (res.path, res.mtime_ns, res.size, res.hash, mem_id, status, error)
 
     def _resolve(self, ids: set[str]) -> None:
         """Make ``memory_index`` right for each id: 0 files → gone, 1 → indexed
         from that file, more → conflict (left out until fixed)."""
         con = self.con
-        for mem_id in sorted(i for i in ids if i):
-            holders: list[Any] = con.execute(
-                "SELECT path, content_hash, mtime_ns, size FROM files WHERE mem_id = ?", (mem_id,)
-            ).fetchall()
-            mem: Any = con.execute(
-                "SELECT rid, path, content_hash FROM memory_index WHERE id = ?", (mem_id,)
-            ).fetchone()
+        order = sorted(i for i in ids if i)
+        wanted = json.dumps(order)
+        # Read for all ids at once: the writes below touch only their own id's rows.
+        holders_of: dict[str, list[Any]] = {}
+        for mem_id, *holder in con.execute(
+            "SELECT mem_id, path, content_hash, mtime_ns, size FROM files "
+            "WHERE mem_id IN (SELECT value FROM json_each(?))",
+            (wanted,),
+        ):
+            holders_of.setdefault(mem_id, []).append(holder)
+        mem_of: dict[str, Any] = {
+            row[0]: row[1:]
+            for row in con.execute(
+                "SELECT id, rid, path, content_hash FROM memory_index WHERE id IN (SELECT value FROM json_each(?))",
+                (wanted,),
+            )
+        }
+        written = False
+        for mem_id in order:
+            holders = holders_of.get(mem_id, [])
+            mem: Any = mem_of.get(mem_id)
             if len(holders) != 1:
                 if mem is not None:
                     con.execute("DELETE FROM memory_index WHERE rid = ?", (mem[0],))
@@ -423,10 +448,14 @@ class Syncer:
             if mem is not None and mem[1] != path:
                 self.report.moved += 1
             self._write_memory(note, path, chash, mtime_ns, size, mem[0] if mem else None)
+            written = True
             if mem is None:
                 self.report.added += 1
             else:
                 self.report.updated += 1
+        if written:
+            # New texts may need vectors: the next embedding pass must look.
+            set_meta(con, "vectors_complete", None)
 
     def _reparse(self, path: str) -> Note | None:
         """Read a file again (it was unchanged, but a conflict partner went away)."""
@@ -457,6 +486,7 @@ class Syncer:
             text_hash(meta_text),
             fts.cjk_share(meta_text),
         )
+        fresh = rid is None
         if rid is None:
             rid = scalar(
                 con,
@@ -473,12 +503,10 @@ class Syncer:
             )
             con.execute("DELETE FROM chunks WHERE mem_rid = ?", (rid,))
             con.execute("DELETE FROM fts WHERE rowid = ?", (rid,))
-        # New texts may need vectors: the next embedding pass must look.
-        set_meta(con, "vectors_complete", None)
         pieces = body_chunks(note.body)
         chunks = [text for text, _role in pieces]
-        con.executemany(
-            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk, role) VALUES (?, ?, ?, ?, ?, ?)",
+        added = con.executemany(
+            "INSERT INTO chunks(mem_rid, seq, text, hash, cjk, role) VALUES (?, ?, ?, ?, ?, ?) RETURNING rid",
             [
                 (
                     rid,
@@ -491,23 +519,25 @@ class Syncer:
                 for i, (text, role) in enumerate(pieces)
             ],
         )
+        crids = [row[0] for row in added]  # in seq order: the order they were inserted
         if note.status == "active":
             # Only active memories are searched: a deprecated one must not
             # make the words of active ones look common (their IDF).
-            self._fts_rows.append((rid, fts.index_text(meta_text), fts.index_text(note.body)))
+            indexed = [fts.index_text(text) for text in chunks]
+            body = fts.index_text_of_parts(note.body, chunks, indexed)
+            self._fts_rows.append((rid, fts.index_text(meta_text), body))
             # each chunk on its own too (sql/001_schema.sql: fts_chunk); its
             # old rows went with its old chunks (trigger chunks_delete)
-            crids = [r[0] for r in con.execute("SELECT rid FROM chunks WHERE mem_rid = ? ORDER BY seq", (rid,))]
-            con.executemany(
-                "INSERT INTO fts_chunk(rowid, body) VALUES (?, ?)",
-                [(crid, fts.index_text(text)) for crid, text in zip(crids, chunks)],
-            )
-        _write_attrs(con, rid, note)
+            self._fts_chunk_rows.extend(zip(crids, indexed, strict=True))
+        _write_attrs(con, rid, note, fresh)
 
     def _flush_fts(self) -> None:
         if self._fts_rows:
             self.con.executemany("INSERT INTO fts(rowid, meta, body) VALUES (?, ?, ?)", self._fts_rows)
             self._fts_rows = []
+        if self._fts_chunk_rows:
+            self.con.executemany("INSERT INTO fts_chunk(rowid, body) VALUES (?, ?)", self._fts_chunk_rows)
+            self._fts_chunk_rows = []
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -538,18 +568,22 @@ class Syncer:
             set_meta(self.con, "count_problems", problems)
 
 
-def _write_attrs(con: apsw.Connection, rid: int, note: Note) -> None:
+def _write_attrs(con: apsw.Connection, rid: int, note: Note, fresh: bool = False) -> None:
     """The lifecycle fields of ``note`` (``memory_attrs``: priority for the
     ranking, source for import's idempotency; no row when it has neither) and
-    the ids it supersedes and contradicts (``supersedes``, ``conflicts_with``)."""
+    the ids it supersedes and contradicts (``supersedes``, ``conflicts_with``).
+    ``fresh``: ``rid`` was just inserted, so it has no rows to replace (those
+    of a deleted row with the same rid went with it: ON DELETE CASCADE)."""
     priority = priority_value(note.extra.get("priority"))
     source = note.extra.get("source")
     source = index_key(source) if isinstance(source, str) and source.strip() else None
-    con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
+    if not fresh:
+        con.execute("DELETE FROM memory_attrs WHERE rid = ?", (rid,))
     if priority is not None or source is not None:
         con.execute("INSERT INTO memory_attrs(rid, priority, source) VALUES (?, ?, ?)", (rid, priority, source))
     for table in ID_FIELDS:  # each field has its table of the same name (sql/003_lifecycle.sql)
-        con.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
+        if not fresh:
+            con.execute(f"DELETE FROM {table} WHERE rid = ?", (rid,))
         for target in field_ids(note.extra.get(table), table):
             if target != note.id:
                 con.execute(f"INSERT INTO {table}(rid, target) VALUES (?, ?)", (rid, target))

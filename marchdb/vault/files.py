@@ -251,11 +251,22 @@ def read_file(path: Path, limit: int, root: Path | None = None) -> tuple[bytes, 
     folder between the two may be a link either. Returns ``(data, stat)``;
     raises ``FileNotFoundError`` and other ``OSError`` (``ELOOP`` for a
     symlink, ``EINVAL`` for something that is not a regular file)."""
-    flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     if root is not None:
-        fd = _open_under(Path(root), Path(path).relative_to(root).as_posix(), flags)
-    else:
-        fd = os.open(path, flags)
+        return read_under(Path(root), Path(path).relative_to(root).as_posix(), limit)
+    return _read_open(os.open(path, _READ_FLAGS), path, limit)
+
+
+def read_under(root: Path, rel: str, limit: int) -> tuple[bytes, os.stat_result]:
+    """``read_file(root / rel, limit, root=root)`` for a ``/``-separated
+    ``rel`` already relative to ``root`` (a sync reads thousands)."""
+    return _read_open(_open_under(root, rel, _READ_FLAGS), f"{root}/{rel}", limit)
+
+
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_open(fd: int, path: str | os.PathLike, limit: int) -> tuple[bytes, os.stat_result]:
+    """What ``read_file`` returns, from the file open as ``fd`` (closed here)."""
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -24,6 +24,7 @@ import yaml
 from marchdb.clock import format_time, parse_time, utc_now_iso  # noqa: F401  (re-exported: the file format's times)
 from marchdb.errors import InvalidInput
 from marchdb.text import cut_bytes
+from marchdb.vault.flatyaml import FlatReader
 from marchdb.vault.tags import ASCII_LOWERCASE, MAX_TAG_CHARS, normalize_tag, normalize_tags  # noqa: F401  (re-exported: the file format's tags)
 
 #: Files larger than this are not memories; they get a ``too_large`` row.
@@ -99,6 +100,8 @@ def _timestamp_or_text(loader, node):
 
 
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+#: The usual flat frontmatter, read as the loader would read it without running it.
+_FLAT = FlatReader(_YAML_LOADER)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:", re.M)
 
 
@@ -312,7 +315,9 @@ def parse_note(data: bytes, stem: str = "") -> Note:
             f"frontmatter is {len(head):,} characters; the limit is {MAX_FRONTMATTER_CHARS:,}, move text to the body",
         )
     try:
-        meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
+        meta = _FLAT.load(head)
+        if meta is None:
+            meta = _FM_HANDLER.load(head, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         raise BadNote("parse_error", f"frontmatter is not valid YAML: {_yaml_problem(exc)[:300]}") from None
     except (ValueError, RecursionError) as exc:
@@ -345,7 +350,11 @@ def parse_note(data: bytes, stem: str = "") -> Note:
     if len(ident) > MAX_ID_LEN or any(c in ident for c in "\x00\n\r"):
         raise BadNote("invalid_id", f"id {ident[:40]!r}... is too long or holds control characters")
 
-    hidden = sorted({f"U+{ord(c):04X}" for c in ident if unicodedata.category(c) in ("Cc", "Cf")})
+    hidden = (
+        []  # printable ASCII holds neither
+        if ident.isascii() and ident.isprintable()
+        else sorted({f"U+{ord(c):04X}" for c in ident if unicodedata.category(c) in ("Cc", "Cf")})
+    )
     if hidden:
         # Indexed as written, but told: "mem_a\u200b" beside "mem_a", or a
         # U+202E turning "gnp.exe" around, lets an agent open the wrong memory.
@@ -418,6 +427,17 @@ def _too_complex(meta: dict) -> str | None:
     nothing): too many fields, values, or levels of nesting."""
     if len(meta) > MAX_FIELDS:
         return f"{len(meta)} fields (the limit is {MAX_FIELDS})"
+    flat = 1 + 2 * len(meta)  # the mapping, its keys and values: at most 3 levels when no list holds a container
+    for value in meta.values():
+        if isinstance(value, (dict, tuple, set)):
+            break
+        if isinstance(value, list):
+            if any(isinstance(item, (dict, list, tuple, set)) for item in value):
+                break
+            flat += len(value)
+    else:
+        if flat <= MAX_YAML_VALUES:
+            return None
     stack: list[tuple[object, int]] = [(meta, 1)]
     values = 0
     while stack:
