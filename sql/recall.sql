@@ -5,7 +5,7 @@
 -- Signals per candidate memory:
 --   meta_cos  cosine(query, metadata vector)            metadata = name + description + tags
 --   body_cos  best body chunks' cosines, weighted :body_w1 / :body_w2 / :body_w3 (renormalised when fewer;
---             recall.BODY_TOP1 and the rest in the ratio 0.25 / 0.10), an assistant's chunk in a chat
+--             recall.BODY_TOP1, 0.8, and the rest in the ratio 0.25 / 0.10), an assistant's chunk in a chat
 --             :assistant_penalty lower (chunks.role)
 --   dense_cos max(meta_cos, body_cos)
 --   bm25_raw  FTS5 BM25 (porter-stemmed), metadata column weighted x2, query

@@ -5,6 +5,13 @@
     .venv/bin/python tools/fusion_lab.py --sets chatqa,locomo,locomo-long,cmrc2018,cranfield,crosslingual \
         --held-out cmrc2018-hant --loso --curves
 
+``--separation`` reports, for the shipped rule and each ``--try``, the share
+of answerable questions hinted at the threshold that keeps every kind of
+off-topic message 97.5% quiet, whatever that threshold: what a rule of these
+signals could reach at most, beside readings of the best chunk alone (its
+cosine relative to the message's background, its standing among the
+vault's memories and chunks for that message).
+
 ``--loso`` leaves each set out with its family in turn (``FAMILY``), chooses
 ``LOSO_KEYS`` on the other sets, whole, and reports the left-out one; then
 chooses them on every set (what ships). ``--curves`` prints answerable hinted
@@ -87,7 +94,7 @@ def _code_version() -> str:
 #: Where the indexes are (tools/bench_recall.py's --work; ``--work``).
 WORK = Path(".bench/recall")
 #: Bump when ``collect`` records something new.
-COLLECT_VERSION = "3: chunk roles"
+COLLECT_VERSION = "4: the vault's best-chunk cosines"
 
 
 class ChunkWords:
@@ -196,9 +203,19 @@ def collect(name: str, n_other: int) -> dict:
     # every text of the vault, for each message's cosines to all of them
     # (its background in this vault, not the probes': tried as "vb")
     every = np.concatenate([*meta.values(), *chunks.values()]) if meta or chunks else np.zeros((1, emb.dim))
+    # every chunk of the vault, and which memory each is of (for the
+    # distribution of each memory's best chunk cosine for a message)
+    chunk_ids = list(chunks)
+    all_chunks = np.concatenate([chunks[k] for k in chunk_ids]) if chunks else np.zeros((1, emb.dim))
+    chunk_owner = np.repeat(np.arange(len(chunk_ids)), [len(chunks[k]) for k in chunk_ids])
     out = []
     for (text, kind, qid), qv in zip(texts, vecs):
         to_all = every @ qv
+        to_chunks = all_chunks @ qv
+        mem_best = np.full(max(len(chunk_ids), 1), -1.0)
+        if chunk_ids:
+            np.maximum.at(mem_best, chunk_owner, to_chunks)
+        mem_sorted = np.sort(mem_best)[::-1]
         cands = recall_mod.score(con, text, qv, calib, limit=100, words=store.words())
         q_cjk = fts.cjk_share(text)
         qterms = fts.query_terms(text)
@@ -262,6 +279,11 @@ def collect(name: str, n_other: int) -> dict:
                 "bg_vault": float(to_all.mean()),
                 "sd_vault": float(to_all.std()),
                 "p99_vault": float(np.percentile(to_all, 99)),
+                # the vault's chunks: mean, sd, 99th percentile of their cosines;
+                # each memory's best chunk: mean, sd, and the best 20 in order
+                "chunk_stats": [float(to_chunks.mean()), float(to_chunks.std()), float(np.percentile(to_chunks, 99))],
+                "memchunk_stats": [float(mem_best.mean()), float(mem_best.std())],
+                "memchunk_top": [round(float(x), 6) for x in mem_sorted[:20]],
                 "ceiling": ceiling,
                 "xceiling": xceiling,
                 "cceiling": cceiling,
@@ -328,6 +350,16 @@ class Arrays:
         self.top = np.array([(c["chunks"] + [nan, nan, nan])[:3] for _, c, _ in rows]).reshape(-1, 3)
         self.top_across = np.array([(c["chunks_across"] + [0, 0, 0])[:3] for _, c, _ in rows], dtype=float)
         self.body = self.body_cos(0.0)
+        # the vault's chunks for each message (COLLECT_VERSION 4): for --separation
+        self.extra = None
+        if all("memchunk_top" in i for i in items):
+            top = np.array([(i["memchunk_top"] + [nan] * 20)[:20] for i in items])
+            self.extra = {
+                "mem_mean": np.array([i["memchunk_stats"][0] for i in items])[self.item],
+                "mem_sd": np.array([i["memchunk_stats"][1] for i in items])[self.item],
+                "mem_top": top[self.item],
+                "chunk_p99": np.array([i["chunk_stats"][2] for i in items])[self.item],
+            }
         #: calibrations by script weight (filled by main; the stored one otherwise)
         self.calibs: dict[float, dict] = {}
         self.n_chunks = np.array([c["n_chunks"] for _, c, _ in rows], dtype=float)
@@ -777,6 +809,45 @@ def curve(a: Arrays, p: dict, thresholds=CURVE) -> list[tuple[float, float | Non
     return out
 
 
+#: ``--separation``: the share of off-topic messages of each kind a
+#: separation threshold keeps quiet.
+SEPARATION_QUIET = 0.975
+
+
+def separation(a: Arrays, p: dict) -> dict[str, float]:
+    """Whatever the threshold: the share of answerable questions with a
+    relevant memory among the (at most 3) hints when the threshold is where
+    every kind of off-topic message stays ``SEPARATION_QUIET`` quiet, under
+    rule ``p`` (its score), and under features of the best chunk alone (the
+    order always ``p``'s): its cosine relative to the message's background;
+    its standing among the vault's memories (each memory's best chunk for the
+    message: a z-score, and the margin over the 2nd, 5th and 10th of them);
+    its margin over the 99th percentile of every chunk's cosine. A rule of
+    these signals cannot hint more than its line here at that quiet."""
+    items_top1 = a.top[:, 0]
+    extra = a.extra
+    score, order = score_and_rank(a, p)
+    feats = {"score": score, "cosine - background": items_top1 - a.bg}
+    if extra is not None:
+        feats["z among memories"] = (items_top1 - extra["mem_mean"]) / np.maximum(extra["mem_sd"], 1e-9)
+        for k in (2, 5, 10):
+            feats[f"over memory {k}"] = items_top1 - extra["mem_top"][:, k - 1]
+        feats["over chunk p99"] = items_top1 - extra["chunk_p99"]
+    kinds = [k for k in ("other", "language", "chitchat", "recall") if (a.kind == k).any()]
+    q = a.kind == "query"
+    out = {}
+    for name, f in feats.items():
+        f = np.nan_to_num(f, nan=-9.0)
+        best = np.full(a.n_items, -np.inf)
+        np.maximum.at(best, a.item[a.desc], f[a.desc])
+        threshold = max(float(np.quantile(best[a.kind == k], SEPARATION_QUIET)) for k in kinds)
+        eligible = a.desc & (f >= threshold)
+        rank = a.ranks(np.where(eligible, order, -np.inf))
+        hit = np.bincount(a.item[eligible & (rank < 3) & (a.grade > 0)], minlength=a.n_items) > 0
+        out[name] = float(hit[q].mean()) if q.any() else float("nan")
+    return out
+
+
 def fmt(name: str, f: dict) -> str:
     q = " ".join(f"{k} {v:.1%}" for k, v in f["quiet"].items())
     if f["ndcg"] is None:
@@ -813,6 +884,11 @@ def main() -> int:
     )
     ap.add_argument("--loso-keys", help="KEY,...: what --loso may change (default: LOSO_KEYS)")
     ap.add_argument(
+        "--separation",
+        action="store_true",
+        help="answerable hinted at the threshold keeping every off-topic kind 97.5%% quiet, by rule and feature",
+    )
+    ap.add_argument(
         "--work", type=Path, default=Path(".bench/recall"), help="where the indexes are (bench_recall.py's --work)"
     )
     args = ap.parse_args()
@@ -838,6 +914,16 @@ def main() -> int:
             f"(score), {worst_rank:.1e} (rank)"
         )
 
+    if args.separation:
+        rules = [("shipped", SHIPPED)] + [
+            (t, {**SHIPPED, **{k: float(v) for k, v in (kv.split("=") for kv in t.split(","))}}) for t in args.trials
+        ]
+        print(f"\nanswerable hinted where every off-topic kind is {SEPARATION_QUIET:.1%} quiet (whole sets)")
+        for label, p in rules:
+            for name in tune + held:
+                parts = "  ".join(f"{k} {v:.0%}" for k, v in separation(data[name], p).items())
+                print(f"  {label:18} {name:10} {parts}")
+        return 0
     if args.trials:
         print("\nshipped constants, whole sets")
         for name in tune + held:
