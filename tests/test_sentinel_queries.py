@@ -183,3 +183,106 @@ def test_a_quarantined_message_is_tried_again_on_another_llama_cpp_build_or_cpu(
     assert answer.returncode == 0 and json.loads(answer.stdout)["mode"] == "hybrid", answer.stderr
     # And back on the first triple, still answered by keywords, no crash.
     keyword_answer(run(query_env, "recall", CRASHING, "--json"))
+
+
+# ---------------------------------------------------------------- the bookkeeping, without native code
+
+
+def dead_call(index: str, key: str, names: list[list[str]], alone: bool = True, pid: int = 2**22 + 9) -> None:
+    """The in-flight files a process killed mid-call leaves (pid beyond pid_max's default): one per call."""
+    for n, texts in enumerate(names):
+        record = {
+            "pid": pid,
+            "boot": "",
+            "start": "",
+            "model": key,
+            "texts": texts,
+            **({"alone": True} if alone else {}),
+        }
+        Path(f"{index}.embedding.{pid}.{n}").write_text(json.dumps(record), encoding="utf-8")
+
+
+def query_name(text: str) -> str:
+    from marchdb.index import sentinel
+    from marchdb.index.focus import focus
+    from marchdb.vault.notes import text_hash
+
+    return sentinel.key("query", text_hash(focus(text)))
+
+
+@pytest.fixture
+def tiny_store(vault, cfg):
+    from conftest import TinyEmbedder
+
+    from marchdb.store import Store
+
+    vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen at breakfast")
+    vault.memory("cat.md", "mem_cat", name="Cat food", description="Tuna on Sundays")
+    s = Store(cfg, embedder=TinyEmbedder("tiny-8", dim=8))
+    s.sync()
+    yield s
+    s.close()
+
+
+def test_a_message_a_dead_process_embedded_alone_is_answered_by_keywords(tiny_store):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    message = "Biscuit carprofen breakfast zyzzyva"
+    assert tiny_store.recall(message).mode == "hybrid"
+    dead_call(index, emb.crash_key, [[query_name(message)]])
+    vectors.check_crashes(tiny_store.con, emb, index)  # what loading the model does
+    ledger = sentinel.Sentinel(index, emb.crash_key).read()
+    assert set(ledger.alone) == {query_name(message)} and ledger.lone == 1 and ledger.crashes == 0
+    answer = tiny_store.recall(message, explain=True)
+    assert answer.mode == "bm25" and "llama.cpp crashed on this message before" in (answer.warning or "")
+    assert answer.candidates[0].id == "mem_dog"  # by its words
+    assert tiny_store.recall("Biscuit carprofen breakfast").mode == "hybrid"  # given to the model
+    # ... which ends the crashes in a row.
+    assert sentinel.Sentinel(index, emb.crash_key).read().lone == 0
+    # Kept though no memory holds it, and for this key only.
+    vectors.embed_pending(tiny_store.con, emb, index)
+    assert query_name(message) in sentinel.Sentinel(index, emb.crash_key).read().alone
+    assert sentinel.Sentinel(index, "another build or CPU").read().alone == {}
+
+
+def test_a_call_alone_beside_another_call_of_the_same_dead_process_proves_nothing(tiny_store):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    message = "Biscuit carprofen breakfast"
+    # A backlog's batch ran beside the message (the engine embeds both at once): either may have crashed.
+    dead_call(index, emb.crash_key, [[query_name(message)], ["meta:0000"]])
+    vectors.check_crashes(tiny_store.con, emb, index)
+    assert sentinel.Sentinel(index, emb.crash_key).read().alone == {}
+    assert tiny_store.recall(message).mode == "hybrid"
+
+
+def test_texts_crashing_alone_three_times_in_a_row_make_the_model_unusable(tiny_store):
+    from marchdb.errors import ModelUnusable
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    for i in range(sentinel.LONE_CRASH_LIMIT - 1):
+        dead_call(index, emb.crash_key, [[query_name(f"message {i}")]], pid=2**22 + 10 + i)
+        vectors.check_crashes(tiny_store.con, emb, index)
+    dead_call(index, emb.crash_key, [[query_name("message last")]], pid=2**22 + 20)
+    with pytest.raises(ModelUnusable, match="crashed on 3 texts in a row"):
+        vectors.check_crashes(tiny_store.con, emb, index)
+
+
+def test_a_process_dead_but_not_yet_reaped_is_dead():
+    # The engine's socket closes as it dies: the client that saw it must not take it for alive.
+    from marchdb.index import sentinel
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        start = sentinel._start_time(child.pid)
+        assert sentinel._alive(child.pid, sentinel._boot_id(), start)
+        child.kill()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not sentinel._zombie(child.pid):
+            time.sleep(0.01)
+        assert not sentinel._alive(child.pid, sentinel._boot_id(), start)  # a zombie, not waited for
+    finally:
+        child.wait()
