@@ -494,8 +494,11 @@ def _answered(guard: Sentinel) -> None:
     """A text embedded alone went through: crashes on texts alone are no longer in a row."""
     from marchdb.index.locks import writer_lock
 
-    with contextlib.suppress(OSError), writer_lock(guard.index_path):
-        guard.settle({}, explained=True)
+    with contextlib.suppress(OSError), writer_lock(guard.index_path), guard._lock:
+        ledger = guard.read()
+        if ledger.lone:  # batches' crashes no text explains are not explained by this one
+            ledger.lone = 0
+            guard.write(ledger)
 
 
 def _read_json(path: str, limit: int):
