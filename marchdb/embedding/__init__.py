@@ -70,6 +70,13 @@ class Embedder(ABC):
     #: Why this model must not run any more in this process (``condemn``), or None.
     condemned: str | None = None
 
+    @property
+    def crash_key(self) -> str:
+        """What the texts this model crashed on are kept under
+        (``index.sentinel``): the model, and for native code the llama.cpp
+        build and the CPU too, as its check is (``nativecheck.verdict_key``)."""
+        return self.fingerprint
+
     def embed_isolated(self, texts: Sequence[str], crash_limit: int) -> list[np.ndarray | str | None]:
         """Embed each passage of ``texts`` alone: per text, its vector, or
         the words saying how the model crashed on it alone, or None when it

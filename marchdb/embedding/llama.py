@@ -93,6 +93,7 @@ class LlamaEmbedder(Embedder):
     _head: list[int]
     _tail: list[int]
     _fg: Context | None = None
+    _crash_key: str | None = None
     _bg: Context | None = None
     #: Where this machine's model checks are kept (``load_embedder`` sets the models folder).
     verdicts_folder: Path | None = None
@@ -341,6 +342,16 @@ class LlamaEmbedder(Embedder):
         return isolate.embed_alone(
             self._path, self._prefixes["passage"], self.extra_buffers.use_extra_buffers, texts, crash_limit
         )
+
+    @property
+    def crash_key(self) -> str:
+        """The key of this model's check on this machine (``nativecheck.verdict_key``):
+        a text it crashed on is tried again on another llama.cpp build or CPU."""
+        if self._crash_key is None:
+            from marchdb.embedding import nativecheck
+
+            self._crash_key = nativecheck.verdict_key(self._path)[0]
+        return self._crash_key
 
     def condemn(self, detail: str) -> str:
         """Unusable on this machine, remembered as a failed model check

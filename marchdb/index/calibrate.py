@@ -169,7 +169,7 @@ def ensure(con: apsw.Connection, embedder) -> dict:
         if data is None:
             # Named on disk as a batch of no text (``sentinel``): a crash on
             # the probes, from recall or a sync, is counted, not repeated forever.
-            with sentinel.Sentinel(con.filename, embedder.fingerprint).inflight([]):
+            with sentinel.Sentinel(con.filename, embedder.crash_key).inflight([]):
                 data = measure(embedder)
         _MEASURED[embedder.fingerprint] = data
         with transaction(con):

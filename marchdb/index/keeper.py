@@ -343,6 +343,29 @@ class Keeper:
             db.checkpoint(self.con)
         return []
 
+    def suspect_own(self, paths: list[str]) -> None:
+        """The texts of the memories a save just indexed at ``paths`` are
+        left to the next full run, which embeds them apart
+        (``vectors.suspect_texts_of``): the model crashed on the save's probe."""
+        emb = self.loaded_embedder()
+        if emb is not None:
+            vectors.suspect_texts_of(self.con, emb, self.cfg.index_path, paths)
+        if self.embed_in_background is not None:
+            self.embed_in_background()
+
+    def crash_key(self) -> str | None:
+        """What the texts the configured model crashed on are kept under here
+        (``Embedder.crash_key``), told without loading it; None when unknown."""
+        emb = self.loaded_embedder()
+        if emb is not None:
+            return emb.crash_key
+        path, _ = self.model_verdict()
+        if path is None:
+            return None
+        from marchdb.embedding import nativecheck
+
+        return nativecheck.verdict_key(path)[0]
+
     def _nothing_to_embed(self, report: SyncReport) -> bool:
         """Whether every text already has its vector for the configured model,
         told without loading the model (seconds) when it is not loaded yet:
@@ -354,9 +377,15 @@ class Keeper:
         except ModelError:
             return False
         fingerprint = identity.fingerprint_of(path) if path.is_file() else None
+        mark = db.get_meta(self.con, "vectors_complete")
+        if fingerprint is not None and mark is not None and mark.startswith(fingerprint + " "):
+            # Complete but for texts quarantined on one llama.cpp build and CPU: this one's?
+            from marchdb.embedding import nativecheck
+
+            mark = fingerprint if mark == f"{fingerprint} {nativecheck.verdict_key(path)[0]}" else None
         done = (
             fingerprint is not None
-            and db.get_meta(self.con, "vectors_complete") == fingerprint
+            and mark == fingerprint
             and db.get_meta(self.con, "model_fingerprint") == fingerprint
         )
         if not done and fingerprint is not None and db.get_meta(self.con, "model_fingerprint") == fingerprint:

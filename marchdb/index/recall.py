@@ -34,7 +34,7 @@ import apsw
 from marchdb import bridge, fts
 from marchdb.config import DEFAULT_MIN_SCORE
 from marchdb.errors import Expired
-from marchdb.index import calibrate, temperature
+from marchdb.index import calibrate, sentinel, temperature
 from marchdb.index.apart import keep_apart
 from marchdb.index.asking import asks_back
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
@@ -484,6 +484,19 @@ RELATED_MAX = 5
 RELATED_BELOW = 0.15
 
 
+def query_vector(con: apsw.Connection, embedder, text: str) -> tuple[np.ndarray | None, str | None]:
+    """The query vector of ``text`` (its part ``focus`` keeps), embedded
+    alone with its name on disk (``sentinel.embed_alone``); or None and the
+    line that says why when llama.cpp crashed on this message before."""
+    query = focus(text)
+    vec, refused = sentinel.embed_alone(
+        con.filename, embedder, "query", query, lambda: embedder.embed_queries([query])[0]
+    )
+    if refused is not None:
+        return None, sentinel.refusal("this message", refused)
+    return vec, None
+
+
 def related(
     con: apsw.Connection,
     text: str,
@@ -504,8 +517,8 @@ def related(
     text = text[:MAX_RECALL_CHARS]
     qvec, calib = None, calibrate.bm25_only()
     if embedder is not None and vectors_usable(con, embedder.fingerprint):
-        calib = calibrate.ensure(con, embedder)
-        qvec = embedder.embed_queries([focus(text)])[0]
+        qvec, _ = query_vector(con, embedder, text)
+        calib = calibrate.ensure(con, embedder) if qvec is not None else calib
     found = []
     for cand in score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, words=words):
         if (
@@ -602,8 +615,11 @@ def recall(
     if embedder is not None:
         if vectors_usable(con, embedder.fingerprint):
             calib = calibrate.ensure(con, embedder)
-            qvec = embedder.embed_queries([focus(text)])[0]
-            mode = "hybrid"
+            qvec, warning = query_vector(con, embedder, text)
+            if qvec is not None:
+                mode = "hybrid"
+            else:
+                calib = calibrate.bm25_only()
         else:
             warning = "the index has no vectors for this model yet; run `marchdb sync` (BM25 only for now)"
     scored = score(con, text, qvec, calib, w_dense=w_dense, vindex=vindex, project_tag=project_tag, words=words)

@@ -28,6 +28,19 @@ processes (their pid gone, or another process or boot under it):
   if its first check had crashed (``Embedder.condemn``): keyword recall, a
   plain warning, no loop.
 
+A text embedded **alone** in a process that must answer (a message
+recalled, in the engine or a command; a save's near-duplicate check, on the
+new memory's name and description) is named the same way, marked alone
+(``embed_alone``). A process that died on it needs no second run to name the
+culprit: the next one to load the model (the engine restarted, the command
+that saw the engine die) quarantines that text at once, for this model,
+llama.cpp build and CPU (the key of the model's check,
+``nativecheck.verdict_key``). A message quarantined is answered by keywords
+with one plain line; a save whose probe is quarantined checks near-twins by
+keywords, writes its file and leaves its vectors to a sync, which embeds them
+apart. Such texts are kept until the model, the build or the CPU changes (or
+``marchdb model check``), whether or not a memory holds them.
+
 Both files are found by name next to the index, opened without following
 links, and hold nothing but hashes (no memory text).
 """
@@ -40,7 +53,6 @@ import itertools
 import json
 import os
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,6 +74,8 @@ MAX_LEDGER_BYTES = 512 * 1024
 MAX_QUARANTINED = 1000
 #: Models whose ledger is kept (the one in use and a few before it).
 MAX_MODELS = 4
+#: Texts embedded alone (messages, save probes) quarantined per model, the newest kept.
+MAX_ALONE = 1000
 _INFLIGHT = ".embedding."
 _LEDGER = ".crashes.json"
 _counter = itertools.count()
@@ -93,6 +107,17 @@ def _start_time(pid: int) -> str:
     return fields[19].decode() if len(fields) > 19 else ""
 
 
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has died and waits for its parent (its socket already
+    closed: a client that saw it die must not take it for alive)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return False
+    return raw[raw.rfind(b")") + 2 : raw.rfind(b")") + 3] in (b"Z", b"X")
+
+
 def _alive(pid: int, boot: str, start: str) -> bool:
     if boot and boot != _boot_id():
         return False
@@ -102,26 +127,43 @@ def _alive(pid: int, boot: str, start: str) -> bool:
         return False
     except PermissionError:
         pass  # someone else's process holds the pid: only a start time can tell
+    if _zombie(pid):
+        return False
     return not start or _start_time(pid) in ("", start)
 
 
 @dataclass
 class Ledger:
-    """What the crashes of one model left: ``suspects`` and ``quarantined``
-    by ``key(kind, hash)``, and ``crashes``, those found in a row that no
-    text explained."""
+    """What the crashes of one model (on one llama.cpp build and CPU) left:
+    ``suspects`` and ``quarantined`` by ``key(kind, hash)``; ``alone``, the
+    texts it crashed on embedded alone (messages, save probes), kept whether
+    or not a memory holds them; ``crashes``, those found in a row that no
+    text explained; ``lone``, texts in a row it crashed on alone."""
 
     suspects: dict[str, dict] = field(default_factory=dict)
     quarantined: dict[str, dict] = field(default_factory=dict)
     crashes: int = 0
+    alone: dict[str, dict] = field(default_factory=dict)
+    lone: int = 0
 
     def as_dict(self) -> dict:
-        return {"suspects": self.suspects, "quarantined": self.quarantined, "crashes": self.crashes}
+        return {
+            "suspects": self.suspects,
+            "quarantined": self.quarantined,
+            "crashes": self.crashes,
+            "alone": self.alone,
+            "lone": self.lone,
+        }
+
+    def refused(self, name: str) -> dict | None:
+        """What is known of the text ``name`` when the model must not get it."""
+        return self.alone.get(name) or self.quarantined.get(name)
 
 
 class Sentinel:
     """The sentinel files and the ledger of the index at ``index_path``,
-    for the model ``fingerprint``. The ledger is read and written under the
+    for the model ``fingerprint`` (``Embedder.crash_key``: the model, the
+    llama.cpp build and the CPU). The ledger is read and written under the
     index's writer lock (callers hold it)."""
 
     def __init__(self, index_path: str | os.PathLike, fingerprint: str):
@@ -134,9 +176,10 @@ class Sentinel:
     # -- the files of batches in flight -----------------------------------
 
     @contextlib.contextmanager
-    def inflight(self, items: list[tuple[str, str]]) -> Iterator[None]:
+    def inflight(self, items: list[tuple[str, str]], alone: bool = False) -> Iterator[None]:
         """Around one call of the model on the texts ``items`` (``(kind,
-        hash)``): their names on disk while it runs. When the file cannot be
+        hash)``): their names on disk while it runs (``alone``: one text, in
+        a call of its own, so a crash names it). When the file cannot be
         written (a read-only folder) the batch runs without it."""
         pid = os.getpid()
         name = os.path.join(self.folder, f"{self.base}{_INFLIGHT}{pid}.{next(_counter)}")
@@ -148,6 +191,8 @@ class Sentinel:
             "texts": [key(k, h) for k, h in items],
             "at": utc_now_iso(),
         }
+        if alone:
+            record["alone"] = True
         written = False
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
@@ -207,14 +252,7 @@ class Sentinel:
 
     def read(self) -> Ledger:
         """This model's ledger as it is on disk (empty when there is none)."""
-        row = self._read_all().get(self.fingerprint) or {}
-        suspects, quarantined = row.get("suspects"), row.get("quarantined")
-        crashes = row.get("crashes")
-        return Ledger(
-            suspects=suspects if isinstance(suspects, dict) else {},
-            quarantined=quarantined if isinstance(quarantined, dict) else {},
-            crashes=crashes if isinstance(crashes, int) else 0,
-        )
+        return _ledger(self._read_all().get(self.fingerprint) or {})
 
     def write(self, ledger: Ledger) -> None:
         """Keep ``ledger`` for this model (best effort: a folder that cannot
@@ -223,44 +261,66 @@ class Sentinel:
         data.pop(self.fingerprint, None)
         newest = sorted(ledger.quarantined.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_QUARANTINED:]
         ledger.quarantined = dict(newest)
-        if ledger.suspects or ledger.quarantined or ledger.crashes:
+        ledger.alone = dict(sorted(ledger.alone.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_ALONE:])
+        if ledger.suspects or ledger.quarantined or ledger.crashes or ledger.alone or ledger.lone:
             data[self.fingerprint] = ledger.as_dict()
         data = dict(list(data.items())[-MAX_MODELS:])
         with contextlib.suppress(OSError):
             _write_json(self.ledger_path, data)
 
-    def recover(self, pending: list[tuple[str, str, str]]) -> tuple[Ledger, int]:
-        """Read what dead processes left: their texts become suspects, and
-        the ledger forgets texts no longer pending (edited, deleted,
-        embedded). ``pending``: every text lacking a vector, as
-        ``vectors.pending_texts`` lists them. Returns the ledger and how many
-        crashes were found now."""
+    def recover(self, pending: list[tuple[str, str, str]]) -> tuple[Ledger, int, int]:
+        """Read what dead processes left: their texts become suspects (a
+        text embedded alone is quarantined at once), and the ledger forgets
+        texts no longer pending (edited, deleted, embedded). ``pending``:
+        every text lacking a vector, as ``vectors.pending_texts`` lists them.
+        Returns the ledger, how many crashes no text explains yet were found
+        now, and how many texts embedded alone were quarantined now."""
         with self._lock:
             ledger = self.read()
             before = json.dumps(ledger.as_dict(), sort_keys=True)
-            found = 0
-            for path, record in self._dead_batches():
+            found = lone = 0
+            dead = self._dead_batches()
+            calls: dict[tuple, int] = {}
+            for _, record in dead:
+                if record is not None:
+                    who = (record.get("pid"), record.get("start"))
+                    calls[who] = calls.get(who, 0) + 1
+            for path, record in dead:
                 if record is not None and record.get("model") == self.fingerprint:
-                    found += 1
-                    for name in record.get("texts") or []:
-                        if isinstance(name, str) and name not in ledger.quarantined:
-                            ledger.suspects.setdefault(name, {"since": str(record.get("at", ""))})
+                    names = [n for n in record.get("texts") or [] if isinstance(n, str)]
+                    if record.get("alone") and len(names) == 1:
+                        # Alone in its call, and its process in no other call
+                        # (a backlog's batch beside it could be what crashed).
+                        if calls.get((record.get("pid"), record.get("start"))) == 1:
+                            ledger.alone[names[0]] = {
+                                "at": utc_now_iso(),
+                                "detail": "llama.cpp crashed on it, embedded alone",
+                            }
+                            lone += 1
+                    else:
+                        found += 1
+                        for name in names:
+                            if name not in ledger.quarantined:
+                                ledger.suspects.setdefault(name, {"since": str(record.get("at", ""))})
                 with contextlib.suppress(OSError):
                     os.unlink(path)
             ledger.crashes += found
+            ledger.lone += lone
             alive = {key(k, h) for k, h, _ in pending}
             ledger.suspects = {k: v for k, v in ledger.suspects.items() if k in alive}
             ledger.quarantined = {k: v for k, v in ledger.quarantined.items() if k in alive}
             if json.dumps(ledger.as_dict(), sort_keys=True) != before:
                 self.write(ledger)
-            return ledger, found
+            return ledger, found, lone
 
     def without_quarantined(
         self, pending: list[tuple[str, str, str]], ledger: Ledger | None = None
     ) -> list[tuple[str, str, str]]:
         """``pending`` but the texts this model crashed on alone."""
-        quarantined = (ledger or self.read()).quarantined
-        return [p for p in pending if key(p[0], p[1]) not in quarantined] if quarantined else pending
+        ledger = ledger or self.read()
+        if not ledger.quarantined and not ledger.alone:
+            return pending
+        return [p for p in pending if ledger.refused(key(p[0], p[1])) is None]
 
     def settle(self, outcome: dict[str, str | None], explained: bool, suspects: set[str] | None = None) -> None:
         """After suspects were embedded apart: ``outcome`` maps each one
@@ -277,10 +337,10 @@ class Sentinel:
                 if crash is not None:
                     ledger.quarantined[name] = {"at": utc_now_iso(), "detail": crash}
             for name in suspects or ():
-                if name not in ledger.quarantined and name not in outcome:
+                if ledger.refused(name) is None and name not in outcome:
                     ledger.suspects.setdefault(name, {"since": utc_now_iso()})
             if explained:
-                ledger.crashes = 0
+                ledger.crashes = ledger.lone = 0
             if json.dumps(ledger.as_dict(), sort_keys=True) != before:
                 self.write(ledger)
 
@@ -321,10 +381,12 @@ def quarantined_memories(
         return []
     ledger = Sentinel(index_path, fingerprint).read()
     out = []
-    for name, info in ledger.quarantined.items():
+    for name, info in {**ledger.alone, **ledger.quarantined}.items():
         if only is not None and name not in only:
             continue
         kind, _, h = name.partition(":")
+        if kind not in ("meta", "chunk"):
+            continue  # a message recalled: no memory's
         if kind == "meta":
             rows = con.execute("SELECT path, id FROM memory_index WHERE meta_hash = ?", (h,)).fetchall()
         else:
@@ -338,7 +400,7 @@ def quarantined_memories(
     return out
 
 
-def problems(con: apsw.Connection, index_path: str | os.PathLike) -> list[dict]:
+def problems(con: apsw.Connection, index_path: str | os.PathLike, fingerprint: str | None = None) -> list[dict]:
     """``doctor`` rows for the quarantined memories."""
     return [
         {
@@ -349,18 +411,94 @@ def problems(con: apsw.Connection, index_path: str | os.PathLike) -> list[dict]:
             "still found by its keywords, not by meaning. Editing the memory tries its new text; after "
             "upgrading llama-cpp-python, `marchdb model check` tries them all again",
         }
-        for row in quarantined_memories(con, index_path, None)
+        for row in quarantined_memories(con, index_path, fingerprint)
     ]
 
 
-def summary(con: apsw.Connection, index_path: str | os.PathLike) -> str | None:
+def summary(con: apsw.Connection, index_path: str | os.PathLike, fingerprint: str | None = None) -> str | None:
     """One line for ``status``: how many memories the model crashed on, or None."""
-    rows = quarantined_memories(con, index_path, None)
+    rows = quarantined_memories(con, index_path, fingerprint)
     if not rows:
         return None
     ids = sorted({r["id"] for r in rows})
     shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
     return f"{len(ids)} memor{'y' if len(ids) == 1 else 'ies'} found by keywords only: the model crashed on {shown} (marchdb doctor)"
+
+
+def _ledger(row: dict) -> Ledger:
+    def table(name: str) -> dict:
+        value = row.get(name)
+        return value if isinstance(value, dict) else {}
+
+    def count(name: str) -> int:
+        value = row.get(name)
+        return value if isinstance(value, int) else 0
+
+    return Ledger(table("suspects"), table("quarantined"), count("crashes"), table("alone"), count("lone"))
+
+
+# -- a text embedded alone, in a process that must answer -------------------------
+
+#: The ledgers this process read, by path: ``(the file's stat, its rows)``;
+#: a message's check costs a ``stat`` while the file is unchanged.
+_seen: dict[str, tuple[tuple, dict[str, dict]]] = {}
+
+
+def _cached_ledger(guard: Sentinel) -> Ledger:
+    path = guard.ledger_path
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return Ledger()
+    sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+    seen = _seen.get(path)
+    if seen is None or seen[0] != sig:
+        seen = (sig, guard._read_all())
+        _seen[path] = seen
+    return _ledger(seen[1].get(guard.fingerprint) or {})
+
+
+def refusal(what: str, info: dict) -> str:
+    """The line a person reads when ``what`` is not given to the model."""
+    return (
+        f"llama.cpp crashed on {what} before ({str(info.get('at', ''))[:16].replace('T', ' ')}), "
+        "so it is not given to the model again on this machine: matched by keywords only "
+        "(`marchdb model check` tries it again)"
+    )
+
+
+def embed_alone(index_path: str | os.PathLike, embedder, kind: str, text: str, run):
+    """``(run(), None)``, ``run`` embedding ``text`` alone (a message, a
+    save's probe) with its name (``key(kind, hash)``) on disk while it runs;
+    or ``(None, info)`` without running it when the model (``embedder``, on
+    this build and CPU) crashed on it before (``info``: when, how). The
+    process does not survive such a crash: the next one to load the model
+    quarantines the text (``recover``). Costs a ``stat`` and a small file
+    written and removed."""
+    from marchdb.vault.notes import text_hash
+
+    guard = Sentinel(index_path, embedder.crash_key)
+    name = key(kind, text_hash(text))
+    ledger = _cached_ledger(guard)
+    info = ledger.refused(name)
+    if info is not None:
+        return None, info
+    with guard.inflight([(kind, name.partition(":")[2])], alone=True):
+        result = run()
+    if ledger.lone:
+        _answered(guard)
+    return result, None
+
+
+def _answered(guard: Sentinel) -> None:
+    """A text embedded alone went through: crashes on texts alone are no longer in a row."""
+    from marchdb.index.locks import writer_lock
+
+    with contextlib.suppress(OSError), writer_lock(guard.index_path), guard._lock:
+        ledger = guard.read()
+        if ledger.lone:  # batches' crashes no text explains are not explained by this one
+            ledger.lone = 0
+            guard.write(ledger)
 
 
 def _read_json(path: str, limit: int):
@@ -384,6 +522,8 @@ def _write_json(path: str, data: dict) -> None:
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise OSError(errno.EEXIST, "not a regular file", path)  # not ours to replace
+    import tempfile  # only when a ledger is written: a hook's keyword answer skips its import
+
     folder = str(Path(path).parent)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
     try:

@@ -36,7 +36,6 @@ from marchdb.embedding import Embedder
 from marchdb.errors import InvalidInput, ModelError, NotFound
 from marchdb.index import calibrate, db, terms, vectors
 from marchdb.index import recall as recall_mod
-from marchdb.index.focus import focus
 from marchdb.vault.notes import MAX_FILE_BYTES
 from marchdb.vault.tags import project_tag
 
@@ -329,7 +328,8 @@ class Engine:
         calib = calibrate.load(con, emb.fingerprint) or self._calibrations.get(emb.fingerprint)
         if calib is None:
             calib = self._calibrations[emb.fingerprint] = calibrate.measure(emb)
-        return "hybrid", emb.embed_queries([focus(text)])[0], calib
+        qvec, _ = recall_mod.query_vector(con, emb, text)  # a message llama.cpp crashed on: keywords
+        return ("hybrid", qvec, calib) if qvec is not None else ("bm25", None, calibrate.bm25_only())
 
     def _apply_logged(
         self, con: apsw.Connection, scored, trigger: str, run_id: str, threshold: float, conversation=None

@@ -248,7 +248,7 @@ def embed_pending(
     may end the run early (the watcher has changes to apply first).
     """
     if (
-        get_meta(con, "vectors_complete") == embedder.fingerprint
+        get_meta(con, "vectors_complete") in (embedder.fingerprint, complete_but_quarantined(embedder))
         and get_meta(con, "model_fingerprint") == embedder.fingerprint
     ):
         return 0  # nothing was written since the last complete pass: stay a stat walk
@@ -259,7 +259,7 @@ def embed_pending(
 
 
 def _embed_held(con, embedder, index_path, lease, progress, batch, limit, background, keep_going) -> int:
-    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
+    guard = sentinel.Sentinel(index_path, embedder.crash_key)
     with writer_lock(index_path):
         _recover(guard, embedder, pending_texts(con))  # before the model runs at all: its probes may be what crashed
         prepare_model(con, embedder, guard)
@@ -311,14 +311,23 @@ def _embed_held(con, embedder, index_path, lease, progress, batch, limit, backgr
             # Re-checked inside the transaction: another process may have added
             # memories since our list was made. Texts the model crashed on
             # are not pending: they are never given to it again.
-            if not guard.without_quarantined(pending_texts(con)):
-                set_meta(con, "vectors_complete", embedder.fingerprint)
+            left = pending_texts(con)
+            if not guard.without_quarantined(left):
+                # Texts quarantined on this build and CPU: complete here only.
+                set_meta(con, "vectors_complete", complete_but_quarantined(embedder) if left else embedder.fingerprint)
         # Given up under the writer lock: a writer that indexed texts after
         # the check above finds the lease free (it is not held once that
         # writer's own write is done), so it can embed them itself; one that
         # indexed them before had them embedded here.
         lease.release()
     return done
+
+
+def complete_but_quarantined(embedder) -> str:
+    """The ``vectors_complete`` mark of an index whose only texts without a
+    vector are quarantined (``sentinel``) for this model, llama.cpp build and
+    CPU: on another build or CPU they are tried again."""
+    return f"{embedder.fingerprint} {embedder.crash_key}"
 
 
 def embed_texts_of(
@@ -329,7 +338,7 @@ def embed_texts_of(
     without the embedding lease: a save must not wait behind a backlog
     another process embeds (at worst a text both embed is stored once).
     Returns how many were stored and how many are left pending."""
-    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
+    guard = sentinel.Sentinel(index_path, embedder.crash_key)
     with writer_lock(index_path):
         prepare_model(con, embedder, guard)
         ledger = guard.read()
@@ -349,18 +358,32 @@ def embed_texts_of(
     return done, left
 
 
+def suspect_texts_of(con: apsw.Connection, embedder, index_path: str | os.PathLike, paths: list[str]) -> int:
+    """Make the texts of the memories at ``paths`` that lack a vector
+    suspects (``sentinel``): the model crashed on one of their texts
+    (a save's probe), so the next full run embeds them apart, not here.
+    Returns how many."""
+    guard = sentinel.Sentinel(index_path, embedder.crash_key)
+    with writer_lock(index_path):
+        names = {sentinel.key(k, h) for k, h, _ in pending_texts(con, paths)}
+        guard.settle({}, explained=False, suspects=names)
+    return len(names)
+
+
 def _recover(guard: sentinel.Sentinel, embedder, pending: list[tuple[str, str, str]]):
     """``(pending, ledger)``: what a dead process was embedding becomes
     suspect (``sentinel``), quarantined texts leave ``pending``; crashes
     that no text explained, again and again, make the model unusable here
     (``ModelUnusable``). Under the writer lock."""
-    ledger, found = guard.recover(pending)
+    ledger, found, alone = guard.recover(pending)
     if found and ledger.crashes >= sentinel.CRASH_LIMIT:
         _condemn(
             guard,
             embedder,
             f"llama.cpp crashed {ledger.crashes} times in a row while embedding memories, on no single text",
         )
+    if alone and ledger.lone >= sentinel.LONE_CRASH_LIMIT:
+        _condemn(guard, embedder, f"llama.cpp crashed on {ledger.lone} texts in a row, each embedded alone")
     return guard.without_quarantined(pending, ledger), ledger
 
 
@@ -369,7 +392,7 @@ def check_crashes(con: apsw.Connection, embedder, index_path: str | os.PathLike)
     any backlog (the model's calibration, at a recall) is counted even when
     every text has its vector, and enough of them make the model unusable
     here (``ModelUnusable``)."""
-    guard = sentinel.Sentinel(index_path, embedder.fingerprint)
+    guard = sentinel.Sentinel(index_path, embedder.crash_key)
     with writer_lock(index_path):
         _recover(guard, embedder, pending_texts(con))
 
@@ -392,9 +415,9 @@ def _embed_batch(con, embedder, index_path, guard, ledger, part, background: boo
         if get_meta(con, "model_fingerprint") != embedder.fingerprint:
             raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
         added = store_vectors(con, [(k, h) for k, h, _ in part], vecs)
-        if ledger.crashes:
+        if ledger.crashes or ledger.lone:
             guard.settle({}, explained=True)  # a batch went through: the crashes before were not the model's way
-            ledger.crashes = 0
+            ledger.crashes = ledger.lone = 0
     return added
 
 
@@ -471,7 +494,7 @@ def embed_after_sync(
     happened (an old error fixed since must not stay in status and doctor).
     Returns ``embed_pending``'s answer (None: the lease was taken), 0 when embedding failed."""
     report.model = emb.fingerprint
-    guard = sentinel.Sentinel(index_path, emb.fingerprint)
+    guard = sentinel.Sentinel(index_path, emb.crash_key)
     quarantined = set(guard.read().quarantined)
     try:
         embedded = embed_pending(
@@ -490,7 +513,7 @@ def embed_after_sync(
         record_error(con, str(exc))
     new = set(guard.read().quarantined) - quarantined
     if new:
-        ids = sorted({r["id"] for r in sentinel.quarantined_memories(con, index_path, emb.fingerprint, new)})
+        ids = sorted({r["id"] for r in sentinel.quarantined_memories(con, index_path, emb.crash_key, new)})
         report.warnings.append(
             f"llama.cpp crashed on the text of {', '.join(ids)}: it is no longer given to the model and is "
             "found by its keywords only; the rest was embedded (marchdb doctor)"

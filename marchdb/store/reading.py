@@ -64,7 +64,7 @@ class Reading(Keeper):
             summary["model_check"] = "not checked on this CPU yet (the first embedding checks it)"
         else:
             summary["model_check"] = verdict.summary()
-        crashed_on = sentinel.summary(con, self.cfg.index_path)
+        crashed_on = sentinel.summary(con, self.cfg.index_path, self.crash_key())
         if crashed_on:  # said only when there is something to say
             summary["model_crashed_on"] = crashed_on
         summary.update(self.recall_switches())
@@ -134,7 +134,7 @@ class Reading(Keeper):
             "problems": model_rows
             + doctor.root_problems(self.cfg, as_of(summary.get("last_sync_at")))
             + doctor.problems(self.con)
-            + sentinel.problems(self.con, self.cfg.index_path)
+            + sentinel.problems(self.con, self.cfg.index_path, self.crash_key())
             + doctor.home_problems(
                 [
                     self.cfg.profiles_dir / "agent.md",

@@ -13,7 +13,7 @@ from marchdb import logfile, ops, redact
 from marchdb import save as save_mod
 from marchdb.clock import utc_now_iso
 from marchdb.errors import InvalidInput
-from marchdb.index import db, doctor
+from marchdb.index import db, doctor, sentinel
 from marchdb.lifecycle import capture, maintain
 from marchdb.lifecycle import now as now_mod
 from marchdb.lifecycle.capture import DEFAULT_ONE_LINER_TAG
@@ -75,13 +75,24 @@ class Writing(Recalling):
             check_conflicts_with(self.con, mem_id, changes.conflicts_with, changes.supersedes, rescan)
         root = self.cfg.require_root()
         twin_probe = None
+        crashed_on: str | None = None  # the line saying the model is not given this memory's text
         if embed and changes.complete() and not force:
             # The model loads (slow the first time) and embeds before the
             # saver takes the lock other savers wait on.
             emb = self.embedder()
             if emb is not None:
                 text = metadata_text(changes.name or "", changes.description or "", changes.tags or [])
-                twin_probe = (emb.embed_passages([text])[0], emb.fingerprint)
+                vec, refused = sentinel.embed_alone(
+                    self.cfg.index_path, emb, "meta", text, lambda: emb.embed_passages([text])[0]
+                )
+                if refused is None:
+                    twin_probe = (vec, emb.fingerprint)
+                else:
+                    crashed_on = (
+                        sentinel.refusal("this memory's name and description", refused)
+                        + ": near-duplicates were looked for by keywords, and its vectors wait for `marchdb sync`, "
+                        "which embeds them apart"
+                    )
         related = []
         if changes.complete() and (mem_id is None or not db.id_taken(self.con, mem_id)):
             # Looked up before writing (seed 003's reconcile-before-writing), in
@@ -89,14 +100,22 @@ class Writing(Recalling):
             # own words would lower the others' scores.
             self.ensure_fresh(embed=embed)
             named = {*(changes.supersedes or []), *(changes.conflicts_with or [])}
-            related = self.related(f"{changes.name}\n{changes.description}", named, changes.tags or [], embed)
+            # Not the model either when it crashed on the probe: these words hold what it crashed on.
+            related = self.related(
+                f"{changes.name}\n{changes.description}", named, changes.tags or [], embed and crashed_on is None
+            )
         result = save_mod.Saver(self.con, root, self.cfg.index_path).run(mem_id, changes, force, twin_probe)
+        if crashed_on is not None:
+            result.warnings.append(crashed_on)
         odd_id = doctor.mixed_scripts_warning(result.id) if mem_id is not None and result.rel is not None else None
         if odd_id:
             result.warnings.append(odd_id)  # said, never refused: files may hold such ids already
         if embed and result.rel is not None and result.indexed:
-            # Outside the lock: embedding must not hold up other savers.
-            result.warnings.extend(self.embed_own([result.rel]))
+            if crashed_on is not None:
+                self.suspect_own([result.rel])
+            else:
+                # Outside the lock: embedding must not hold up other savers.
+                result.warnings.extend(self.embed_own([result.rel]))
         if result.status == "created":
             result.related = [r for r in related if r["id"] != result.id]
         if said and result.rel is not None:

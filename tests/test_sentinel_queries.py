@@ -1,0 +1,292 @@
+"""A message (or a save's probe) that crashes llama.cpp costs a warning and a keyword answer, once.
+
+The crash is real, as in ``test_sentinel``: a preloaded library raises
+SIGSEGV in llama.cpp's graph computation when the batch holds the token of
+"Zyzzyva", which no memory of the vault and no probe of the model has. A
+message holding it crashes the process that embeds it (the engine, a command
+without the engine); the next process to load the model quarantines that
+message for this model, llama.cpp build and CPU, and answers it by keywords.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+from test_daemon import engine_processes
+from test_sentinel import (  # noqa: F401 - fixtures
+    MARCHDB,
+    TRIGGER_ENV,
+    crash_on_token_library,
+    culprit_token,
+    missing_vectors,
+    run,
+)
+
+CRASHING = "Zyzzyva aside: which tablet does Biscuit take at breakfast, carprofen?"
+KILLED = (-signal.SIGSEGV, 128 + signal.SIGSEGV)
+
+
+@pytest.fixture
+def query_env(tmp_path, mixed_vault, default_model_path, crash_on_token_library, culprit_token):  # noqa: F811
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "LD_PRELOAD": str(crash_on_token_library),
+        TRIGGER_ENV: str(culprit_token),
+        "MARCH_DAEMON": "0",
+    }
+    env.pop("MARCH_MODELS_DIR", None)
+    done = run(env, "sync")
+    assert done.returncode == 0, done.stderr  # no memory holds the token: every one is embedded
+    return env
+
+
+@pytest.fixture
+def engine_env(query_env, tmp_path):
+    env = {k: v for k, v in query_env.items() if k != "MARCH_DAEMON"}
+    yield env
+    from marchdb.engine import daemon
+
+    home = tmp_path / "home"
+    daemon.stop(home)
+    for pid in engine_processes(home):  # one started by a command of this test, still starting
+        os.kill(pid, signal.SIGKILL)
+
+
+def keyword_answer(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    answer = json.loads(proc.stdout)
+    assert answer["mode"] == "bm25" and "llama.cpp crashed on this message before" in answer["warning"], answer
+    assert answer["hints"] and answer["hints"][0]["id"] == "mem_dog"
+    return answer
+
+
+def test_a_message_that_crashes_the_command_costs_it_once_then_keywords(query_env):
+    first = run(query_env, "recall", CRASHING, "--json")
+    # Without the engine, the command embeds the message itself: that one dies.
+    assert first.returncode in KILLED, (first.returncode, first.stderr)
+    keyword_answer(run(query_env, "recall", CRASHING, "--json"))
+    text = run(query_env, "recall", CRASHING)
+    assert text.returncode == 0 and "mem_dog" in text.stdout, text.stderr
+    assert "llama.cpp crashed on this message before" in text.stderr
+    # Other messages still use the model.
+    other = run(query_env, "recall", "Biscuit carprofen tablet breakfast", "--json")
+    assert other.returncode == 0 and json.loads(other.stdout)["mode"] == "hybrid", other.stderr
+
+
+def test_recall_through_the_engine_answers_by_keywords_and_the_engine_dies_at_most_once(engine_env, tmp_path):
+    from marchdb.engine import client
+
+    home = tmp_path / "home"
+    first = run(engine_env, "recall", CRASHING, "--json")  # starts the engine, which dies on the message
+    keyword_answer(first)
+    second = run(engine_env, "recall", CRASHING, "--json")  # a new engine: it answers by keywords
+    keyword_answer(second)
+    pid = client.engine_pid(home)
+    assert pid is not None
+    for _ in range(2):
+        keyword_answer(run(engine_env, "recall", CRASHING, "--json"))
+    assert client.engine_pid(home) == pid and client.engine_alive(home)  # never died again
+    other = run(engine_env, "recall", "Biscuit carprofen tablet breakfast", "--json")
+    assert other.returncode == 0 and json.loads(other.stdout)["mode"] == "hybrid", other.stderr
+
+
+def test_a_hook_with_the_crashing_prompt_exits_0_and_the_engine_stops_dying(engine_env, tmp_path):
+    from marchdb.engine import client
+
+    home = tmp_path / "home"
+    warm = run(engine_env, "recall", "Biscuit carprofen tablet breakfast")  # starts the engine
+    assert warm.returncode == 0 and client.ping(home), warm.stderr
+    pids = set()
+    for i in range(4):
+        event = {"session_id": f"s{i}", "hook_event_name": "UserPromptSubmit", "prompt": CRASHING, "cwd": "/tmp"}
+        done = subprocess.run(
+            [MARCHDB, "hook", "claude-code"],
+            input=json.dumps(event),
+            capture_output=True,
+            text=True,
+            env=engine_env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "mem_dog" in done.stdout  # by keywords: in the hook's own process, or the engine's
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not client.ping(home):
+            time.sleep(0.2)  # the engine a hook started for the next prompts
+        pids.add(client.engine_pid(home))
+    assert len(pids) <= 2, pids  # the first engine died on the prompt; the next one answers it
+    assert client.engine_alive(home)
+
+
+def test_a_save_whose_probe_crashes_writes_its_file_and_leaves_its_vectors_pending(query_env, tmp_path):
+    args = [
+        "save",
+        "--name",
+        "Zyzzyva feeding",
+        "--description",
+        "The weevil eats palm fronds",
+        "--tag",
+        "insects",
+        "--body",
+        "Palms.",
+    ]
+    first = run(query_env, *args, "--json")
+    assert first.returncode in KILLED, (first.returncode, first.stderr)  # the command embedding it died once
+    root = Path(query_env["MARCH_MEMORY_ROOT"])
+    assert not [p for p in root.rglob("*.md") if "zyzzyva" in p.name]  # before anything was written
+    second = run(query_env, *args, "--json")
+    assert second.returncode == 0, second.stderr
+    saved = json.loads(second.stdout)
+    assert saved["status"] == "created" and (root / saved["path"]).is_file()
+    said = " ".join(saved["warnings"])
+    assert "llama.cpp crashed on this memory's name and description before" in said
+    assert "near-duplicates were looked for by keywords" in said and "marchdb sync" in said
+    index = tmp_path / "home" / "index.sqlite"
+    assert saved["id"] in missing_vectors(index)
+    # The next sync embeds its texts apart: what crashes stays quarantined, the rest is embedded, no death.
+    synced = run(query_env, "sync")
+    assert synced.returncode == 0, synced.stderr
+    con = apsw.Connection(str(index), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        left = {mem for mem, n in con.execute("SELECT id, meta_missing + chunks_missing FROM diag_vectors") if n}
+    finally:
+        con.close()
+    assert left == {saved["id"]}
+    status = json.loads(run(query_env, "status", "--json").stdout)
+    assert saved["id"] in status["model_crashed_on"]
+
+
+def test_a_quarantined_message_is_tried_again_on_another_llama_cpp_build_or_cpu(query_env, tmp_path):
+    assert run(query_env, "recall", CRASHING).returncode in KILLED
+    keyword_answer(run(query_env, "recall", CRASHING, "--json"))
+    # The same library at another path: another LD_PRELOAD, so another (model, build, CPU)
+    # as the model's check counts them. The message is tried again there, and crashes again once.
+    copy = tmp_path / "elsewhere" / "libcrash.so"
+    copy.parent.mkdir()
+    shutil.copy(query_env["LD_PRELOAD"], copy)
+    moved = {**query_env, "LD_PRELOAD": str(copy)}
+    assert run(moved, "recall", CRASHING).returncode in KILLED
+    keyword_answer(run(moved, "recall", CRASHING, "--json"))
+    # Without the crash, it is given to the model: nothing quarantined there.
+    healthy = {k: v for k, v in query_env.items() if k not in ("LD_PRELOAD", TRIGGER_ENV)}
+    answer = run(healthy, "recall", CRASHING, "--json")
+    assert answer.returncode == 0 and json.loads(answer.stdout)["mode"] == "hybrid", answer.stderr
+    # And back on the first triple, still answered by keywords, no crash.
+    keyword_answer(run(query_env, "recall", CRASHING, "--json"))
+
+
+# ---------------------------------------------------------------- the bookkeeping, without native code
+
+
+def dead_call(index: str, key: str, names: list[list[str]], alone: bool = True, pid: int = 2**22 + 9) -> None:
+    """The in-flight files a process killed mid-call leaves (pid beyond pid_max's default): one per call."""
+    for n, texts in enumerate(names):
+        record = {
+            "pid": pid,
+            "boot": "",
+            "start": "",
+            "model": key,
+            "texts": texts,
+            **({"alone": True} if alone else {}),
+        }
+        Path(f"{index}.embedding.{pid}.{n}").write_text(json.dumps(record), encoding="utf-8")
+
+
+def query_name(text: str) -> str:
+    from marchdb.index import sentinel
+    from marchdb.index.focus import focus
+    from marchdb.vault.notes import text_hash
+
+    return sentinel.key("query", text_hash(focus(text)))
+
+
+@pytest.fixture
+def tiny_store(vault, cfg):
+    from conftest import TinyEmbedder
+
+    from marchdb.store import Store
+
+    vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen at breakfast")
+    vault.memory("cat.md", "mem_cat", name="Cat food", description="Tuna on Sundays")
+    s = Store(cfg, embedder=TinyEmbedder("tiny-8", dim=8))
+    s.sync()
+    yield s
+    s.close()
+
+
+def test_a_message_a_dead_process_embedded_alone_is_answered_by_keywords(tiny_store):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    message = "Biscuit carprofen breakfast zyzzyva"
+    assert tiny_store.recall(message).mode == "hybrid"
+    dead_call(index, emb.crash_key, [[query_name(message)]])
+    vectors.check_crashes(tiny_store.con, emb, index)  # what loading the model does
+    ledger = sentinel.Sentinel(index, emb.crash_key).read()
+    assert set(ledger.alone) == {query_name(message)} and ledger.lone == 1 and ledger.crashes == 0
+    answer = tiny_store.recall(message, explain=True)
+    assert answer.mode == "bm25" and "llama.cpp crashed on this message before" in (answer.warning or "")
+    assert answer.candidates[0].id == "mem_dog"  # by its words
+    guard = sentinel.Sentinel(index, emb.crash_key)
+    ledger = guard.read()
+    ledger.crashes = 1  # a batch's crash no text explains, found before
+    guard.write(ledger)
+    assert tiny_store.recall("Biscuit carprofen breakfast").mode == "hybrid"  # given to the model
+    # ... which ends the texts crashing alone in a row, and explains no batch's crash.
+    assert (guard.read().lone, guard.read().crashes) == (0, 1)
+    # Kept though no memory holds it, and for this key only.
+    vectors.embed_pending(tiny_store.con, emb, index)
+    assert query_name(message) in sentinel.Sentinel(index, emb.crash_key).read().alone
+    assert sentinel.Sentinel(index, "another build or CPU").read().alone == {}
+
+
+def test_a_call_alone_beside_another_call_of_the_same_dead_process_proves_nothing(tiny_store):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    message = "Biscuit carprofen breakfast"
+    # A backlog's batch ran beside the message (the engine embeds both at once): either may have crashed.
+    dead_call(index, emb.crash_key, [[query_name(message)], ["meta:0000"]])
+    vectors.check_crashes(tiny_store.con, emb, index)
+    assert sentinel.Sentinel(index, emb.crash_key).read().alone == {}
+    assert tiny_store.recall(message).mode == "hybrid"
+
+
+def test_texts_crashing_alone_three_times_in_a_row_make_the_model_unusable(tiny_store):
+    from marchdb.errors import ModelUnusable
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    for i in range(sentinel.LONE_CRASH_LIMIT - 1):
+        dead_call(index, emb.crash_key, [[query_name(f"message {i}")]], pid=2**22 + 10 + i)
+        vectors.check_crashes(tiny_store.con, emb, index)
+    dead_call(index, emb.crash_key, [[query_name("message last")]], pid=2**22 + 20)
+    with pytest.raises(ModelUnusable, match="crashed on 3 texts in a row"):
+        vectors.check_crashes(tiny_store.con, emb, index)
+
+
+def test_a_process_dead_but_not_yet_reaped_is_dead():
+    # The engine's socket closes as it dies: the client that saw it must not take it for alive.
+    from marchdb.index import sentinel
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        start = sentinel._start_time(child.pid)
+        assert sentinel._alive(child.pid, sentinel._boot_id(), start)
+        child.kill()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not sentinel._zombie(child.pid):
+            time.sleep(0.01)
+        assert not sentinel._alive(child.pid, sentinel._boot_id(), start)  # a zombie, not waited for
+    finally:
+        child.wait()
