@@ -442,6 +442,55 @@ def test_numbers_alone_are_no_keyword_match(vault, bm25_store):
     assert [h.id for h in bm25_store.recall("garden note 2 tomatoes beans").hints][:1] == ["mem_f2"]
 
 
+def test_small_talk_is_no_keyword_match(vault, bm25_store):
+    # "how are you today" and "yes please" were hinted in a vault of notes and
+    # chats: the one common word a chat holds ("How can I help you today?")
+    # was all of the message.
+    for i in range(60):
+        vault.memory(f"f{i}.md", f"mem_f{i}", name=f"Garden note {i}", description=f"tomatoes and beans {i}")
+    vault.memory("c.md", "mem_chat", name="Chat", description="how can I help you today", body="Yes please, thanks.")
+    vault.memory("z.md", "mem_film", name="没问题先生", description="一部电影：没问题先生", body="没问题。")
+    bm25_store.sync()
+    for message in (
+        "how are you today",
+        "yes please",
+        "ok thanks!",
+        "good morning",
+        "没问题",
+        "谢谢你的帮助",
+        "早上好",
+    ):
+        assert bm25_store.recall(message).hints == [], message
+    # one word that names a subject and the message is read as before
+    assert [h.id for h in bm25_store.recall("yes please, the film 没问题先生").hints][:1] == ["mem_film"]
+    assert [h.id for h in bm25_store.recall("how is the chat today?").hints][:1] == ["mem_chat"]
+
+
+@pytest.mark.parametrize(
+    ("message", "talk"),
+    [
+        ("how are you today", True),
+        ("yes please", True),
+        ("hmm, sure", True),
+        ("thanks, that's all for now", True),
+        ("你好", True),
+        ("再说一遍好吗", True),
+        ("我们今天做什么", True),
+        ("how is the deploy today?", False),
+        ("tell me a joke", False),
+        ("狗在吃什么药？", False),
+        ("今天部署吗", False),
+        ("what's 2+2", False),  # numbers are their own rule
+        ("", False),
+    ],
+)
+def test_small_talk_names_no_subject(message, talk):
+    from marchdb import fts
+    from marchdb.index.smalltalk import small_talk
+
+    assert small_talk(message, fts.query_terms(message)) is talk
+
+
 def test_a_superseded_memory_ranks_below_its_successor_and_is_no_hint(vault, bm25_store):
     topic_vault(vault, n=0)
     vault.write(

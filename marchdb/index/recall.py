@@ -34,7 +34,7 @@ import apsw
 from marchdb import bridge, fts
 from marchdb.config import DEFAULT_MIN_SCORE
 from marchdb.errors import Expired
-from marchdb.index import calibrate, sentinel, temperature
+from marchdb.index import calibrate, sentinel, smalltalk, temperature
 from marchdb.index.apart import keep_apart
 from marchdb.index.asking import asks_back
 from marchdb.index.db import get_meta, named_statements, scalar, transaction
@@ -277,6 +277,21 @@ SIGNALS = (
 )
 
 
+def keyword_terms(text: str) -> list[str]:
+    """The words of ``text`` that keywords match (``fts.query_terms``): those
+    of what is embedded first (a long message's question), then the rest;
+    none for a message of numbers or small talk alone."""
+    focused = focus(text)
+    terms = fts.query_terms(text if focused == text else focused + "\n" + text)
+    if all(term.isdigit() for term in terms):
+        # Numbers alone ("what's 2+2", "1, 2, 3") say nothing a memory is
+        # about; a numbered note would otherwise hold all of the message.
+        return []
+    if smalltalk.small_talk(text, terms):
+        return []  # "yes please", "谢谢": no subject for keywords to match
+    return terms
+
+
 def score(
     con: apsw.Connection,
     text: str,
@@ -298,13 +313,7 @@ def score(
     ``vecindex``) the nearest neighbours and cosines come from it; otherwise
     from the vec0 tables, in SQL.
     """
-    # the words of what is embedded first (a long message's question), then the rest
-    focused = focus(text)
-    terms = fts.query_terms(text if focused == text else focused + "\n" + text)
-    if all(term.isdigit() for term in terms):
-        # Numbers alone ("what's 2+2", "1, 2, 3") say nothing a memory is
-        # about; a numbered note would otherwise hold all of the message.
-        terms = []
+    terms = keyword_terms(text)
     ceiling, informative = bm25_terms(con, terms)
     w_dense = W_DENSE if w_dense is None else w_dense
     total = memory_count(con)

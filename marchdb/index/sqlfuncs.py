@@ -160,7 +160,7 @@ class Engine:
         if value is None:
             return None
         with self._lock:
-            _ceiling, informative = terms.bm25_terms(con, fts.query_terms(value))
+            _ceiling, informative = terms.bm25_terms(con, recall_mod.keyword_terms(value))
         return fts.match_expression(informative)
 
     def recall(

@@ -1,0 +1,62 @@
+"""Whether a message is small talk: no word in it names a subject.
+
+"how are you today", "yes please", "没问题", "谢谢你的帮助": greetings,
+thanks, acknowledgements and requests to go on say nothing a memory is
+about, yet their words are in every chat ("How can I help you today?",
+"Yes, please do"), and a chat vault's BM25 counted such a word as most of
+the message (one common word matched is all of a one-word message): in a
+vault of 100 notes and chats, "how are you today" and "yes please" were
+hinted. A message whose every word is a function word, a word of small
+talk or one of the commonest verbs and adverbs (``bridge.STOP``, the words
+the dictionary does not translate for the same reason) matches memories
+by its meaning alone, on the dense signal's stricter curve, as a message
+of numbers alone does.
+
+A message with one word outside those lists ("how is the deploy today?",
+"狗在吃什么药") is read as before. Chinese is read by removing the phrases
+of small talk below and the characters that are grammar
+(``bridge.FUNCTION_CHARS``): nothing left, no subject.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from marchdb import bridge
+
+#: Chinese greetings, thanks, apologies, acknowledgements, requests to go
+#: on or to wait, words of the day, and the commonest verbs of talk: the
+#: Chinese side of ``bridge.STOP``'s small talk.
+PHRASES_ZH = tuple(
+    sorted(
+        """你好 您好 大家好 哈喽 嗨 早上好 早安 上午好 中午好 下午好 晚上好 晚安 再见 拜拜 回头见 一会儿见
+        谢谢 多谢 感谢 谢了 辛苦了 辛苦 不客气 不用谢 没关系 没事 没问题 对不起 抱歉 不好意思
+        好的 好吧 好啊 好呀 好滴 行 行吧 可以 是的 对的 对 嗯 哦 噢 哈 嘿 呵 嘻 哇 唉
+        收到 明白 了解 懂了 知道 清楚 确定 当然 肯定 同意 赞 棒 厉害 完美 不错 太好
+        继续 开始 接着 然后 下一步 再来 再说一遍 重复 等等 稍等 等一下 一下 请 麻烦 帮忙 帮助 帮
+        今天 明天 昨天 现在 刚才 马上 早上 晚上 上午 下午 一遍 一次 怎么样 如何 怎样 什么
+        做 干 搞 说 讲 聊 问 看 想 觉得 认为 去 来 走 开 用 给 告诉 需要 应该 东西 事情 事 话 好""".split(),
+        key=len,
+        reverse=True,
+    )
+)
+#: English interjections and acknowledgements ``bridge.STOP`` leaves out.
+WORDS_EN = frozenset("hmm hm um uh oh ah aha wow haha lol yeah yep yup nope sure alright cool awesome".split())
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_PHRASES = re.compile("|".join(map(re.escape, PHRASES_ZH)))
+
+
+def small_talk(text: str, terms: list[str]) -> bool:
+    """Whether ``text`` (whose query terms are ``terms``, ``fts.query_terms``)
+    names no subject: every term a word of ``bridge.STOP`` or ``WORDS_EN``,
+    or a piece of Chinese small talk. A message with no term at all is left to the rules
+    that read it already (numbers, nonsense)."""
+    if not terms:
+        return False
+    if any(not _CJK.search(term) and term not in bridge.STOP and term not in WORDS_EN for term in terms):
+        return False
+    if not any(_CJK.search(term) for term in terms):
+        return True
+    rest = _PHRASES.sub("", unicodedata.normalize("NFKC", text))
+    return not any(_CJK.search(c) and c not in bridge.FUNCTION_CHARS for c in rest)
