@@ -15,7 +15,8 @@ of numbers alone does.
 A message with one word outside those lists ("how is the deploy today?",
 "狗在吃什么药") is read as before. Chinese is read by removing the phrases
 of small talk below and the characters that are grammar
-(``bridge.FUNCTION_CHARS``): nothing left, no subject.
+(``bridge.FUNCTION_CHARS``), in Simplified or Traditional characters:
+nothing left, no subject.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from marchdb import bridge
 
 #: Chinese greetings, thanks, apologies, acknowledgements, requests to go
 #: on or to wait, words of the day, and the commonest verbs of talk: the
-#: Chinese side of ``bridge.STOP``'s small talk.
+#: Chinese side of ``bridge.STOP``'s small talk, in Simplified and
+#: Traditional characters.
 PHRASES_ZH = tuple(
     sorted(
         """你好 您好 大家好 哈喽 嗨 早上好 早安 上午好 中午好 下午好 晚上好 晚安 再见 拜拜 回头见 一会儿见
@@ -36,13 +38,18 @@ PHRASES_ZH = tuple(
         收到 明白 了解 懂了 知道 清楚 确定 当然 肯定 同意 赞 棒 厉害 完美 不错 太好
         继续 开始 接着 然后 下一步 再来 再说一遍 重复 等等 稍等 等一下 一下 请 麻烦 帮忙 帮助 帮
         今天 明天 昨天 现在 刚才 马上 早上 晚上 上午 下午 一遍 一次 怎么样 如何 怎样 什么
-        做 干 搞 说 讲 聊 问 看 想 觉得 认为 去 来 走 开 用 给 告诉 需要 应该 东西 事情 事 话 好""".split(),
+        做 干 搞 说 讲 聊 问 看 想 觉得 认为 去 来 走 开 用 给 告诉 需要 应该 东西 事情 事 话 好
+        一會兒見 不客氣 不用謝 不錯 什麼 來 再來 再見 再說一遍 剛纔 剛才 厲害 告訴 哈嘍 哈囉 問 回頭見 多謝 對
+        對不起 對的 幫 幫助 幫忙 幹 怎樣 怎麼樣 感謝 應該 東西 沒事 沒問題 沒關係 然後 現在 當然 瞭解 確定 給 繼續
+        覺得 話 認爲 認為 說 請 講 謝了 謝謝 贊 讚 重複 開 開始 馬上 麻煩""".split(),
         key=len,
         reverse=True,
     )
 )
 #: English interjections and acknowledgements ``bridge.STOP`` leaves out.
 WORDS_EN = frozenset("hmm hm um uh oh ah aha wow haha lol yeah yep yup nope sure alright cool awesome".split())
+#: ``bridge.FUNCTION_CHARS`` in their Traditional forms.
+FUNCTION_CHARS = bridge.FUNCTION_CHARS | frozenset("個們嗎對幾從於會沒爲為給與誰讓這還麼")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _PHRASES = re.compile("|".join(map(re.escape, PHRASES_ZH)))
 
@@ -59,4 +66,4 @@ def small_talk(text: str, terms: list[str]) -> bool:
     if not any(_CJK.search(term) for term in terms):
         return True
     rest = _PHRASES.sub("", unicodedata.normalize("NFKC", text))
-    return not any(_CJK.search(c) and c not in bridge.FUNCTION_CHARS for c in rest)
+    return not any(_CJK.search(c) and c not in FUNCTION_CHARS for c in rest)
