@@ -23,7 +23,8 @@ import apsw
 # Han (incl. extension A and compatibility), kana, Hangul syllables.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_CJK_CHARS = re.compile(f"[{_CJK}]")
+#: One CJK character (kana, Han, Hangul), as ``cjk_share`` counts them.
+CJK_CHAR = re.compile(f"[{_CJK}]")
 # A Latin word stops where a CJK run starts ("GPT4的价格" is "gpt4" + bigrams),
 # as it does in index_text, which sets CJK runs apart with spaces.
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)?", re.UNICODE)
@@ -63,7 +64,7 @@ _LATIN_WORD = re.compile(rf"[^\W\d_{_CJK}]+", re.UNICODE)
 
 def cjk_chars(text: str) -> list[str]:
     """The CJK characters of ``text`` (each one a word or most of one)."""
-    return _CJK_CHARS.findall(text)
+    return CJK_CHAR.findall(text)
 
 
 def cjk_share(text: str) -> float:

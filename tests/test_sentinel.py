@@ -118,20 +118,27 @@ def culprit_token(default_model_path) -> int:
     return mine[-1]
 
 
+def crashing_env(tmp_path: Path, root: Path, model: Path, library: Path, token: int) -> dict:
+    """The environment of a command without the engine whose llama.cpp
+    crashes on a batch holding ``token`` (``crash_on_token_library``)."""
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(root),
+        "MARCH_EMBED_MODEL": str(model),
+        "LD_PRELOAD": str(library),
+        TRIGGER_ENV: str(token),
+        "MARCH_DAEMON": "0",
+    }
+    env.pop("MARCH_MODELS_DIR", None)
+    return env
+
+
 @pytest.fixture
 def crash_env(tmp_path, mixed_vault, default_model_path, crash_on_token_library, culprit_token):
     mem_id, name, desc, tags, body = CULPRIT
     mixed_vault.memory(f"2026/05/week2/{mem_id}.md", mem_id, name=name, description=desc, tags=tags, body=body)
-    env = {
-        **os.environ,
-        "MARCH_HOME": str(tmp_path / "home"),
-        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
-        "MARCH_EMBED_MODEL": str(default_model_path),
-        "LD_PRELOAD": str(crash_on_token_library),
-        TRIGGER_ENV: str(culprit_token),
-        "MARCH_DAEMON": "0",
-    }
-    env.pop("MARCH_MODELS_DIR", None)
+    env = crashing_env(tmp_path, mixed_vault.root, default_model_path, crash_on_token_library, culprit_token)
     return env
 
 
@@ -269,16 +276,7 @@ def test_a_crash_on_the_model_s_own_calibration_is_counted_not_repeated(
         seen |= {tok for text in others for tok in emb._tokenize(("query: " + text).encode(), True)}
         nonsense = [tok for text in probes.NONSENSE for tok in emb._tokenize(("query: " + text).encode(), True)]
     token = next(tok for tok in nonsense if tok not in seen)
-    env = {
-        **os.environ,
-        "MARCH_HOME": str(tmp_path / "home"),
-        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
-        "MARCH_EMBED_MODEL": str(default_model_path),
-        "LD_PRELOAD": str(crash_on_token_library),
-        TRIGGER_ENV: str(token),
-        "MARCH_DAEMON": "0",
-    }
-    env.pop("MARCH_MODELS_DIR", None)
+    env = crashing_env(tmp_path, mixed_vault.root, default_model_path, crash_on_token_library, token)
     assert run(env, "sync").returncode == -signal.SIGSEGV
     assert missing_vectors(tmp_path / "home" / "index.sqlite") == {}  # the memories were embedded
     # Every recall then calibrates the model first, and crashes: counted, until the model is set aside.

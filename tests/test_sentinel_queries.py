@@ -25,6 +25,7 @@ from test_sentinel import (  # noqa: F401 - fixtures
     MARCHDB,
     TRIGGER_ENV,
     crash_on_token_library,
+    crashing_env,
     culprit_token,
     missing_vectors,
     run,
@@ -36,16 +37,7 @@ KILLED = (-signal.SIGSEGV, 128 + signal.SIGSEGV)
 
 @pytest.fixture
 def query_env(tmp_path, mixed_vault, default_model_path, crash_on_token_library, culprit_token):  # noqa: F811
-    env = {
-        **os.environ,
-        "MARCH_HOME": str(tmp_path / "home"),
-        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
-        "MARCH_EMBED_MODEL": str(default_model_path),
-        "LD_PRELOAD": str(crash_on_token_library),
-        TRIGGER_ENV: str(culprit_token),
-        "MARCH_DAEMON": "0",
-    }
-    env.pop("MARCH_MODELS_DIR", None)
+    env = crashing_env(tmp_path, mixed_vault.root, default_model_path, crash_on_token_library, culprit_token)
     done = run(env, "sync")
     assert done.returncode == 0, done.stderr  # no memory holds the token: every one is embedded
     return env

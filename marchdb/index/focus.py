@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from marchdb.fts import CJK_CHAR
+
 #: How much of a message is embedded, in units of about a quarter of a token:
 #: a Latin character counts 1, a CJK character 3 (it is a word, about one
 #: token of e5's). 400 is about 100 English tokens, 130 Chinese characters.
@@ -24,7 +26,6 @@ BUDGET = 400
 #: A piece kept from a long message (a sentence, a line) is cut past this.
 PIECE = 200
 
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 # sentence ends (also CJK ones) or line breaks
 _PIECES = re.compile(r"[^\n.!?。！？；;:：]*(?:[.!?。！？；;:：]+|\n|$)")
 _QUESTION = re.compile(r"[?？]\s*$")
@@ -37,14 +38,14 @@ _ASKS = re.compile(
 
 def size(text: str) -> int:
     """``text``'s length in budget units (a CJK character counts 3)."""
-    return len(text) + 2 * len(_CJK.findall(text))
+    return len(text) + 2 * len(CJK_CHAR.findall(text))
 
 
 def _cut(text: str, limit: int, tail: bool = False) -> str:
     # its first (``tail``: last) ``limit`` units
     out, used = [], 0
     for ch in reversed(text) if tail else text:
-        used += 3 if _CJK.match(ch) else 1
+        used += 3 if CJK_CHAR.match(ch) else 1
         if used > limit:
             break
         out.append(ch)

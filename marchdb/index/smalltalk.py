@@ -25,6 +25,7 @@ import re
 import unicodedata
 
 from marchdb import bridge
+from marchdb.fts import CJK_CHAR, cjk_chars
 
 #: Chinese greetings, thanks, apologies, acknowledgements, requests to go
 #: on or to wait, words of the day, and the commonest verbs of talk: the
@@ -50,7 +51,6 @@ PHRASES_ZH = tuple(
 WORDS_EN = frozenset("hmm hm um uh oh ah aha wow haha lol yeah yep yup nope sure alright cool awesome".split())
 #: ``bridge.FUNCTION_CHARS`` in their Traditional forms.
 FUNCTION_CHARS = bridge.FUNCTION_CHARS | frozenset("個們嗎對幾從於會沒爲為給與誰讓這還麼")
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _PHRASES = re.compile("|".join(map(re.escape, PHRASES_ZH)))
 
 
@@ -61,9 +61,9 @@ def small_talk(text: str, terms: list[str]) -> bool:
     that read it already (numbers, nonsense)."""
     if not terms:
         return False
-    if any(not _CJK.search(term) and term not in bridge.STOP and term not in WORDS_EN for term in terms):
+    if any(not CJK_CHAR.search(term) and term not in bridge.STOP and term not in WORDS_EN for term in terms):
         return False
-    if not any(_CJK.search(term) for term in terms):
+    if not any(CJK_CHAR.search(term) for term in terms):
         return True
     rest = _PHRASES.sub("", unicodedata.normalize("NFKC", text))
-    return not any(_CJK.search(c) and c not in FUNCTION_CHARS for c in rest)
+    return all(c in FUNCTION_CHARS for c in cjk_chars(rest))
