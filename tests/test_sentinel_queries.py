@@ -158,6 +158,21 @@ def test_a_save_whose_probe_crashes_writes_its_file_and_leaves_its_vectors_pendi
     assert saved["id"] in status["model_crashed_on"]
 
 
+def test_march_embed_of_a_crashing_text_costs_the_command_once_then_an_error(query_env):
+    select = f"SELECT length(march_embed('{CRASHING}'))"
+    first = run(query_env, "sql", select)
+    assert first.returncode in KILLED, (first.returncode, first.stderr)  # the command embedding it died
+    second = run(query_env, "sql", select)
+    assert second.returncode == 4, (second.returncode, second.stderr)  # a model error, said in one line
+    assert "march_embed: llama.cpp crashed on this text before" in second.stderr, second.stderr
+    # As a passage it is another text to the model: tried, and it dies once too.
+    passage = f"SELECT length(march_embed('{CRASHING}', 'passage'))"
+    assert run(query_env, "sql", passage).returncode in KILLED
+    assert "crashed on this text before" in run(query_env, "sql", passage).stderr
+    healthy = run(query_env, "sql", "SELECT length(march_embed('Biscuit carprofen tablet breakfast'))")
+    assert healthy.returncode == 0 and "1536" in healthy.stdout, healthy.stderr
+
+
 def test_a_quarantined_message_is_tried_again_on_another_llama_cpp_build_or_cpu(query_env, tmp_path):
     assert run(query_env, "recall", CRASHING).returncode in KILLED
     keyword_answer(run(query_env, "recall", CRASHING, "--json"))

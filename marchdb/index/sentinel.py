@@ -458,11 +458,12 @@ def _cached_ledger(guard: Sentinel) -> Ledger:
     return _ledger(seen[1].get(guard.fingerprint) or {})
 
 
-def refusal(what: str, info: dict) -> str:
-    """The line a person reads when ``what`` is not given to the model."""
+def refusal(what: str, info: dict, instead: str = "matched by keywords only") -> str:
+    """The line a person reads when ``what`` is not given to the model
+    (``instead``: what is done without its vector)."""
     return (
         f"llama.cpp crashed on {what} before ({str(info.get('at', ''))[:16].replace('T', ' ')}), "
-        "so it is not given to the model again on this machine: matched by keywords only "
+        f"so it is not given to the model again on this machine: {instead} "
         "(`marchdb model check` tries it again)"
     )
 

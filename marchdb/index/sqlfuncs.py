@@ -34,7 +34,7 @@ from marchdb import bridge, fts, ops
 from marchdb.config import Config
 from marchdb.embedding import Embedder
 from marchdb.errors import InvalidInput, ModelError, NotFound
-from marchdb.index import calibrate, db, terms, vectors
+from marchdb.index import calibrate, db, sentinel, terms, vectors
 from marchdb.index import recall as recall_mod
 from marchdb.vault.notes import MAX_FILE_BYTES
 from marchdb.vault.tags import project_tag
@@ -129,9 +129,11 @@ class Engine:
 
     # ------------------------------------------------------------ functions
 
-    def embed(self, text: object, kind: object = "query") -> bytes | None:
+    def embed(self, con: apsw.Connection, text: object, kind: object = "query") -> bytes | None:
         """``march_embed``: the float32 vector blob of ``text``, as the index
-        stores it (``'passage'``) or as recall embeds a message (``'query'``)."""
+        stores it (``'passage'``) or as recall embeds a message (``'query'``).
+        The text is named beside the index while the model embeds it, as a
+        recall's message is: a text llama.cpp crashed on is refused after."""
         if kind not in ("query", "passage"):
             raise InvalidInput(f"march_embed: kind must be 'query' or 'passage', not {kind!r}")
         value = _text_arg(text, "march_embed")
@@ -139,7 +141,11 @@ class Engine:
             return None
         with self._lock:
             emb = self._need_model("march_embed")
-            vec = emb.embed([value], "query" if kind == "query" else "passage")[0]
+            vec, refused = sentinel.embed_alone(
+                con.filename, emb, kind, value, lambda: emb.embed([value], str(kind))[0]
+            )
+        if refused is not None:
+            raise ModelError("march_embed: " + sentinel.refusal("this text", refused, "no vector for it"))
         import numpy as np
 
         return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
@@ -411,7 +417,7 @@ def register(con: apsw.Connection, engine: Engine, tables: bool = True) -> None:
 
     def march_embed(text=None, kind="query", *extra):
         no_extra("march_embed", extra)
-        return engine.embed(text, kind)
+        return engine.embed(con, text, kind)
 
     def march_recall_json(text=None, trigger="user", run_id=None, project=None, conversation=None, *extra):
         no_extra("march_recall_json", extra)
