@@ -5,6 +5,7 @@ Each test gets its own home; the engine a test starts is stopped after it.
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import fcntl
 import json
@@ -50,6 +51,17 @@ def home(tmp_path, mixed_vault, default_model_path, monkeypatch):
 
 def marchdb(*args: str, stdin: str = "", timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([MARCHDB, *args], input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def wait_for_log(home: Path, name: str, text: str, timeout: float = 120) -> str:
+    """The first line of log ``name`` holding ``text``, once it is written."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [line for line in logfile.read_log(home, name, 200) if text in line]
+        if lines:
+            return lines[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no line with {text!r} in {name}.log after {timeout:g} s")
 
 
 def hook(event: dict | str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -143,10 +155,23 @@ def test_the_first_prompt_with_no_engine_starts_one_and_is_answered_by_it(home):
     # loaded machine still makes it).
     assert marchdb("sync", env={**os.environ, "MARCH_DAEMON": "0"}).returncode == 0
     home.joinpath("config.json").write_text('{"hookWaitSeconds": 8}', encoding="utf-8")
+    asked = time.time()
     first = hook(prompt_event("s1", "how does the user want code reviews done?"))
     assert first.returncode == 0, first.stderr
     assert "mem_review" in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]
-    assert not any("keyword recall only" in line for line in logfile.read_log(home, "hooks"))
+    fell_back = any("keyword recall only" in line for line in logfile.read_log(home, "hooks"))
+    if fell_back:
+        # Legitimate only when the engine was not warm within the wait: on a loaded
+        # machine its start can pass 8 s. Then the next prompt is its.
+        warm = wait_for_log(home, "daemon", "warm in ")
+        stamp = calendar.timegm(time.strptime(warm.split("Z", 1)[0], "%Y-%m-%dT%H:%M:%S"))
+        assert stamp - asked >= 7, f"the engine was warm {stamp - asked:.0f} s after the prompt, which did not wait"
+        fallbacks = [line for line in logfile.read_log(home, "hooks", 200) if "keyword recall only" in line]
+        second = hook(prompt_event("s2", "how does the user want code reviews done?"))
+        assert "mem_review" in json.loads(second.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert [line for line in logfile.read_log(home, "hooks", 200) if "keyword recall only" in line] == fallbacks
+        assert json.loads(marchdb("serve", "--status", "--json").stdout)["requests"] == 1
+        return
     assert json.loads(marchdb("serve", "--status", "--json").stdout)["requests"] == 1
 
 
