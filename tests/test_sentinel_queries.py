@@ -158,6 +158,44 @@ def test_a_save_whose_probe_crashes_writes_its_file_and_leaves_its_vectors_pendi
     assert saved["id"] in status["model_crashed_on"]
 
 
+LONG = " ".join(["which tablet does Biscuit take at breakfast, and is carprofen the one for his joints?"] * 40)
+
+
+def killed_while_embedding(env: dict, message: str) -> None:
+    """Run ``recall message`` without the engine and SIGKILL it while the model embeds the message."""
+    home = Path(env["MARCH_HOME"])
+    for _ in range(5):
+        proc = subprocess.Popen(
+            [MARCHDB, "recall", message], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not list(home.glob("index.sqlite.embedding.*")):
+            time.sleep(0.002)
+        proc.kill()
+        proc.wait()
+        if list(home.glob(f"index.sqlite.embedding.{proc.pid}.*")):
+            assert list(home.glob(f"index.sqlite.fatal.{proc.pid}.*")), "the fatal file is made before the model runs"
+            return
+    raise AssertionError("the kill never landed while the message was embedded")
+
+
+def test_a_command_killed_while_it_embeds_a_message_is_no_crash_the_first_time(query_env):
+    # kill -9, the out-of-memory killer, a host's timeout: the process dies as a crash would, but
+    # left its fatal file empty. The message goes to the model again; a second such death on it
+    # quarantines it (a crash the handler could not report costs at most two runs).
+    home = Path(query_env["MARCH_HOME"])
+    killed_while_embedding(query_env, LONG)
+    again = run(query_env, "recall", LONG, "--json")
+    assert again.returncode == 0, again.stderr
+    answer = json.loads(again.stdout)
+    assert answer["mode"] == "hybrid" and not answer.get("warning"), answer
+    assert not list(home.glob("index.sqlite.fatal.*"))  # the dead one's swept, the live one's removed at exit
+    killed_while_embedding(query_env, LONG)
+    twice = json.loads(run(query_env, "recall", LONG, "--json").stdout)
+    assert twice["mode"] == "bm25" and "died twice before" in twice["warning"], twice
+    assert "crashed" not in twice["warning"].split("(")[0]  # not said to be llama.cpp's crash
+
+
 def test_march_embed_of_a_crashing_text_costs_the_command_once_then_an_error(query_env):
     select = f"SELECT length(march_embed('{CRASHING}'))"
     first = run(query_env, "sql", select)
@@ -195,8 +233,11 @@ def test_a_quarantined_message_is_tried_again_on_another_llama_cpp_build_or_cpu(
 # ---------------------------------------------------------------- the bookkeeping, without native code
 
 
-def dead_call(index: str, key: str, names: list[list[str]], alone: bool = True, pid: int = 2**22 + 9) -> None:
-    """The in-flight files a process killed mid-call leaves (pid beyond pid_max's default): one per call."""
+def dead_call(
+    index: str, key: str, names: list[list[str]], alone: bool = True, pid: int = 2**22 + 9, fatal: str | None = None
+) -> None:
+    """The in-flight files a process killed mid-call leaves (pid beyond pid_max's default): one per call;
+    ``fatal``: what its fatal file holds (None: it had none)."""
     for n, texts in enumerate(names):
         record = {
             "pid": pid,
@@ -206,6 +247,9 @@ def dead_call(index: str, key: str, names: list[list[str]], alone: bool = True, 
             "texts": texts,
             **({"alone": True} if alone else {}),
         }
+        if fatal is not None:
+            record["fatal"] = f"{Path(index).name}.fatal.{pid}.1234"
+            Path(f"{index}.fatal.{pid}.1234").write_text(fatal, encoding="utf-8")
         Path(f"{index}.embedding.{pid}.{n}").write_text(json.dumps(record), encoding="utf-8")
 
 
@@ -255,6 +299,56 @@ def test_a_message_a_dead_process_embedded_alone_is_answered_by_keywords(tiny_st
     vectors.embed_pending(tiny_store.con, emb, index)
     assert query_name(message) in sentinel.Sentinel(index, emb.crash_key).read().alone
     assert sentinel.Sentinel(index, "another build or CPU").read().alone == {}
+
+
+def test_a_message_whose_process_was_killed_is_given_to_the_model_again_once(tiny_store):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    message = "Biscuit carprofen breakfast"
+    dead_call(index, emb.crash_key, [[query_name(message)]], fatal="")  # killed: nothing reported
+    vectors.check_crashes(tiny_store.con, emb, index)
+    ledger = sentinel.Sentinel(index, emb.crash_key).read()
+    assert (ledger.alone, ledger.lone, set(ledger.killed)) == ({}, 0, {query_name(message)})
+    assert not list(Path(index).parent.glob("*.fatal.*"))  # the dead process's file swept
+    assert tiny_store.recall(message).mode == "hybrid"
+    dead_call(index, emb.crash_key, [[query_name(message)]], fatal="", pid=2**22 + 11)  # killed on it again
+    vectors.check_crashes(tiny_store.con, emb, index)
+    ledger = sentinel.Sentinel(index, emb.crash_key).read()
+    assert set(ledger.alone) == {query_name(message)} and ledger.lone == 1 and ledger.killed == {}
+    answer = tiny_store.recall(message)
+    assert answer.mode == "bm25" and "died twice before" in (answer.warning or "")
+
+
+@pytest.mark.parametrize(
+    "fatal", ["Fatal Python error: Segmentation fault\n", None], ids=["a crash reported", "no handler of ours"]
+)
+def test_a_message_whose_process_crashed_or_may_have_is_quarantined_at_once(tiny_store, fatal):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    message = "Biscuit carprofen breakfast"
+    dead_call(index, emb.crash_key, [[query_name(message)]], fatal=fatal)
+    vectors.check_crashes(tiny_store.con, emb, index)
+    ledger = sentinel.Sentinel(index, emb.crash_key).read()
+    assert set(ledger.alone) == {query_name(message)} and ledger.killed == {}
+    assert "llama.cpp crashed on this message before" in (tiny_store.recall(message).warning or "")
+
+
+def test_a_fatal_file_named_outside_the_index_folder_proves_no_kill(tiny_store, tmp_path):
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    elsewhere = tmp_path / "empty"
+    elsewhere.write_text("", encoding="utf-8")
+    message = "Biscuit carprofen breakfast"
+    pid = 2**22 + 13
+    record = {"pid": pid, "boot": "", "start": "", "model": emb.crash_key, "alone": True}
+    record |= {"texts": [query_name(message)], "fatal": f"../../{elsewhere.name}"}
+    Path(f"{index}.embedding.{pid}.0").write_text(json.dumps(record), encoding="utf-8")
+    vectors.check_crashes(tiny_store.con, emb, index)
+    assert set(sentinel.Sentinel(index, emb.crash_key).read().alone) == {query_name(message)}
+    assert elsewhere.exists()
 
 
 def test_a_call_alone_beside_another_call_of_the_same_dead_process_proves_nothing(tiny_store):

@@ -41,14 +41,28 @@ keywords, writes its file and leaves its vectors to a sync, which embeds them
 apart. Such texts are kept until the model, the build or the CPU changes (or
 ``marchdb model check``), whether or not a memory holds them.
 
+A process that dies while it embeds is not always a crash: ``kill -9``, the
+kernel's out-of-memory killer or a host ending a slow command end it the
+same way as far as its files tell. So a process embedding a text alone
+points Python's ``faulthandler`` at a file of its own beside the index,
+``<index>.fatal.<pid>.<start>``, which a native crash (SIGSEGV, SIGBUS,
+SIGILL, SIGFPE, SIGABRT) fills with a traceback and a kill leaves empty. A
+text whose process died with that file empty was killed, not crashed on:
+it is given to the model again, once; a second such death on the same text
+quarantines it, so a crash the handler could not report costs at most two
+runs. Where ``faulthandler`` is someone else's (enabled before marchdb
+armed it), a death is taken for a crash, as before.
+
 Both files are found by name next to the index, opened without following
 links, and hold nothing but hashes (no memory text).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
+import faulthandler
 import itertools
 import json
 import os
@@ -68,6 +82,8 @@ CRASH_LIMIT = 3
 #: Texts in a row on which the model crashed alone before it is taken as
 #: unusable (a model that crashes on every text is broken, not its inputs).
 LONE_CRASH_LIMIT = 3
+#: How the ledger says a text was quarantined after its process died twice with no crash reported.
+TWICE = "its process died on it twice"
 #: The ledger is not read past this size (it holds hashes: ~100 bytes a text).
 MAX_LEDGER_BYTES = 512 * 1024
 #: Quarantined texts kept per model (the newest).
@@ -78,8 +94,65 @@ MAX_MODELS = 4
 MAX_ALONE = 1000
 _INFLIGHT = ".embedding."
 _LEDGER = ".crashes.json"
+_FATAL = ".fatal."
+#: ``(folder, index file name, fatal file path, its open file)`` while this
+#: process's ``faulthandler`` writes to a file of ours; ``False`` once it
+#: cannot (enabled by someone else, or the file could not be made).
+_armed: tuple[str, str, str, object] | bool | None = None
+_arm_lock = threading.Lock()
 _counter = itertools.count()
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _is_fatal_name(base: str, name: str) -> bool:
+    """Whether ``name`` is a fatal file this module gives for the index ``base``."""
+    pid, dot, start = name[len(base) + len(_FATAL) :].partition(".")
+    return (
+        name.startswith(base + _FATAL)
+        and bool(dot)
+        and pid.isascii()
+        and pid.isdigit()
+        and start.isascii()
+        and start.isdigit()
+        and 0 < len(pid) < 10
+    )
+
+
+def _arm(folder: str, base: str) -> str | None:
+    """The path of this process's fatal file beside the index ``base`` in
+    ``folder``, ``faulthandler`` writing to it; None when it cannot be (the
+    handler is someone else's, the folder refuses the file, or this process
+    armed it for another index)."""
+    global _armed
+    with _arm_lock:
+        if _armed is None:
+            _armed = False
+            start = _start_time(os.getpid())
+            if faulthandler.is_enabled() or not start:
+                return None
+            path = os.path.join(folder, f"{base}{_FATAL}{os.getpid()}.{start}")
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            except OSError:
+                return None
+            fh = os.fdopen(fd, "w")
+            faulthandler.enable(file=fh, all_threads=True)
+            _armed = (folder, base, path, fh)
+            atexit.register(_disarm)
+        if isinstance(_armed, tuple) and _armed[:2] == (folder, base):
+            return _armed[2]
+        return None
+
+
+def _disarm() -> None:
+    """At a normal exit: the handler off, the fatal file gone."""
+    global _armed
+    if isinstance(_armed, tuple):
+        faulthandler.disable()
+        _armed[3].close()  # type: ignore[attr-defined]
+        with contextlib.suppress(OSError):
+            os.unlink(_armed[2])
+        _armed = False
 
 
 def key(kind: str, h: str) -> str:
@@ -145,6 +218,8 @@ class Ledger:
     crashes: int = 0
     alone: dict[str, dict] = field(default_factory=dict)
     lone: int = 0
+    #: Texts embedded alone whose process was killed (no crash reported) once.
+    killed: dict[str, dict] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -153,6 +228,7 @@ class Ledger:
             "crashes": self.crashes,
             "alone": self.alone,
             "lone": self.lone,
+            "killed": self.killed,
         }
 
     def refused(self, name: str) -> dict | None:
@@ -193,6 +269,9 @@ class Sentinel:
         }
         if alone:
             record["alone"] = True
+            fatal = _arm(self.folder, self.base)
+            if fatal is not None:
+                record["fatal"] = os.path.basename(fatal)
         written = False
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
@@ -240,6 +319,33 @@ class Sentinel:
                 out.append((entry.path, None))
         return out
 
+    def _killed(self, record: dict) -> bool:
+        """Whether the dead process of ``record`` was killed rather than
+        crashed: its fatal file, which a native crash fills, is there and empty."""
+        name = record.get("fatal")
+        if not isinstance(name, str) or not _is_fatal_name(self.base, name):
+            return False  # no handler of ours: any death may be a crash
+        try:
+            st = os.lstat(os.path.join(self.folder, name))
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+    def _sweep_fatal(self) -> None:
+        """Remove the fatal files of processes that are gone (read first, by
+        ``recover``, for their in-flight files)."""
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return
+        for entry in entries:
+            if not _is_fatal_name(self.base, entry.name) or not entry.is_file(follow_symlinks=False):
+                continue
+            pid, _, start = entry.name[len(self.base) + len(_FATAL) :].partition(".")
+            if int(pid) != os.getpid() and not _alive(int(pid), "", start):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
     # -- the ledger ---------------------------------------------------------
 
     @property
@@ -262,7 +368,8 @@ class Sentinel:
         newest = sorted(ledger.quarantined.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_QUARANTINED:]
         ledger.quarantined = dict(newest)
         ledger.alone = dict(sorted(ledger.alone.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_ALONE:])
-        if ledger.suspects or ledger.quarantined or ledger.crashes or ledger.alone or ledger.lone:
+        ledger.killed = dict(sorted(ledger.killed.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_ALONE:])
+        if ledger.suspects or ledger.quarantined or ledger.crashes or ledger.alone or ledger.lone or ledger.killed:
             data[self.fingerprint] = ledger.as_dict()
         data = dict(list(data.items())[-MAX_MODELS:])
         with contextlib.suppress(OSError):
@@ -291,11 +398,18 @@ class Sentinel:
                     if record.get("alone") and len(names) == 1:
                         # Alone in its call, and its process in no other call
                         # (a backlog's batch beside it could be what crashed).
-                        if calls.get((record.get("pid"), record.get("start"))) == 1:
+                        if calls.get((record.get("pid"), record.get("start"))) != 1:
+                            pass
+                        elif self._killed(record) and names[0] not in ledger.killed:
+                            ledger.killed[names[0]] = {"at": utc_now_iso()}  # given to the model again, once
+                        else:
                             ledger.alone[names[0]] = {
                                 "at": utc_now_iso(),
-                                "detail": "llama.cpp crashed on it, embedded alone",
+                                "detail": "llama.cpp crashed on it, embedded alone"
+                                if names[0] not in ledger.killed
+                                else TWICE + ", embedded alone",
                             }
+                            ledger.killed.pop(names[0], None)
                             lone += 1
                     else:
                         found += 1
@@ -304,6 +418,7 @@ class Sentinel:
                                 ledger.suspects.setdefault(name, {"since": str(record.get("at", ""))})
                 with contextlib.suppress(OSError):
                     os.unlink(path)
+            self._sweep_fatal()
             ledger.crashes += found
             ledger.lone += lone
             alive = {key(k, h) for k, h, _ in pending}
@@ -434,7 +549,9 @@ def _ledger(row: dict) -> Ledger:
         value = row.get(name)
         return value if isinstance(value, int) else 0
 
-    return Ledger(table("suspects"), table("quarantined"), count("crashes"), table("alone"), count("lone"))
+    return Ledger(
+        table("suspects"), table("quarantined"), count("crashes"), table("alone"), count("lone"), table("killed")
+    )
 
 
 # -- a text embedded alone, in a process that must answer -------------------------
@@ -461,9 +578,14 @@ def _cached_ledger(guard: Sentinel) -> Ledger:
 def refusal(what: str, info: dict, instead: str = "matched by keywords only") -> str:
     """The line a person reads when ``what`` is not given to the model
     (``instead``: what is done without its vector)."""
+    when = str(info.get("at", ""))[:16].replace("T", " ")
+    how = (
+        f"the process embedding {what} died twice before ({when}; killed, or a crash it could not report)"
+        if str(info.get("detail", "")).startswith(TWICE)
+        else f"llama.cpp crashed on {what} before ({when})"
+    )
     return (
-        f"llama.cpp crashed on {what} before ({str(info.get('at', ''))[:16].replace('T', ' ')}), "
-        f"so it is not given to the model again on this machine: {instead} "
+        f"{how}, so it is not given to the model again on this machine: {instead} "
         "(`marchdb model check` tries it again)"
     )
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import apsw
 
@@ -141,8 +141,9 @@ class Engine:
             return None
         with self._lock:
             emb = self._need_model("march_embed")
+            as_kind: Literal["query", "passage"] = "query" if kind == "query" else "passage"
             vec, refused = sentinel.embed_alone(
-                con.filename, emb, kind, value, lambda: emb.embed([value], str(kind))[0]
+                con.filename, emb, as_kind, value, lambda: emb.embed([value], as_kind)[0]
             )
         if refused is not None:
             raise ModelError("march_embed: " + sentinel.refusal("this text", refused, "no vector for it"))
