@@ -335,6 +335,51 @@ def test_a_message_whose_process_crashed_or_may_have_is_quarantined_at_once(tiny
     assert "llama.cpp crashed on this message before" in (tiny_store.recall(message).warning or "")
 
 
+def test_batches_whose_process_was_killed_are_no_crashes_up_to_a_limit(tiny_store):
+    from marchdb.errors import ModelUnusable
+    from marchdb.index import sentinel, vectors
+
+    emb, index = tiny_store.embedder(), str(tiny_store.cfg.index_path)
+    for i in range(sentinel.KILL_LIMIT):  # kill -9 of a sync, again and again, before any batch went through
+        dead_call(index, emb.crash_key, [["meta:00aa"]], alone=False, fatal="", pid=2**22 + 30 + i)
+        vectors.check_crashes(tiny_store.con, emb, index)
+    ledger = sentinel.Sentinel(index, emb.crash_key).read()
+    assert (ledger.crashes, ledger.kills) == (0, sentinel.KILL_LIMIT)
+    # Past the limit a death without a reported crash counts as one: a crash that could not report itself ends.
+    for i in range(sentinel.CRASH_LIMIT - 1):
+        dead_call(index, emb.crash_key, [["meta:00aa"]], alone=False, fatal="", pid=2**22 + 40 + i)
+        vectors.check_crashes(tiny_store.con, emb, index)
+    dead_call(index, emb.crash_key, [["meta:00aa"]], alone=False, fatal="", pid=2**22 + 50)
+    with pytest.raises(ModelUnusable, match="crashed 3 times in a row"):
+        vectors.check_crashes(tiny_store.con, emb, index)
+
+
+def test_a_sync_killed_again_and_again_leaves_the_model_usable(query_env):
+    # Four syncs killed with SIGKILL while the model embeds a batch made the model unusable on
+    # this machine ("llama.cpp crashed 3 times in a row ... on no single text").
+    home = Path(query_env["MARCH_HOME"])
+    assert run(query_env, "rebuild", "--no-embed").returncode == 0
+    kills = 0
+    for _ in range(12):
+        proc = subprocess.Popen([MARCHDB, "sync"], env=query_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if list(home.glob(f"index.sqlite.embedding.{proc.pid}.*")):
+                break
+            time.sleep(0.002)
+        proc.kill()
+        proc.wait()
+        kills += bool(list(home.glob(f"index.sqlite.embedding.{proc.pid}.*")))
+        if kills == 4:
+            break
+    assert kills == 4
+    done = run(query_env, "sync", "--json")
+    assert done.returncode == 0, done.stderr
+    status = json.loads(run(query_env, "status", "--json").stdout)
+    assert status["memories_without_vector"] == 0 and status["chunks_without_vector"] == 0, status
+    assert "UNUSABLE" not in str(status["model_check"]), status["model_check"]
+
+
 def test_a_fatal_file_named_outside_the_index_folder_proves_no_kill(tiny_store, tmp_path):
     from marchdb.index import sentinel, vectors
 

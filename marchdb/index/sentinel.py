@@ -43,15 +43,17 @@ apart. Such texts are kept until the model, the build or the CPU changes (or
 
 A process that dies while it embeds is not always a crash: ``kill -9``, the
 kernel's out-of-memory killer or a host ending a slow command end it the
-same way as far as its files tell. So a process embedding a text alone
-points Python's ``faulthandler`` at a file of its own beside the index,
+same way as far as its files tell. So a process that embeds points Python's
+``faulthandler`` at a file of its own beside the index,
 ``<index>.fatal.<pid>.<start>``, which a native crash (SIGSEGV, SIGBUS,
 SIGILL, SIGFPE, SIGABRT) fills with a traceback and a kill leaves empty. A
-text whose process died with that file empty was killed, not crashed on:
-it is given to the model again, once; a second such death on the same text
-quarantines it, so a crash the handler could not report costs at most two
-runs. Where ``faulthandler`` is someone else's (enabled before marchdb
-armed it), a death is taken for a crash, as before.
+text embedded alone whose process died with that file empty was killed, not
+crashed on: it is given to the model again, once; a second such death on
+the same text quarantines it, so a crash the handler could not report costs
+at most two runs. A batch whose process was killed is not counted among the
+crashes no text explains (its texts are still embedded apart), up to
+``KILL_LIMIT`` in a row. Where ``faulthandler`` is someone else's (enabled
+before marchdb armed it), a death is taken for a crash, as before.
 
 Both files are found by name next to the index, opened without following
 links, and hold nothing but hashes (no memory text).
@@ -82,6 +84,10 @@ CRASH_LIMIT = 3
 #: Texts in a row on which the model crashed alone before it is taken as
 #: unusable (a model that crashes on every text is broken, not its inputs).
 LONE_CRASH_LIMIT = 3
+#: Batches in a row whose process was killed (no crash reported) that are
+#: not counted as crashes; past it they are (a crash that could not report
+#: itself must not run forever).
+KILL_LIMIT = 5
 #: How the ledger says a text was quarantined after its process died twice with no crash reported.
 TWICE = "its process died on it twice"
 #: The ledger is not read past this size (it holds hashes: ~100 bytes a text).
@@ -220,6 +226,8 @@ class Ledger:
     lone: int = 0
     #: Texts embedded alone whose process was killed (no crash reported) once.
     killed: dict[str, dict] = field(default_factory=dict)
+    #: Batches in a row whose process was killed (no crash reported).
+    kills: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -229,6 +237,7 @@ class Ledger:
             "alone": self.alone,
             "lone": self.lone,
             "killed": self.killed,
+            "kills": self.kills,
         }
 
     def refused(self, name: str) -> dict | None:
@@ -269,9 +278,9 @@ class Sentinel:
         }
         if alone:
             record["alone"] = True
-            fatal = _arm(self.folder, self.base)
-            if fatal is not None:
-                record["fatal"] = os.path.basename(fatal)
+        fatal = _arm(self.folder, self.base)
+        if fatal is not None:
+            record["fatal"] = os.path.basename(fatal)
         written = False
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
@@ -369,7 +378,15 @@ class Sentinel:
         ledger.quarantined = dict(newest)
         ledger.alone = dict(sorted(ledger.alone.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_ALONE:])
         ledger.killed = dict(sorted(ledger.killed.items(), key=lambda kv: str(kv[1].get("at", "")))[-MAX_ALONE:])
-        if ledger.suspects or ledger.quarantined or ledger.crashes or ledger.alone or ledger.lone or ledger.killed:
+        if (
+            ledger.suspects
+            or ledger.quarantined
+            or ledger.crashes
+            or ledger.alone
+            or ledger.lone
+            or ledger.killed
+            or ledger.kills
+        ):
             data[self.fingerprint] = ledger.as_dict()
         data = dict(list(data.items())[-MAX_MODELS:])
         with contextlib.suppress(OSError):
@@ -412,7 +429,10 @@ class Sentinel:
                             ledger.killed.pop(names[0], None)
                             lone += 1
                     else:
-                        found += 1
+                        if self._killed(record) and ledger.kills < KILL_LIMIT:
+                            ledger.kills += 1  # its texts are still embedded apart: a crash may hide
+                        else:
+                            found += 1
                         for name in names:
                             if name not in ledger.quarantined:
                                 ledger.suspects.setdefault(name, {"since": str(record.get("at", ""))})
@@ -455,7 +475,7 @@ class Sentinel:
                 if ledger.refused(name) is None and name not in outcome:
                     ledger.suspects.setdefault(name, {"since": utc_now_iso()})
             if explained:
-                ledger.crashes = ledger.lone = 0
+                ledger.crashes = ledger.lone = ledger.kills = 0
             if json.dumps(ledger.as_dict(), sort_keys=True) != before:
                 self.write(ledger)
 
@@ -550,7 +570,13 @@ def _ledger(row: dict) -> Ledger:
         return value if isinstance(value, int) else 0
 
     return Ledger(
-        table("suspects"), table("quarantined"), count("crashes"), table("alone"), count("lone"), table("killed")
+        table("suspects"),
+        table("quarantined"),
+        count("crashes"),
+        table("alone"),
+        count("lone"),
+        table("killed"),
+        count("kills"),
     )
 
 

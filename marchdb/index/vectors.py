@@ -415,9 +415,9 @@ def _embed_batch(con, embedder, index_path, guard, ledger, part, background: boo
         if get_meta(con, "model_fingerprint") != embedder.fingerprint:
             raise ModelError("another process switched the embedding model mid-run; run `marchdb sync` again")
         added = store_vectors(con, [(k, h) for k, h, _ in part], vecs)
-        if ledger.crashes or ledger.lone:
+        if ledger.crashes or ledger.lone or ledger.kills:
             guard.settle({}, explained=True)  # a batch went through: the crashes before were not the model's way
-            ledger.crashes = ledger.lone = 0
+            ledger.crashes = ledger.lone = ledger.kills = 0
     return added
 
 
