@@ -401,3 +401,44 @@ def test_a_linked_ledger_is_never_followed(tmp_path):
     assert guard.read().quarantined == {}
     guard.write(sentinel.Ledger(crashes=1))  # refused quietly: the next crash is found again
     assert "planted" in target.read_text() and Path(guard.ledger_path).is_symlink()
+
+
+# A dead process's file and the ledger are found by name beside the index:
+# whatever lies there (planted, cut short, another program's) is read as
+# nothing, never as a traceback in every command that embeds.
+_PLANTED = {
+    "a ledger nested past Python's recursion limit": (".crashes.json", b"[" * 200_000),
+    "a folder at the ledger's name": (".crashes.json", None),
+    "ledger entries that are not objects": (
+        ".crashes.json",
+        json.dumps({"tiny-8": {"alone": {"query:x": 5}, "quarantined": {"meta:y": "text"}}}).encode(),
+    ),
+    "a batch file nested past Python's recursion limit": (f".embedding.{2**22 + 7}.0", b"[" * 60_000),
+    "a batch file whose pid is a superscript digit": (".embedding.\u00b2.0", b"cut short"),
+    "a batch file whose pid does not fit a pid": (f".embedding.{'9' * 30}.0", b"cut short"),
+    "a batch whose pid does not fit a pid": (".embedding.7.0", json.dumps({"pid": 2**31, "texts": []}).encode()),
+    "a batch whose pid is a list": (".embedding.7.0", json.dumps({"pid": [7], "model": "tiny-8"}).encode()),
+    "a batch whose pid is infinite": (".embedding.7.0", b'{"pid": 1e400, "model": "tiny-8"}'),
+    "a batch whose texts are a number": (
+        ".embedding.7.0",
+        json.dumps({"pid": 2**22 + 7, "model": "tiny-8", "texts": 5}).encode(),
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(_PLANTED))
+def test_garbage_beside_the_index_never_stops_a_sync_or_a_recall(vault, cfg, what):
+    suffix, content = _PLANTED[what]
+    vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen at breakfast")
+    store = Store(cfg, embedder=TinyEmbedder("tiny-8", dim=8))
+    try:
+        store.sync(embed=False)
+        planted = Path(f"{cfg.index_path}{suffix}")
+        if content is None:
+            planted.mkdir()
+        else:
+            planted.write_bytes(content)
+        store.sync()
+        assert store.recall("Biscuit carprofen breakfast").mode == "hybrid"
+    finally:
+        store.close()

@@ -221,21 +221,20 @@ class Sentinel:
             pid_part, _, n_part = entry.name[len(prefix) :].partition(".")
             if (
                 not entry.name.startswith(prefix)
-                or not (pid_part.isdigit() and n_part.isdigit())  # only the names this module gives
+                or not (_digits(pid_part) and _digits(n_part))  # only the names this module gives
                 or not entry.is_file(follow_symlinks=False)
             ):
                 continue
             record = _read_json(entry.path, 64 * 1024)
             if isinstance(record, dict):
-                try:
-                    pid = int(record.get("pid", 0))
-                except (TypeError, ValueError):
-                    pid = 0
-                if pid > 0 and _alive(pid, str(record.get("boot", "")), str(record.get("start", ""))):
+                pid = _pid(record.get("pid"))
+                record["pid"], record["start"] = pid, str(record.get("start", ""))
+                if pid and _alive(pid, str(record.get("boot", "")), record["start"]):
                     continue
                 out.append((entry.path, record))
             else:
-                if _alive(int(pid_part), "", ""):
+                pid = _pid(int(pid_part))
+                if pid and _alive(pid, "", ""):
                     continue  # being written this instant
                 out.append((entry.path, None))
         return out
@@ -287,7 +286,8 @@ class Sentinel:
                     calls[who] = calls.get(who, 0) + 1
             for path, record in dead:
                 if record is not None and record.get("model") == self.fingerprint:
-                    names = [n for n in record.get("texts") or [] if isinstance(n, str)]
+                    texts = record.get("texts")
+                    names = [n for n in texts if isinstance(n, str)] if isinstance(texts, list) else []
                     if record.get("alone") and len(names) == 1:
                         # Alone in its call, and its process in no other call
                         # (a backlog's batch beside it could be what crashed).
@@ -428,7 +428,7 @@ def summary(con: apsw.Connection, index_path: str | os.PathLike, fingerprint: st
 def _ledger(row: dict) -> Ledger:
     def table(name: str) -> dict:
         value = row.get(name)
-        return value if isinstance(value, dict) else {}
+        return {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
     def count(name: str) -> int:
         value = row.get(name)
@@ -502,20 +502,36 @@ def _answered(guard: Sentinel) -> None:
             guard.write(ledger)
 
 
+def _digits(text: str) -> bool:
+    """Whether ``text`` is a number as this module writes it (``str.isdigit``
+    also takes ``²`` and other scripts' digits, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def _pid(value: object) -> int:
+    """``value`` as a process id, or 0 when it cannot be one (a file cut
+    short or planted: ``os.kill`` overflows past a C int)."""
+    return value if type(value) is int and 0 < value < 2**31 else 0
+
+
 def _read_json(path: str, limit: int):
+    """The JSON at ``path``, or None for anything but a regular file of at
+    most ``limit`` bytes holding JSON (a folder, a FIFO, a file cut short,
+    arrays nested past the parser's recursion limit)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
     except OSError:
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)  # a folder cannot even be wrapped in a file object
+        return None
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
         raw = fh.read(limit + 1)
     if len(raw) > limit:
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
