@@ -442,3 +442,19 @@ def test_garbage_beside_the_index_never_stops_a_sync_or_a_recall(vault, cfg, wha
         assert store.recall("Biscuit carprofen breakfast").mode == "hybrid"
     finally:
         store.close()
+
+
+def test_the_ledger_stays_readable_with_every_model_at_its_bounds(tmp_path):
+    # Each model keeps up to MAX_QUARANTINED + MAX_ALONE texts; past MAX_LEDGER_BYTES the file
+    # reads as empty, and every text quarantined, of every model, would go to the model again.
+    index = tmp_path / "index.sqlite"
+    for model in ("old", "new"):
+        ledger = sentinel.Ledger()
+        for i in range(sentinel.MAX_QUARANTINED):
+            at = f"2026-12-07T10:00:{i % 60:02d}.{i:03d}Z"
+            ledger.quarantined[f"chunk:{model}{i:060d}"] = {"at": at, "detail": "crashed alone (signal 11, SIGSEGV)"}
+            ledger.alone[f"query:{model}{i:060d}"] = {"at": at, "detail": "llama.cpp crashed on it, embedded alone"}
+        sentinel.Sentinel(index, model).write(ledger)
+    assert os.path.getsize(sentinel.Sentinel(index, "new").ledger_path) <= sentinel.MAX_LEDGER_BYTES
+    kept = sentinel.Sentinel(index, "new").read()
+    assert (len(kept.quarantined), len(kept.alone)) == (sentinel.MAX_QUARANTINED, sentinel.MAX_ALONE)

@@ -68,7 +68,8 @@ CRASH_LIMIT = 3
 #: Texts in a row on which the model crashed alone before it is taken as
 #: unusable (a model that crashes on every text is broken, not its inputs).
 LONE_CRASH_LIMIT = 3
-#: The ledger is not read past this size (it holds hashes: ~100 bytes a text).
+#: The ledger is not read past this size (it holds hashes: ~130 bytes a text),
+#: so it is written within it (a model at its bounds is ~270 KB).
 MAX_LEDGER_BYTES = 512 * 1024
 #: Quarantined texts kept per model (the newest).
 MAX_QUARANTINED = 1000
@@ -264,8 +265,14 @@ class Sentinel:
         if ledger.suspects or ledger.quarantined or ledger.crashes or ledger.alone or ledger.lone:
             data[self.fingerprint] = ledger.as_dict()
         data = dict(list(data.items())[-MAX_MODELS:])
+        text = json.dumps(data, ensure_ascii=False)
+        # Past MAX_LEDGER_BYTES the file is not read at all: the models used
+        # before go first (this one is last), so this one's texts stay kept.
+        while len(text.encode("utf-8")) > MAX_LEDGER_BYTES and len(data) > 1:
+            del data[next(iter(data))]
+            text = json.dumps(data, ensure_ascii=False)
         with contextlib.suppress(OSError):
-            _write_json(self.ledger_path, data)
+            _write_json(self.ledger_path, text)
 
     def recover(self, pending: list[tuple[str, str, str]]) -> tuple[Ledger, int, int]:
         """Read what dead processes left: their texts become suspects (a
@@ -535,7 +542,7 @@ def _read_json(path: str, limit: int):
         return None
 
 
-def _write_json(path: str, data: dict) -> None:
+def _write_json(path: str, text: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise OSError(errno.EEXIST, "not a regular file", path)  # not ours to replace
@@ -545,7 +552,7 @@ def _write_json(path: str, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False)
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
