@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import apsw
 
@@ -136,14 +136,13 @@ class Engine:
         recall's message is: a text llama.cpp crashed on is refused after."""
         if kind not in ("query", "passage"):
             raise InvalidInput(f"march_embed: kind must be 'query' or 'passage', not {kind!r}")
+        how: Literal["query", "passage"] = "query" if kind == "query" else "passage"
         value = _text_arg(text, "march_embed")
         if value is None:
             return None
         with self._lock:
             emb = self._need_model("march_embed")
-            vec, refused = sentinel.embed_alone(
-                con.filename, emb, kind, value, lambda: emb.embed([value], str(kind))[0]
-            )
+            vec, refused = sentinel.embed_alone(con.filename, emb, how, value, lambda: emb.embed([value], how)[0])
         if refused is not None:
             raise ModelError("march_embed: " + sentinel.refusal("this text", refused, "no vector for it"))
         import numpy as np
