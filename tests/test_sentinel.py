@@ -289,6 +289,32 @@ def test_a_crash_on_the_model_s_own_calibration_is_counted_not_repeated(
     assert "cannot run on this machine" in answer["warning"] and "3 times in a row" in answer["warning"]
 
 
+def test_a_sync_stopped_by_sigterm_leaves_no_batch_to_take_for_a_crash(tmp_path, mixed_vault, default_model_path):
+    # `timeout`, or an agent's time limit, stops a long sync with SIGTERM. Killed outright, it
+    # left the file naming the batch being embedded, and the next run took that for a crash of
+    # llama.cpp: the batch's texts embedded apart, the crash counted against the model.
+    for i in range(300):
+        mixed_vault.memory(f"bulk/m{i}.md", f"mem_bulk{i}", name=f"Bulk {i}", body=f"filler text {i} " * 40)
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
+        "MARCH_DAEMON": "0",
+    }
+    home = tmp_path / "home"
+    proc = subprocess.Popen([MARCHDB, "sync"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and not list(home.glob("index.sqlite.embedding.*")):
+        time.sleep(0.002)
+    assert proc.poll() is None, "the sync ended before the model embedded anything"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated" in err, err
+    assert list(home.glob("index.sqlite.embedding.*")) == []
+
+
 # ---------------------------------------------------------------- the bookkeeping, without native code
 
 
