@@ -621,6 +621,20 @@ def test_8_save_never_writes_through_a_linked_bucket_folder(tmp_path, vault, bm2
     assert "symbolic link" in err and tree(outside) == {}
 
 
+@pytest.mark.parametrize("plant", ["file", "fifo"])
+def test_8_a_file_where_a_bucket_folder_goes_is_named_not_called_a_link(vault, bm25_store, plant):
+    # The advice was "replace the link with a real folder" for a plain file or a FIFO too.
+    now = dt.datetime.now().astimezone()
+    year = vault.root / f"{now.year:04d}"
+    vault.root.mkdir(parents=True, exist_ok=True)
+    year.write_text("mine") if plant == "file" else os.mkfifo(year)
+    with pytest.raises(FileError) as refused:
+        bm25_store.save(name="Blocked", description="d", tags=["t"], body="b", embed=False)
+    message = str(refused.value)
+    assert "link" not in message and "move it away" in message and str(year) in message
+    assert year.is_fifo() if plant == "fifo" else year.read_text() == "mine"
+
+
 def test_8_update_never_writes_through_a_folder_linked_meanwhile(tmp_path, vault, bm25_store):
     path = vault.memory("notes/b.md", "mem_b", description="old")
     bm25_store.sync(embed=False)
