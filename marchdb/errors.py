@@ -218,6 +218,9 @@ EXIT_DUPLICATE = 9
 #: Exit status of a command stopped by Ctrl-C: a shell's status for a
 #: command a SIGINT ends (128 + 2).
 EXIT_INTERRUPTED = 130
+#: Exit status of a command stopped by SIGTERM (``timeout``, a harness's
+#: time limit): a shell's status for a command a SIGTERM ends (128 + 15).
+EXIT_TERMINATED = 143
 #: Exit status when stdout is closed early (``| head``): a shell's status for
 #: a command killed by SIGPIPE (128 + 13), never "a bug".
 EXIT_PIPE = 141
@@ -245,4 +248,5 @@ EXIT_CODES: list[tuple[int, str]] = [
         EXIT_PIPE,
         "the output was closed before all of it was written (piped into `head`), as for any command a SIGPIPE ends",
     ),
+    (EXIT_TERMINATED, "stopped by SIGTERM (`timeout`, a time limit), after cleaning up as for Ctrl-C"),
 ]

@@ -339,7 +339,12 @@ class Saver:
                 return self._locked(mem_id, changes, force, twin_probe)
         except OSError as exc:
             where = f" {exc.filename}" if exc.filename else ""
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            if exc.errno == errno.ENOTDIR:
+                raise FileError(
+                    f"cannot write{where}: {exc.strerror}; nothing was saved: move it away (the memory's folder "
+                    "is made there) or save into another memory root"
+                ) from None
+            if exc.errno == errno.ELOOP:
                 raise FileError(
                     f"cannot write{where}: {exc.strerror}; marchdb never writes through a symbolic link, so nothing "
                     "was saved: replace the link with a real folder inside the memory root"

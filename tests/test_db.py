@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from marchdb.errors import IndexUnavailable
 from marchdb.index import db, ownership
 
 
@@ -236,3 +238,12 @@ def test_a_comment_or_layout_edit_in_the_schema_is_no_rebuild_but_a_statement_is
     assert db.schema_hash(base.replace("DEFAULT ''", "DEFAULT 'x'", 1)) != before
     # a quoted '--' is part of a statement, not a comment
     assert db.schema_hash(base + "\nSELECT '-- one';") != db.schema_hash(base + "\nSELECT '-- two';")
+
+
+@pytest.mark.parametrize("plant", ["folder", "fifo", "link"])
+def test_something_else_at_the_lock_s_name_is_refused_with_what_to_do(tmp_path, plant):
+    lock = Path(f"{tmp_path / 'index.sqlite'}.lock")
+    {"folder": lock.mkdir, "fifo": lambda: os.mkfifo(lock), "link": lambda: lock.symlink_to(tmp_path / "x")}[plant]()
+    with pytest.raises(IndexUnavailable, match="move it away"):
+        with db.writer_lock(tmp_path / "index.sqlite"):
+            pass

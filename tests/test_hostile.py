@@ -438,6 +438,25 @@ def test_4_frontmatter_work_is_bounded_and_reported(vault, bm25_store, head, exp
     assert ("big.md", expected) in kinds(bm25_store)
 
 
+def test_4_a_number_too_large_for_a_float_is_reported_never_a_crash(tmp_path, vault, bm25_store):
+    # "1:59:...:59.5" is a YAML 1.1 float in base 60: past 60**173 Python cannot make it a float
+    # (OverflowError), and one such file stopped every sync with exit 1.
+    huge = "1" + ":59" * 200 + ".5"
+    vault.write("big.md", f"---\nid: mem_big\nname: n\ndescription: d\nk: {huge}\n---\nbody\n")
+    vault.memory("good.md", "mem_good")
+    bm25_store.sync(embed=False)
+    assert ids(bm25_store) == {"mem_good"}
+    [row] = [p for p in bm25_store.doctor()["problems"] if p["path"] == "big.md"]
+    assert row["kind"] == "parse_error" and "quote it" in row["detail"]
+    # The notes of a folder imported, read by the same loader.
+    notes_dir = tmp_path / "notes"
+    notes_dir.mkdir()
+    (notes_dir / "n.md").write_text(f"---\ntitle: t\nk: {huge}\n---\nsome text\n", encoding="utf-8")
+    (notes_dir / "m.md").write_text("---\ntitle: fine\n---\nother text\n", encoding="utf-8")
+    plan = bm25_store.import_("obsidian", str(notes_dir))
+    assert "quote it" in json.dumps(plan, ensure_ascii=False)
+
+
 def test_4_the_duplicate_key_check_is_linear():
     # 20,000 repeated keys cost 40 s with list.count in a loop; now one pass.
     head = "".join(f"k{i % 7}: v\n" for i in range(6000))
@@ -600,6 +619,20 @@ def test_8_save_never_writes_through_a_linked_bucket_folder(tmp_path, vault, bm2
         FileError.exit_code,
     )
     assert "symbolic link" in err and tree(outside) == {}
+
+
+@pytest.mark.parametrize("plant", ["file", "fifo"])
+def test_8_a_file_where_a_bucket_folder_goes_is_named_not_called_a_link(vault, bm25_store, plant):
+    # The advice was "replace the link with a real folder" for a plain file or a FIFO too.
+    now = dt.datetime.now().astimezone()
+    year = vault.root / f"{now.year:04d}"
+    vault.root.mkdir(parents=True, exist_ok=True)
+    year.write_text("mine") if plant == "file" else os.mkfifo(year)
+    with pytest.raises(FileError) as refused:
+        bm25_store.save(name="Blocked", description="d", tags=["t"], body="b", embed=False)
+    message = str(refused.value)
+    assert "link" not in message and "move it away" in message and str(year) in message
+    assert year.is_fifo() if plant == "fifo" else year.read_text() == "mine"
 
 
 def test_8_update_never_writes_through_a_folder_linked_meanwhile(tmp_path, vault, bm25_store):

@@ -450,6 +450,8 @@ def test_small_talk_is_no_keyword_match(vault, bm25_store):
         vault.memory(f"f{i}.md", f"mem_f{i}", name=f"Garden note {i}", description=f"tomatoes and beans {i}")
     vault.memory("c.md", "mem_chat", name="Chat", description="how can I help you today", body="Yes please, thanks.")
     vault.memory("z.md", "mem_film", name="没问题先生", description="一部电影：没问题先生", body="没问题。")
+    vault.memory("t.md", "mem_thx", name="Chat 2", description="thx", body="谢谢啦")
+    vault.memory("m.md", "mem_meeting", name="开会", description="明天开会：预算", body="会议室三楼")
     bm25_store.sync()
     for message in (
         "how are you today",
@@ -459,8 +461,11 @@ def test_small_talk_is_no_keyword_match(vault, bm25_store):
         "没问题",
         "谢谢你的帮助",
         "早上好",
+        "thx",
+        "谢谢啦",
     ):
         assert bm25_store.recall(message).hints == [], message
+    assert [h.id for h in bm25_store.recall("明天开会吗").hints][:1] == ["mem_meeting"]
     # one word that names a subject and the message is read as before
     assert [h.id for h in bm25_store.recall("yes please, the film 没问题先生").hints][:1] == ["mem_film"]
     assert [h.id for h in bm25_store.recall("how is the chat today?").hints][:1] == ["mem_chat"]
@@ -484,6 +489,31 @@ def test_small_talk_is_no_keyword_match(vault, bm25_store):
         ("狗在吃什么药？", False),
         ("今天部署吗", False),
         ("what's 2+2", False),  # numbers are their own rule
+        # a meeting (开会) is a subject, though 开 opens and 会 is "can"
+        ("明天开会吗", False),
+        ("今天开会说了什么", False),
+        ("開會說了什麼", False),
+        # sentence-final particles, as 吧 and 呀 are, and the acknowledgements of chat shorthand
+        ("谢谢啦", True),
+        ("辛苦啦", True),
+        ("好嘞", True),
+        ("好哒", True),
+        ("拜拜咯", True),
+        ("早", True),
+        ("thx", True),
+        ("ok thx", True),
+        ("ty!", True),
+        ("np", True),
+        ("no worries", True),
+        ("kk, cheers", True),
+        ("thank u", True),
+        ("pls", True),
+        ("搞定了", True),
+        ("那就这样吧", True),
+        ("没毛病", True),
+        ("谢", True),
+        ("谢老师的电话", False),
+        ("这样的报错怎么修", False),
         ("", False),
     ],
 )

@@ -289,6 +289,32 @@ def test_a_crash_on_the_model_s_own_calibration_is_counted_not_repeated(
     assert "cannot run on this machine" in answer["warning"] and "3 times in a row" in answer["warning"]
 
 
+def test_a_sync_stopped_by_sigterm_leaves_no_batch_to_take_for_a_crash(tmp_path, mixed_vault, default_model_path):
+    # `timeout`, or an agent's time limit, stops a long sync with SIGTERM. Killed outright, it
+    # left the file naming the batch being embedded, and the next run took that for a crash of
+    # llama.cpp: the batch's texts embedded apart, the crash counted against the model.
+    for i in range(300):
+        mixed_vault.memory(f"bulk/m{i}.md", f"mem_bulk{i}", name=f"Bulk {i}", body=f"filler text {i} " * 40)
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
+        "MARCH_DAEMON": "0",
+    }
+    home = tmp_path / "home"
+    proc = subprocess.Popen([MARCHDB, "sync"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline and not list(home.glob("index.sqlite.embedding.*")):
+        time.sleep(0.002)
+    assert proc.poll() is None, "the sync ended before the model embedded anything"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated" in err, err
+    assert list(home.glob("index.sqlite.embedding.*")) == []
+
+
 # ---------------------------------------------------------------- the bookkeeping, without native code
 
 
@@ -401,3 +427,60 @@ def test_a_linked_ledger_is_never_followed(tmp_path):
     assert guard.read().quarantined == {}
     guard.write(sentinel.Ledger(crashes=1))  # refused quietly: the next crash is found again
     assert "planted" in target.read_text() and Path(guard.ledger_path).is_symlink()
+
+
+# A dead process's file and the ledger are found by name beside the index:
+# whatever lies there (planted, cut short, another program's) is read as
+# nothing, never as a traceback in every command that embeds.
+_PLANTED = {
+    "a ledger nested past Python's recursion limit": (".crashes.json", b"[" * 200_000),
+    "a folder at the ledger's name": (".crashes.json", None),
+    "ledger entries that are not objects": (
+        ".crashes.json",
+        json.dumps({"tiny-8": {"alone": {"query:x": 5}, "quarantined": {"meta:y": "text"}}}).encode(),
+    ),
+    "a batch file nested past Python's recursion limit": (f".embedding.{2**22 + 7}.0", b"[" * 60_000),
+    "a batch file whose pid is a superscript digit": (".embedding.\u00b2.0", b"cut short"),
+    "a batch file whose pid does not fit a pid": (f".embedding.{'9' * 30}.0", b"cut short"),
+    "a batch whose pid does not fit a pid": (".embedding.7.0", json.dumps({"pid": 2**31, "texts": []}).encode()),
+    "a batch whose pid is a list": (".embedding.7.0", json.dumps({"pid": [7], "model": "tiny-8"}).encode()),
+    "a batch whose pid is infinite": (".embedding.7.0", b'{"pid": 1e400, "model": "tiny-8"}'),
+    "a batch whose texts are a number": (
+        ".embedding.7.0",
+        json.dumps({"pid": 2**22 + 7, "model": "tiny-8", "texts": 5}).encode(),
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(_PLANTED))
+def test_garbage_beside_the_index_never_stops_a_sync_or_a_recall(vault, cfg, what):
+    suffix, content = _PLANTED[what]
+    vault.memory("dog.md", "mem_dog", name="Dog's medication", description="Biscuit takes carprofen at breakfast")
+    store = Store(cfg, embedder=TinyEmbedder("tiny-8", dim=8))
+    try:
+        store.sync(embed=False)
+        planted = Path(f"{cfg.index_path}{suffix}")
+        if content is None:
+            planted.mkdir()
+        else:
+            planted.write_bytes(content)
+        store.sync()
+        assert store.recall("Biscuit carprofen breakfast").mode == "hybrid"
+    finally:
+        store.close()
+
+
+def test_the_ledger_stays_readable_with_every_model_at_its_bounds(tmp_path):
+    # Each model keeps up to MAX_QUARANTINED + MAX_ALONE texts; past MAX_LEDGER_BYTES the file
+    # reads as empty, and every text quarantined, of every model, would go to the model again.
+    index = tmp_path / "index.sqlite"
+    for model in ("old", "new"):
+        ledger = sentinel.Ledger()
+        for i in range(sentinel.MAX_QUARANTINED):
+            at = f"2026-12-07T10:00:{i % 60:02d}.{i:03d}Z"
+            ledger.quarantined[f"chunk:{model}{i:060d}"] = {"at": at, "detail": "crashed alone (signal 11, SIGSEGV)"}
+            ledger.alone[f"query:{model}{i:060d}"] = {"at": at, "detail": "llama.cpp crashed on it, embedded alone"}
+        sentinel.Sentinel(index, model).write(ledger)
+    assert os.path.getsize(sentinel.Sentinel(index, "new").ledger_path) <= sentinel.MAX_LEDGER_BYTES
+    kept = sentinel.Sentinel(index, "new").read()
+    assert (len(kept.quarantined), len(kept.alone)) == (sentinel.MAX_QUARANTINED, sentinel.MAX_ALONE)

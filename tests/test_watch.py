@@ -252,3 +252,21 @@ def test_a_failing_root_check_falls_back_to_polling_and_says_so(tmp_path, vault,
             assert sum("an odd file system" in m for m in logs) == 1  # said once, not every check
         finally:
             watcher.stop()
+
+
+def test_a_stop_that_outlasts_its_wait_leaves_the_store_to_the_watcher_s_thread(tmp_path, vault):
+    # The engine stops its watcher with a wait of 10 s; a first scan of a large
+    # vault (or a model's batch on a loaded machine) lasts longer. Closing the
+    # store from the stopping thread then raised ThreadingViolationError (the
+    # connection was busy in the scan), and the engine's shutdown ended there.
+    for i in range(2000):
+        vault.memory(f"d{i % 20}/m{i}.md", f"mem_{i}", name=f"Note {i}", body=f"body {i} " + "word " * 100)
+    cfg = load_config(home=tmp_path / "home", root=vault.root, model=str(tmp_path / "none.gguf"), env={})
+    with Store(cfg) as store:
+        watcher = Watcher(store, debounce=0.05).start()
+        assert wait_for(lambda: watcher._busy, 10)  # the start-up scan is running
+        watcher.stop(timeout=0.001)
+        assert watcher._thread.is_alive()  # the scan goes on, on its own thread
+        watcher._thread.join(60)
+        assert not watcher._thread.is_alive() and watcher.store._con is None  # closed by that thread
+        assert len(ids(store)) == 2000  # the scan it finished is in the index

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -9,17 +10,36 @@ import typer
 # Each module registers its commands on ``app``.
 from marchdb.cli import core, hosts, index, lifecycle, switches  # noqa: F401
 from marchdb.cli.app import app, say
-from marchdb.errors import EXIT_INTERRUPTED
+from marchdb.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
 from marchdb.text import error_line
 
 __all__ = ["app", "main"]
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that the command ends as on Ctrl-C."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated
+
+
 def main() -> None:
     """Console entry point. A usage error is one line on stderr too, like
-    every other error (click draws the usage and a box around its message)."""
+    every other error (click draws the usage and a box around its message).
+
+    SIGTERM (``timeout``, an agent's time limit) ends a command as Ctrl-C
+    does, its ``finally`` blocks run: killed outright, a sync left the file
+    naming the batch the model was embedding, which the next run took for a
+    crash of llama.cpp (its texts embedded apart, the crash counted against
+    the model). Commands that serve (``serve``, ``mcp``, ``browse``) set
+    their own handler."""
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         code = app(standalone_mode=False)
+    except _Terminated:
+        say("terminated", err=True)
+        sys.exit(EXIT_TERMINATED)
     except Exception as exc:
         # Click's exceptions, whichever click typer brings (it vendors its own):
         # a bad option or argument (UsageError, BadParameter, ...) has both.

@@ -214,6 +214,13 @@ class Watcher:
             observer.stop()
             observer.join(timeout)
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            # A scan or a batch that cannot be cut short holds the store's
+            # connection on the watcher's thread: closing it from here raised
+            # ThreadingViolationError (or closed it under the scan). That
+            # thread closes it as it ends (``_loop``).
+            self.log(f"stopping: the current scan or batch goes on past {timeout:g}s, then the watcher ends")
+            return
         self.store.close()
 
     def request_scan(self, when_quiet: bool = False) -> None:
@@ -276,6 +283,13 @@ class Watcher:
     # ------------------------------------------------------------ worker
 
     def _loop(self) -> None:
+        try:
+            self._watch()
+        finally:
+            if self._stop:
+                self.store.close()  # on its own thread: stop() may have stopped waiting for it
+
+    def _watch(self) -> None:
         while True:
             with self._cond:
                 while not self._stop and not self._pending and not self._full_scan:

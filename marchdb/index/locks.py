@@ -50,7 +50,11 @@ def _open_lock(lock_path: str) -> int:
             raise IndexUnavailable(
                 f"{lock_path} is a link, not marchdb's lock file; move it away (marchdb never writes through links)"
             ) from None
-        raise IndexUnavailable(f"cannot create the lock file {lock_path}: {exc.strerror}") from None
+        if exc.errno == errno.EISDIR:
+            raise IndexUnavailable(f"{lock_path} is a folder, not marchdb's lock file; move it away") from None
+        raise IndexUnavailable(
+            f"cannot create the lock file {lock_path}: {exc.strerror}; check the permissions of its folder"
+        ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise IndexUnavailable(f"{lock_path} is not a regular file, so not marchdb's lock file; move it away")

@@ -90,7 +90,8 @@ LONE_CRASH_LIMIT = 3
 KILL_LIMIT = 5
 #: How the ledger says a text was quarantined after its process died twice with no crash reported.
 TWICE = "its process died on it twice"
-#: The ledger is not read past this size (it holds hashes: ~100 bytes a text).
+#: The ledger is not read past this size (it holds hashes: ~130 bytes a text),
+#: so it is written within it (a model at its bounds is ~360 KB).
 MAX_LEDGER_BYTES = 512 * 1024
 #: Quarantined texts kept per model (the newest).
 MAX_QUARANTINED = 1000
@@ -309,21 +310,20 @@ class Sentinel:
             pid_part, _, n_part = entry.name[len(prefix) :].partition(".")
             if (
                 not entry.name.startswith(prefix)
-                or not (pid_part.isdigit() and n_part.isdigit())  # only the names this module gives
+                or not (_digits(pid_part) and _digits(n_part))  # only the names this module gives
                 or not entry.is_file(follow_symlinks=False)
             ):
                 continue
             record = _read_json(entry.path, 64 * 1024)
             if isinstance(record, dict):
-                try:
-                    pid = int(record.get("pid", 0))
-                except (TypeError, ValueError):
-                    pid = 0
-                if pid > 0 and _alive(pid, str(record.get("boot", "")), str(record.get("start", ""))):
+                pid = _pid(record.get("pid"))
+                record["pid"], record["start"] = pid, str(record.get("start", ""))
+                if pid and _alive(pid, str(record.get("boot", "")), record["start"]):
                     continue
                 out.append((entry.path, record))
             else:
-                if _alive(int(pid_part), "", ""):
+                pid = _pid(int(pid_part))
+                if pid and _alive(pid, "", ""):
                     continue  # being written this instant
                 out.append((entry.path, None))
         return out
@@ -389,8 +389,14 @@ class Sentinel:
         ):
             data[self.fingerprint] = ledger.as_dict()
         data = dict(list(data.items())[-MAX_MODELS:])
+        text = json.dumps(data, ensure_ascii=False)
+        # Past MAX_LEDGER_BYTES the file is not read at all: the models used
+        # before go first (this one is last), so this one's texts stay kept.
+        while len(text.encode("utf-8")) > MAX_LEDGER_BYTES and len(data) > 1:
+            del data[next(iter(data))]
+            text = json.dumps(data, ensure_ascii=False)
         with contextlib.suppress(OSError):
-            _write_json(self.ledger_path, data)
+            _write_json(self.ledger_path, text)
 
     def recover(self, pending: list[tuple[str, str, str]]) -> tuple[Ledger, int, int]:
         """Read what dead processes left: their texts become suspects (a
@@ -411,7 +417,8 @@ class Sentinel:
                     calls[who] = calls.get(who, 0) + 1
             for path, record in dead:
                 if record is not None and record.get("model") == self.fingerprint:
-                    names = [n for n in record.get("texts") or [] if isinstance(n, str)]
+                    texts = record.get("texts")
+                    names = [n for n in texts if isinstance(n, str)] if isinstance(texts, list) else []
                     if record.get("alone") and len(names) == 1:
                         # Alone in its call, and its process in no other call
                         # (a backlog's batch beside it could be what crashed).
@@ -563,7 +570,7 @@ def summary(con: apsw.Connection, index_path: str | os.PathLike, fingerprint: st
 def _ledger(row: dict) -> Ledger:
     def table(name: str) -> dict:
         value = row.get(name)
-        return value if isinstance(value, dict) else {}
+        return {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
     def count(name: str) -> int:
         value = row.get(name)
@@ -650,24 +657,40 @@ def _answered(guard: Sentinel) -> None:
             guard.write(ledger)
 
 
+def _digits(text: str) -> bool:
+    """Whether ``text`` is a number as this module writes it (``str.isdigit``
+    also takes ``²`` and other scripts' digits, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
+
+
+def _pid(value: object) -> int:
+    """``value`` as a process id, or 0 when it cannot be one (a file cut
+    short or planted: ``os.kill`` overflows past a C int)."""
+    return value if type(value) is int and 0 < value < 2**31 else 0
+
+
 def _read_json(path: str, limit: int):
+    """The JSON at ``path``, or None for anything but a regular file of at
+    most ``limit`` bytes holding JSON (a folder, a FIFO, a file cut short,
+    arrays nested past the parser's recursion limit)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
     except OSError:
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)  # a folder cannot even be wrapped in a file object
+        return None
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
         raw = fh.read(limit + 1)
     if len(raw) > limit:
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
-def _write_json(path: str, data: dict) -> None:
+def _write_json(path: str, text: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISREG(os.lstat(path).st_mode):
             raise OSError(errno.EEXIST, "not a regular file", path)  # not ours to replace
@@ -677,7 +700,7 @@ def _write_json(path: str, data: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, ensure_ascii=False)
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

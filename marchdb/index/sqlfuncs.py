@@ -136,15 +136,13 @@ class Engine:
         recall's message is: a text llama.cpp crashed on is refused after."""
         if kind not in ("query", "passage"):
             raise InvalidInput(f"march_embed: kind must be 'query' or 'passage', not {kind!r}")
+        how: Literal["query", "passage"] = "query" if kind == "query" else "passage"
         value = _text_arg(text, "march_embed")
         if value is None:
             return None
         with self._lock:
             emb = self._need_model("march_embed")
-            as_kind: Literal["query", "passage"] = "query" if kind == "query" else "passage"
-            vec, refused = sentinel.embed_alone(
-                con.filename, emb, as_kind, value, lambda: emb.embed([value], as_kind)[0]
-            )
+            vec, refused = sentinel.embed_alone(con.filename, emb, how, value, lambda: emb.embed([value], how)[0])
         if refused is not None:
             raise ModelError("march_embed: " + sentinel.refusal("this text", refused, "no vector for it"))
         import numpy as np

@@ -99,7 +99,19 @@ def _timestamp_or_text(loader, node):
         return loader.construct_scalar(node)
 
 
+def _float_or_refusal(loader, node):
+    # YAML 1.1 reads "1:59:59.5" as a float in base 60: past 60**173 the
+    # int behind it overflows a float, an OverflowError no reader expects.
+    try:
+        return loader.construct_yaml_float(node)
+    except OverflowError:
+        raise yaml.constructor.ConstructorError(
+            None, None, "a number too large for a float (YAML reads a:b:c.d in base 60); quote it", node.start_mark
+        ) from None
+
+
 _YAML_LOADER.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+_YAML_LOADER.add_constructor("tag:yaml.org,2002:float", _float_or_refusal)
 #: The usual flat frontmatter, read as the loader would read it without running it.
 _FLAT = FlatReader(_YAML_LOADER)
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:", re.M)
