@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -553,6 +554,15 @@ def _storable(item: Item) -> None:
     )
     item.name, item.description, item.body = clean["the name"], clean["the description"], clean["the text"]  # type: ignore[assignment]
     item.extra = clean["its fields"]  # type: ignore[assignment]
+    # The source key is written too (frontmatter and index), and a session id
+    # comes from the file: a secret in it becomes a marker, with a hash of the
+    # whole id so that the key stays one per session and the same next time.
+    raw = (item.source, *item.aliases)
+    key, in_key = redact.redact(item.source)
+    if in_key:
+        digest = hashlib.sha256(item.source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        key = f"{key}#{digest}"
+        said.append(f"the source key held {redact.summary(in_key)}")
     secret_tags = [t for t in item.tags if redact.find(t)]
     if secret_tags:
         item.tags = [t for t in item.tags if t not in secret_tags] or ["imported"]
@@ -563,6 +573,5 @@ def _storable(item: Item) -> None:
         item.warnings.append(
             f"secrets kept out of the memory: {'; '.join(said)}, each replaced by a [redacted: ...] marker"
         )
-    raw = (item.source, *item.aliases)
-    item.source = source_key(item.source)
+    item.source = source_key(key)
     item.aliases = tuple(dict.fromkeys(k for k in (*(source_key(a) for a in item.aliases), *raw) if k != item.source))
