@@ -21,7 +21,7 @@ import pytest
 from hostchats import DATA, INJECTED_HINT, PROMPTS, TOOL_CALL, TOOL_TEXT, make, program
 
 from marchdb.index import db
-from marchdb.lifecycle import chats, importing
+from marchdb.lifecycle import importing, injected
 
 HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes")
 
@@ -113,15 +113,41 @@ def test_the_path_is_optional_when_the_hosts_folder_is_known(host, vault, store,
 
 def test_injected_context_is_cut_out_wherever_a_host_kept_it():
     hint = "[recall]\n- mem_a | score=0.71 | A | a\n- mem_b | score=0.52 | B | b"
-    assert chats.without_injected(f"ask this\n\n{hint}") == "ask this"
-    assert chats.without_injected(f"<hook_context>{hint}</hook_context>\n\nask this") == "ask this"
+    assert injected.without_injected(f"ask this\n\n{hint}") == "ask this"
+    assert injected.without_injected(f"<hook_context>{hint}</hook_context>\n\nask this") == "ask this"
     assert (
-        chats.without_injected(f"ask\n<qwen:user-prompt-submit-context>\n{hint}\n</qwen:user-prompt-submit-context>")
+        injected.without_injected(f"ask\n<qwen:user-prompt-submit-context>\n{hint}\n</qwen:user-prompt-submit-context>")
         == "ask"
     )
-    assert chats.injected_only("[agent_profile]\nx\n\n[user_profile]\ny")
-    assert not chats.injected_only("[recall] is a word I use\nsee above")
-    assert chats.without_injected("a [recall]\nnot at a line start") == "a [recall]\nnot at a line start"
+    assert injected.injected_only("[agent_profile]\nx\n\n[user_profile]\ny")
+    assert not injected.injected_only("[recall] is a word I use\nsee above")
+    assert injected.without_injected("a [recall]\nnot at a line start") == "a [recall]\nnot at a line start"
+
+
+def test_claude_code_leaves_out_marchdbs_blocks_kept_bare_in_a_message_as_every_host_does(vault, store, tmp_path):
+    # Claude Code keeps hook output as attachment lines; marchdb's blocks in a
+    # user message's own text (a hook of an older build, a resumed session's
+    # context) are cut out by the rule the other hosts' readers follow.
+    from hostchats import PROFILE, RECALL
+
+    source = fixture("claude-code", tmp_path)
+    (session,) = source.rglob("*.jsonl")
+    records = [json.loads(line) for line in session.read_text().splitlines()]
+    asked = next(r for r in records if r["type"] == "user" and str(r["message"]["content"]).startswith("Should"))
+    asked["message"]["content"] = f"{RECALL}\n\n{asked['message']['content']}"
+    profile = dict(asked, uuid="c0ffee00-0000-4000-8000-000000000001", message={"role": "user", "content": PROFILE})
+    records.insert(records.index(asked), profile)
+    # A wrapper's name typed by the person, never closed, is their text (a hook's block is closed).
+    typed = "Why does <system-reminder> show up in my prompt after each tool call?"
+    question = dict(asked, uuid="c0ffee00-0000-4000-8000-000000000002", message={"role": "user", "content": typed})
+    records.insert(records.index(asked) + 1, question)
+    session.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (row,) = imported(store, "claude-code", source)
+    mem, text = memory_of(store, row)
+    assert typed in text
+    for held in (text, mem["name"], mem["description"]):
+        assert INJECTED_HINT not in held and "[recall]" not in held and "[agent_profile]" not in held, held
+    assert mem["name"].startswith("Should the cart service keep prices in cents")
 
 
 @pytest.mark.parametrize("host", ["claude-code", "codex", "pi", "qwen", "gemini"])

@@ -48,7 +48,8 @@ from pathlib import Path
 import apsw
 
 from marchdb.lifecycle.agentlogs import _typed, _what, pi_entries
-from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat, without_injected
+from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat
+from marchdb.lifecycle.injected import without_injected
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
 from marchdb.vault.files import is_inside

@@ -40,6 +40,7 @@ from pathlib import Path
 from marchdb import fts
 from marchdb.clock import in_calendar, parse_time
 from marchdb.lifecycle import jsonstream
+from marchdb.lifecycle.injected import injected_only, without_injected
 from marchdb.lifecycle.jsonstream import Problem
 from marchdb.lifecycle.sources import (
     DESCRIPTION_CHARS,
@@ -89,8 +90,6 @@ NOISE_PREFIXES = (
     "[Request interrupted",
     "This session is being continued",
 )
-#: Elements injected into user text by older builds (hook output); cut out wherever they are.
-_INJECTED = re.compile(r"<(user-prompt-submit-hook|system-reminder)>.*?</\1>", re.S)
 _SPLIT_EXPORT = re.compile(r"^conversations-\d+\.json$")
 
 
@@ -246,8 +245,10 @@ def _user_text(content: object) -> str:
         text = "\n\n".join(pieces)
     else:
         return ""
-    text = _INJECTED.sub("", text).strip()
-    return "" if text.startswith(NOISE_PREFIXES) else text
+    # Hook output kept in the message's own text (an older build's wrapper,
+    # marchdb's blocks bare) is cut out as every host's reader does.
+    text = without_injected(text, open_wrapper=False)
+    return "" if text.startswith(NOISE_PREFIXES) or injected_only(text, open_wrapper=False) else text
 
 
 def _tool_line(block: dict) -> str:
