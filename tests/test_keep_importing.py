@@ -136,6 +136,28 @@ def test_import_history_with_nothing_imported_says_so(tmp_path):
     assert out.exit_code == 0 and "nothing imported yet" in out.stdout
 
 
+def test_import_history_reads_past_a_corrupt_lifecycle_log(tmp_path):
+    # A log line nested past what json can decode (a disk error, a tool that
+    # wrote into the file) ended --history with a RecursionError.
+    logs = logfile.logs_dir(tmp_path / "home")
+    logs.mkdir(parents=True)
+    good = {"op": "import", "at": "2026-11-02T10:00:00.000Z", "kind": "codex", "path": "/x", "created": ["a", "b"]}
+    (logs / logfile.LIFECYCLE).write_bytes(
+        b"[" * 100_000
+        + b"]" * 100_000
+        + b"\n\xff\xfe not text\n"
+        + b'{"op": "import", "at": {"x": 1}, "kind": 5, "path": ["a"], "created": "abc", "by": 7}\n'
+        + json.dumps(good).encode()
+        + b"\n"
+    )
+    listed = cli(tmp_path, "import", "--history", "--json")
+    assert listed.exit_code == 0, listed.output
+    runs = json.loads(listed.stdout)["runs"]
+    assert runs[0] == {"at": good["at"], "kind": "codex", "path": "/x", "created": 2, "by": "command", "since": None}
+    text = cli(tmp_path, "import", "--history")
+    assert text.exit_code == 0 and "codex: created 2 from /x" in text.stdout, text.output
+
+
 def test_the_background_import_is_off_unless_asked_and_runs_once_a_while(tmp_path, cfg, user_home):
     assert keep.start(cfg, "codex") is None and not (cfg.home / "imports").exists()
     cfg.import_sessions = True
