@@ -17,6 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
+import apsw
 import pytest
 from hostchats import DATA, INJECTED_HINT, PROMPTS, TOOL_CALL, TOOL_TEXT, make, program
 
@@ -192,6 +193,35 @@ def test_a_store_that_is_a_link_a_fifo_or_no_sqlite_is_a_problem(host, vault, st
         make_it(folder / name)
         out = store.import_(host, folder)
         assert out["problems"] == 1 and why in out["items"][0]["detail"], out["items"]
+
+
+@pytest.mark.parametrize("host", ["opencode", "kilo", "hermes", "openclaw"])
+def test_reading_a_store_in_wal_mode_leaves_no_file_beside_it(host, vault, store, tmp_path):
+    # The hosts keep their stores in WAL mode (the committed copies were
+    # checkpointed into one file): SQLite opened one read-only and created
+    # its -wal and -shm beside it, files in the host's folder that stayed there.
+    source = fixture(host, tmp_path)
+    db_file = next(p for p in source.rglob("*") if p.suffix in (".db", ".sqlite"))
+    con = apsw.Connection(str(db_file))
+    con.execute("PRAGMA journal_mode=WAL")
+    con.close()  # the last connection folds the log in and removes -wal and -shm
+    before = sorted(p.name for p in db_file.parent.iterdir())
+    assert store.import_(host, source)["created"] == 1
+    (row,) = imported(store, host, source)
+    assert sorted(p.name for p in db_file.parent.iterdir()) == before
+
+    # A log left without its -shm (a copy, a backup): a problem that says what to do, nothing created.
+    writer = apsw.Connection(str(db_file))
+    writer.execute("PRAGMA wal_autocheckpoint=0").fetchall()
+    writer.execute("CREATE TABLE marchdb_probe(x); INSERT INTO marchdb_probe VALUES (1)")
+    copy = tmp_path / "copy" / db_file.relative_to(source)
+    copy.parent.mkdir(parents=True)
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{db_file}{suffix}", f"{copy}{suffix}")
+    writer.close()
+    out = store.import_(host, tmp_path / "copy")
+    assert out["problems"] == 1 and "-shm" in out["items"][0]["detail"], out["items"]
+    assert sorted(p.name for p in copy.parent.iterdir()) == sorted([copy.name, f"{copy.name}-wal"])
 
 
 def test_a_half_written_last_line_is_said_and_the_rest_imported(vault, store, tmp_path):

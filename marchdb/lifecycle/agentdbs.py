@@ -3,7 +3,9 @@
 The store is opened read-only (``mode=ro``: its WAL is read, nothing is
 written, a host running meanwhile is waited on for at most
 ``BUSY_MS``), never through a link, and only when it is a regular file no
-larger than ``sources.MAX_SESSION_BYTES``. Columns are looked up before they
+larger than ``sources.MAX_SESSION_BYTES``; a store in WAL mode without its
+``-wal`` is read as it is (``immutable``), so that SQLite creates no
+``-wal`` or ``-shm`` in the host's folder. Columns are looked up before they
 are read: a version that lacks one reads as if it were empty. Formats as
 the programs wrote them when run here (``tests/hostchats.py``):
 
@@ -52,7 +54,7 @@ from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES,
 from marchdb.lifecycle.injected import without_injected
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
-from marchdb.vault.files import is_inside
+from marchdb.vault.files import is_inside, open_regular
 
 #: How long a read waits for a host writing its store meanwhile.
 BUSY_MS = 5000
@@ -68,9 +70,35 @@ def _open(path: Path) -> apsw.Connection:
     if not stat.S_ISREG(st.st_mode):
         raise OSError(22, "not a regular file", str(path))  # EINVAL
     uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
+    if _wal_mode(path):
+        # SQLite creates a WAL store's -wal and -shm to read it, even read-only,
+        # and leaves them: files in the host's folder that marchdb did not own.
+        # Without a -wal, the file holds every commit: it is read as it is
+        # (immutable: no lock, nothing created; a host starting meanwhile may
+        # make this read fail, never its store). With one, the host's own
+        # -shm is used; without that, reading would create it.
+        wal, shm = (os.path.lexists(f"{path}{suffix}") for suffix in ("-wal", "-shm"))
+        if not wal:
+            uri += "&immutable=1"
+        elif not shm:
+            raise StoreLeftOpen(
+                f"its write-ahead log ({path.name}-wal) has no {path.name}-shm beside it, and reading it would "
+                "create one in the host's folder; start the host once (it folds the log in), or import while it runs"
+            )
     con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     con.set_busy_timeout(BUSY_MS)
     return con
+
+
+class StoreLeftOpen(Exception):
+    """A store in WAL mode whose log lies beside it without its shared-memory file."""
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the SQLite file ``path`` is in WAL mode (its header's read and write versions are 2)."""
+    with open_regular(path) as fh:
+        header = fh.read(20)
+    return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
 
 
 def _columns(con: apsw.Connection, table: str) -> set[str]:
@@ -107,6 +135,9 @@ def _sessions(path: Path, kind: str, read, since: dt.datetime | None = None) -> 
         return
     except apsw.Error as exc:
         yield Bad(origin, f"cannot open it as SQLite: {exc}")
+        return
+    except StoreLeftOpen as exc:
+        yield Bad(origin, str(exc))
         return
     try:
         yield from read(con, origin, since)
