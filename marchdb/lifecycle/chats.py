@@ -37,7 +37,7 @@ from pathlib import Path
 from marchdb import redact
 from marchdb.lifecycle import transcripts
 from marchdb.lifecycle.injected import without_injected
-from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, one_line
+from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, first_text, one_line
 from marchdb.vault.changes import MAX_NAME_CHARS
 
 #: The agent hosts whose own session stores an import reads, and their names for people.
@@ -181,7 +181,7 @@ class Chat:
         return Item(
             source=f"{self.host}:{self.session_id}",
             origin=self.origin,
-            name=one_line(name_from or self.prompts[0], min(MAX_NAME_CHARS, 100)),
+            name=first_text(name_from, self.prompts[0], limit=min(MAX_NAME_CHARS, 100)),
             description=transcripts.described(self.prompts),
             body=body,
             tags=clean_tags(tags, self.host),

@@ -34,6 +34,7 @@ from marchdb.lifecycle.sources import (
     Page,
     Skip,
     clean_tags,
+    first_text,
     one_line,
     unreadable,
 )
@@ -284,16 +285,19 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         description = describe(day, titles) if titles else (first_sentence(body) or describe(day, []))
         tags_raw.append(LOG_TAG)
     else:
-        title = meta.get("name") or meta.get("title")
         heading = _HEADING.search(body)
-        if isinstance(title, str) and title.strip():
-            name = title
-        elif heading:
-            name = heading.group(1)
-        else:
-            name = re.sub(r"[-_]+", " ", stem).strip() or stem
+        name = first_text(
+            meta.get("name"),
+            meta.get("title"),
+            heading.group(1) if heading else None,
+            re.sub(r"[-_]+", " ", stem),
+            stem,
+            limit=MAX_NAME_CHARS,
+        )
         described = meta.get("description")
-        description = described if isinstance(described, str) and described.strip() else first_sentence(body)
+        description = (
+            described if isinstance(described, str) and first_text(described, limit=DESCRIPTION_CHARS) else None
+        ) or first_sentence(body)
         if not description:
             description = one_line(name, DESCRIPTION_CHARS)
     warnings: list[str] = []

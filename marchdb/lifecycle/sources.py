@@ -116,6 +116,17 @@ Found = Item | Skip | Bad | Page
 one_line = cut
 
 
+def first_text(*candidates: object, limit: int) -> str:
+    """The first of ``candidates`` that still holds text on one plain line
+    (``one_line``), cut to ``limit``; "" when none does. A title of control,
+    direction or space characters alone reads as nothing, so the next source
+    of a name (a heading, the first request) stands in, not an empty name."""
+    for candidate in candidates:
+        if isinstance(candidate, str) and (line := one_line(candidate, limit)):
+            return line
+    return ""
+
+
 def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> list[str]:
     """Valid tags of ``raw`` (invalid ones dropped), at most ``MAX_TAGS``
     (the rest dropped, said in ``warnings``), or ``[fallback]``."""

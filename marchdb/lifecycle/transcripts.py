@@ -51,6 +51,7 @@ from marchdb.lifecycle.sources import (
     Item,
     Skip,
     clean_tags,
+    first_text,
     one_line,
     too_large,
     unreadable,
@@ -409,7 +410,7 @@ def read_session(path: Path, origin: str) -> Found:
     return Item(
         source=f"claude-code:{session_id}",
         origin=origin,
-        name=one_line(title or ai_title or summary or prompts[0], min(MAX_NAME_CHARS, 100)),
+        name=first_text(title, ai_title, summary, prompts[0], limit=min(MAX_NAME_CHARS, 100)),
         description=described(prompts),
         body=body,
         tags=clean_tags(tags, "claude-code"),
@@ -554,13 +555,13 @@ def conversation_item(conv: object, origin: str) -> Found:
     if created is None:
         return Bad(origin, "the conversation has no time (create_time)")
     updated = _when(conv.get("update_time"))
-    title = conv.get("title") if isinstance(conv.get("title"), str) and conv["title"].strip() else None
+    title = conv["title"] if first_text(conv.get("title"), limit=HEADER_FIELD_CHARS) else None
     header = f"ChatGPT conversation “{one_line(title or 'untitled', HEADER_FIELD_CHARS)}”, {created:%Y-%m-%d %H:%M} UTC, id `{one_line(conv_id, HEADER_FIELD_CHARS)}`."
     body, cut = render(turns, header, origin)
     return Item(
         source=f"chatgpt:{conv_id}",
         origin=origin,
-        name=one_line(title or prompts[0], min(MAX_NAME_CHARS, 100)),
+        name=first_text(title, prompts[0], limit=min(MAX_NAME_CHARS, 100)),
         description=described(prompts),
         body=body,
         tags=["chatgpt"],
