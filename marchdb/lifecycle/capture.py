@@ -95,6 +95,13 @@ def format_entry(when: dt.datetime, title: str, text: str | None) -> str:
     return f"{head}\n\n{body}\n"
 
 
+def unix_line_ends(text: str) -> str:
+    """``text`` with CRLF and lone CR line ends made ``\\n``: a lone CR (a
+    progress bar piped in, old Mac text) left in a file makes it one that
+    cannot be edited in place, so the day's next entry would be refused."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def check_entry(title: object, text: object) -> tuple[str, str | None]:
     """Validate a caller's title and text; raise ``InvalidInput`` on anything bad."""
     if not isinstance(title, str) or not title.strip():
@@ -113,6 +120,8 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
         raise InvalidInput(
             f"the title is {len(one_line)} characters; the limit is {MAX_TITLE_CHARS}, put details in the text"
         )
+    if text is not None:
+        text = unix_line_ends(text)
     if text is not None and len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise InvalidInput(
             f"the text is {len(text.encode('utf-8')):,} bytes; an entry is limited to {MAX_TEXT_BYTES:,} (UTF-8); "
@@ -158,7 +167,7 @@ def one_liner(text: object) -> tuple[str, str, str]:
         cut = name[:NAME_CHARS]
         words = cut.rsplit(" ", 1)[0] if " " in cut.strip() else cut
         name = words.rstrip(",;:-–— ") + "…"
-    return name or line[:NAME_CHARS], line, text.strip()
+    return name or line[:NAME_CHARS], line, unix_line_ends(text).strip()
 
 
 @dataclass
