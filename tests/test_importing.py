@@ -603,3 +603,21 @@ def test_an_imported_old_action_keeps_its_age(workspace, vault, store):
     assert abs(written.stat().st_mtime - month_ago) < 2
     archived = [p for p in store.maintain()["proposals"] if p["action"] == "archive"]
     assert any("a finished action" in p["reason"] for p in archived), archived
+
+
+def test_imported_text_with_lone_carriage_returns_stays_editable(vault, store, tmp_path):
+    # Terminal output pasted into a chat (a progress bar's CRs) or an old Mac
+    # note went into the memory as it was: the file could then not be edited
+    # in place, so archiving it (maintain) or changing its status was refused.
+    from test_transcripts import SESSION, cc_lines, write_jsonl
+
+    lines = cc_lines()
+    asked = next(x for x in lines if x.get("type") == "user" and str(x["message"]["content"]).startswith("make a"))
+    asked["message"]["content"] += "\rdownloading 10%\rdownloading 100%\rerror: the linker failed"
+    write_jsonl(tmp_path / "claude" / "-x" / f"{SESSION}.jsonl", lines)
+    put(tmp_path / "notes", "mac.md", b"# Old Mac note\r\rThe deploy pipeline drains the nodes first.\r")
+    for kind, source in (("claude-code", tmp_path / "claude"), ("obsidian", tmp_path / "notes")):
+        (row,) = [r for r in store.import_(kind, source, apply=True, embed=False)["items"] if r["action"] == "created"]
+        assert b"\r" not in Path(row["path"]).read_bytes(), kind
+        assert store.save(id=row["id"], status="archived", embed=False)["status"] == "updated", kind
+    assert memories(store)[f"obsidian:{tmp_path / 'notes' / 'mac.md'}"]["name"] == "Old Mac note"

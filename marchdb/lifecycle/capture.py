@@ -37,7 +37,7 @@ from marchdb.errors import Conflict, FileError, InvalidInput, Retry, check_text
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.save import RACE_RETRIES, create_file, index_written
-from marchdb.text import plain_line
+from marchdb.text import plain_line, unix_line_ends
 from marchdb.twins import refuse_twin
 from marchdb.vault.chunks import ENTRY_HEADING
 from marchdb.vault.edit import edit_note
@@ -93,13 +93,6 @@ def format_entry(when: dt.datetime, title: str, text: str | None) -> str:
         return head + "\n"
     body = ENTRY_HEADING.sub(lambda m: "\\" + m.group(0), text.strip())
     return f"{head}\n\n{body}\n"
-
-
-def unix_line_ends(text: str) -> str:
-    """``text`` with CRLF and lone CR line ends made ``\\n``: a lone CR (a
-    progress bar piped in, old Mac text) left in a file makes it one that
-    cannot be edited in place, so the day's next entry would be refused."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def check_entry(title: object, text: object) -> tuple[str, str | None]:

@@ -60,7 +60,7 @@ from marchdb.lifecycle.chats import HOSTS
 from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad, Found, Item, Page, Skip, source_key
 from marchdb.save import create_file
-from marchdb.text import mend_surrogates
+from marchdb.text import mend_surrogates, unix_line_ends
 from marchdb.vault.changes import norm_body
 from marchdb.vault.files import is_inside, read_file
 from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
@@ -543,6 +543,9 @@ def _storable(item: Item) -> None:
             return {fix(k): fix(v) for k, v in value.items()}
         return value
 
+    # A lone CR (terminal output pasted into a chat) would make a file that
+    # cannot be edited in place: no archive, no status change, ever.
+    item.body = unix_line_ends(item.body)
     item.name, item.description, item.body = fix(item.name), fix(item.description), fix(item.body)
     item.tags, item.extra = fix(item.tags), fix(item.extra)
     if changed:

@@ -39,6 +39,7 @@ from marchdb.lifecycle.sources import (
     unreadable,
 )
 from marchdb.ops import MAX_NOW_CHARS
+from marchdb.text import unix_line_ends
 from marchdb.vault.changes import MAX_NAME_CHARS
 from marchdb.vault.files import VIRTUAL_TREES, read_file
 from marchdb.vault.notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
@@ -238,7 +239,7 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     if b"\x00" in data[:8192]:
         return Bad(origin, "a binary file named .md")
     try:
-        text = data.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n")
+        text = unix_line_ends(data.decode("utf-8").lstrip("\ufeff"))
     except UnicodeDecodeError as exc:
         return Bad(origin, f"not UTF-8 at byte {exc.start}; re-save it as UTF-8")
     try:
