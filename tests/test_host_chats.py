@@ -224,6 +224,35 @@ def test_reading_a_store_in_wal_mode_leaves_no_file_beside_it(host, vault, store
     assert sorted(p.name for p in copy.parent.iterdir()) == sorted([copy.name, f"{copy.name}-wal"])
 
 
+def test_a_store_the_host_holds_locked_says_to_import_again_and_a_socket_is_no_file(
+    vault, store, tmp_path, monkeypatch
+):
+    # A store opencode is writing was reported as "another version of opencode?
+    # a damaged file?", which sends a user looking for damage that is not there.
+    import socket
+
+    from marchdb.lifecycle import agentdbs
+
+    monkeypatch.setattr(agentdbs, "BUSY_MS", 50)
+    source = fixture("opencode", tmp_path)
+    holder = apsw.Connection(str(source / "opencode.db"))
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        (row,) = store.import_("opencode", source)["items"]
+    finally:
+        holder.close()
+    assert row["action"] == "problem" and "damaged" not in row["detail"], row
+    assert "import again" in row["detail"] and "opencode" in row["detail"], row
+
+    sessions = fixture("pi", tmp_path)
+    folder = next(sessions.rglob("*.jsonl")).parent
+    monkeypatch.chdir(folder)  # a socket's path is bounded (108 bytes): bound by its name here
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock.jsonl")
+        rows = {Path(r["origin"]).name: r for r in store.import_("pi", sessions)["items"]}
+    assert "not a regular file" in rows["sock.jsonl"]["detail"], rows["sock.jsonl"]
+
+
 def test_a_half_written_last_line_is_said_and_the_rest_imported(vault, store, tmp_path):
     source = fixture("pi", tmp_path)
     (session,) = source.rglob("*.jsonl")

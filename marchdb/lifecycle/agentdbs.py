@@ -50,7 +50,7 @@ from pathlib import Path
 import apsw
 
 from marchdb.lifecycle.agentlogs import _typed, _what, pi_entries
-from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat
+from marchdb.lifecycle.chats import HOSTS, MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat
 from marchdb.lifecycle.injected import without_injected
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
@@ -141,6 +141,12 @@ def _sessions(path: Path, kind: str, read, since: dt.datetime | None = None) -> 
         return
     try:
         yield from read(con, origin, since)
+    except apsw.BusyError:
+        title = HOSTS[kind]
+        yield Bad(
+            origin,
+            f"{title} held its store locked for over {BUSY_MS / 1000:g} s (writing it); import again in a moment",
+        )
     except apsw.Error as exc:
         yield Bad(origin, f"cannot read it as SQLite: {exc} (another version of {kind}? a damaged file?)")
     finally:

@@ -171,7 +171,7 @@ def unreadable(exc: OSError) -> str:
     """Why a source file could not be read, for its problem line."""
     if exc.errno == errno.ELOOP:
         return "a symlink; links are not followed"
-    if exc.errno == errno.EINVAL:
+    if exc.errno in (errno.EINVAL, errno.ENXIO):  # ENXIO: a socket, which open() cannot open
         return "not a regular file (a FIFO, a socket, a device?); only files are read"
     return f"cannot read: {exc.strerror or exc}"
 
