@@ -253,6 +253,37 @@ def test_a_store_the_host_holds_locked_says_to_import_again_and_a_socket_is_no_f
     assert "not a regular file" in rows["sock.jsonl"]["detail"], rows["sock.jsonl"]
 
 
+@pytest.mark.parametrize(
+    ("host", "table", "column"),
+    [
+        ("opencode", "session", "title"),
+        ("hermes", "sessions", "title"),
+        ("openclaw", "transcript_events", "session_id"),
+    ],
+)
+def test_a_session_whose_title_is_not_utf8_is_a_problem_and_the_rest_imports(
+    host, table, column, vault, store, tmp_path
+):
+    # The list of a store's sessions was decoded in one go: one title (or id)
+    # that is not UTF-8 ended the whole import with a UnicodeDecodeError
+    # (import ALL and the background import of a session's start too).
+    source = fixture(host, tmp_path)
+    db_file = next(p for p in source.rglob("*") if p.suffix in (".db", ".sqlite"))
+    con = apsw.Connection(str(db_file))
+    key = "rowid" if table == "transcript_events" else "id"
+    with con:
+        con.execute(f"CREATE TEMP TABLE copied AS SELECT * FROM {table}")
+        if key == "id":
+            con.execute("UPDATE copied SET id = id || '-copy'")
+        con.execute(f"UPDATE copied SET {column} = CAST(x'fffe41' AS TEXT)")
+        con.execute(f"INSERT INTO {table} SELECT * FROM copied")
+    con.close()
+    out = store.import_(host, source)
+    assert out["created"] == 1, out["items"]
+    (bad,) = [r for r in out["items"] if r["action"] == "problem"]
+    assert "not UTF-8" in bad["detail"], bad
+
+
 def test_a_half_written_last_line_is_said_and_the_rest_imported(vault, store, tmp_path):
     source = fixture("pi", tmp_path)
     (session,) = source.rglob("*.jsonl")

@@ -101,6 +101,24 @@ def _wal_mode(path: Path) -> bool:
     return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
 
 
+#: What a session row becomes when its id, title or folder is not UTF-8 text.
+NOT_UTF8 = "its id, title or folder is not UTF-8 text (apsw reads none other); this session is left out"
+
+
+def _listed(cursor: apsw.Cursor) -> list[tuple | None]:
+    """The rows of a store's list of sessions; ``None`` for a row holding text
+    that is not UTF-8 (a damaged title, an id written by another program):
+    decoded in one go, one such row ended the whole import."""
+    rows: list[tuple | None] = []
+    while True:
+        try:
+            rows.append(next(cursor))
+        except StopIteration:
+            return rows
+        except UnicodeDecodeError:  # apsw goes on with the next row
+            rows.append(None)
+
+
 def _columns(con: apsw.Connection, table: str) -> set[str]:
     return {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
 
@@ -175,8 +193,12 @@ def _opencode(con: apsw.Connection, origin: str, since: dt.datetime | None, host
         f"SELECT {_pick(cols, 'id', 'parent_id', 'directory', 'title', 'time_created', 'time_updated')} "
         "FROM session ORDER BY time_created, id LIMIT ?",
         (MAX_SESSIONS,),
-    ).fetchall()
-    for session_id, parent, directory, title, created, updated in rows:
+    )
+    for number, row in enumerate(_listed(rows), start=1):
+        if row is None:
+            yield Bad(f"{origin} (session {number})", NOT_UTF8)
+            continue
+        session_id, parent, directory, title, created, updated = row
         where = f"{origin}#{session_id}"
         if parent:
             yield Skip(where, f"a sub-agent's task (a side chain of session {parent})")
@@ -254,8 +276,12 @@ def _openclaw(con: apsw.Connection, origin: str, since: dt.datetime | None, stat
     rows = con.execute(
         "SELECT session_id, max(created_at) FROM transcript_events GROUP BY session_id ORDER BY min(created_at) LIMIT ?",
         (MAX_SESSIONS,),
-    ).fetchall()
-    for session_id, latest in rows:
+    )
+    for number, row in enumerate(_listed(rows), start=1):
+        if row is None:
+            yield Bad(f"{origin} (session {number})", NOT_UTF8)
+            continue
+        session_id, latest = row
         where = f"{origin}#{session_id}"
         if _older(since, _ms(latest)):
             yield Skip(where, OLDER)
@@ -333,9 +359,13 @@ def _hermes(con: apsw.Connection, origin: str, since: dt.datetime | None) -> Ite
     rows = con.execute(
         f"SELECT {listed} FROM sessions ORDER BY {'started_at, ' if 'started_at' in cols else ''}id LIMIT ?",
         (MAX_SESSIONS,),
-    ).fetchall()
+    )
     mcols = _columns(con, "messages")
-    for session_id, parent, cwd, branch, title, started, ended in rows:
+    for number, row in enumerate(_listed(rows), start=1):
+        if row is None:
+            yield Bad(f"{origin} (session {number})", NOT_UTF8)
+            continue
+        session_id, parent, cwd, branch, title, started, ended = row
         where = f"{origin}#{session_id}"
         if parent:
             yield Skip(where, f"a continuation or side task of session {parent} (a side chain)")
