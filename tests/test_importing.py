@@ -621,3 +621,19 @@ def test_imported_text_with_lone_carriage_returns_stays_editable(vault, store, t
         assert b"\r" not in Path(row["path"]).read_bytes(), kind
         assert store.save(id=row["id"], status="archived", embed=False)["status"] == "updated", kind
     assert memories(store)[f"obsidian:{tmp_path / 'notes' / 'mac.md'}"]["name"] == "Old Mac note"
+
+
+def test_a_memory_moved_out_of_the_vault_is_imported_again_by_the_next_apply(vault, store, tmp_path):
+    # "move the memory out of the vault and import again" (a session grown
+    # since): --apply skipped it as imported already, by an index that had
+    # not seen the file go, until some other command scanned the vault.
+    import shutil
+
+    from hostchats import DATA
+
+    shutil.copytree(DATA / "codex", tmp_path / "codex")
+    (row,) = store.import_("codex", tmp_path / "codex", apply=True, embed=False)["items"]
+    Path(row["path"]).rename(tmp_path / "kept-aside.md")
+    again = store.import_("codex", tmp_path / "codex", apply=True, embed=False)
+    assert again["created"] == 1, again["items"]
+    assert Path(again["items"][0]["path"]).is_file()

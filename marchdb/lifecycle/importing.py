@@ -309,11 +309,11 @@ class Importer:
         seen: set[str] = set()
         # What is in the vault already, by source key: an item imported before
         # is found by a look-up (a note whose file is newer is then read once,
-        # to tell a real change from a touched file). A dry run scans first;
-        # --apply takes the index as it is, since _write scans and looks again
-        # under the writer lock anyway.
-        if not apply:
-            sync_files(self.con, self.root, self.index_path)
+        # to tell a real change from a touched file). The vault is scanned
+        # first, --apply too: a memory moved out of the vault (to import a
+        # grown session again) would be skipped by an index that had not seen
+        # it go. _write scans again under the writer lock for what came meanwhile.
+        sync_files(self.con, self.root, self.index_path)
         known = self._known()
         for n, thing in enumerate(found):
             if n >= MAX_ITEMS:
