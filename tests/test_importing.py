@@ -637,3 +637,39 @@ def test_a_memory_moved_out_of_the_vault_is_imported_again_by_the_next_apply(vau
     again = store.import_("codex", tmp_path / "codex", apply=True, embed=False)
     assert again["created"] == 1, again["items"]
     assert Path(again["items"][0]["path"]).is_file()
+
+
+def _waits_on_lock(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` is blocked on a lock of the file ``lock`` (``/proc/locks`` lists a waiter as ``->``)."""
+    inode = f":{os.stat(lock).st_ino} "
+    text = Path("/proc/locks").read_text()
+    return any(line.split()[1] == "->" and f" {pid} " in line and inode in line for line in text.splitlines())
+
+
+def test_imports_from_two_homes_into_one_vault_take_the_vaults_lock(vault, store, tmp_path):
+    # Two homes (two agents, two indexes) on one vault imported the same
+    # sessions at once and each wrote its own copy: 266 twins of 300 sessions.
+    # An import writes under the vault's lock, as save and log do.
+    import shutil
+    import subprocess
+    import sys
+
+    from hostchats import DATA
+
+    from marchdb.vault.files import VAULT_LOCK_NAME, vault_lock
+
+    shutil.copytree(DATA / "codex", tmp_path / "codex")
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    argv = [marchdb, "--home", str(tmp_path / "home2"), "--root", str(vault.root), "import", "codex"]
+    env = {**os.environ, "MARCH_EMBED_MODEL": str(tmp_path / "none.gguf"), "MARCH_DAEMON": "0"}
+    with vault_lock(vault.root):
+        other = subprocess.Popen([*argv, str(tmp_path / "codex"), "--apply", "--no-embed"], env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        lock = vault.root / VAULT_LOCK_NAME
+        deadline = time.monotonic() + 120
+        while other.poll() is None and not _waits_on_lock(other.pid, lock) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert other.poll() is None and not list(vault.root.rglob("*.md")), other.communicate()
+    out, err = other.communicate(timeout=120)
+    assert other.returncode == 0 and "created 1" in out, err
+    assert store.import_("codex", tmp_path / "codex", apply=True, embed=False)["created"] == 0

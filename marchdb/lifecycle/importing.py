@@ -62,7 +62,7 @@ from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad,
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates, unix_line_ends
 from marchdb.vault.changes import norm_body
-from marchdb.vault.files import is_inside, read_file
+from marchdb.vault.files import is_inside, read_file, vault_lock
 from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from marchdb.vault.roots import unusual_root
 
@@ -441,9 +441,12 @@ class Importer:
         )
 
     def _write(self, batch: list[tuple[Item, Row]], report: ImportReport) -> None:
-        """Create a batch of memories under the writer lock (a full scan first:
-        the sources already in the vault and the ids taken must be current)."""
-        with db.writer_lock(self.index_path):
+        """Create a batch of memories under the writer lock and the vault's (a
+        full scan first: the sources already in the vault and the ids taken
+        must be current). The vault's lock, as save and log take it: a second
+        home on the same vault (another agent, another index) importing the
+        same sessions meanwhile would otherwise write a twin of each."""
+        with db.writer_lock(self.index_path), vault_lock(self.root):
             sync_files(self.con, self.root, self.index_path)
             known = self._known()
             taken = {r[0] for r in self.con.execute("SELECT DISTINCT mem_id FROM files WHERE mem_id IS NOT NULL")}
