@@ -131,6 +131,20 @@ def test_import_all_reads_each_hosts_own_folder_and_history_lists_it(tmp_path, u
     assert cli(tmp_path, "import", "--history", "pi").exit_code == 2
 
 
+def test_import_all_goes_on_past_a_host_folder_it_refuses(tmp_path, user_home, monkeypatch):
+    # A host folder set to one that is no place to import from (Qwen Code's
+    # QWEN_HOME set to the home folder) stopped `import ALL` for every host,
+    # with a message about notes.
+    shifted("codex", user_home / ".codex" / "sessions", dt.timedelta(hours=2))
+    monkeypatch.setenv("QWEN_HOME", str(user_home))
+    done = cli(tmp_path, "import", "ALL", "--apply", "--no-embed", "--json")
+    data = json.loads(done.stdout)
+    rows = {r["origin"].split(":")[0]: r for r in data["items"]}
+    assert rows["codex"]["action"] == "created", data["items"]
+    assert rows["qwen"]["action"] == "problem" and "home folder" in rows["qwen"]["detail"], rows["qwen"]
+    assert done.exit_code == 8  # something stayed out, as for any problem
+
+
 def test_import_history_with_nothing_imported_says_so(tmp_path):
     out = cli(tmp_path, "import", "--history")
     assert out.exit_code == 0 and "nothing imported yet" in out.stdout

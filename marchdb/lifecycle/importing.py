@@ -295,7 +295,11 @@ class Importer:
             if not folder.is_dir():
                 report.rows.append(Row("skip", kind, detail=f"no sessions at {folder}"))
                 continue
-            part = self.run(kind, None, apply, window)
+            try:
+                part = self.run(kind, None, apply, window)
+            except InvalidInput as exc:  # this host's folder is refused: the others are still read
+                report.rows.append(Row("problem", kind, detail=f"{exc} (the folder comes from {_WHERE[kind]})"))
+                continue
             report.rows.extend(replace(r, origin=f"{kind}: {r.origin}") for r in part.rows)
             report.created_rels.extend(part.created_rels)
             report.older += part.older
