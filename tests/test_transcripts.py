@@ -752,3 +752,15 @@ def test_a_title_of_control_characters_alone_gives_way_to_the_next_name(vault, s
         names[kind] = notes.parse_note(Path(done["items"][0]["path"]).read_bytes()).name
     assert names["obsidian"] == "Deploy checklist"
     assert all(name.strip() for name in names.values()), names
+
+
+def test_a_chatgpt_export_still_zipped_says_to_unzip_it(vault, store, tmp_path):
+    # ChatGPT sends its export as a .zip; given as it came, the import said
+    # "not a ChatGPT export", which it is.
+    import zipfile
+
+    archive = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("conversations.json", json.dumps([conversation()]))
+    (row,) = store.import_("chatgpt", archive)["items"]
+    assert row["action"] == "problem" and "unzip" in row["detail"], row

@@ -582,6 +582,15 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
             why = f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)"
             yield 0, Problem(why)
             return
+        if fh.read(4) == b"PK\x03\x04":  # ChatGPT sends its export as a ZIP archive
+            yield (
+                0,
+                Problem(
+                    "a ZIP archive, not a JSON file: unzip the export, then import its folder (or conversations.json)"
+                ),
+            )
+            return
+        fh.seek(0)
         stream = jsonstream.TextStream(fh)
         try:
             first = stream.peek_non_space()
