@@ -186,6 +186,20 @@ def test_the_background_import_is_off_unless_asked_and_runs_once_a_while(tmp_pat
             proc.wait(timeout=60)
 
 
+def test_a_stamp_from_the_future_does_not_stop_the_background_import(tmp_path, cfg, user_home):
+    # A clock set ahead once (a VM's, a dead battery's) left the last start's
+    # stamp in the future: every later session start skipped the import until
+    # the clock caught up, days or years on.
+    cfg.import_sessions = True
+    try:
+        assert keep.start(cfg, "hermes", now=2_000_000_000.0) is not None  # in 2033
+        assert keep.start(cfg, "hermes", now=1_800_000_000.0) is not None  # the clock put right
+        assert keep.start(cfg, "hermes", now=1_800_000_000.0 + 60) is None  # and then once a while again
+    finally:
+        for proc in keep._started:
+            proc.wait(timeout=60)
+
+
 def wait_for(check, timeout: float = 90.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
