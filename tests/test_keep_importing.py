@@ -77,6 +77,21 @@ def test_since_leaves_older_chats_out_counting_them(tmp_path):
     assert bad.exit_code == 2 and "no time" in bad.stderr
 
 
+def test_since_passes_over_old_claude_code_sessions_unread(tmp_path):
+    # Claude Code's sessions were each read whole and only then counted as
+    # older: the background import at each session's start read every session
+    # Claude Code kept (gigabytes for a heavy user), as the other hosts' do not.
+    source = shifted("claude-code", tmp_path / "claude", dt.timedelta(days=10))
+    garbage = next(source.rglob("*.jsonl")).with_name("old-garbage.jsonl")
+    garbage.write_text("not json at all\n")
+    when = time.time() - 10 * 86400
+    os.utime(garbage, (when, when))
+    week = json.loads(cli(tmp_path, "import", "claude-code", str(source), "--since", "7d", "--json").stdout)
+    assert (week["created"], week["older"], week["items"]) == (0, 2, []), week["items"]
+    month = json.loads(cli(tmp_path, "import", "claude-code", str(source), "--since", "30d", "--json").stdout)
+    assert (month["created"], month["problems"]) == (1, 1)
+
+
 def test_parse_since_takes_ages_and_dates():
     now = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
     assert history.parse_since("7d", now) == now - dt.timedelta(days=7)

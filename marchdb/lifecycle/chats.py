@@ -37,7 +37,7 @@ from pathlib import Path
 from marchdb import redact
 from marchdb.lifecycle import transcripts
 from marchdb.lifecycle.injected import without_injected
-from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, first_text, one_line
+from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, first_text, one_line, written_before
 from marchdb.vault.changes import MAX_NAME_CHARS
 
 #: The agent hosts whose own session stores an import reads, and their names for people.
@@ -207,13 +207,6 @@ def walk(path: Path, wanted, since: dt.datetime | None = None) -> list[tuple[Pat
         for name in sorted(files):
             if wanted(name) and not name.startswith("."):
                 full = Path(folder) / name
-                old = floor is not None and _written_before(full, floor)
+                old = floor is not None and written_before(full, floor)
                 found.append((full, None if old else str(full.relative_to(path))))
     return found
-
-
-def _written_before(path: Path, floor: float) -> bool:
-    try:
-        return os.lstat(path).st_mtime < floor
-    except OSError:
-        return False  # reading it says why

@@ -135,7 +135,7 @@ def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime 
     from marchdb.lifecycle import agentdbs, agentlogs, transcripts
 
     if kind == "claude-code":
-        return transcripts.read_claude_code(path)
+        return transcripts.read_claude_code(path, since)
     if kind == "chatgpt":
         return transcripts.read_chatgpt(path)
     read = {

@@ -191,3 +191,11 @@ def too_large(path: str | os.PathLike, limit: int = MAX_SESSION_BYTES, what: str
     if size > limit:
         return f"{size:,} bytes; {what} is read up to {limit:,} bytes (left out)"
     return None
+
+
+def written_before(path: str | os.PathLike, floor: float) -> bool:
+    """Whether ``path`` was last written before ``floor`` (epoch seconds); False when it cannot be looked at."""
+    try:
+        return os.lstat(path).st_mtime < floor
+    except OSError:
+        return False  # reading it says why

@@ -45,6 +45,7 @@ from marchdb.lifecycle.jsonstream import Problem
 from marchdb.lifecycle.sources import (
     DESCRIPTION_CHARS,
     MAX_BODY_CHARS,
+    OLDER,
     SHAPE_ERRORS,
     Bad,
     Found,
@@ -55,6 +56,7 @@ from marchdb.lifecycle.sources import (
     one_line,
     too_large,
     unreadable,
+    written_before,
 )
 from marchdb.vault.changes import MAX_NAME_CHARS
 from marchdb.vault.files import open_regular
@@ -435,12 +437,16 @@ def _sized(path: Path, origin: str) -> Found:
     return _guarded(read_session, path, origin)
 
 
-def read_claude_code(path: Path) -> Iterator[Found]:
+def read_claude_code(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session file under ``path`` (or ``path`` itself), sorted; side
-    chains (``subagents/``), ``tool-results/`` and hidden folders left out."""
+    chains (``subagents/``), ``tool-results/`` and hidden folders left out.
+    ``since``: a file last written before then is passed over unread (no
+    message in it can be newer), as the other hosts' readers do: a
+    background import would read every session Claude Code kept."""
     if path.is_file():
         yield _sized(path, path.name)
         return
+    floor = since.timestamp() if since is not None else None
     for folder, dirs, files in os.walk(path, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("subagents", "tool-results"))
         for name in sorted(files):
@@ -450,6 +456,9 @@ def read_claude_code(path: Path) -> Iterator[Found]:
             origin = str(full.relative_to(path))
             if full.is_symlink():
                 yield Bad(origin, "a symlink; links are not followed")
+                continue
+            if floor is not None and written_before(full, floor):
+                yield Skip(origin, OLDER)
                 continue
             yield _sized(full, origin)
 
