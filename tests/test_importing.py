@@ -673,3 +673,19 @@ def test_imports_from_two_homes_into_one_vault_take_the_vaults_lock(vault, store
     out, err = other.communicate(timeout=120)
     assert other.returncode == 0 and "created 1" in out, err
     assert store.import_("codex", tmp_path / "codex", apply=True, embed=False)["created"] == 0
+
+
+def test_a_working_page_that_is_a_link_is_the_now_items_problem_and_the_rest_imports(vault, store, workspace, cfg):
+    # marchdb's own now.md made a link (by hand, by a dotfiles tool) stopped
+    # the whole workspace import at NOW.md, dry run and --apply alike.
+    page = cfg.home / "memory" / "now.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    target = cfg.home / "elsewhere.md"
+    target.write_text("")
+    page.symlink_to(target)
+    for apply in (False, True):
+        done = store.import_("workspace", workspace, apply=apply, embed=False)
+        rows = {r["origin"]: r for r in done["items"]}
+        assert rows["NOW.md"]["action"] == "problem" and "link" in rows["NOW.md"]["detail"], rows["NOW.md"]
+        assert done["created"] == 5, done["items"]  # the notes and the day's log
+    assert target.read_text() == "" and page.is_symlink()

@@ -374,7 +374,10 @@ class Importer:
         if self.home is None:
             return Row("skip", page.origin, detail="no marchdb home to hold the working page")
         page.text, findings = redact.redact(page.text)
-        held = now.read_page(self.home, float("inf"))["text"]
+        try:
+            held = now.read_page(self.home, float("inf"))["text"]
+        except FileError as exc:  # marchdb's page is a link, a FIFO...: this item's problem, the rest goes on
+            return Row("problem", page.origin, detail=str(exc))
         if held == page.text:
             return Row("skip", page.origin, detail="the working page holds it already")
         if held:
@@ -385,7 +388,10 @@ class Importer:
                 f"`marchdb now - < {page.origin}` takes this one",
             )
         if apply:
-            now.write_page(self.home, page.text, page.changed.timestamp())
+            try:
+                now.write_page(self.home, page.text, page.changed.timestamp())
+            except FileError as exc:
+                return Row("problem", page.origin, detail=str(exc))
         warnings = [f"secrets kept out of the page: {redact.summary(findings)}"] if findings else []
         return Row(
             "now",
