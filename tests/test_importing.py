@@ -689,3 +689,23 @@ def test_a_working_page_that_is_a_link_is_the_now_items_problem_and_the_rest_imp
         assert rows["NOW.md"]["action"] == "problem" and "link" in rows["NOW.md"]["detail"], rows["NOW.md"]
         assert done["created"] == 5, done["items"]  # the notes and the day's log
     assert target.read_text() == "" and page.is_symlink()
+
+
+def test_an_imported_memory_broken_by_hand_is_not_imported_twice(vault, store, tmp_path):
+    # A hand edit that breaks the YAML of an imported memory hid its source:
+    # the next import (each session's start, with importSessions) wrote a
+    # second copy, and fixing the first left two memories of one session.
+    import shutil
+
+    from hostchats import DATA
+
+    shutil.copytree(DATA / "codex", tmp_path / "codex")
+    (row,) = store.import_("codex", tmp_path / "codex", apply=True, embed=False)["items"]
+    memory = Path(row["path"])
+    memory.write_text(memory.read_text().replace("name:", "name: [an edit left open", 1))
+    before = sorted(vault.root.rglob("*.md"))
+    again = store.import_("codex", tmp_path / "codex", apply=True, embed=False)
+    (item,) = again["items"]
+    assert item["action"] == "problem" and str(memory.relative_to(vault.root)) in item["detail"], item
+    assert "cannot read" in item["detail"] and "import again" in item["detail"], item
+    assert sorted(vault.root.rglob("*.md")) == before

@@ -61,6 +61,7 @@ from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad, Found, Item, Page, Skip, source_key
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates, unix_line_ends
+from marchdb.twins import unreadable_sources
 from marchdb.vault.changes import norm_body
 from marchdb.vault.files import is_inside, read_file, vault_lock
 from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
@@ -319,6 +320,7 @@ class Importer:
         # it go. _write scans again under the writer lock for what came meanwhile.
         sync_files(self.con, self.root, self.index_path)
         known = self._known()
+        stuck = unreadable_sources(self.con, self.root)
         for n, thing in enumerate(found):
             if n >= MAX_ITEMS:
                 report.rows.append(
@@ -351,6 +353,9 @@ class Importer:
             elif done := thing.known_as(known):
                 seen.add(thing.source)
                 report.rows.append(Row("skip", thing.origin, thing.source, done, detail=self._skipped(thing, done)))
+            elif held := thing.known_as(stuck):
+                seen.add(thing.source)
+                report.rows.append(Row("problem", thing.origin, thing.source, detail=_held_unread(held)))
             elif (problem := self._check(thing)) is not None:
                 report.rows.append(Row("problem", thing.origin, thing.source, detail=problem))
             else:
@@ -534,6 +539,14 @@ class Importer:
             with contextlib.suppress(OSError):  # the file is written; its time is a nicety
                 os.utime(self.root / rel, (when, when), follow_symlinks=False)
         return rel
+
+
+def _held_unread(rel: str) -> str:
+    """Why an item whose memory marchdb cannot read now is not imported again."""
+    return (
+        f"imported already as {rel}, which marchdb cannot read as a memory now (a hand edit broke it?); "
+        "a second copy would be its twin once it is fixed: fix it (`marchdb doctor` says how), then import again"
+    )
 
 
 def _storable(item: Item) -> None:
