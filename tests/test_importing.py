@@ -709,3 +709,16 @@ def test_an_imported_memory_broken_by_hand_is_not_imported_twice(vault, store, t
     assert item["action"] == "problem" and str(memory.relative_to(vault.root)) in item["detail"], item
     assert "cannot read" in item["detail"] and "import again" in item["detail"], item
     assert sorted(vault.root.rglob("*.md")) == before
+
+
+def test_a_days_log_broken_by_hand_keeps_its_id_to_itself(vault, store, tmp_path):
+    # The day's log, broken by a hand edit, still declares log_2026-11-02: the
+    # imported log took that id too, and both were a conflict (out of recall)
+    # once the edit was fixed. It gets an id of its own, as beside a readable one.
+    put(tmp_path / "ws", "memory/2026-11-02.md", "### 09:10 - Review\n\nReviewed PR 42.\n")
+    logged = store.log("Standup", "notes", embed=False, now=dt.datetime(2026, 11, 2, 10, 0, tzinfo=dt.UTC))
+    broken = Path(logged["path"])
+    broken.write_text(broken.read_text().replace("name:", "name: [an edit left open", 1))
+    (row,) = store.import_("workspace", tmp_path / "ws", apply=True, embed=False)["items"]
+    assert row["action"] == "created" and row["id"] != "log_2026-11-02", row
+    assert any("id of its own" in w for w in row["warnings"]), row

@@ -61,7 +61,7 @@ from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad, Found, Item, Page, Skip, source_key
 from marchdb.save import create_file
 from marchdb.text import mend_surrogates, unix_line_ends
-from marchdb.twins import unreadable_sources
+from marchdb.twins import unreadable_holders, unreadable_sources
 from marchdb.vault.changes import norm_body
 from marchdb.vault.files import is_inside, read_file, vault_lock
 from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
@@ -471,7 +471,10 @@ class Importer:
                     if done := item.known_as(known):
                         row.action, row.id, row.detail = "skip", done, self._skipped(item, done)
                         continue
-                    mem_id = item.want_id if item.want_id and item.want_id not in taken else None
+                    # A file the index cannot read (a hand edit broke it) may still declare the id.
+                    mem_id = item.want_id
+                    if mem_id is not None and (mem_id in taken or unreadable_holders(self.con, self.root, mem_id)):
+                        mem_id = None
                     if item.want_id and mem_id is None:
                         # The vault has that day's log already: this one is kept beside it, under its own id.
                         row.warnings.append(
