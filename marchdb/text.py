@@ -49,6 +49,14 @@ def plain_line(text: str) -> str:
     return _DROPPED.sub("", " ".join(text.split()))
 
 
+def unix_line_ends(text: str) -> str:
+    """``text`` with CRLF and lone CR line ends made ``\\n``. A lone CR (a
+    progress bar piped in, a chat pasting terminal output, old Mac text) left
+    in a memory makes a file that cannot be edited in place: a log's next
+    entry, a status change or an archive would be refused."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def one_line(message: object) -> str:
     """``message`` as one line of a terminal (``escaped``): an error is always one line."""
     return escaped(str(message))

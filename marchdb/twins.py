@@ -194,6 +194,31 @@ def unreadable_holders(con, root: Path, mem_id: str) -> list[str]:
     return found
 
 
+#: A ``source:`` line of a frontmatter, as an import writes it (a key made plain by ``sources.source_key``).
+_SOURCE_LINE = re.compile(rb"^source:[ \t]*([\"']?)([^\r\n]+?)\1[ \t]*\r?$", re.M)
+
+
+def unreadable_sources(con, root: Path) -> dict[str, str]:
+    """The ``source:`` keys of the files the index could not read as memories
+    (read as ``unreadable_holders`` reads them), each with its path: an
+    imported memory whose YAML a hand edit broke still holds its source, and
+    an import that did not know it would write a second copy of the item."""
+    found: dict[str, str] = {}
+    marks = ",".join("?" * len(TWIN_PROBE_KINDS))
+    for (rel,) in con.execute(
+        f"SELECT DISTINCT path FROM problems WHERE kind IN ({marks}) ORDER BY path", TWIN_PROBE_KINDS
+    ):
+        try:
+            data, _ = read_file(root / rel, TWIN_PROBE_BYTES, root)
+        except (OSError, ValueError):
+            continue  # a link, a FIFO, gone, or a name the file system cannot take back
+        head = _HEAD.match(data[:TWIN_PROBE_BYTES])
+        line = _SOURCE_LINE.search(head.group(1)) if head else None
+        if line:
+            found.setdefault(line.group(2).decode("utf-8", "replace"), rel)
+    return found
+
+
 def refuse_twin(
     con, root: Path, mem_id: str, also: list[str] | None = None, then: str = "save again, or use another id"
 ) -> None:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -78,6 +79,22 @@ def test_text_that_reads_as_an_entry_heading_makes_no_entry_of_its_own(vault, st
     assert "\n\\### 10:00 - injected entry\n" in text  # escaped: shown as typed in any Markdown viewer
     row = store.con.execute("SELECT description FROM memory_index WHERE id = 'log_2026-11-03'").fetchone()
     assert row[0] == "real" and len(chunks(store, "log_2026-11-03")) == 1
+
+
+def test_text_with_carriage_returns_keeps_the_day_open_to_entries(vault, store):
+    # A lone CR (a progress bar piped in, old Mac line ends) went into the file
+    # as it was: every later entry of the day was refused ("cannot append in
+    # place: a line ends with a lone carriage return") until the file was fixed by hand.
+    store.log("progress", "downloading 10%\rdownloading 100%\r### 10:00 - injected entry\rdone", embed=False, now=at(9))
+    store.log("windows", "line one\r\nline two", embed=False, now=at(10))
+    assert store.log("later", embed=False, now=at(11))["status"] == "appended"
+    data = (vault.root / "2026/11/week1/2026-11-03-daily-log.md").read_bytes()
+    assert b"\r" not in data and b"\n\\### 10:00 - injected entry\n" in data
+    row = store.con.execute("SELECT description FROM memory_index WHERE id = 'log_2026-11-03'").fetchone()
+    assert row[0] == "progress; windows; later"
+    made = store.remember("Builds run on ARM now\rthe x86 runners are gone", embed=False)
+    assert b"\r" not in Path(made["path"]).read_bytes()
+    assert store.save(id=made["id"], description="Builds run on ARM", embed=False)["status"] == "updated"
 
 
 def test_the_description_says_what_the_day_holds_within_its_bound():

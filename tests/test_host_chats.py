@@ -17,11 +17,12 @@ import os
 import shutil
 from pathlib import Path
 
+import apsw
 import pytest
 from hostchats import DATA, INJECTED_HINT, PROMPTS, TOOL_CALL, TOOL_TEXT, make, program
 
 from marchdb.index import db
-from marchdb.lifecycle import chats, importing
+from marchdb.lifecycle import importing, injected
 
 HOSTS = ("claude-code", "codex", "gemini", "qwen", "pi", "opencode", "kilo", "openclaw", "hermes")
 
@@ -113,15 +114,41 @@ def test_the_path_is_optional_when_the_hosts_folder_is_known(host, vault, store,
 
 def test_injected_context_is_cut_out_wherever_a_host_kept_it():
     hint = "[recall]\n- mem_a | score=0.71 | A | a\n- mem_b | score=0.52 | B | b"
-    assert chats.without_injected(f"ask this\n\n{hint}") == "ask this"
-    assert chats.without_injected(f"<hook_context>{hint}</hook_context>\n\nask this") == "ask this"
+    assert injected.without_injected(f"ask this\n\n{hint}") == "ask this"
+    assert injected.without_injected(f"<hook_context>{hint}</hook_context>\n\nask this") == "ask this"
     assert (
-        chats.without_injected(f"ask\n<qwen:user-prompt-submit-context>\n{hint}\n</qwen:user-prompt-submit-context>")
+        injected.without_injected(f"ask\n<qwen:user-prompt-submit-context>\n{hint}\n</qwen:user-prompt-submit-context>")
         == "ask"
     )
-    assert chats.injected_only("[agent_profile]\nx\n\n[user_profile]\ny")
-    assert not chats.injected_only("[recall] is a word I use\nsee above")
-    assert chats.without_injected("a [recall]\nnot at a line start") == "a [recall]\nnot at a line start"
+    assert injected.injected_only("[agent_profile]\nx\n\n[user_profile]\ny")
+    assert not injected.injected_only("[recall] is a word I use\nsee above")
+    assert injected.without_injected("a [recall]\nnot at a line start") == "a [recall]\nnot at a line start"
+
+
+def test_claude_code_leaves_out_marchdbs_blocks_kept_bare_in_a_message_as_every_host_does(vault, store, tmp_path):
+    # Claude Code keeps hook output as attachment lines; marchdb's blocks in a
+    # user message's own text (a hook of an older build, a resumed session's
+    # context) are cut out by the rule the other hosts' readers follow.
+    from hostchats import PROFILE, RECALL
+
+    source = fixture("claude-code", tmp_path)
+    (session,) = source.rglob("*.jsonl")
+    records = [json.loads(line) for line in session.read_text().splitlines()]
+    asked = next(r for r in records if r["type"] == "user" and str(r["message"]["content"]).startswith("Should"))
+    asked["message"]["content"] = f"{RECALL}\n\n{asked['message']['content']}"
+    profile = dict(asked, uuid="c0ffee00-0000-4000-8000-000000000001", message={"role": "user", "content": PROFILE})
+    records.insert(records.index(asked), profile)
+    # A wrapper's name typed by the person, never closed, is their text (a hook's block is closed).
+    typed = "Why does <system-reminder> show up in my prompt after each tool call?"
+    question = dict(asked, uuid="c0ffee00-0000-4000-8000-000000000002", message={"role": "user", "content": typed})
+    records.insert(records.index(asked) + 1, question)
+    session.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (row,) = imported(store, "claude-code", source)
+    mem, text = memory_of(store, row)
+    assert typed in text
+    for held in (text, mem["name"], mem["description"]):
+        assert INJECTED_HINT not in held and "[recall]" not in held and "[agent_profile]" not in held, held
+    assert mem["name"].startswith("Should the cart service keep prices in cents")
 
 
 @pytest.mark.parametrize("host", ["claude-code", "codex", "pi", "qwen", "gemini"])
@@ -166,6 +193,95 @@ def test_a_store_that_is_a_link_a_fifo_or_no_sqlite_is_a_problem(host, vault, st
         make_it(folder / name)
         out = store.import_(host, folder)
         assert out["problems"] == 1 and why in out["items"][0]["detail"], out["items"]
+
+
+@pytest.mark.parametrize("host", ["opencode", "kilo", "hermes", "openclaw"])
+def test_reading_a_store_in_wal_mode_leaves_no_file_beside_it(host, vault, store, tmp_path):
+    # The hosts keep their stores in WAL mode (the committed copies were
+    # checkpointed into one file): SQLite opened one read-only and created
+    # its -wal and -shm beside it, files in the host's folder that stayed there.
+    source = fixture(host, tmp_path)
+    db_file = next(p for p in source.rglob("*") if p.suffix in (".db", ".sqlite"))
+    con = apsw.Connection(str(db_file))
+    con.execute("PRAGMA journal_mode=WAL")
+    con.close()  # the last connection folds the log in and removes -wal and -shm
+    before = sorted(p.name for p in db_file.parent.iterdir())
+    assert store.import_(host, source)["created"] == 1
+    (row,) = imported(store, host, source)
+    assert sorted(p.name for p in db_file.parent.iterdir()) == before
+
+    # A log left without its -shm (a copy, a backup): a problem that says what to do, nothing created.
+    writer = apsw.Connection(str(db_file))
+    writer.execute("PRAGMA wal_autocheckpoint=0").fetchall()
+    writer.execute("CREATE TABLE marchdb_probe(x); INSERT INTO marchdb_probe VALUES (1)")
+    copy = tmp_path / "copy" / db_file.relative_to(source)
+    copy.parent.mkdir(parents=True)
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{db_file}{suffix}", f"{copy}{suffix}")
+    writer.close()
+    out = store.import_(host, tmp_path / "copy")
+    assert out["problems"] == 1 and "-shm" in out["items"][0]["detail"], out["items"]
+    assert sorted(p.name for p in copy.parent.iterdir()) == sorted([copy.name, f"{copy.name}-wal"])
+
+
+def test_a_store_the_host_holds_locked_says_to_import_again_and_a_socket_is_no_file(
+    vault, store, tmp_path, monkeypatch
+):
+    # A store opencode is writing was reported as "another version of opencode?
+    # a damaged file?", which sends a user looking for damage that is not there.
+    import socket
+
+    from marchdb.lifecycle import agentdbs
+
+    monkeypatch.setattr(agentdbs, "BUSY_MS", 50)
+    source = fixture("opencode", tmp_path)
+    holder = apsw.Connection(str(source / "opencode.db"))
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        (row,) = store.import_("opencode", source)["items"]
+    finally:
+        holder.close()
+    assert row["action"] == "problem" and "damaged" not in row["detail"], row
+    assert "import again" in row["detail"] and "opencode" in row["detail"], row
+
+    sessions = fixture("pi", tmp_path)
+    folder = next(sessions.rglob("*.jsonl")).parent
+    monkeypatch.chdir(folder)  # a socket's path is bounded (108 bytes): bound by its name here
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("sock.jsonl")
+        rows = {Path(r["origin"]).name: r for r in store.import_("pi", sessions)["items"]}
+    assert "not a regular file" in rows["sock.jsonl"]["detail"], rows["sock.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("host", "table", "column"),
+    [
+        ("opencode", "session", "title"),
+        ("hermes", "sessions", "title"),
+        ("openclaw", "transcript_events", "session_id"),
+    ],
+)
+def test_a_session_whose_title_is_not_utf8_is_a_problem_and_the_rest_imports(
+    host, table, column, vault, store, tmp_path
+):
+    # The list of a store's sessions was decoded in one go: one title (or id)
+    # that is not UTF-8 ended the whole import with a UnicodeDecodeError
+    # (import ALL and the background import of a session's start too).
+    source = fixture(host, tmp_path)
+    db_file = next(p for p in source.rglob("*") if p.suffix in (".db", ".sqlite"))
+    con = apsw.Connection(str(db_file))
+    key = "rowid" if table == "transcript_events" else "id"
+    with con:
+        con.execute(f"CREATE TEMP TABLE copied AS SELECT * FROM {table}")
+        if key == "id":
+            con.execute("UPDATE copied SET id = id || '-copy'")
+        con.execute(f"UPDATE copied SET {column} = CAST(x'fffe41' AS TEXT)")
+        con.execute(f"INSERT INTO {table} SELECT * FROM copied")
+    con.close()
+    out = store.import_(host, source)
+    assert out["created"] == 1, out["items"]
+    (bad,) = [r for r in out["items"] if r["action"] == "problem"]
+    assert "not UTF-8" in bad["detail"], bad
 
 
 def test_a_half_written_last_line_is_said_and_the_rest_imported(vault, store, tmp_path):

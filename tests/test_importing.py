@@ -603,3 +603,122 @@ def test_an_imported_old_action_keeps_its_age(workspace, vault, store):
     assert abs(written.stat().st_mtime - month_ago) < 2
     archived = [p for p in store.maintain()["proposals"] if p["action"] == "archive"]
     assert any("a finished action" in p["reason"] for p in archived), archived
+
+
+def test_imported_text_with_lone_carriage_returns_stays_editable(vault, store, tmp_path):
+    # Terminal output pasted into a chat (a progress bar's CRs) or an old Mac
+    # note went into the memory as it was: the file could then not be edited
+    # in place, so archiving it (maintain) or changing its status was refused.
+    from test_transcripts import SESSION, cc_lines, write_jsonl
+
+    lines = cc_lines()
+    asked = next(x for x in lines if x.get("type") == "user" and str(x["message"]["content"]).startswith("make a"))
+    asked["message"]["content"] += "\rdownloading 10%\rdownloading 100%\rerror: the linker failed"
+    write_jsonl(tmp_path / "claude" / "-x" / f"{SESSION}.jsonl", lines)
+    put(tmp_path / "notes", "mac.md", b"# Old Mac note\r\rThe deploy pipeline drains the nodes first.\r")
+    for kind, source in (("claude-code", tmp_path / "claude"), ("obsidian", tmp_path / "notes")):
+        (row,) = [r for r in store.import_(kind, source, apply=True, embed=False)["items"] if r["action"] == "created"]
+        assert b"\r" not in Path(row["path"]).read_bytes(), kind
+        assert store.save(id=row["id"], status="archived", embed=False)["status"] == "updated", kind
+    assert memories(store)[f"obsidian:{tmp_path / 'notes' / 'mac.md'}"]["name"] == "Old Mac note"
+
+
+def test_a_memory_moved_out_of_the_vault_is_imported_again_by_the_next_apply(vault, store, tmp_path):
+    # "move the memory out of the vault and import again" (a session grown
+    # since): --apply skipped it as imported already, by an index that had
+    # not seen the file go, until some other command scanned the vault.
+    import shutil
+
+    from hostchats import DATA
+
+    shutil.copytree(DATA / "codex", tmp_path / "codex")
+    (row,) = store.import_("codex", tmp_path / "codex", apply=True, embed=False)["items"]
+    Path(row["path"]).rename(tmp_path / "kept-aside.md")
+    again = store.import_("codex", tmp_path / "codex", apply=True, embed=False)
+    assert again["created"] == 1, again["items"]
+    assert Path(again["items"][0]["path"]).is_file()
+
+
+def _waits_on_lock(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` is blocked on a lock of the file ``lock`` (``/proc/locks`` lists a waiter as ``->``)."""
+    inode = f":{os.stat(lock).st_ino} "
+    text = Path("/proc/locks").read_text()
+    return any(line.split()[1] == "->" and f" {pid} " in line and inode in line for line in text.splitlines())
+
+
+def test_imports_from_two_homes_into_one_vault_take_the_vaults_lock(vault, store, tmp_path):
+    # Two homes (two agents, two indexes) on one vault imported the same
+    # sessions at once and each wrote its own copy: 266 twins of 300 sessions.
+    # An import writes under the vault's lock, as save and log do.
+    import shutil
+    import subprocess
+    import sys
+
+    from hostchats import DATA
+
+    from marchdb.vault.files import VAULT_LOCK_NAME, vault_lock
+
+    shutil.copytree(DATA / "codex", tmp_path / "codex")
+    marchdb = str(Path(sys.executable).with_name("marchdb"))
+    argv = [marchdb, "--home", str(tmp_path / "home2"), "--root", str(vault.root), "import", "codex"]
+    env = {**os.environ, "MARCH_EMBED_MODEL": str(tmp_path / "none.gguf"), "MARCH_DAEMON": "0"}
+    with vault_lock(vault.root):
+        other = subprocess.Popen([*argv, str(tmp_path / "codex"), "--apply", "--no-embed"], env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        lock = vault.root / VAULT_LOCK_NAME
+        deadline = time.monotonic() + 120
+        while other.poll() is None and not _waits_on_lock(other.pid, lock) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert other.poll() is None and not list(vault.root.rglob("*.md")), other.communicate()
+    out, err = other.communicate(timeout=120)
+    assert other.returncode == 0 and "created 1" in out, err
+    assert store.import_("codex", tmp_path / "codex", apply=True, embed=False)["created"] == 0
+
+
+def test_a_working_page_that_is_a_link_is_the_now_items_problem_and_the_rest_imports(vault, store, workspace, cfg):
+    # marchdb's own now.md made a link (by hand, by a dotfiles tool) stopped
+    # the whole workspace import at NOW.md, dry run and --apply alike.
+    page = cfg.home / "memory" / "now.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    target = cfg.home / "elsewhere.md"
+    target.write_text("")
+    page.symlink_to(target)
+    for apply in (False, True):
+        done = store.import_("workspace", workspace, apply=apply, embed=False)
+        rows = {r["origin"]: r for r in done["items"]}
+        assert rows["NOW.md"]["action"] == "problem" and "link" in rows["NOW.md"]["detail"], rows["NOW.md"]
+        assert done["created"] == 5, done["items"]  # the notes and the day's log
+    assert target.read_text() == "" and page.is_symlink()
+
+
+def test_an_imported_memory_broken_by_hand_is_not_imported_twice(vault, store, tmp_path):
+    # A hand edit that breaks the YAML of an imported memory hid its source:
+    # the next import (each session's start, with importSessions) wrote a
+    # second copy, and fixing the first left two memories of one session.
+    import shutil
+
+    from hostchats import DATA
+
+    shutil.copytree(DATA / "codex", tmp_path / "codex")
+    (row,) = store.import_("codex", tmp_path / "codex", apply=True, embed=False)["items"]
+    memory = Path(row["path"])
+    memory.write_text(memory.read_text().replace("name:", "name: [an edit left open", 1))
+    before = sorted(vault.root.rglob("*.md"))
+    again = store.import_("codex", tmp_path / "codex", apply=True, embed=False)
+    (item,) = again["items"]
+    assert item["action"] == "problem" and str(memory.relative_to(vault.root)) in item["detail"], item
+    assert "cannot read" in item["detail"] and "import again" in item["detail"], item
+    assert sorted(vault.root.rglob("*.md")) == before
+
+
+def test_a_days_log_broken_by_hand_keeps_its_id_to_itself(vault, store, tmp_path):
+    # The day's log, broken by a hand edit, still declares log_2026-11-02: the
+    # imported log took that id too, and both were a conflict (out of recall)
+    # once the edit was fixed. It gets an id of its own, as beside a readable one.
+    put(tmp_path / "ws", "memory/2026-11-02.md", "### 09:10 - Review\n\nReviewed PR 42.\n")
+    logged = store.log("Standup", "notes", embed=False, now=dt.datetime(2026, 11, 2, 10, 0, tzinfo=dt.UTC))
+    broken = Path(logged["path"])
+    broken.write_text(broken.read_text().replace("name:", "name: [an edit left open", 1))
+    (row,) = store.import_("workspace", tmp_path / "ws", apply=True, embed=False)["items"]
+    assert row["action"] == "created" and row["id"] != "log_2026-11-02", row
+    assert any("id of its own" in w for w in row["warnings"]), row

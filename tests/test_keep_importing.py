@@ -77,6 +77,21 @@ def test_since_leaves_older_chats_out_counting_them(tmp_path):
     assert bad.exit_code == 2 and "no time" in bad.stderr
 
 
+def test_since_passes_over_old_claude_code_sessions_unread(tmp_path):
+    # Claude Code's sessions were each read whole and only then counted as
+    # older: the background import at each session's start read every session
+    # Claude Code kept (gigabytes for a heavy user), as the other hosts' do not.
+    source = shifted("claude-code", tmp_path / "claude", dt.timedelta(days=10))
+    garbage = next(source.rglob("*.jsonl")).with_name("old-garbage.jsonl")
+    garbage.write_text("not json at all\n")
+    when = time.time() - 10 * 86400
+    os.utime(garbage, (when, when))
+    week = json.loads(cli(tmp_path, "import", "claude-code", str(source), "--since", "7d", "--json").stdout)
+    assert (week["created"], week["older"], week["items"]) == (0, 2, []), week["items"]
+    month = json.loads(cli(tmp_path, "import", "claude-code", str(source), "--since", "30d", "--json").stdout)
+    assert (month["created"], month["problems"]) == (1, 1)
+
+
 def test_parse_since_takes_ages_and_dates():
     now = dt.datetime(2026, 12, 7, 12, 0, tzinfo=dt.UTC)
     assert history.parse_since("7d", now) == now - dt.timedelta(days=7)
@@ -131,9 +146,45 @@ def test_import_all_reads_each_hosts_own_folder_and_history_lists_it(tmp_path, u
     assert cli(tmp_path, "import", "--history", "pi").exit_code == 2
 
 
+def test_import_all_goes_on_past_a_host_folder_it_refuses(tmp_path, user_home, monkeypatch):
+    # A host folder set to one that is no place to import from (Qwen Code's
+    # QWEN_HOME set to the home folder) stopped `import ALL` for every host,
+    # with a message about notes.
+    shifted("codex", user_home / ".codex" / "sessions", dt.timedelta(hours=2))
+    monkeypatch.setenv("QWEN_HOME", str(user_home))
+    done = cli(tmp_path, "import", "ALL", "--apply", "--no-embed", "--json")
+    data = json.loads(done.stdout)
+    rows = {r["origin"].split(":")[0]: r for r in data["items"]}
+    assert rows["codex"]["action"] == "created", data["items"]
+    assert rows["qwen"]["action"] == "problem" and "home folder" in rows["qwen"]["detail"], rows["qwen"]
+    assert done.exit_code == 8  # something stayed out, as for any problem
+
+
 def test_import_history_with_nothing_imported_says_so(tmp_path):
     out = cli(tmp_path, "import", "--history")
     assert out.exit_code == 0 and "nothing imported yet" in out.stdout
+
+
+def test_import_history_reads_past_a_corrupt_lifecycle_log(tmp_path):
+    # A log line nested past what json can decode (a disk error, a tool that
+    # wrote into the file) ended --history with a RecursionError.
+    logs = logfile.logs_dir(tmp_path / "home")
+    logs.mkdir(parents=True)
+    good = {"op": "import", "at": "2026-11-02T10:00:00.000Z", "kind": "codex", "path": "/x", "created": ["a", "b"]}
+    (logs / logfile.LIFECYCLE).write_bytes(
+        b"[" * 100_000
+        + b"]" * 100_000
+        + b"\n\xff\xfe not text\n"
+        + b'{"op": "import", "at": {"x": 1}, "kind": 5, "path": ["a"], "created": "abc", "by": 7}\n'
+        + json.dumps(good).encode()
+        + b"\n"
+    )
+    listed = cli(tmp_path, "import", "--history", "--json")
+    assert listed.exit_code == 0, listed.output
+    runs = json.loads(listed.stdout)["runs"]
+    assert runs[0] == {"at": good["at"], "kind": "codex", "path": "/x", "created": 2, "by": "command", "since": None}
+    text = cli(tmp_path, "import", "--history")
+    assert text.exit_code == 0 and "codex: created 2 from /x" in text.stdout, text.output
 
 
 def test_the_background_import_is_off_unless_asked_and_runs_once_a_while(tmp_path, cfg, user_home):
@@ -145,6 +196,20 @@ def test_the_background_import_is_off_unless_asked_and_runs_once_a_while(tmp_pat
         assert "in the background" in (keep.start(cfg, "hermes", now=1_000_000.0) or "")
         assert keep.start(cfg, "hermes", now=1_000_000.0 + keep.EVERY_SECONDS - 1) is None
         assert keep.start(cfg, "hermes", now=1_000_000.0 + keep.EVERY_SECONDS + 1) is not None
+    finally:
+        for proc in keep._started:
+            proc.wait(timeout=60)
+
+
+def test_a_stamp_from_the_future_does_not_stop_the_background_import(tmp_path, cfg, user_home):
+    # A clock set ahead once (a VM's, a dead battery's) left the last start's
+    # stamp in the future: every later session start skipped the import until
+    # the clock caught up, days or years on.
+    cfg.import_sessions = True
+    try:
+        assert keep.start(cfg, "hermes", now=2_000_000_000.0) is not None  # in 2033
+        assert keep.start(cfg, "hermes", now=1_800_000_000.0) is not None  # the clock put right
+        assert keep.start(cfg, "hermes", now=1_800_000_000.0 + 60) is None  # and then once a while again
     finally:
         for proc in keep._started:
             proc.wait(timeout=60)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -171,6 +172,34 @@ def test_every_import_kind_keeps_secrets_out(store, tmp_path):
     store2 = Store(store.cfg)
     assert store2.import_("obsidian", notes)["created"] == 0
     store2.close()
+
+
+def test_a_session_id_that_holds_a_secret_is_no_source_key_in_the_vault(store, tmp_path):
+    # The session id comes from the file (Claude Code's sessionId, Codex's
+    # session_meta): the source key made of it is written into the memory's
+    # frontmatter and the index, so a secret there must become a marker too.
+    from hostchats import DATA
+
+    codex = tmp_path / "codex"
+    shutil.copytree(DATA / "codex", codex)
+    rollout = next(codex.rglob("rollout-*.jsonl"))
+    records = [json.loads(line) for line in rollout.read_text().splitlines()]
+    for record in records:
+        if record["type"] == "session_meta":
+            record["payload"]["id"] = record["payload"]["session_id"] = GITHUB
+    rollout.write_text("".join(json.dumps(r) + "\n" for r in records))
+    cc = write_jsonl(tmp_path / "claude" / "-tmp-x" / f"{AWS}.jsonl", cc_lines(session=AWS))
+
+    for kind, source in (("codex", codex), ("claude-code", cc.parent.parent)):
+        done = store.import_(kind, source, apply=True, embed=False)
+        assert done["created"] == 1, (kind, done)
+        assert any("source key" in w for w in done["items"][0]["warnings"]), done["items"][0]
+    nowhere(store, GITHUB, AWS)
+    # the key stays the same from one import to the next: nothing twice
+    again = Store(store.cfg)
+    assert again.import_("codex", codex)["created"] == 0
+    assert again.import_("claude-code", cc.parent.parent)["created"] == 0
+    again.close()
 
 
 # ---------------------------------------------------------------- files the user wrote

@@ -716,3 +716,51 @@ def test_an_imported_conversation_is_described_by_what_was_settled():
     # nothing settled: what was asked, as before
     asked = ["make a python script that exports the ledger", "now add a --since flag"]
     assert transcripts.described(asked) == transcripts.asked(asked)
+
+
+@pytest.mark.parametrize("blank", ["\x1b\x07", "   ", "\u2028\u2029", "\u202e\u2066"])
+def test_a_title_of_control_characters_alone_gives_way_to_the_next_name(vault, store, tmp_path, blank):
+    # A title that holds nothing once on one plain line was taken as the name,
+    # and the session or note was a problem ("no name") instead of a memory.
+    import shutil
+
+    import apsw
+    from hostchats import DATA
+
+    lines = cc_lines() + [{"type": "custom-title", "customTitle": blank, "sessionId": SESSION}]
+    write_jsonl(tmp_path / "claude" / "-x" / f"{SESSION}.jsonl", lines)
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "conversations.json").write_text(json.dumps([conversation(title=blank)]))
+    shutil.copytree(DATA / "opencode", tmp_path / "opencode")
+    con = apsw.Connection(str(tmp_path / "opencode" / "opencode.db"))
+    con.execute("UPDATE session SET title = ?", (blank,))
+    con.close()
+    note = tmp_path / "notes" / "deploy.md"
+    note.parent.mkdir()
+    note.write_text(f"---\ntitle: {json.dumps(blank)}\n---\n# Deploy checklist\n\nDrain the nodes first.\n")
+
+    names = {}
+    for kind, source in (
+        ("claude-code", tmp_path / "claude"),
+        ("chatgpt", export),
+        ("opencode", tmp_path / "opencode"),
+        ("obsidian", note.parent),
+    ):
+        done = store.import_(kind, source, apply=True, embed=False)
+        assert done["problems"] == 0 and done["created"] == 1, (kind, done["items"])
+        names[kind] = notes.parse_note(Path(done["items"][0]["path"]).read_bytes()).name
+    assert names["obsidian"] == "Deploy checklist"
+    assert all(name.strip() for name in names.values()), names
+
+
+def test_a_chatgpt_export_still_zipped_says_to_unzip_it(vault, store, tmp_path):
+    # ChatGPT sends its export as a .zip; given as it came, the import said
+    # "not a ChatGPT export", which it is.
+    import zipfile
+
+    archive = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("conversations.json", json.dumps([conversation()]))
+    (row,) = store.import_("chatgpt", archive)["items"]
+    assert row["action"] == "problem" and "unzip" in row["detail"], row

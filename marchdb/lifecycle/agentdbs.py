@@ -3,7 +3,9 @@
 The store is opened read-only (``mode=ro``: its WAL is read, nothing is
 written, a host running meanwhile is waited on for at most
 ``BUSY_MS``), never through a link, and only when it is a regular file no
-larger than ``sources.MAX_SESSION_BYTES``. Columns are looked up before they
+larger than ``sources.MAX_SESSION_BYTES``; a store in WAL mode without its
+``-wal`` is read as it is (``immutable``), so that SQLite creates no
+``-wal`` or ``-shm`` in the host's folder. Columns are looked up before they
 are read: a version that lacks one reads as if it were empty. Formats as
 the programs wrote them when run here (``tests/hostchats.py``):
 
@@ -48,10 +50,11 @@ from pathlib import Path
 import apsw
 
 from marchdb.lifecycle.agentlogs import _typed, _what, pi_entries
-from marchdb.lifecycle.chats import MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat, without_injected
+from marchdb.lifecycle.chats import HOSTS, MAX_MESSAGES, MAX_SESSIONS, MAX_STORE_BYTES, Chat
+from marchdb.lifecycle.injected import without_injected
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _when
-from marchdb.vault.files import is_inside
+from marchdb.vault.files import is_inside, open_regular
 
 #: How long a read waits for a host writing its store meanwhile.
 BUSY_MS = 5000
@@ -67,9 +70,53 @@ def _open(path: Path) -> apsw.Connection:
     if not stat.S_ISREG(st.st_mode):
         raise OSError(22, "not a regular file", str(path))  # EINVAL
     uri = "file:" + urllib.parse.quote(str(path.absolute())) + "?mode=ro"
+    if _wal_mode(path):
+        # SQLite creates a WAL store's -wal and -shm to read it, even read-only,
+        # and leaves them: files in the host's folder that marchdb did not own.
+        # Without a -wal, the file holds every commit: it is read as it is
+        # (immutable: no lock, nothing created; a host starting meanwhile may
+        # make this read fail, never its store). With one, the host's own
+        # -shm is used; without that, reading would create it.
+        wal, shm = (os.path.lexists(f"{path}{suffix}") for suffix in ("-wal", "-shm"))
+        if not wal:
+            uri += "&immutable=1"
+        elif not shm:
+            raise StoreLeftOpen(
+                f"its write-ahead log ({path.name}-wal) has no {path.name}-shm beside it, and reading it would "
+                "create one in the host's folder; start the host once (it folds the log in), or import while it runs"
+            )
     con = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
     con.set_busy_timeout(BUSY_MS)
     return con
+
+
+class StoreLeftOpen(Exception):
+    """A store in WAL mode whose log lies beside it without its shared-memory file."""
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the SQLite file ``path`` is in WAL mode (its header's read and write versions are 2)."""
+    with open_regular(path) as fh:
+        header = fh.read(20)
+    return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
+
+
+#: What a session row becomes when its id, title or folder is not UTF-8 text.
+NOT_UTF8 = "its id, title or folder is not UTF-8 text (apsw reads none other); this session is left out"
+
+
+def _listed(cursor: apsw.Cursor) -> list[tuple | None]:
+    """The rows of a store's list of sessions; ``None`` for a row holding text
+    that is not UTF-8 (a damaged title, an id written by another program):
+    decoded in one go, one such row ended the whole import."""
+    rows: list[tuple | None] = []
+    while True:
+        try:
+            rows.append(next(cursor))
+        except StopIteration:
+            return rows
+        except UnicodeDecodeError:  # apsw goes on with the next row
+            rows.append(None)
 
 
 def _columns(con: apsw.Connection, table: str) -> set[str]:
@@ -107,8 +154,17 @@ def _sessions(path: Path, kind: str, read, since: dt.datetime | None = None) -> 
     except apsw.Error as exc:
         yield Bad(origin, f"cannot open it as SQLite: {exc}")
         return
+    except StoreLeftOpen as exc:
+        yield Bad(origin, str(exc))
+        return
     try:
         yield from read(con, origin, since)
+    except apsw.BusyError:
+        title = HOSTS[kind]
+        yield Bad(
+            origin,
+            f"{title} held its store locked for over {BUSY_MS / 1000:g} s (writing it); import again in a moment",
+        )
     except apsw.Error as exc:
         yield Bad(origin, f"cannot read it as SQLite: {exc} (another version of {kind}? a damaged file?)")
     finally:
@@ -137,8 +193,12 @@ def _opencode(con: apsw.Connection, origin: str, since: dt.datetime | None, host
         f"SELECT {_pick(cols, 'id', 'parent_id', 'directory', 'title', 'time_created', 'time_updated')} "
         "FROM session ORDER BY time_created, id LIMIT ?",
         (MAX_SESSIONS,),
-    ).fetchall()
-    for session_id, parent, directory, title, created, updated in rows:
+    )
+    for number, row in enumerate(_listed(rows), start=1):
+        if row is None:
+            yield Bad(f"{origin} (session {number})", NOT_UTF8)
+            continue
+        session_id, parent, directory, title, created, updated = row
         where = f"{origin}#{session_id}"
         if parent:
             yield Skip(where, f"a sub-agent's task (a side chain of session {parent})")
@@ -216,8 +276,12 @@ def _openclaw(con: apsw.Connection, origin: str, since: dt.datetime | None, stat
     rows = con.execute(
         "SELECT session_id, max(created_at) FROM transcript_events GROUP BY session_id ORDER BY min(created_at) LIMIT ?",
         (MAX_SESSIONS,),
-    ).fetchall()
-    for session_id, latest in rows:
+    )
+    for number, row in enumerate(_listed(rows), start=1):
+        if row is None:
+            yield Bad(f"{origin} (session {number})", NOT_UTF8)
+            continue
+        session_id, latest = row
         where = f"{origin}#{session_id}"
         if _older(since, _ms(latest)):
             yield Skip(where, OLDER)
@@ -295,9 +359,13 @@ def _hermes(con: apsw.Connection, origin: str, since: dt.datetime | None) -> Ite
     rows = con.execute(
         f"SELECT {listed} FROM sessions ORDER BY {'started_at, ' if 'started_at' in cols else ''}id LIMIT ?",
         (MAX_SESSIONS,),
-    ).fetchall()
+    )
     mcols = _columns(con, "messages")
-    for session_id, parent, cwd, branch, title, started, ended in rows:
+    for number, row in enumerate(_listed(rows), start=1):
+        if row is None:
+            yield Bad(f"{origin} (session {number})", NOT_UTF8)
+            continue
+        session_id, parent, cwd, branch, title, started, ended = row
         where = f"{origin}#{session_id}"
         if parent:
             yield Skip(where, f"a continuation or side task of session {parent} (a side chain)")

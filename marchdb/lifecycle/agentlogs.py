@@ -59,7 +59,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from marchdb.lifecycle.chats import Chat, injected_only, walk
+from marchdb.lifecycle.chats import Chat, walk
+from marchdb.lifecycle.injected import injected_only
 from marchdb.lifecycle.sources import OLDER, SHAPE_ERRORS, Bad, Found, Skip, too_large, unreadable
 from marchdb.lifecycle.transcripts import _dict, _lines, _when
 from marchdb.vault.files import open_regular

@@ -37,7 +37,7 @@ from marchdb.errors import Conflict, FileError, InvalidInput, Retry, check_text
 from marchdb.index import db
 from marchdb.index.sync import sync_files
 from marchdb.save import RACE_RETRIES, create_file, index_written
-from marchdb.text import plain_line
+from marchdb.text import plain_line, unix_line_ends
 from marchdb.twins import refuse_twin
 from marchdb.vault.chunks import ENTRY_HEADING
 from marchdb.vault.edit import edit_note
@@ -113,6 +113,8 @@ def check_entry(title: object, text: object) -> tuple[str, str | None]:
         raise InvalidInput(
             f"the title is {len(one_line)} characters; the limit is {MAX_TITLE_CHARS}, put details in the text"
         )
+    if text is not None:
+        text = unix_line_ends(text)
     if text is not None and len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise InvalidInput(
             f"the text is {len(text.encode('utf-8')):,} bytes; an entry is limited to {MAX_TEXT_BYTES:,} (UTF-8); "
@@ -158,7 +160,7 @@ def one_liner(text: object) -> tuple[str, str, str]:
         cut = name[:NAME_CHARS]
         words = cut.rsplit(" ", 1)[0] if " " in cut.strip() else cut
         name = words.rstrip(",;:-–— ") + "…"
-    return name or line[:NAME_CHARS], line, text.strip()
+    return name or line[:NAME_CHARS], line, unix_line_ends(text).strip()
 
 
 @dataclass

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from marchdb import redact
 from marchdb.lifecycle import transcripts
-from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, one_line
+from marchdb.lifecycle.injected import without_injected
+from marchdb.lifecycle.sources import Bad, Found, Item, Skip, clean_tags, first_text, one_line, written_before
 from marchdb.vault.changes import MAX_NAME_CHARS
 
 #: The agent hosts whose own session stores an import reads, and their names for people.
@@ -59,30 +59,6 @@ MAX_STORE_BYTES = 16 * 1024**3
 MAX_MESSAGES = 100_000
 #: Sessions read from one SQLite store.
 MAX_SESSIONS = 100_000
-
-#: Hook context a host keeps inside the user's message, in the host's own wrapper.
-_WRAPPED = re.compile(
-    r"<(hook_context|qwen:user-prompt-submit-context|user-prompt-submit-hook|system-reminder)>.*?(?:</\1>|\Z)",
-    re.S,
-)
-#: marchdb's own blocks: ``[recall]`` and its hint lines (``- mem_x | score=0.71 | ...``, a
-#: contradiction's ``  ! ...`` line), where a host kept them without a wrapper.
-_RECALL_BLOCK = re.compile(r"^\[recall\]\n(?:(?:- |  )[^\n]*(?:\n|\Z))*", re.M)
-
-
-def without_injected(text: str) -> str:
-    """``text`` without what hooks injected into it (marchdb's ``[recall]``
-    block and profiles, in a host's wrapper or bare)."""
-    text = _WRAPPED.sub("", text)
-    text = _RECALL_BLOCK.sub("", text)
-    return text.strip()
-
-
-def injected_only(text: str) -> bool:
-    """Whether ``text`` is nothing but injected context: a message a hook
-    added (marchdb's profiles open with ``[agent_profile]``)."""
-    stripped = without_injected(text)
-    return not stripped or stripped.startswith("[agent_profile]\n")
 
 
 def default_folder(kind: str) -> Path:
@@ -205,7 +181,7 @@ class Chat:
         return Item(
             source=f"{self.host}:{self.session_id}",
             origin=self.origin,
-            name=one_line(name_from or self.prompts[0], min(MAX_NAME_CHARS, 100)),
+            name=first_text(name_from, self.prompts[0], limit=min(MAX_NAME_CHARS, 100)),
             description=transcripts.described(self.prompts),
             body=body,
             tags=clean_tags(tags, self.host),
@@ -231,13 +207,6 @@ def walk(path: Path, wanted, since: dt.datetime | None = None) -> list[tuple[Pat
         for name in sorted(files):
             if wanted(name) and not name.startswith("."):
                 full = Path(folder) / name
-                old = floor is not None and _written_before(full, floor)
+                old = floor is not None and written_before(full, floor)
                 found.append((full, None if old else str(full.relative_to(path))))
     return found
-
-
-def _written_before(path: Path, floor: float) -> bool:
-    try:
-        return os.lstat(path).st_mtime < floor
-    except OSError:
-        return False  # reading it says why

@@ -59,7 +59,7 @@ def _log_lines(home: Path) -> list[dict]:
         for line in data.decode("utf-8", "replace").splitlines():
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # a line nested past what json decodes is no record either
                 continue
             if isinstance(record, dict) and record.get("op") == "import":
                 records.append(record)

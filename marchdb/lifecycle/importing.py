@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -59,9 +60,10 @@ from marchdb.lifecycle.chats import HOSTS
 from marchdb.lifecycle.notefolders import read_notes
 from marchdb.lifecycle.sources import HOST_KINDS, KINDS, NOTE_KINDS, OLDER, Bad, Found, Item, Page, Skip, source_key
 from marchdb.save import create_file
-from marchdb.text import mend_surrogates
+from marchdb.text import mend_surrogates, unix_line_ends
+from marchdb.twins import unreadable_holders, unreadable_sources
 from marchdb.vault.changes import norm_body
-from marchdb.vault.files import is_inside, read_file
+from marchdb.vault.files import is_inside, read_file, vault_lock
 from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, new_id, parse_note, render_note
 from marchdb.vault.roots import unusual_root
 
@@ -134,7 +136,7 @@ def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime 
     from marchdb.lifecycle import agentdbs, agentlogs, transcripts
 
     if kind == "claude-code":
-        return transcripts.read_claude_code(path)
+        return transcripts.read_claude_code(path, since)
     if kind == "chatgpt":
         return transcripts.read_chatgpt(path)
     read = {
@@ -294,7 +296,11 @@ class Importer:
             if not folder.is_dir():
                 report.rows.append(Row("skip", kind, detail=f"no sessions at {folder}"))
                 continue
-            part = self.run(kind, None, apply, window)
+            try:
+                part = self.run(kind, None, apply, window)
+            except InvalidInput as exc:  # this host's folder is refused: the others are still read
+                report.rows.append(Row("problem", kind, detail=f"{exc} (the folder comes from {_WHERE[kind]})"))
+                continue
             report.rows.extend(replace(r, origin=f"{kind}: {r.origin}") for r in part.rows)
             report.created_rels.extend(part.created_rels)
             report.older += part.older
@@ -308,12 +314,13 @@ class Importer:
         seen: set[str] = set()
         # What is in the vault already, by source key: an item imported before
         # is found by a look-up (a note whose file is newer is then read once,
-        # to tell a real change from a touched file). A dry run scans first;
-        # --apply takes the index as it is, since _write scans and looks again
-        # under the writer lock anyway.
-        if not apply:
-            sync_files(self.con, self.root, self.index_path)
+        # to tell a real change from a touched file). The vault is scanned
+        # first, --apply too: a memory moved out of the vault (to import a
+        # grown session again) would be skipped by an index that had not seen
+        # it go. _write scans again under the writer lock for what came meanwhile.
+        sync_files(self.con, self.root, self.index_path)
         known = self._known()
+        stuck = unreadable_sources(self.con, self.root)
         for n, thing in enumerate(found):
             if n >= MAX_ITEMS:
                 report.rows.append(
@@ -346,6 +353,9 @@ class Importer:
             elif done := thing.known_as(known):
                 seen.add(thing.source)
                 report.rows.append(Row("skip", thing.origin, thing.source, done, detail=self._skipped(thing, done)))
+            elif held := thing.known_as(stuck):
+                seen.add(thing.source)
+                report.rows.append(Row("problem", thing.origin, thing.source, detail=_held_unread(held)))
             elif (problem := self._check(thing)) is not None:
                 report.rows.append(Row("problem", thing.origin, thing.source, detail=problem))
             else:
@@ -369,7 +379,10 @@ class Importer:
         if self.home is None:
             return Row("skip", page.origin, detail="no marchdb home to hold the working page")
         page.text, findings = redact.redact(page.text)
-        held = now.read_page(self.home, float("inf"))["text"]
+        try:
+            held = now.read_page(self.home, float("inf"))["text"]
+        except FileError as exc:  # marchdb's page is a link, a FIFO...: this item's problem, the rest goes on
+            return Row("problem", page.origin, detail=str(exc))
         if held == page.text:
             return Row("skip", page.origin, detail="the working page holds it already")
         if held:
@@ -380,7 +393,10 @@ class Importer:
                 f"`marchdb now - < {page.origin}` takes this one",
             )
         if apply:
-            now.write_page(self.home, page.text, page.changed.timestamp())
+            try:
+                now.write_page(self.home, page.text, page.changed.timestamp())
+            except FileError as exc:
+                return Row("problem", page.origin, detail=str(exc))
         warnings = [f"secrets kept out of the page: {redact.summary(findings)}"] if findings else []
         return Row(
             "now",
@@ -440,9 +456,12 @@ class Importer:
         )
 
     def _write(self, batch: list[tuple[Item, Row]], report: ImportReport) -> None:
-        """Create a batch of memories under the writer lock (a full scan first:
-        the sources already in the vault and the ids taken must be current)."""
-        with db.writer_lock(self.index_path):
+        """Create a batch of memories under the writer lock and the vault's (a
+        full scan first: the sources already in the vault and the ids taken
+        must be current). The vault's lock, as save and log take it: a second
+        home on the same vault (another agent, another index) importing the
+        same sessions meanwhile would otherwise write a twin of each."""
+        with db.writer_lock(self.index_path), vault_lock(self.root):
             sync_files(self.con, self.root, self.index_path)
             known = self._known()
             taken = {r[0] for r in self.con.execute("SELECT DISTINCT mem_id FROM files WHERE mem_id IS NOT NULL")}
@@ -452,7 +471,10 @@ class Importer:
                     if done := item.known_as(known):
                         row.action, row.id, row.detail = "skip", done, self._skipped(item, done)
                         continue
-                    mem_id = item.want_id if item.want_id and item.want_id not in taken else None
+                    # A file the index cannot read (a hand edit broke it) may still declare the id.
+                    mem_id = item.want_id
+                    if mem_id is not None and (mem_id in taken or unreadable_holders(self.con, self.root, mem_id)):
+                        mem_id = None
                     if item.want_id and mem_id is None:
                         # The vault has that day's log already: this one is kept beside it, under its own id.
                         row.warnings.append(
@@ -522,6 +544,14 @@ class Importer:
         return rel
 
 
+def _held_unread(rel: str) -> str:
+    """Why an item whose memory marchdb cannot read now is not imported again."""
+    return (
+        f"imported already as {rel}, which marchdb cannot read as a memory now (a hand edit broke it?); "
+        "a second copy would be its twin once it is fixed: fix it (`marchdb doctor` says how), then import again"
+    )
+
+
 def _storable(item: Item) -> None:
     """Make ``item`` storable, saying so in its warnings: a lone surrogate
     (``"\\ud800"`` in JSON, half an emoji) and NUL characters become
@@ -542,6 +572,9 @@ def _storable(item: Item) -> None:
             return {fix(k): fix(v) for k, v in value.items()}
         return value
 
+    # A lone CR (terminal output pasted into a chat) would make a file that
+    # cannot be edited in place: no archive, no status change, ever.
+    item.body = unix_line_ends(item.body)
     item.name, item.description, item.body = fix(item.name), fix(item.description), fix(item.body)
     item.tags, item.extra = fix(item.tags), fix(item.extra)
     if changed:
@@ -553,6 +586,15 @@ def _storable(item: Item) -> None:
     )
     item.name, item.description, item.body = clean["the name"], clean["the description"], clean["the text"]  # type: ignore[assignment]
     item.extra = clean["its fields"]  # type: ignore[assignment]
+    # The source key is written too (frontmatter and index), and a session id
+    # comes from the file: a secret in it becomes a marker, with a hash of the
+    # whole id so that the key stays one per session and the same next time.
+    raw = (item.source, *item.aliases)
+    key, in_key = redact.redact(item.source)
+    if in_key:
+        digest = hashlib.sha256(item.source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        key = f"{key}#{digest}"
+        said.append(f"the source key held {redact.summary(in_key)}")
     secret_tags = [t for t in item.tags if redact.find(t)]
     if secret_tags:
         item.tags = [t for t in item.tags if t not in secret_tags] or ["imported"]
@@ -563,6 +605,5 @@ def _storable(item: Item) -> None:
         item.warnings.append(
             f"secrets kept out of the memory: {'; '.join(said)}, each replaced by a [redacted: ...] marker"
         )
-    raw = (item.source, *item.aliases)
-    item.source = source_key(item.source)
+    item.source = source_key(key)
     item.aliases = tuple(dict.fromkeys(k for k in (*(source_key(a) for a in item.aliases), *raw) if k != item.source))

@@ -57,7 +57,9 @@ def start(cfg, host: str, now: float | None = None) -> str | None:
         for path in (folder, stamp):
             if path.is_symlink():
                 return f"{path} is a link; marchdb writes only its own files (no background import)"
-        if stamp.exists() and now - stamp.stat().st_mtime < EVERY_SECONDS:
+        # A stamp from the future (a clock once set ahead) is no recent run:
+        # it would hold every import back until the clock caught up.
+        if stamp.exists() and 0 <= now - stamp.stat().st_mtime < EVERY_SECONDS:
             return None
         stamp.touch()
         os.utime(stamp, (now, now))

@@ -34,10 +34,12 @@ from marchdb.lifecycle.sources import (
     Page,
     Skip,
     clean_tags,
+    first_text,
     one_line,
     unreadable,
 )
 from marchdb.ops import MAX_NOW_CHARS
+from marchdb.text import unix_line_ends
 from marchdb.vault.changes import MAX_NAME_CHARS
 from marchdb.vault.files import VIRTUAL_TREES, read_file
 from marchdb.vault.notes import MAX_FILE_BYTES, STATUSES, YAML_LOADER, normalize_tags, priority_value, slugify
@@ -237,7 +239,7 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
     if b"\x00" in data[:8192]:
         return Bad(origin, "a binary file named .md")
     try:
-        text = data.decode("utf-8").lstrip("\ufeff").replace("\r\n", "\n")
+        text = unix_line_ends(data.decode("utf-8").lstrip("\ufeff"))
     except UnicodeDecodeError as exc:
         return Bad(origin, f"not UTF-8 at byte {exc.start}; re-save it as UTF-8")
     try:
@@ -284,16 +286,19 @@ def note_item(base: Path, rel: str, kind: str) -> Found:
         description = describe(day, titles) if titles else (first_sentence(body) or describe(day, []))
         tags_raw.append(LOG_TAG)
     else:
-        title = meta.get("name") or meta.get("title")
         heading = _HEADING.search(body)
-        if isinstance(title, str) and title.strip():
-            name = title
-        elif heading:
-            name = heading.group(1)
-        else:
-            name = re.sub(r"[-_]+", " ", stem).strip() or stem
+        name = first_text(
+            meta.get("name"),
+            meta.get("title"),
+            heading.group(1) if heading else None,
+            re.sub(r"[-_]+", " ", stem),
+            stem,
+            limit=MAX_NAME_CHARS,
+        )
         described = meta.get("description")
-        description = described if isinstance(described, str) and described.strip() else first_sentence(body)
+        description = (
+            described if isinstance(described, str) and first_text(described, limit=DESCRIPTION_CHARS) else None
+        ) or first_sentence(body)
         if not description:
             description = one_line(name, DESCRIPTION_CHARS)
     warnings: list[str] = []

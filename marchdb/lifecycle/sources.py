@@ -116,6 +116,17 @@ Found = Item | Skip | Bad | Page
 one_line = cut
 
 
+def first_text(*candidates: object, limit: int) -> str:
+    """The first of ``candidates`` that still holds text on one plain line
+    (``one_line``), cut to ``limit``; "" when none does. A title of control,
+    direction or space characters alone reads as nothing, so the next source
+    of a name (a heading, the first request) stands in, not an empty name."""
+    for candidate in candidates:
+        if isinstance(candidate, str) and (line := one_line(candidate, limit)):
+            return line
+    return ""
+
+
 def clean_tags(raw: list, fallback: str, warnings: list[str] | None = None) -> list[str]:
     """Valid tags of ``raw`` (invalid ones dropped), at most ``MAX_TAGS``
     (the rest dropped, said in ``warnings``), or ``[fallback]``."""
@@ -160,7 +171,7 @@ def unreadable(exc: OSError) -> str:
     """Why a source file could not be read, for its problem line."""
     if exc.errno == errno.ELOOP:
         return "a symlink; links are not followed"
-    if exc.errno == errno.EINVAL:
+    if exc.errno in (errno.EINVAL, errno.ENXIO):  # ENXIO: a socket, which open() cannot open
         return "not a regular file (a FIFO, a socket, a device?); only files are read"
     return f"cannot read: {exc.strerror or exc}"
 
@@ -180,3 +191,11 @@ def too_large(path: str | os.PathLike, limit: int = MAX_SESSION_BYTES, what: str
     if size > limit:
         return f"{size:,} bytes; {what} is read up to {limit:,} bytes (left out)"
     return None
+
+
+def written_before(path: str | os.PathLike, floor: float) -> bool:
+    """Whether ``path`` was last written before ``floor`` (epoch seconds); False when it cannot be looked at."""
+    try:
+        return os.lstat(path).st_mtime < floor
+    except OSError:
+        return False  # reading it says why

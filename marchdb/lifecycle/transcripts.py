@@ -40,19 +40,23 @@ from pathlib import Path
 from marchdb import fts
 from marchdb.clock import in_calendar, parse_time
 from marchdb.lifecycle import jsonstream
+from marchdb.lifecycle.injected import injected_only, without_injected
 from marchdb.lifecycle.jsonstream import Problem
 from marchdb.lifecycle.sources import (
     DESCRIPTION_CHARS,
     MAX_BODY_CHARS,
+    OLDER,
     SHAPE_ERRORS,
     Bad,
     Found,
     Item,
     Skip,
     clean_tags,
+    first_text,
     one_line,
     too_large,
     unreadable,
+    written_before,
 )
 from marchdb.vault.changes import MAX_NAME_CHARS
 from marchdb.vault.files import open_regular
@@ -89,8 +93,6 @@ NOISE_PREFIXES = (
     "[Request interrupted",
     "This session is being continued",
 )
-#: Elements injected into user text by older builds (hook output); cut out wherever they are.
-_INJECTED = re.compile(r"<(user-prompt-submit-hook|system-reminder)>.*?</\1>", re.S)
 _SPLIT_EXPORT = re.compile(r"^conversations-\d+\.json$")
 
 
@@ -246,8 +248,10 @@ def _user_text(content: object) -> str:
         text = "\n\n".join(pieces)
     else:
         return ""
-    text = _INJECTED.sub("", text).strip()
-    return "" if text.startswith(NOISE_PREFIXES) else text
+    # Hook output kept in the message's own text (an older build's wrapper,
+    # marchdb's blocks bare) is cut out as every host's reader does.
+    text = without_injected(text, open_wrapper=False)
+    return "" if text.startswith(NOISE_PREFIXES) or injected_only(text, open_wrapper=False) else text
 
 
 def _tool_line(block: dict) -> str:
@@ -408,7 +412,7 @@ def read_session(path: Path, origin: str) -> Found:
     return Item(
         source=f"claude-code:{session_id}",
         origin=origin,
-        name=one_line(title or ai_title or summary or prompts[0], min(MAX_NAME_CHARS, 100)),
+        name=first_text(title, ai_title, summary, prompts[0], limit=min(MAX_NAME_CHARS, 100)),
         description=described(prompts),
         body=body,
         tags=clean_tags(tags, "claude-code"),
@@ -433,12 +437,16 @@ def _sized(path: Path, origin: str) -> Found:
     return _guarded(read_session, path, origin)
 
 
-def read_claude_code(path: Path) -> Iterator[Found]:
+def read_claude_code(path: Path, since: dt.datetime | None = None) -> Iterator[Found]:
     """Every session file under ``path`` (or ``path`` itself), sorted; side
-    chains (``subagents/``), ``tool-results/`` and hidden folders left out."""
+    chains (``subagents/``), ``tool-results/`` and hidden folders left out.
+    ``since``: a file last written before then is passed over unread (no
+    message in it can be newer), as the other hosts' readers do: a
+    background import would read every session Claude Code kept."""
     if path.is_file():
         yield _sized(path, path.name)
         return
+    floor = since.timestamp() if since is not None else None
     for folder, dirs, files in os.walk(path, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("subagents", "tool-results"))
         for name in sorted(files):
@@ -448,6 +456,9 @@ def read_claude_code(path: Path) -> Iterator[Found]:
             origin = str(full.relative_to(path))
             if full.is_symlink():
                 yield Bad(origin, "a symlink; links are not followed")
+                continue
+            if floor is not None and written_before(full, floor):
+                yield Skip(origin, OLDER)
                 continue
             yield _sized(full, origin)
 
@@ -553,13 +564,13 @@ def conversation_item(conv: object, origin: str) -> Found:
     if created is None:
         return Bad(origin, "the conversation has no time (create_time)")
     updated = _when(conv.get("update_time"))
-    title = conv.get("title") if isinstance(conv.get("title"), str) and conv["title"].strip() else None
+    title = conv["title"] if first_text(conv.get("title"), limit=HEADER_FIELD_CHARS) else None
     header = f"ChatGPT conversation “{one_line(title or 'untitled', HEADER_FIELD_CHARS)}”, {created:%Y-%m-%d %H:%M} UTC, id `{one_line(conv_id, HEADER_FIELD_CHARS)}`."
     body, cut = render(turns, header, origin)
     return Item(
         source=f"chatgpt:{conv_id}",
         origin=origin,
-        name=one_line(title or prompts[0], min(MAX_NAME_CHARS, 100)),
+        name=first_text(title, prompts[0], limit=min(MAX_NAME_CHARS, 100)),
         description=described(prompts),
         body=body,
         tags=["chatgpt"],
@@ -580,6 +591,15 @@ def conversations(path: Path) -> Iterator[tuple[int, object]]:
             why = f"{size:,} bytes; the limit is {MAX_JSON_BYTES:,} (ChatGPT splits large exports into conversations-000.json …)"
             yield 0, Problem(why)
             return
+        if fh.read(4) == b"PK\x03\x04":  # ChatGPT sends its export as a ZIP archive
+            yield (
+                0,
+                Problem(
+                    "a ZIP archive, not a JSON file: unzip the export, then import its folder (or conversations.json)"
+                ),
+            )
+            return
+        fh.seek(0)
         stream = jsonstream.TextStream(fh)
         try:
             first = stream.peek_non_space()
