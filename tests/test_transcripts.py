@@ -19,7 +19,7 @@ import pytest
 
 from marchdb.errors import InvalidInput
 from marchdb.index import db
-from marchdb.lifecycle import jsonstream, transcripts
+from marchdb.lifecycle import chatgpt, jsonstream, transcripts
 from marchdb.lifecycle.sources import MAX_BODY_CHARS
 from marchdb.lifecycle.transcripts import MAX_LINE_BYTES
 from marchdb.vault import notes
@@ -583,16 +583,16 @@ def test_a_chatgpt_export_is_read_in_pieces(tmp_path, monkeypatch):
     convs = [conversation(f"c{i}", title=f"会话 {i} 🚀 " + "x" * 900) for i in range(30)]
     path = tmp_path / "conversations.json"
     path.write_text(json.dumps(convs, ensure_ascii=False, indent=1), encoding="utf-8")
-    read = list(transcripts.conversations(path))
+    read = list(chatgpt.conversations(path))
     assert [n for n, _ in read] == list(range(1, 31)) and [c["id"] for _, c in read] == [c["id"] for c in convs]
     raw = path.read_bytes()
     cut = raw.index(b'"c17"')
     path.write_bytes(raw[:cut])  # cut short inside conversation 18
-    read = list(transcripts.conversations(path))
+    read = list(chatgpt.conversations(path))
     assert len(read) == 18 and "cut short" in str(read[-1][1]) and read[-2][1]["id"] == "c16"
     bad = raw.index("会话 20".encode())
     path.write_bytes(raw[:bad] + b"\xff" + raw[bad + 1 :])
-    read = list(transcripts.conversations(path))
+    read = list(chatgpt.conversations(path))
     assert str(read[-1][1]) == f"not UTF-8 at byte {bad}" and len(read) == 21  # the 20 before it, then the problem
     # ... also with a byte-order mark, and for a character cut between two pieces or by the end.
     for data, at in (
@@ -601,7 +601,7 @@ def test_a_chatgpt_export_is_read_in_pieces(tmp_path, monkeypatch):
         (b"[" + b" " * 497 + "会".encode() + b"\xff", 501),
     ):
         path.write_bytes(data)
-        assert str(list(transcripts.conversations(path))[-1][1]) == f"not UTF-8 at byte {at}", at
+        assert str(list(chatgpt.conversations(path))[-1][1]) == f"not UTF-8 at byte {at}", at
 
 
 def test_one_unstorable_item_is_a_problem_of_its_own_and_the_rest_is_imported(vault, store, tmp_path):
@@ -671,13 +671,11 @@ def test_a_title_past_any_reason_does_not_push_the_messages_out(vault, store, tm
 
 
 def test_a_thread_past_the_bound_is_said_to_be_long_not_to_loop(monkeypatch):
-    from marchdb.lifecycle import transcripts
-
-    monkeypatch.setattr(transcripts, "MAX_THREAD", 50)
+    monkeypatch.setattr(chatgpt, "MAX_THREAD", 50)
     mapping = {
         f"m{i}": {"id": f"m{i}", "parent": f"m{i - 1}" if i else None, "message": {"id": f"m{i}"}} for i in range(60)
     }
-    messages, warnings = transcripts.thread({"mapping": mapping, "current_node": "m59"})
+    messages, warnings = chatgpt.thread({"mapping": mapping, "current_node": "m59"})
     assert len(messages) == 50 and messages[-1]["id"] == "m59"
     assert warnings == ["the thread is longer than 50 messages; its latest 50 are read"]
 

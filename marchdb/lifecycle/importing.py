@@ -32,8 +32,9 @@ Rules:
 * every item is reported on its own: a malformed, half-written or huge item
   is a problem line, and the rest goes on.
 
-The readers: ``notefolders`` (Markdown folders) and ``transcripts`` (chats),
-each giving ``sources.Item`` / ``Skip`` / ``Bad`` per source item; this
+The readers: ``notefolders`` (Markdown folders), ``transcripts`` (Claude
+Code's sessions), ``chatgpt`` (ChatGPT's exports), ``agentlogs`` and
+``agentdbs`` (the other hosts' sessions), each giving ``sources.Item`` / ``Skip`` / ``Bad`` per source item; this
 module plans and writes them.
 """
 
@@ -133,12 +134,12 @@ def readers(kind: str, path: Path, root: Path | None = None, since: dt.datetime 
     hosts' readers pass over sessions not written to since then unread)."""
     if kind in NOTE_KINDS:
         return read_notes(path, kind, root)
-    from marchdb.lifecycle import agentdbs, agentlogs, transcripts
+    from marchdb.lifecycle import agentdbs, agentlogs, chatgpt, transcripts
 
     if kind == "claude-code":
         return transcripts.read_claude_code(path, since)
     if kind == "chatgpt":
-        return transcripts.read_chatgpt(path)
+        return chatgpt.read_chatgpt(path)
     read = {
         "codex": agentlogs.read_codex,
         "gemini": agentlogs.read_gemini,
