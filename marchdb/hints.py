@@ -42,10 +42,17 @@ def short(text: str, limit: int = DESCRIPTION_CHARS) -> str:
 def hint_line(mem_id: str, score: float, name: str, description: str = "") -> str:
     """Seed 000's hint line ``- <id> | score=0.62 | <name> | <short description>``
     (no description part when there is none)."""
-    parts = [short(mem_id, ID_CHARS), f"score={float(score):.2f}", short(name, NAME_CHARS)]
+    parts = [short(mem_id, ID_CHARS), f"score={float(score):.2f}", _field(short(name, NAME_CHARS))]
     if description:
-        parts.append(short(description))
+        parts.append(_field(short(description)))
     return "- " + " | ".join(parts)
+
+
+def _field(text: str) -> str:
+    """A name or description as a field of a hint line: its own ``|`` shown
+    as ``¦``, so that a title holding ``| score=1.00 |`` reads as one field,
+    not as a second score to a model or a host parsing the line."""
+    return text.replace("|", "¦")
 
 
 def contradiction_lines(found: list) -> list[str]:

@@ -179,6 +179,22 @@ def test_update_status_deprecated_and_file_mode_kept(vault, store):
     assert indexed(store)[res["id"]]["status"] == "deprecated"
 
 
+def test_a_body_with_lone_carriage_returns_is_saved_with_newlines_and_stays_editable(vault, store):
+    # A progress bar's output given to memory_save: its lone CRs made a file that could not be
+    # edited in place, so a later status change or archive was refused.
+    res = store.save(
+        name="Backup run",
+        description="Nightly backup output",
+        tags=["ops"],
+        body="10%\r50%\r100% done\r\nok",
+        embed=False,
+    )
+    path = Path(res["path"])
+    assert b"\r" not in path.read_bytes()
+    assert notes.parse_note(path.read_bytes()).body.strip() == "10%\n50%\n100% done\nok"
+    assert store.save(id=res["id"], status="deprecated", embed=False)["status"] == "updated"
+
+
 def test_same_values_are_unchanged_and_nothing_is_written(vault, store):
     res = create(store)
     path = Path(res["path"])

@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass, replace
 
 from marchdb.errors import InvalidInput, check_text
-from marchdb.text import DIRECTION_CONTROLS
+from marchdb.text import DIRECTION_CONTROLS, unix_line_ends
 from marchdb.vault.notes import (
     ID_FIELDS,
     MAX_SUPERSEDES,
@@ -160,7 +160,8 @@ def _text(value: object, field: str, limit: int | None, one_line: bool) -> str |
     if "\x00" in value:
         raise InvalidInput(f"{field} holds a NUL character; memories are plain text")
     check_text(value, field)
-    text = " ".join(value.split()) if one_line else value
+    # A lone CR (a progress bar's output) would make a file that cannot be edited in place.
+    text = " ".join(value.split()) if one_line else unix_line_ends(value)
     if one_line and not text.isprintable() and any(unicodedata.category(c) == "Cc" for c in text):
         raise InvalidInput(f"{field} holds a control character (an escape sequence?); a {field} is plain text")
     if one_line and not DIRECTION_CONTROLS.isdisjoint(text):
