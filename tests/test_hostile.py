@@ -1185,6 +1185,31 @@ def test_14_mcp_says_when_the_memory_root_is_missing_and_opens_new_files_at_once
         mcp.close()
 
 
+def test_14_an_mcp_argument_a_tool_does_not_take_is_refused_not_ignored(tmp_path, vault):
+    # The SDK dropped arguments outside a tool's schema: a misspelt run_id ran
+    # the recall without it (hints again in the same run), as the CLI, the
+    # engine and the Python API refuse.
+    vault.memory("a.md", "mem_a", name="Apples", description="apples and pears", body="apples")
+    mcp = McpProcess(tmp_path / "home", vault.root)
+    try:
+        for mid, (name, args, bad) in enumerate(
+            [
+                ("memory_recall", {"text": "apples", "run_idd": "r1"}, "run_idd"),
+                ("memory_search", {"query": "apples", "limt": 3}, "limt"),
+                ("memory_recall", {"text": "apples", "cwd": "/elsewhere"}, "cwd"),  # the server's own to set
+            ],
+            start=1,
+        ):
+            answer = mcp.call(name, args, mid)
+            assert answer["result"]["isError"], answer
+            said = answer["result"]["content"][0]["text"]
+            assert said.startswith(f"{name} takes no argument '{bad}'; it takes "), said
+            assert "cwd" not in said.partition("; it takes ")[2], said
+        assert tool_data(mcp.call("memory_recall", {"text": "apples", "run_id": "r1"}, 9))["hints"]
+    finally:
+        mcp.close()
+
+
 # ---------------------------------------------------------------- fuzz: hostile frontmatters and names
 
 FRONTMATTER_PIECES = [

@@ -31,6 +31,7 @@ from pydantic import Field
 
 from marchdb import ops
 from marchdb.errors import MarchError, Unanswered, remote_error, unanswered_message
+from marchdb.params import shown
 from marchdb.text import bounded, one_line
 
 #: The SDK runs each call of a (sync) tool on a worker thread, so calls may
@@ -72,6 +73,12 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             if name not in tool_names:
                 # The SDK's answer quoted the whole name.
                 raise ToolError(f"Unknown tool: {bounded(str(name), 200)}; the tools are {', '.join(tool_names)}")
+            # The SDK drops an argument outside the schema: a misspelt run_id
+            # would run the recall without it. Refused, as ops.call refuses it.
+            taken = tool_params[name]
+            unknown = [k for k in (arguments if isinstance(arguments, dict) else {}) if k not in taken]
+            if unknown:
+                raise ToolError(f"{name} takes no argument {shown(unknown[0])}; it takes {', '.join(taken)}")
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
@@ -98,6 +105,7 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             return await super().get_prompt(name, arguments, context)
 
     tool_names = [op.name for op in ops.OPERATIONS.values() if op.mcp]
+    tool_params = {op.name: [p.name for p in op.params if p.mcp] for op in ops.OPERATIONS.values() if op.mcp}
     prompt_ops = {op.name: op for op in ops.OPERATIONS.values() if op.prompt}
     server = _Server(name="marchdb", version=__version__, instructions=ops.INSTRUCTIONS)
 
