@@ -1210,6 +1210,21 @@ def test_14_an_mcp_argument_a_tool_does_not_take_is_refused_not_ignored(tmp_path
         mcp.close()
 
 
+def test_14_requests_sent_before_stdin_closes_are_answered(tmp_path, vault):
+    # `printf '...' | marchdb mcp`: the SDK cancelled the calls in flight at
+    # the end of input, so a piped log or save was done without an answer, or
+    # not done at all, and the server exited 0 either way.
+    vault.memory("a.md", "mem_a", name="Apples", description="apples and pears", body="apples")
+    mcp = McpProcess(tmp_path / "home", vault.root)
+    mcp.request("tools/call", {"name": "memory_log", "arguments": {"title": "Piped", "text": "kiwi seen"}}, 1)
+    mcp.request("tools/call", {"name": "memory_search", "arguments": {"query": "apples"}}, 2)
+    seconds, code, stderr = mcp.close()
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert tool_data(mcp.wait(1, 5))["status"] == "created"  # the process is gone: all it wrote is read
+    assert tool_data(mcp.wait(2, 5))["results"][0]["id"] == "mem_a"
+    assert any("kiwi seen" in p.read_text() for p in vault.root.rglob("*daily-log.md"))
+
+
 # ---------------------------------------------------------------- fuzz: hostile frontmatters and names
 
 FRONTMATTER_PIECES = [

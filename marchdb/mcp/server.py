@@ -10,9 +10,10 @@ dirty check keep the index fresh. Tool results are ``ops.call``'s data, and each
 operation's parameters (``ops``).
 Lines the SDK cannot parse are answered with a JSON-RPC error (``mcp_wire``).
 
-The process ends promptly when the client closes stdin (the SDK's client
-sends SIGTERM after two seconds), on SIGINT and on SIGTERM: it waits for a
-tool call in progress, then leaves with ``os._exit`` — freeing the model and
+The process ends promptly when the client closes stdin (once the requests
+read before are answered: ``mcp_wire``; the SDK's client sends SIGTERM after
+two seconds), on SIGINT and on SIGTERM: it waits for a tool call in
+progress, then leaves with ``os._exit`` — freeing the model and
 joining the watcher's threads at interpreter exit took one to three
 seconds, and the index and the files are crash-safe by design.
 """
