@@ -299,6 +299,13 @@ def through_engine(cfg, local: _Local) -> Callable[[str, dict], dict]:
 def _leave(code: int) -> None:
     """End the process now, once a tool call in progress has finished."""
     finished = ONE_AT_A_TIME.acquire(timeout=SHUTDOWN_WAIT_SECONDS)
+    # What the watcher's thread (or a call past the wait) is embedding stays
+    # on disk with os._exit, and the next process would take this end for a
+    # crash of the model on those texts. (Not imported: a process that never
+    # loaded it embedded nothing.)
+    sentinel = sys.modules.get("marchdb.index.sentinel")
+    if sentinel is not None:
+        sentinel.forget_in_flight()
     try:
         sys.stderr.flush()
         sys.stdout.flush()
