@@ -1225,6 +1225,40 @@ def test_14_requests_sent_before_stdin_closes_are_answered(tmp_path, vault):
     assert any("kiwi seen" in p.read_text() for p in vault.root.rglob("*daily-log.md"))
 
 
+def test_14_a_request_before_the_handshake_or_with_odd_params_says_what_is_wrong(tmp_path, vault):
+    # The SDK answered both with "Invalid request parameters" and nothing more:
+    # a script that skipped `initialize` could not tell why every call failed.
+    def line(mid, method, params=None):
+        message = {"jsonrpc": "2.0", "method": method, **({"id": mid} if mid is not None else {})}
+        return json.dumps({**message, **({"params": params} if params is not None else {})})
+
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        line(1, "tools/call", {"name": "memory_open", "arguments": {"id": "mem_a"}}),
+        line(2, "initialize", init),
+        line(None, "notifications/initialized"),
+        line(3, "tools/call", {"name": 5}),
+        line(4, "tools/call", {"name": "memory_open", "arguments": [1, 2]}),
+        line(5, "tools/call", {"name": "memory_open", "arguments": {"id": "mem_a"}}),
+    ]
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(vault.root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "marchdb", "mcp"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "MARCH_EMBED_MODEL": NO_MODEL},
+    )
+    answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+    said = {mid: answers[mid].get("error", {}).get("message", "") for mid in (1, 3, 4)}
+    assert "initialize" in said[1] and "tools/call" in said[1], said
+    assert said[3].startswith("Invalid params for tools/call: ") and "name" in said[3], said
+    assert said[4].startswith("Invalid params for tools/call: ") and "arguments" in said[4], said
+    assert all("\n" not in s for s in said.values())
+    assert answers[5]["result"]["content"], answers[5]  # the session goes on
+
+
 # ---------------------------------------------------------------- fuzz: hostile frontmatters and names
 
 FRONTMATTER_PIECES = [

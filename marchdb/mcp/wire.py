@@ -7,7 +7,8 @@ a message inside an emoji) or malformed JSON waited forever for its answer.
 Here each line is checked first; a line the SDK would drop is answered with
 a JSON-RPC error (parse error -32700, invalid request -32600, invalid params
 -32602 with the reason) on the same wire, and the good lines go on to the
-SDK unchanged.
+SDK unchanged. The SDK's own "Invalid request parameters", which says
+neither which field nor that the handshake was skipped, goes out saying both.
 
 While serving, file descriptor 0 reads the null device and 1 writes to
 stderr (as the SDK does by itself), so a library printing to stdout (the
@@ -22,6 +23,8 @@ import sys
 from typing import Any
 
 import anyio
+
+from marchdb.text import bounded
 
 #: Longest message line read (the engine's socket has the same bound): a
 #: memory body is 64 KB, a recall text is read to 4,000 characters.
@@ -54,6 +57,25 @@ def _has_lone_surrogate(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+def _params_errors(method: str, version: str | None, params: object) -> str:
+    """What is wrong with ``params`` of ``method``, in one line: the fields
+    and what each should be (never the values sent)."""
+    from mcp_types import methods
+    from pydantic import ValidationError
+
+    try:
+        methods.validate_client_request(method, version or "", params if isinstance(params, dict) else None)
+    except ValidationError as exc:
+        parts = [
+            f"{'.'.join(str(p) for p in err.get('loc', ())) or 'params'}: {err.get('msg', 'invalid')}"
+            for err in exc.errors()
+        ]
+        return "; ".join(dict.fromkeys(parts))
+    except (KeyError, ValueError):
+        pass  # no schema to name the field: the method's own check refused them
+    return "the request's params do not fit the method; see the MCP specification of it"
 
 
 def _error(mid: object, code: int, message: str) -> str:
@@ -153,26 +175,53 @@ class LockedWriter:
     def __init__(self, fd: int):
         self._file = anyio.wrap_file(os.fdopen(fd, "w", encoding="utf-8", closefd=False))
         self._lock = anyio.Lock()
-        self.waiting: set[str | int] = set()
+        #: id -> (method, params) of each request passed on and not answered yet.
+        self.waiting: dict[str | int, tuple[str, object]] = {}
         self._answered = anyio.Event()
+        self._version: str | None = None  # the protocol version the handshake agreed on
 
     async def write(self, text: str) -> None:
         """Write ``text`` (a whole line) and flush it."""
-        async with self._lock:
-            await self._file.write(text)
-            await self._file.flush()
+        request = None
         if self.waiting:
             try:
                 message = json.loads(text)
             except ValueError:
-                return
+                message = None
             if isinstance(message, dict) and ({"result", "error"} & message.keys()):
-                self.settled(message.get("id"))
+                mid = message.get("id")
+                request = self.waiting.get(mid) if isinstance(mid, (str, int)) else None
+                if request is not None:
+                    text = self._told(message, *request) or text
+        async with self._lock:
+            await self._file.write(text)
+            await self._file.flush()
+        if request is not None:
+            self.settled(message["id"])
+
+    def _told(self, answer: dict, method: str, params: object) -> str | None:
+        """The answer to ``method`` as it goes out: the handshake's version
+        noted; the SDK's bare "Invalid request parameters" said in full
+        (None: ``answer`` goes out as it is)."""
+        result, error = answer.get("result"), answer.get("error")
+        if method == "initialize" and isinstance(result, dict):
+            version = result.get("protocolVersion")
+            self._version = version if isinstance(version, str) else None
+        if not isinstance(error, dict) or error.get("message") != "Invalid request parameters" or error.get("data"):
+            return None
+        if self._version is None and method not in ("initialize", "ping"):
+            said = (
+                f"Invalid Request: {bounded(method, 60)} before the session was initialized; "
+                "send initialize, then notifications/initialized, first"
+            )
+        else:
+            said = f"Invalid params for {bounded(method, 60)}: {_params_errors(method, self._version, params)}"
+        return _error(answer.get("id"), INVALID_PARAMS, bounded(said))
 
     def settled(self, mid: object) -> None:
         """The request ``mid`` was answered (or cancelled by the client)."""
         if isinstance(mid, (str, int)) and mid in self.waiting:
-            self.waiting.discard(mid)
+            del self.waiting[mid]
             self._answered.set()
 
     async def drain(self, quiet_seconds: float) -> int:
@@ -233,7 +282,7 @@ class CheckedLines:
             if message is not None:
                 mid = message.get("id")
                 if "method" in message and isinstance(mid, (str, int)) and not isinstance(mid, bool):
-                    self._out.waiting.add(mid)
+                    self._out.waiting[mid] = (str(message["method"]), message.get("params"))
                 elif message.get("method") == "notifications/cancelled":
                     params = message.get("params")
                     self._out.settled(params.get("requestId") if isinstance(params, dict) else None)
