@@ -163,6 +163,19 @@ def test_save_search_open_round_trip(cli, vault):
     assert js(cli("open", created["id"], "--json"))["superseded_by"] == []
 
 
+def test_an_argument_given_as_null_takes_its_default(cli, vault, store):
+    # JSON's null for an optional argument: "trigger": null was "unexpected
+    # ValueError ... this is a bug" (and, through the engine, "the request is
+    # not JSON"); "limit": null was refused by the store; "force": null passed
+    # None where true or false is meant.
+    vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache layers")
+    data = js(cli("call", "memory_recall", '{"text": "Context cache ordering", "trigger": null, "record_only": null}'))
+    assert data["trigger"] == "user" and [h["id"] for h in data["hints"]] == ["mem_a"]
+    found = js(cli("call", "memory_search", '{"query": "cache", "limit": null, "include_archived": null}'))
+    assert [r["id"] for r in found["results"]] == ["mem_a"]
+    assert store.recall("Context cache ordering", trigger=None).trigger == "user"  # the Python API alike
+
+
 def test_recall_json_shape_bm25_fallback(cli, vault):
     vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache", tags=["cache"])
     for i in range(5):
