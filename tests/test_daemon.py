@@ -392,6 +392,19 @@ def test_json_nested_past_any_request_is_a_protocol_error_not_a_failure(bm25_eng
     assert answer == {"ok": False, "error": {"kind": "protocol", "message": "the request is not JSON", "exit_code": 2}}
 
 
+def test_a_value_error_inside_an_operation_is_the_engines_failure_not_bad_json(tmp_path, mixed_vault):
+    # Any ValueError raised while a request ran was answered "the request is
+    # not JSON" (a protocol error): the client blamed itself and the engine's
+    # log said nothing of the bug.
+    def broken(args, home, call):
+        raise ValueError("a bug deep down")
+
+    engine = daemon.Engine(load_config(home=tmp_path / "home", root=mixed_vault.root, env={}), handlers={"x": broken})
+    answer = engine.answer(json.dumps({"v": client.PROTOCOL, "op": "x", "args": {}}).encode())
+    assert answer["error"]["kind"] == "error" and answer["error"]["exit_code"] == 1, answer
+    assert answer["error"]["message"] == "the engine failed: ValueError: a bug deep down"
+
+
 @pytest.mark.parametrize(
     "request_fields",
     [
