@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import apsw
 
@@ -139,11 +139,10 @@ class Engine:
         value = _text_arg(text, "march_embed")
         if value is None:
             return None
+        which: Literal["query", "passage"] = "query" if kind == "query" else "passage"
         with self._lock:
             emb = self._need_model("march_embed")
-            vec, refused = sentinel.embed_alone(
-                con.filename, emb, kind, value, lambda: emb.embed([value], str(kind))[0]
-            )
+            vec, refused = sentinel.embed_alone(con.filename, emb, which, value, lambda: emb.embed([value], which)[0])
         if refused is not None:
             raise ModelError("march_embed: " + sentinel.refusal("this text", refused, "no vector for it"))
         import numpy as np
