@@ -943,6 +943,29 @@ def test_a_hung_engine_is_pinged_once_and_the_next_prompts_do_not_connect(tmp_pa
         fake.wait()
 
 
+def test_a_write_an_engine_took_and_froze_on_is_not_done_again_here(tmp_path, mixed_vault, monkeypatch):
+    # An engine frozen mid-request (SIGSTOP after it read a `log`, a stuck disk)
+    # answers neither the request nor the ping: the command wrote the log
+    # itself, and the engine, once it went on, wrote it a second time.
+    home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
+    seen = tmp_path / "requests"
+    fake = subprocess.Popen(
+        [sys.executable, "-c", HUNG_ENGINE, str(home), str(seen), "marchdb", "serve"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert fake.stdout.readline() == "ready\n"
+        done = marchdb("log", "Frozen deploy", "the engine froze on it", env=env)
+        assert seen.read_text().splitlines()[:2] == ["memory_log", "ping"]
+        assert done.returncode == 12, (done.returncode, done.stdout, done.stderr)
+        assert "it may have been done: look" in done.stderr and "Traceback" not in done.stderr
+        assert not any("Frozen deploy" in p.read_text() for p in mixed_vault.root.rglob("*.md"))
+    finally:
+        fake.kill()
+        fake.wait()
+
+
 def test_an_engine_that_stays_stuck_is_replaced(home):
     assert marchdb("recall", PROMPT, "--json").returncode == 0
     pid = client.engine_pid(home)
