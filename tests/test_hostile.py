@@ -5,6 +5,7 @@ The last test feeds generated hostile frontmatters and file names to sync and sa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -1257,6 +1258,39 @@ def test_14_a_request_before_the_handshake_or_with_odd_params_says_what_is_wrong
     assert said[4].startswith("Invalid params for tools/call: ") and "arguments" in said[4], said
     assert all("\n" not in s for s in said.values())
     assert answers[5]["result"]["content"], answers[5]  # the session goes on
+
+
+def test_14_a_client_that_closes_the_servers_stdout_is_told_in_words(tmp_path, vault):
+    # `marchdb mcp | head -1`, a client that stopped reading: the answer's write
+    # failed and the server said "ExceptionGroup: unhandled errors in a TaskGroup".
+    vault.memory("a.md", "mem_a", name="Apples", description="apples and pears", body="apples")
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(vault.root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marchdb", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "MARCH_EMBED_MODEL": NO_MODEL},
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode() + b"\n")
+    proc.stdin.flush()
+    assert b'"result"' in proc.stdout.readline()
+    proc.stdout.close()  # no reader left
+    call = {"name": "memory_search", "arguments": {"query": "apples"}}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode() + b"\n")
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode() + b"\n")
+    proc.stdin.flush()
+    time.sleep(1)
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    code = proc.wait(30)
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert code == 1, (code, stderr)
+    last = stderr.strip().splitlines()[-1]
+    assert "closed" in last and "stdout" in last and "ExceptionGroup" not in stderr, stderr
 
 
 # ---------------------------------------------------------------- fuzz: hostile frontmatters and names

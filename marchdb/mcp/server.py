@@ -328,6 +328,18 @@ def main(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: boo
         # and nothing it does touches the Markdown files.
         serve(cfg, make_store, watch=watch, use_engine=use_engine)
     except Exception as exc:  # noqa: BLE001 - one line, then leave like any other end
-        print(f"marchdb: the MCP server stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if _only_broken_pipes(exc):
+            # `marchdb mcp | head -1`, a client that stopped reading: no answer can reach it.
+            print("marchdb: the client closed the server's stdout (it reads no answers); stopping", file=sys.stderr)
+        else:
+            print(f"marchdb: the MCP server stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         _leave(1)
     _leave(0)
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    """Whether ``exc`` (an exception group's leaves, the SDK's task groups
+    nest them) is nothing but writes to a wire whose reader is gone."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_broken_pipes(e) for e in exc.exceptions)
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError))
