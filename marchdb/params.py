@@ -83,11 +83,12 @@ class Param:
 
     def check(self, value: object, op: str) -> object:
         """``value`` if it is of this parameter's type and within its bounds
-        (a list for ``strs``), else ``InvalidInput`` saying what is wanted."""
+        (a list for ``strs``), else ``InvalidInput`` saying what is wanted.
+        None (JSON's null) is not given: the default."""
         if value is None:
             if self.required:
                 raise InvalidInput(f"{op} needs {self.name}: {self.help}")
-            return None
+            return self.default
         what = f"{op}: {self.name}"
         if self.kind == "bool":
             if not isinstance(value, bool):

@@ -163,6 +163,37 @@ def test_save_search_open_round_trip(cli, vault):
     assert js(cli("open", created["id"], "--json"))["superseded_by"] == []
 
 
+def test_an_argument_given_as_null_takes_its_default(cli, vault, store):
+    # JSON's null for an optional argument: "trigger": null was "unexpected
+    # ValueError ... this is a bug" (and, through the engine, "the request is
+    # not JSON"); "limit": null was refused by the store; "force": null passed
+    # None where true or false is meant.
+    vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache layers")
+    data = js(cli("call", "memory_recall", '{"text": "Context cache ordering", "trigger": null, "record_only": null}'))
+    assert data["trigger"] == "user" and [h["id"] for h in data["hints"]] == ["mem_a"]
+    found = js(cli("call", "memory_search", '{"query": "cache", "limit": null, "include_archived": null}'))
+    assert [r["id"] for r in found["results"]] == ["mem_a"]
+    assert store.recall("Context cache ordering", trigger=None).trigger == "user"  # the Python API alike
+
+
+def test_call_reads_the_arguments_of_any_valid_save_from_stdin(cli, vault):
+    # `marchdb call memory_save -` read stdin up to a body's 64 KB: the JSON of
+    # a body within the bound (escaped: a CJK character is 6 bytes as \uXXXX)
+    # was refused, "a memory arguments is limited to 65,536 bytes".
+    import json
+
+    from marchdb.vault.changes import MAX_BODY_BYTES
+
+    body = ("规则说明。" * 5000)[: MAX_BODY_BYTES // 3]
+    args = {"name": "Long Chinese note", "description": "a long body", "body": body, "tags": ["t"]}
+    assert len(body.encode()) <= MAX_BODY_BYTES < len(json.dumps(args))
+    assert js(cli("call", "memory_save", "-", input=json.dumps(args)))["status"] == "created"
+    too_big = cli("call", "memory_save", "-", input=" " * (8 * 1024 * 1024 + 1))
+    assert too_big.exit_code == 2 and too_big.stderr.startswith(
+        "error: the arguments on stdin are over 8,388,608 bytes"
+    )
+
+
 def test_recall_json_shape_bm25_fallback(cli, vault):
     vault.memory("a.md", "mem_a", name="Context cache ordering", description="prefix cache", tags=["cache"])
     for i in range(5):

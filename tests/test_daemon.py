@@ -417,6 +417,19 @@ def test_json_nested_past_any_request_is_a_protocol_error_not_a_failure(bm25_eng
     assert answer == {"ok": False, "error": {"kind": "protocol", "message": "the request is not JSON", "exit_code": 2}}
 
 
+def test_a_value_error_inside_an_operation_is_the_engines_failure_not_bad_json(tmp_path, mixed_vault):
+    # Any ValueError raised while a request ran was answered "the request is
+    # not JSON" (a protocol error): the client blamed itself and the engine's
+    # log said nothing of the bug.
+    def broken(args, home, call):
+        raise ValueError("a bug deep down")
+
+    engine = daemon.Engine(load_config(home=tmp_path / "home", root=mixed_vault.root, env={}), handlers={"x": broken})
+    answer = engine.answer(json.dumps({"v": client.PROTOCOL, "op": "x", "args": {}}).encode())
+    assert answer["error"]["kind"] == "error" and answer["error"]["exit_code"] == 1, answer
+    assert answer["error"]["message"] == "the engine failed: ValueError: a bug deep down"
+
+
 @pytest.mark.parametrize(
     "request_fields",
     [
@@ -950,6 +963,29 @@ def test_a_hung_engine_is_pinged_once_and_the_next_prompts_do_not_connect(tmp_pa
         assert sum("answered neither the request nor a ping" in line for line in log) == 1
         assert sum("was found stuck" in line for line in log) == 2
         assert seen.read_text().count("hook_event") == 1  # the later prompts did not connect
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+def test_a_write_an_engine_took_and_froze_on_is_not_done_again_here(tmp_path, mixed_vault, monkeypatch):
+    # An engine frozen mid-request (SIGSTOP after it read a `log`, a stuck disk)
+    # answers neither the request nor the ping: the command wrote the log
+    # itself, and the engine, once it went on, wrote it a second time.
+    home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
+    seen = tmp_path / "requests"
+    fake = subprocess.Popen(
+        [sys.executable, "-c", HUNG_ENGINE, str(home), str(seen), "marchdb", "serve"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert fake.stdout.readline() == "ready\n"
+        done = marchdb("log", "Frozen deploy", "the engine froze on it", env=env)
+        assert seen.read_text().splitlines()[:2] == ["memory_log", "ping"]
+        assert done.returncode == 12, (done.returncode, done.stdout, done.stderr)
+        assert "it may have been done: look" in done.stderr and "Traceback" not in done.stderr
+        assert not any("Frozen deploy" in p.read_text() for p in mixed_vault.root.rglob("*.md"))
     finally:
         fake.kill()
         fake.wait()

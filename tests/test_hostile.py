@@ -5,6 +5,7 @@ The last test feeds generated hostile frontmatters and file names to sync and sa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -1216,6 +1217,113 @@ def test_14_mcp_says_when_the_memory_root_is_missing_and_opens_new_files_at_once
             assert any("memory root" in n and "missing" in n for n in data.get("notices", [])), data
     finally:
         mcp.close()
+
+
+def test_14_an_mcp_argument_a_tool_does_not_take_is_refused_not_ignored(tmp_path, vault):
+    # The SDK dropped arguments outside a tool's schema: a misspelt run_id ran
+    # the recall without it (hints again in the same run), as the CLI, the
+    # engine and the Python API refuse.
+    vault.memory("a.md", "mem_a", name="Apples", description="apples and pears", body="apples")
+    mcp = McpProcess(tmp_path / "home", vault.root)
+    try:
+        for mid, (name, args, bad) in enumerate(
+            [
+                ("memory_recall", {"text": "apples", "run_idd": "r1"}, "run_idd"),
+                ("memory_search", {"query": "apples", "limt": 3}, "limt"),
+                ("memory_recall", {"text": "apples", "cwd": "/elsewhere"}, "cwd"),  # the server's own to set
+            ],
+            start=1,
+        ):
+            answer = mcp.call(name, args, mid)
+            assert answer["result"]["isError"], answer
+            said = answer["result"]["content"][0]["text"]
+            assert said.startswith(f"{name} takes no argument '{bad}'; it takes "), said
+            assert "cwd" not in said.partition("; it takes ")[2], said
+        assert tool_data(mcp.call("memory_recall", {"text": "apples", "run_id": "r1"}, 9))["hints"]
+    finally:
+        mcp.close()
+
+
+def test_14_requests_sent_before_stdin_closes_are_answered(tmp_path, vault):
+    # `printf '...' | marchdb mcp`: the SDK cancelled the calls in flight at
+    # the end of input, so a piped log or save was done without an answer, or
+    # not done at all, and the server exited 0 either way.
+    vault.memory("a.md", "mem_a", name="Apples", description="apples and pears", body="apples")
+    mcp = McpProcess(tmp_path / "home", vault.root)
+    mcp.request("tools/call", {"name": "memory_log", "arguments": {"title": "Piped", "text": "kiwi seen"}}, 1)
+    mcp.request("tools/call", {"name": "memory_search", "arguments": {"query": "apples"}}, 2)
+    seconds, code, stderr = mcp.close()
+    assert code == 0 and "Traceback" not in stderr, stderr
+    assert tool_data(mcp.wait(1, 5))["status"] == "created"  # the process is gone: all it wrote is read
+    assert tool_data(mcp.wait(2, 5))["results"][0]["id"] == "mem_a"
+    assert any("kiwi seen" in p.read_text() for p in vault.root.rglob("*daily-log.md"))
+
+
+def test_14_a_request_before_the_handshake_or_with_odd_params_says_what_is_wrong(tmp_path, vault):
+    # The SDK answered both with "Invalid request parameters" and nothing more:
+    # a script that skipped `initialize` could not tell why every call failed.
+    def line(mid, method, params=None):
+        message = {"jsonrpc": "2.0", "method": method, **({"id": mid} if mid is not None else {})}
+        return json.dumps({**message, **({"params": params} if params is not None else {})})
+
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        line(1, "tools/call", {"name": "memory_open", "arguments": {"id": "mem_a"}}),
+        line(2, "initialize", init),
+        line(None, "notifications/initialized"),
+        line(3, "tools/call", {"name": 5}),
+        line(4, "tools/call", {"name": "memory_open", "arguments": [1, 2]}),
+        line(5, "tools/call", {"name": "memory_open", "arguments": {"id": "mem_a"}}),
+    ]
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(vault.root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "marchdb", "mcp"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "MARCH_EMBED_MODEL": NO_MODEL},
+    )
+    answers = {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+    said = {mid: answers[mid].get("error", {}).get("message", "") for mid in (1, 3, 4)}
+    assert "initialize" in said[1] and "tools/call" in said[1], said
+    assert said[3].startswith("Invalid params for tools/call: ") and "name" in said[3], said
+    assert said[4].startswith("Invalid params for tools/call: ") and "arguments" in said[4], said
+    assert all("\n" not in s for s in said.values())
+    assert answers[5]["result"]["content"], answers[5]  # the session goes on
+
+
+def test_14_a_client_that_closes_the_servers_stdout_is_told_in_words(tmp_path, vault):
+    # `marchdb mcp | head -1`, a client that stopped reading: the answer's write
+    # failed and the server said "ExceptionGroup: unhandled errors in a TaskGroup".
+    vault.memory("a.md", "mem_a", name="Apples", description="apples and pears", body="apples")
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(vault.root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marchdb", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "MARCH_EMBED_MODEL": NO_MODEL},
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode() + b"\n")
+    proc.stdin.flush()
+    assert b'"result"' in proc.stdout.readline()
+    proc.stdout.close()  # no reader left
+    call = {"name": "memory_search", "arguments": {"query": "apples"}}
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode() + b"\n")
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode() + b"\n")
+    proc.stdin.flush()
+    time.sleep(1)
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.close()
+    code = proc.wait(30)
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert code == 1, (code, stderr)
+    last = stderr.strip().splitlines()[-1]
+    assert "closed" in last and "stdout" in last and "ExceptionGroup" not in stderr, stderr
 
 
 # ---------------------------------------------------------------- fuzz: hostile frontmatters and names

@@ -436,3 +436,57 @@ def test_an_unknown_tool_or_method_is_not_echoed_whole(tmp_path):
     line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m" * 100_000}).encode()
     passed, answer = wire.check_line(line)
     assert passed is None and len(answer) < 2 * MAX_ERROR_CHARS and '"id": 1' in answer, answer[:300]
+
+
+def test_a_server_ending_while_its_watcher_embeds_leaves_no_suspects(tmp_path, mixed_vault, default_model_path):
+    # The server leaves with os._exit: the batch its watcher was embedding kept
+    # its in-flight file, and the next process took the end for a crash of the
+    # model on those texts (each embedded again alone, in a process of its own).
+    import subprocess
+    import time
+
+    for i in range(60):
+        body = " ".join(f"word{(i * 7 + j) % 997} topic{j % 13}" for j in range(200))
+        mixed_vault.memory(f"bulk/n{i}.md", f"mem_bulk{i}", name=f"Bulk {i}", description=f"bulk note {i}", body=body)
+    env = {
+        **os.environ,
+        "MARCH_HOME": str(tmp_path / "home"),
+        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
+        "MARCH_EMBED_MODEL": str(default_model_path),
+        "MARCH_MODELS_DIR": str(default_model_path.parent),
+        "MARCH_DAEMON": "0",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marchdb", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    for message in (
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "memory_open", "arguments": {"id": "x"}},
+        },
+    ):
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+    proc.stdout.readline()
+    proc.stdout.readline()  # the call is answered: the watcher runs, and embeds the backlog
+    index = tmp_path / "home" / "index.sqlite"
+    deadline = time.monotonic() + 120
+    while not list(index.parent.glob("index.sqlite.embedding.*")):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        time.sleep(0.005)
+    proc.stdin.close()
+    assert proc.wait(30) == 0
+    proc.stdout.close()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    assert list(index.parent.glob("index.sqlite.embedding.*")) == []

@@ -91,7 +91,13 @@ def test_what_the_engine_cannot_answer_as_the_hook_would_is_refused(engine, monk
     monkeypatch.setenv("MARCH_DAEMON", "0")  # said in the hook's environment: no engine answers it
     assert relayed(engine, "claude-code", raw)["error"]["kind"] == "other_config"
     monkeypatch.delenv("MARCH_DAEMON")
-    for args in ([], {"host": "nope"}, {"host": "codex", "options": [1], "event": "", "flags": {}, "env": {}}):
+    for args in (
+        [],
+        {"host": "nope"},
+        {"host": "codex", "options": [1], "event": "", "flags": {}, "env": {}},
+        {"host": ["codex"]},  # was "the engine failed: TypeError: unhashable type" (exit 1, a bug)
+        {"host": {"a": 1}},
+    ):
         line = {"v": client.PROTOCOL, "op": hook.HOOK_EVENT, "args": args, "identity": None}
         assert engine.answer(json.dumps(line).encode())["error"]["kind"] == "protocol"
 

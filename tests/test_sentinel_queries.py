@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -436,3 +437,36 @@ def test_a_process_dead_but_not_yet_reaped_is_dead():
         assert not sentinel._alive(child.pid, sentinel._boot_id(), start)  # a zombie, not waited for
     finally:
         child.wait()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_command_stopped_by_a_signal_while_it_embeds_its_message_is_no_crash(tmp_path, signum):
+    # `timeout 5 marchdb recall ...`, a closed terminal: the process was ended,
+    # llama.cpp did not crash. Its message was quarantined as a crash ("llama.cpp
+    # crashed on this message before", keyword answers for good), and three such
+    # in a row made the model unusable on this machine.
+    from marchdb.index import sentinel
+
+    index = tmp_path / "index.sqlite"
+    script = (
+        "import sys, time\n"
+        "from marchdb.index import sentinel\n"
+        "class Model:\n"
+        "    crash_key = 'tiny-key'\n"
+        "sentinel.embed_alone(sys.argv[1], Model(), 'query', 'a message', lambda: time.sleep(60))\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(index)])
+    try:
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob("index.sqlite.embedding.*")):
+            assert time.monotonic() < deadline and child.poll() is None, "the message was never in flight"
+            time.sleep(0.01)
+        child.send_signal(signum)
+        assert child.wait(10) == -signum  # it still dies of the signal
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert list(tmp_path.glob("index.sqlite.embedding.*")) == []
+    ledger, found, lone = sentinel.Sentinel(str(index), "tiny-key").recover([])
+    assert (ledger.alone, ledger.lone, found, lone) == ({}, 0, 0, 0)

@@ -17,7 +17,7 @@ from marchdb.cli.main import app
 from marchdb.config import load_config
 from marchdb.errors import InvalidInput, ModelError, NotFound
 from marchdb.index import recall as recall_mod
-from marchdb.index import terms
+from marchdb.index import sqlfuncs, terms
 from marchdb.index.sqlfuncs import RECALL_COLUMNS, SIMILAR_COLUMNS
 from marchdb.store import Store
 
@@ -102,6 +102,34 @@ def test_errors_are_sql_errors_with_a_clear_message(bm25_store):
         bm25_store.query("SELECT * FROM march_recall('cache', 'user', ?)", ("r" * 201,), write=True)
     # the connection is still fine afterwards
     assert rows(bm25_store, "SELECT count(*) AS n FROM memory_index") == [{"n": 5}]
+
+
+def test_march_embed_on_a_connection_of_your_own_names_its_text_beside_the_stores_index(
+    tmp_path, mixed_vault, cfg, monkeypatch
+):
+    # The text was named beside the connection's file: for an in-memory one,
+    # beside the current folder (its parent, as `<folder>.embedding.<pid>`),
+    # and for another file where no process loading the model looks (a
+    # crash on it was never quarantined, and crashed again).
+    from conftest import TinyEmbedder
+
+    class Spy(TinyEmbedder):
+        def embed(self, texts, kind, progress=None):
+            self.named = sorted(p for p in tmp_path.rglob("*.embedding.*"))
+            return super().embed(texts, kind, progress)
+
+    spy = Spy()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with Store(cfg, embedder=spy) as store:
+        store.sync(embed=False)
+        con = apsw.Connection(":memory:")
+        sqlfuncs.register(con, store.sql_engine, tables=False)
+        assert len(con.execute("SELECT march_embed('prefix cache layers')").fetchone()[0]) == 4 * spy.dim
+        con.close()
+    assert [p.parent for p in spy.named] == [cfg.index_path.parent], spy.named
+    assert list(elsewhere.iterdir()) == [] and not list(tmp_path.glob("elsewhere.*"))
 
 
 def test_cli_and_shell_report_function_errors_on_one_line(tmp_path, mixed_vault):

@@ -123,7 +123,7 @@ def register_functions(conn: Any, attached: _Attached) -> None:
     def march_embed(text=None, kind="query", *extra):
         try:
             no_extra("march_embed", extra)
-            return engine.embed(con, text, kind)
+            return engine.embed(text, kind)
         except MarchError as exc:
             _fail("march_embed", exc)
             raise

@@ -345,18 +345,40 @@ def _read_stdin_body(what: str = "body") -> str:
     fill the memory before it gets the chance."""
     from marchdb.vault.changes import MAX_BODY_BYTES
 
+    return _read_stdin(
+        MAX_BODY_BYTES,
+        f"the {what} on stdin is over {MAX_BODY_BYTES:,} bytes; a memory {what} is limited to "
+        f"{MAX_BODY_BYTES:,} bytes; split it into several memories",
+        f"the {what} on stdin",
+    )
+
+
+#: The arguments of ``marchdb call -``: a message line of the MCP server and
+#: the engine, which any valid save fits (a 64 KB body written as JSON
+#: escapes, six bytes a character, is under 400 KB).
+MAX_CALL_ARGUMENTS_BYTES = 8 * 1024 * 1024
+
+
+def _read_stdin_arguments() -> str:
+    """The JSON arguments of ``marchdb call`` piped on stdin, bounded."""
+    return _read_stdin(
+        MAX_CALL_ARGUMENTS_BYTES,
+        f"the arguments on stdin are over {MAX_CALL_ARGUMENTS_BYTES:,} bytes, more than any operation takes",
+        "the arguments on stdin",
+    )
+
+
+def _read_stdin(limit: int, too_big: str, what: str) -> str:
+    """stdin read up to one byte past ``limit`` (refused with ``too_big``) and decoded."""
     if sys.stdin is None:
         raise InvalidInput("stdin is closed: pass the text as an argument instead of '-'")
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text-only stdin (an embedding program's)
-        return sys.stdin.read(MAX_BODY_BYTES + 1)
-    raw = stream.read(MAX_BODY_BYTES + 1)
-    if len(raw) > MAX_BODY_BYTES:  # read no further: its real size is not known, only that it is too big
-        raise InvalidInput(
-            f"the {what} on stdin is over {MAX_BODY_BYTES:,} bytes; a memory {what} is limited to "
-            f"{MAX_BODY_BYTES:,} bytes; split it into several memories"
-        )
+        return sys.stdin.read(limit + 1)
+    raw = stream.read(limit + 1)
+    if len(raw) > limit:  # read no further: its real size is not known, only that it is too big
+        raise InvalidInput(too_big)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"the {what} on stdin is not UTF-8 text (byte {exc.start}); pipe text") from None
+        raise InvalidInput(f"{what} is not UTF-8 text (byte {exc.start}); pipe text") from None

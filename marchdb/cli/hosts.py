@@ -124,14 +124,14 @@ def call_(
     """Run one operation with JSON arguments and print its JSON answer: what an agent's tool call does (scripts, Hermes)."""
     import json
 
-    from marchdb.cli.app import _call, _read_stdin_body
+    from marchdb.cli.app import _call, _read_stdin_arguments
 
     op = ops.get(operation)
     if not op.mcp:
         raise InvalidInput(
             f"{operation} is not an agent operation; it takes: {', '.join(t['name'] for t in ops.tools())}"
         )
-    raw = _read_stdin_body("arguments") if arguments == "-" else arguments or "{}"
+    raw = _read_stdin_arguments() if arguments == "-" else arguments or "{}"
     try:
         args = json.loads(raw)
     except ValueError as exc:

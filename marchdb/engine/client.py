@@ -57,16 +57,18 @@ class Unavailable(Exception):
     in-process instead — except a write the engine may have done already
     (``may_redo``)."""
 
-    def __init__(self, reason: str, detail: str = ""):
+    def __init__(self, reason: str, detail: str = "", sent: bool = False):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason, self.detail = reason, detail
+        #: The engine had the request (found stuck while it ran it, say).
+        self.sent = sent
 
     def may_redo(self, op: str) -> bool:
         """Whether ``op`` may be run in-process after this failure: always,
         unless it writes and the engine had the request (it may be done)."""
         from marchdb import ops
 
-        return op not in ops.WRITE_OPERATIONS or self.reason not in SENT_REASONS
+        return op not in ops.WRITE_OPERATIONS or not (self.sent or self.reason in SENT_REASONS)
 
 
 #: ``Unavailable`` reasons after which the engine may have run the request.
@@ -409,8 +411,9 @@ def _answer_line(
                 raise
             if not ping(home, ping_seconds):
                 _mark_stuck(home)
+                # It read the request: frozen while it ran it, it goes on once continued.
                 raise Unavailable(
-                    "stuck", f"the warm engine answered neither the request nor a ping within {patience:g} s"
+                    "stuck", f"the warm engine answered neither the request nor a ping within {patience:g} s", sent=True
                 ) from None
             continue  # alive, and busy: wait on
         if not chunk:

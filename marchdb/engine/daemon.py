@@ -404,6 +404,10 @@ class Engine:
         started = time.perf_counter()
         try:
             req = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested past any request's depth
+            self.last_request = time.monotonic()
+            return _refusal("protocol", "the request is not JSON", 2)
+        try:
             if not isinstance(req, dict) or req.get("v") != client.PROTOCOL:
                 return _refusal("protocol", f"expected a protocol {client.PROTOCOL} request", 2)
             op, args, ident = req.get("op"), req.get("args"), req.get("identity")
@@ -418,8 +422,6 @@ class Engine:
                 float(deadline) if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None
             )
             data = self.dispatch(op, args, ident, deadline)
-        except (ValueError, RecursionError):  # RecursionError: nested past any request's depth
-            return _refusal("protocol", "the request is not JSON", 2)
         except MarchError as exc:
             return _refusal(exc.kind, str(exc), exc.exit_code, exc.to_dict())
         except (apsw.CorruptError, apsw.NotADBError) as exc:

@@ -66,7 +66,8 @@ def read(args: object, home) -> tuple[tuple[object, dict] | None, object]:
     host, options, raw = args.get("host"), args.get("options"), args.get("event")
     flags, env = args.get("flags"), args.get("env")
     if (
-        host not in HOSTS
+        not isinstance(host, str)  # first: a list or an object is no key of HOSTS (TypeError)
+        or host not in HOSTS
         or not isinstance(options, list)
         or not all(isinstance(o, str) for o in options)
         or not isinstance(raw, str)

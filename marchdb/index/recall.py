@@ -493,13 +493,16 @@ RELATED_MAX = 5
 RELATED_BELOW = 0.15
 
 
-def query_vector(con: apsw.Connection, embedder, text: str) -> tuple[np.ndarray | None, str | None]:
+def query_vector(
+    con: apsw.Connection, embedder, text: str, index_path: str | None = None
+) -> tuple[np.ndarray | None, str | None]:
     """The query vector of ``text`` (its part ``focus`` keeps), embedded
-    alone with its name on disk (``sentinel.embed_alone``); or None and the
-    line that says why when llama.cpp crashed on this message before."""
+    alone with its name on disk beside ``index_path`` (the store's index;
+    default ``con``'s file: ``sentinel.embed_alone``); or None and the line
+    that says why when llama.cpp crashed on this message before."""
     query = focus(text)
     vec, refused = sentinel.embed_alone(
-        con.filename, embedder, "query", query, lambda: embedder.embed_queries([query])[0]
+        index_path or con.filename, embedder, "query", query, lambda: embedder.embed_queries([query])[0]
     )
     if refused is not None:
         return None, sentinel.refusal("this message", refused)

@@ -68,6 +68,7 @@ import faulthandler
 import itertools
 import json
 import os
+import signal
 import stat
 import threading
 from collections.abc import Iterator
@@ -109,6 +110,51 @@ _armed: tuple[str, str, str, object] | bool | None = None
 _arm_lock = threading.Lock()
 _counter = itertools.count()
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+#: The in-flight files this process has on disk now.
+_IN_FLIGHT: set[str] = set()
+#: Signals that end a process by default, which no crash of the model sends:
+#: `timeout`, `kill`, a host ending a slow command, a terminal closed.
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def forget_in_flight() -> None:
+    """Remove this process's in-flight files: it is ending (a signal, a
+    shutdown that cannot wait), and what was being embedded is no suspect."""
+    for name in list(_IN_FLIGHT):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        _IN_FLIGHT.discard(name)
+    _disarm()  # its fatal file too: an exit that skips atexit (os._exit) would leave it
+
+
+def _end_by_signal(signum: int, _frame: object) -> None:
+    forget_in_flight()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # dies of it, as it would have
+
+
+@contextlib.contextmanager
+def _ended_not_crashed() -> Iterator[None]:
+    """While the main thread embeds: a signal that would end the process
+    (with its default action) first removes the in-flight files, so the
+    next process does not take the end for a crash of the model on those
+    texts. It waits for the model's call in progress (Python runs a handler
+    between two calls into C), then the process dies of the same signal. A
+    process with a handler of its own (the engine, the MCP server) keeps it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    taken = []
+    for signum in _ENDING_SIGNALS:
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _end_by_signal)
+            taken.append(signum)
+    try:
+        yield
+    finally:
+        for signum in taken:
+            if signal.getsignal(signum) is _end_by_signal:
+                signal.signal(signum, signal.SIG_DFL)
 
 
 def _is_fatal_name(base: str, name: str) -> bool:
@@ -285,17 +331,20 @@ class Sentinel:
         written = False
         try:
             fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            _IN_FLIGHT.add(name)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(record, fh)
             written = True
         except OSError:
             pass
         try:
-            yield
+            with _ended_not_crashed():
+                yield
         finally:
             if written:
                 with contextlib.suppress(OSError):
                     os.unlink(name)
+            _IN_FLIGHT.discard(name)
 
     def _dead_batches(self) -> list[tuple[str, dict | None]]:
         """``(file, record)`` of the batches of dead processes (record None:

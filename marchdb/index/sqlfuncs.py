@@ -129,20 +129,23 @@ class Engine:
 
     # ------------------------------------------------------------ functions
 
-    def embed(self, con: apsw.Connection, text: object, kind: object = "query") -> bytes | None:
+    def embed(self, text: object, kind: object = "query") -> bytes | None:
         """``march_embed``: the float32 vector blob of ``text``, as the index
         stores it (``'passage'``) or as recall embeds a message (``'query'``).
-        The text is named beside the index while the model embeds it, as a
-        recall's message is: a text llama.cpp crashed on is refused after."""
+        The text is named beside the store's index (whatever connection asks:
+        your own may be in memory) while the model embeds it, as a recall's
+        message is: a text llama.cpp crashed on is refused after."""
         if kind not in ("query", "passage"):
             raise InvalidInput(f"march_embed: kind must be 'query' or 'passage', not {kind!r}")
-        how: Literal["query", "passage"] = "query" if kind == "query" else "passage"
         value = _text_arg(text, "march_embed")
         if value is None:
             return None
+        which: Literal["query", "passage"] = "query" if kind == "query" else "passage"
         with self._lock:
             emb = self._need_model("march_embed")
-            vec, refused = sentinel.embed_alone(con.filename, emb, how, value, lambda: emb.embed([value], how)[0])
+            vec, refused = sentinel.embed_alone(
+                str(self.cfg.index_path), emb, which, value, lambda: emb.embed([value], which)[0]
+            )
         if refused is not None:
             raise ModelError("march_embed: " + sentinel.refusal("this text", refused, "no vector for it"))
         import numpy as np
@@ -333,7 +336,8 @@ class Engine:
         calib = calibrate.load(con, emb.fingerprint) or self._calibrations.get(emb.fingerprint)
         if calib is None:
             calib = self._calibrations[emb.fingerprint] = calibrate.measure(emb)
-        qvec, _ = recall_mod.query_vector(con, emb, text)  # a message llama.cpp crashed on: keywords
+        # A message llama.cpp crashed on: keywords. Named beside the store's index, whatever asks.
+        qvec, _ = recall_mod.query_vector(con, emb, text, str(self.cfg.index_path))
         return ("hybrid", qvec, calib) if qvec is not None else ("bm25", None, calibrate.bm25_only())
 
     def _apply_logged(
@@ -416,7 +420,7 @@ def register(con: apsw.Connection, engine: Engine, tables: bool = True) -> None:
 
     def march_embed(text=None, kind="query", *extra):
         no_extra("march_embed", extra)
-        return engine.embed(con, text, kind)
+        return engine.embed(text, kind)
 
     def march_recall_json(text=None, trigger="user", run_id=None, project=None, conversation=None, *extra):
         no_extra("march_recall_json", extra)

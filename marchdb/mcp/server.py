@@ -10,9 +10,10 @@ dirty check keep the index fresh. Tool results are ``ops.call``'s data, and each
 operation's parameters (``ops``).
 Lines the SDK cannot parse are answered with a JSON-RPC error (``mcp_wire``).
 
-The process ends promptly when the client closes stdin (the SDK's client
-sends SIGTERM after two seconds), on SIGINT and on SIGTERM: it waits for a
-tool call in progress, then leaves with ``os._exit`` — freeing the model and
+The process ends promptly when the client closes stdin (once the requests
+read before are answered: ``mcp_wire``; the SDK's client sends SIGTERM after
+two seconds), on SIGINT and on SIGTERM: it waits for a tool call in
+progress, then leaves with ``os._exit`` — freeing the model and
 joining the watcher's threads at interpreter exit took one to three
 seconds, and the index and the files are crash-safe by design.
 """
@@ -31,6 +32,7 @@ from pydantic import Field
 
 from marchdb import ops
 from marchdb.errors import MarchError, Unanswered, remote_error, unanswered_message
+from marchdb.params import shown
 from marchdb.text import bounded, one_line
 
 #: The SDK runs each call of a (sync) tool on a worker thread, so calls may
@@ -72,6 +74,12 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             if name not in tool_names:
                 # The SDK's answer quoted the whole name.
                 raise ToolError(f"Unknown tool: {bounded(str(name), 200)}; the tools are {', '.join(tool_names)}")
+            # The SDK drops an argument outside the schema: a misspelt run_id
+            # would run the recall without it. Refused, as ops.call refuses it.
+            taken = tool_params[name]
+            unknown = [k for k in (arguments if isinstance(arguments, dict) else {}) if k not in taken]
+            if unknown:
+                raise ToolError(f"{name} takes no argument {shown(unknown[0])}; it takes {', '.join(taken)}")
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as exc:
@@ -98,6 +106,7 @@ def build_server(run: Callable[[str, dict], dict], index_path: Path):
             return await super().get_prompt(name, arguments, context)
 
     tool_names = [op.name for op in ops.OPERATIONS.values() if op.mcp]
+    tool_params = {op.name: [p.name for p in op.params if p.mcp] for op in ops.OPERATIONS.values() if op.mcp}
     prompt_ops = {op.name: op for op in ops.OPERATIONS.values() if op.prompt}
     server = _Server(name="marchdb", version=__version__, instructions=ops.INSTRUCTIONS)
 
@@ -290,6 +299,13 @@ def through_engine(cfg, local: _Local) -> Callable[[str, dict], dict]:
 def _leave(code: int) -> None:
     """End the process now, once a tool call in progress has finished."""
     finished = ONE_AT_A_TIME.acquire(timeout=SHUTDOWN_WAIT_SECONDS)
+    # What the watcher's thread (or a call past the wait) is embedding stays
+    # on disk with os._exit, and the next process would take this end for a
+    # crash of the model on those texts. (Not imported: a process that never
+    # loaded it embedded nothing.)
+    sentinel = sys.modules.get("marchdb.index.sentinel")
+    if sentinel is not None:
+        sentinel.forget_in_flight()
     try:
         sys.stderr.flush()
         sys.stdout.flush()
@@ -312,6 +328,18 @@ def main(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: boo
         # and nothing it does touches the Markdown files.
         serve(cfg, make_store, watch=watch, use_engine=use_engine)
     except Exception as exc:  # noqa: BLE001 - one line, then leave like any other end
-        print(f"marchdb: the MCP server stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if _only_broken_pipes(exc):
+            # `marchdb mcp | head -1`, a client that stopped reading: no answer can reach it.
+            print("marchdb: the client closed the server's stdout (it reads no answers); stopping", file=sys.stderr)
+        else:
+            print(f"marchdb: the MCP server stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         _leave(1)
     _leave(0)
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    """Whether ``exc`` (an exception group's leaves, the SDK's task groups
+    nest them) is nothing but writes to a wire whose reader is gone."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_broken_pipes(e) for e in exc.exceptions)
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError))
