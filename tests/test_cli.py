@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -686,7 +687,6 @@ def _cpu_seconds(pid: int) -> float:
 def _interrupt_when_busy(proc) -> None:
     """SIGINT once ``proc`` has spent 1.5 s of CPU: in its statement by then
     (starting takes well under that), however loaded the machine is."""
-    import signal
     import time
 
     while proc.poll() is None and _cpu_seconds(proc.pid) < 1.5:
@@ -702,7 +702,15 @@ def test_ctrl_c_stops_a_runaway_statement(tmp_path, shell):
     marchdb = str(Path(sys.executable).with_name("marchdb"))
     args = [marchdb, "sql", "--timeout", "0"] + ([] if shell else [ENDLESS])
     proc = subprocess.Popen(
-        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+        args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        # A terminal's foreground command: a run started in the background of a
+        # script inherits SIGINT ignored, and Python then never raises KeyboardInterrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         if shell:
