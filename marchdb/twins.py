@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from marchdb.errors import Conflict, IndexUnavailable, InvalidInput, NotFound
@@ -179,8 +179,14 @@ def unreadable_holders(con, root: Path, mem_id: str) -> list[str]:
     conflict. Links are never read (their target is not ours to look at);
     only the frontmatter counts (an ``id:`` line in a body says nothing)."""
     line = re.compile(rb"^id:[ \t]*[\"']?" + re.escape(mem_id.encode("utf-8")) + rb"[\"']?[ \t]*\r?$", re.M)
+    return [rel for rel, head in _unreadable_heads(con, root) if line.search(head)]
+
+
+def _unreadable_heads(con, root: Path) -> Iterator[tuple[str, bytes]]:
+    """``(path, frontmatter bytes)`` of each file the index could not read as
+    a memory (``TWIN_PROBE_KINDS``) that still begins with a frontmatter, by
+    path. Links are never read (their target is not ours to look at)."""
     marks = ",".join("?" * len(TWIN_PROBE_KINDS))
-    found = []
     for (rel,) in con.execute(
         f"SELECT DISTINCT path FROM problems WHERE kind IN ({marks}) ORDER BY path", TWIN_PROBE_KINDS
     ):
@@ -189,9 +195,8 @@ def unreadable_holders(con, root: Path, mem_id: str) -> list[str]:
         except (OSError, ValueError):
             continue  # a link, a FIFO, gone, or a name the file system cannot take back
         head = _HEAD.match(data[:TWIN_PROBE_BYTES])
-        if head and line.search(head.group(1)):
-            found.append(rel)
-    return found
+        if head:
+            yield rel, head.group(1)
 
 
 #: A ``source:`` line of a frontmatter, as an import writes it (a key made plain by ``sources.source_key``).
@@ -204,16 +209,8 @@ def unreadable_sources(con, root: Path) -> dict[str, str]:
     imported memory whose YAML a hand edit broke still holds its source, and
     an import that did not know it would write a second copy of the item."""
     found: dict[str, str] = {}
-    marks = ",".join("?" * len(TWIN_PROBE_KINDS))
-    for (rel,) in con.execute(
-        f"SELECT DISTINCT path FROM problems WHERE kind IN ({marks}) ORDER BY path", TWIN_PROBE_KINDS
-    ):
-        try:
-            data, _ = read_file(root / rel, TWIN_PROBE_BYTES, root)
-        except (OSError, ValueError):
-            continue  # a link, a FIFO, gone, or a name the file system cannot take back
-        head = _HEAD.match(data[:TWIN_PROBE_BYTES])
-        line = _SOURCE_LINE.search(head.group(1)) if head else None
+    for rel, head in _unreadable_heads(con, root):
+        line = _SOURCE_LINE.search(head)
         if line:
             found.setdefault(line.group(2).decode("utf-8", "replace"), rel)
     return found
