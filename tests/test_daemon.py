@@ -937,13 +937,10 @@ while True:
 """
 
 
-def test_a_hung_engine_is_pinged_once_and_the_next_prompts_do_not_connect(tmp_path, mixed_vault, monkeypatch):
-    # Not a stopped process: only a ping tells a hung engine from a busy one.
-    # The first prompt sends its event and, past HOOK_PATIENCE, a ping; the
-    # next ones send nothing, refused by the mark (their own processes ask it
-    # again in the background, with a ping, once their answer is out).
-    home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
-    seen = tmp_path / "requests"
+@contextlib.contextmanager
+def hung_engine(home: Path, seen: Path):
+    """A fake engine serving ``home`` that reads each request, writes its op
+    to ``seen`` and never answers; killed on leaving."""
     fake = subprocess.Popen(
         [sys.executable, "-c", HUNG_ENGINE, str(home), str(seen), "marchdb", "serve"],
         stdout=subprocess.PIPE,
@@ -951,6 +948,20 @@ def test_a_hung_engine_is_pinged_once_and_the_next_prompts_do_not_connect(tmp_pa
     )
     try:
         assert fake.stdout.readline() == "ready\n"
+        yield fake
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+def test_a_hung_engine_is_pinged_once_and_the_next_prompts_do_not_connect(tmp_path, mixed_vault, monkeypatch):
+    # Not a stopped process: only a ping tells a hung engine from a busy one.
+    # The first prompt sends its event and, past HOOK_PATIENCE, a ping; the
+    # next ones send nothing, refused by the mark (their own processes ask it
+    # again in the background, with a ping, once their answer is out).
+    home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
+    seen = tmp_path / "requests"
+    with hung_engine(home, seen) as fake:
         assert client.engine_pid(home) == fake.pid and not client.stopped(home)
         out = hook(prompt_event("h1", "Dog's medication carprofen tablet"), env)
         assert out.returncode == 0 and "mem_dog" in out.stdout
@@ -963,9 +974,6 @@ def test_a_hung_engine_is_pinged_once_and_the_next_prompts_do_not_connect(tmp_pa
         assert sum("answered neither the request nor a ping" in line for line in log) == 1
         assert sum("was found stuck" in line for line in log) == 2
         assert seen.read_text().count("hook_event") == 1  # the later prompts did not connect
-    finally:
-        fake.kill()
-        fake.wait()
 
 
 def test_a_write_an_engine_took_and_froze_on_is_not_done_again_here(tmp_path, mixed_vault, monkeypatch):
@@ -974,21 +982,12 @@ def test_a_write_an_engine_took_and_froze_on_is_not_done_again_here(tmp_path, mi
     # itself, and the engine, once it went on, wrote it a second time.
     home, env = plain_home(tmp_path, mixed_vault, monkeypatch)
     seen = tmp_path / "requests"
-    fake = subprocess.Popen(
-        [sys.executable, "-c", HUNG_ENGINE, str(home), str(seen), "marchdb", "serve"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert fake.stdout.readline() == "ready\n"
+    with hung_engine(home, seen):
         done = marchdb("log", "Frozen deploy", "the engine froze on it", env=env)
         assert seen.read_text().splitlines()[:2] == ["memory_log", "ping"]
         assert done.returncode == 12, (done.returncode, done.stdout, done.stderr)
         assert "it may have been done: look" in done.stderr and "Traceback" not in done.stderr
         assert not any("Frozen deploy" in p.read_text() for p in mixed_vault.root.rglob("*.md"))
-    finally:
-        fake.kill()
-        fake.wait()
 
 
 def test_an_engine_that_stays_stuck_is_replaced(home):
