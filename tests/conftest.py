@@ -217,6 +217,19 @@ class TinyEmbedder(Embedder):
         return self._vectors(texts)
 
 
+def model_command_env(home: Path, root: Path, model: Path) -> dict:
+    """The environment of a marchdb command that embeds with ``model`` in its
+    own process (no engine), for the vault ``root`` and the home ``home``."""
+    return {
+        **os.environ,
+        "MARCH_HOME": str(home),
+        "MARCH_MEMORY_ROOT": str(root),
+        "MARCH_EMBED_MODEL": str(model),
+        "MARCH_MODELS_DIR": str(model.parent),
+        "MARCH_DAEMON": "0",
+    }
+
+
 def wait_idle(watcher, timeout: float = 30.0) -> bool:
     """Block until ``watcher`` has applied every change it has seen (False
     when ``timeout`` seconds pass first)."""

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import wait_idle
+from conftest import model_command_env, wait_idle
 from typer.testing import CliRunner
 
 from marchdb.cli.main import app
@@ -448,14 +448,7 @@ def test_a_server_ending_while_its_watcher_embeds_leaves_no_suspects(tmp_path, m
     for i in range(60):
         body = " ".join(f"word{(i * 7 + j) % 997} topic{j % 13}" for j in range(200))
         mixed_vault.memory(f"bulk/n{i}.md", f"mem_bulk{i}", name=f"Bulk {i}", description=f"bulk note {i}", body=body)
-    env = {
-        **os.environ,
-        "MARCH_HOME": str(tmp_path / "home"),
-        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
-        "MARCH_EMBED_MODEL": str(default_model_path),
-        "MARCH_MODELS_DIR": str(default_model_path.parent),
-        "MARCH_DAEMON": "0",
-    }
+    env = model_command_env(tmp_path / "home", mixed_vault.root, default_model_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "marchdb", "mcp"],
         stdin=subprocess.PIPE,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import MIXED_MEMORIES, TinyEmbedder
+from conftest import MIXED_MEMORIES, TinyEmbedder, model_command_env
 
 from marchdb.errors import ModelUnusable
 from marchdb.index import sentinel, vectors
@@ -121,15 +121,7 @@ def culprit_token(default_model_path) -> int:
 def crashing_env(tmp_path: Path, root: Path, model: Path, library: Path, token: int) -> dict:
     """The environment of a command without the engine whose llama.cpp
     crashes on a batch holding ``token`` (``crash_on_token_library``)."""
-    env = {
-        **os.environ,
-        "MARCH_HOME": str(tmp_path / "home"),
-        "MARCH_MEMORY_ROOT": str(root),
-        "MARCH_EMBED_MODEL": str(model),
-        "LD_PRELOAD": str(library),
-        TRIGGER_ENV: str(token),
-        "MARCH_DAEMON": "0",
-    }
+    env = {**model_command_env(tmp_path / "home", root, model), "LD_PRELOAD": str(library), TRIGGER_ENV: str(token)}
     env.pop("MARCH_MODELS_DIR", None)
     return env
 
@@ -295,14 +287,7 @@ def test_a_sync_stopped_by_sigterm_leaves_no_batch_to_take_for_a_crash(tmp_path,
     # llama.cpp: the batch's texts embedded apart, the crash counted against the model.
     for i in range(300):
         mixed_vault.memory(f"bulk/m{i}.md", f"mem_bulk{i}", name=f"Bulk {i}", body=f"filler text {i} " * 40)
-    env = {
-        **os.environ,
-        "MARCH_HOME": str(tmp_path / "home"),
-        "MARCH_MEMORY_ROOT": str(mixed_vault.root),
-        "MARCH_EMBED_MODEL": str(default_model_path),
-        "MARCH_MODELS_DIR": str(default_model_path.parent),
-        "MARCH_DAEMON": "0",
-    }
+    env = model_command_env(tmp_path / "home", mixed_vault.root, default_model_path)
     home = tmp_path / "home"
     proc = subprocess.Popen([MARCHDB, "sync"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
