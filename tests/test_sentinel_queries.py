@@ -33,7 +33,6 @@ from test_sentinel import (  # noqa: F401 - fixtures
 )
 
 CRASHING = "Zyzzyva aside: which tablet does Biscuit take at breakfast, carprofen?"
-KILLED = (-signal.SIGSEGV, 128 + signal.SIGSEGV)
 
 
 @pytest.fixture
@@ -64,17 +63,34 @@ def keyword_answer(proc: subprocess.CompletedProcess) -> dict:
     return answer
 
 
-def test_a_message_that_crashes_the_command_costs_it_once_then_keywords(query_env):
+def test_a_message_that_crashes_the_command_gets_a_line_and_keywords_the_first_time(query_env):
+    # Without the engine, the command embeds the message itself: the process that did dies, and
+    # the command (its parent) says so and answers again, by keywords.
     first = run(query_env, "recall", CRASHING, "--json")
-    # Without the engine, the command embeds the message itself: that one dies.
-    assert first.returncode in KILLED, (first.returncode, first.stderr)
-    keyword_answer(run(query_env, "recall", CRASHING, "--json"))
+    keyword_answer(first)
+    assert "llama.cpp crashed (SIGSEGV) on a text this command gave the model" in first.stderr, first.stderr
+    again = run(query_env, "recall", CRASHING, "--json")
+    keyword_answer(again)
+    assert "SIGSEGV" not in again.stderr  # put aside: no second crash
     text = run(query_env, "recall", CRASHING)
     assert text.returncode == 0 and "mem_dog" in text.stdout, text.stderr
     assert "llama.cpp crashed on this message before" in text.stderr
     # Other messages still use the model.
     other = run(query_env, "recall", "Biscuit carprofen tablet breakfast", "--json")
     assert other.returncode == 0 and json.loads(other.stdout)["mode"] == "hybrid", other.stderr
+
+
+def test_a_crash_outside_the_model_is_the_command_s_own(query_env, tmp_path):
+    # Only a crash while the model embeds is answered again: any other native crash ends the
+    # command by the same signal, as before, and nothing is run twice.
+    marker = tmp_path / "ran"
+    code = (
+        "import os, signal; from marchdb.cli.guard import guard; guard({}, ['status']); "
+        f"open({str(marker)!r}, 'a').write('x'); os.kill(os.getpid(), signal.SIGSEGV)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=query_env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr)
+    assert marker.read_text() == "x" and "llama.cpp crashed" not in proc.stderr
 
 
 def test_recall_through_the_engine_answers_by_keywords_and_the_engine_dies_at_most_once(engine_env, tmp_path):
@@ -133,12 +149,12 @@ def test_a_save_whose_probe_crashes_writes_its_file_and_leaves_its_vectors_pendi
         "--body",
         "Palms.",
     ]
-    first = run(query_env, *args, "--json")
-    assert first.returncode in KILLED, (first.returncode, first.stderr)  # the command embedding it died once
-    root = Path(query_env["MARCH_MEMORY_ROOT"])
-    assert not [p for p in root.rglob("*.md") if "zyzzyva" in p.name]  # before anything was written
     second = run(query_env, *args, "--json")
+    # The process embedding the probe died before it wrote anything; the command ran again.
     assert second.returncode == 0, second.stderr
+    assert "llama.cpp crashed (SIGSEGV)" in second.stderr
+    root = Path(query_env["MARCH_MEMORY_ROOT"])
+    assert len([p for p in root.rglob("*.md") if "zyzzyva" in p.name]) == 1  # written once
     saved = json.loads(second.stdout)
     assert saved["status"] == "created" and (root / saved["path"]).is_file()
     said = " ".join(saved["warnings"])
@@ -159,23 +175,61 @@ def test_a_save_whose_probe_crashes_writes_its_file_and_leaves_its_vectors_pendi
     assert saved["id"] in status["model_crashed_on"]
 
 
+def test_a_save_whose_own_vectors_crash_keeps_its_file_and_is_not_done_twice(query_env, tmp_path):
+    # The name and description pass; the body holds the token: the file is written, then the model
+    # crashes on the memory's texts. The save is not run again (it would write a second memory):
+    # the command says what was kept, with the model error's code; a sync embeds the rest apart.
+    args = ["save", "--name", "Weevil diet", "--description", "what the weevil eats", "--tag", "insects"]
+    args += ["--body", "Zyzzyva eat palms."]
+    first = run(query_env, *args, "--json")
+    assert first.returncode == 4, (first.returncode, first.stderr)
+    assert "llama.cpp crashed (SIGSEGV) while this command embedded what it had written" in first.stderr
+    assert "marchdb sync" in first.stderr
+    root = Path(query_env["MARCH_MEMORY_ROOT"])
+    saved = [p for p in root.rglob("*.md") if "Zyzzyva eat palms." in p.read_text(encoding="utf-8")]
+    assert len(saved) == 1, saved
+    synced = run(query_env, "sync")
+    assert synced.returncode == 0, synced.stderr
+    index = tmp_path / "home" / "index.sqlite"
+    assert len(missing_vectors(index)) == 1  # its chunk, quarantined; every other text embedded
+    found = run(query_env, "recall", "what does the weevil eat", "--json")
+    assert found.returncode == 0 and json.loads(found.stdout)["hints"], found.stderr
+
+
 LONG = " ".join(["which tablet does Biscuit take at breakfast, and is carprofen the one for his joints?"] * 40)
+
+
+def killed_while_it_embeds(env: dict, *args: str) -> int | None:
+    """Run ``marchdb ARGS`` and SIGKILL it while the model embeds. The command's process is
+    killed; the one embedding (its child) dies with it. Its pid, once dead, if the kill landed
+    while the model ran; None otherwise."""
+    home = Path(env["MARCH_HOME"])
+    proc = subprocess.Popen([MARCHDB, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    flying: list[Path] = []
+    while time.monotonic() < deadline and proc.poll() is None and not flying:
+        flying = list(home.glob("index.sqlite.embedding.*"))
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    if not flying:
+        return None
+    from marchdb.index import sentinel
+
+    pid = int(flying[0].name.split(".")[3])
+    gone = time.monotonic() + 30
+    while time.monotonic() < gone and os.path.exists(f"/proc/{pid}") and not sentinel._zombie(pid):
+        time.sleep(0.01)
+    return pid if list(home.glob(f"index.sqlite.embedding.{pid}.*")) else None
 
 
 def killed_while_embedding(env: dict, message: str) -> None:
     """Run ``recall message`` without the engine and SIGKILL it while the model embeds the message."""
     home = Path(env["MARCH_HOME"])
     for _ in range(5):
-        proc = subprocess.Popen(
-            [MARCHDB, "recall", message], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None and not list(home.glob("index.sqlite.embedding.*")):
-            time.sleep(0.002)
-        proc.kill()
-        proc.wait()
-        if list(home.glob(f"index.sqlite.embedding.{proc.pid}.*")):
-            assert list(home.glob(f"index.sqlite.fatal.{proc.pid}.*")), "the fatal file is made before the model runs"
+        pid = killed_while_it_embeds(env, "recall", message)
+        if pid is not None:
+            assert list(home.glob(f"index.sqlite.fatal.{pid}.*")), "the fatal file is made before the model runs"
             return
     raise AssertionError("the kill never landed while the message was embedded")
 
@@ -197,31 +251,34 @@ def test_a_command_killed_while_it_embeds_a_message_is_no_crash_the_first_time(q
     assert "crashed" not in twice["warning"].split("(")[0]  # not said to be llama.cpp's crash
 
 
-def test_march_embed_of_a_crashing_text_costs_the_command_once_then_an_error(query_env):
+def test_march_embed_of_a_crashing_text_is_a_model_error_at_once(query_env):
     select = f"SELECT length(march_embed('{CRASHING}'))"
     first = run(query_env, "sql", select)
-    assert first.returncode in KILLED, (first.returncode, first.stderr)  # the command embedding it died
+    # The process embedding it died; the command ran the statement again: a model error, in one line.
+    assert first.returncode == 4, (first.returncode, first.stderr)
+    assert "llama.cpp crashed (SIGSEGV)" in first.stderr
+    assert "march_embed: llama.cpp crashed on this text before" in first.stderr, first.stderr
     second = run(query_env, "sql", select)
-    assert second.returncode == 4, (second.returncode, second.stderr)  # a model error, said in one line
-    assert "march_embed: llama.cpp crashed on this text before" in second.stderr, second.stderr
-    # As a passage it is another text to the model: tried, and it dies once too.
+    assert second.returncode == 4 and "SIGSEGV" not in second.stderr, (second.returncode, second.stderr)
+    # As a passage it is another text to the model: tried, and crashes once too.
     passage = f"SELECT length(march_embed('{CRASHING}', 'passage'))"
-    assert run(query_env, "sql", passage).returncode in KILLED
+    crashed = run(query_env, "sql", passage)
+    assert crashed.returncode == 4 and "SIGSEGV" in crashed.stderr, crashed.stderr
     assert "crashed on this text before" in run(query_env, "sql", passage).stderr
     healthy = run(query_env, "sql", "SELECT length(march_embed('Biscuit carprofen tablet breakfast'))")
     assert healthy.returncode == 0 and "1536" in healthy.stdout, healthy.stderr
 
 
 def test_a_quarantined_message_is_tried_again_on_another_llama_cpp_build_or_cpu(query_env, tmp_path):
-    assert run(query_env, "recall", CRASHING).returncode in KILLED
+    assert "SIGSEGV" in run(query_env, "recall", CRASHING).stderr
     keyword_answer(run(query_env, "recall", CRASHING, "--json"))
     # The same library at another path: another LD_PRELOAD, so another (model, build, CPU)
-    # as the model's check counts them. The message is tried again there, and crashes again once.
+    # as the model's check counts them. The message is tried again there, and crashes again once (the command answering by keywords all the same).
     copy = tmp_path / "elsewhere" / "libcrash.so"
     copy.parent.mkdir()
     shutil.copy(query_env["LD_PRELOAD"], copy)
     moved = {**query_env, "LD_PRELOAD": str(copy)}
-    assert run(moved, "recall", CRASHING).returncode in KILLED
+    assert "SIGSEGV" in run(moved, "recall", CRASHING).stderr
     keyword_answer(run(moved, "recall", CRASHING, "--json"))
     # Without the crash, it is given to the model: nothing quarantined there.
     healthy = {k: v for k, v in query_env.items() if k not in ("LD_PRELOAD", TRIGGER_ENV)}
@@ -358,19 +415,10 @@ def test_batches_whose_process_was_killed_are_no_crashes_up_to_a_limit(tiny_stor
 def test_a_sync_killed_again_and_again_leaves_the_model_usable(query_env):
     # Four syncs killed with SIGKILL while the model embeds a batch made the model unusable on
     # this machine ("llama.cpp crashed 3 times in a row ... on no single text").
-    home = Path(query_env["MARCH_HOME"])
     assert run(query_env, "rebuild", "--no-embed").returncode == 0
     kills = 0
     for _ in range(12):
-        proc = subprocess.Popen([MARCHDB, "sync"], env=query_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            if list(home.glob(f"index.sqlite.embedding.{proc.pid}.*")):
-                break
-            time.sleep(0.002)
-        proc.kill()
-        proc.wait()
-        kills += bool(list(home.glob(f"index.sqlite.embedding.{proc.pid}.*")))
+        kills += killed_while_it_embeds(query_env, "sync") is not None
         if kills == 4:
             break
     assert kills == 4

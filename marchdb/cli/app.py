@@ -370,6 +370,9 @@ def _read_stdin_arguments() -> str:
 
 def _read_stdin(limit: int, too_big: str, what: str) -> str:
     """stdin read up to one byte past ``limit`` (refused with ``too_big``) and decoded."""
+    from marchdb.cli.guard import stdin_taken
+
+    stdin_taken()
     if sys.stdin is None:
         raise InvalidInput("stdin is closed: pass the text as an argument instead of '-'")
     stream = getattr(sys.stdin, "buffer", None)

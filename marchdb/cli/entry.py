@@ -33,6 +33,9 @@ def main() -> None:
             sys.exit(EXIT_PIPE)
         if code is not None:
             sys.exit(code)
+    from marchdb.cli.guard import guard
+
+    guard(flags, rest)  # a crash of llama.cpp costs a line and a second run, not the command
     from marchdb.hosts import full_environment
 
     full_environment()  # a hook command's Python starts without site-packages

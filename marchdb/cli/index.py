@@ -50,6 +50,9 @@ def sql(
     store = _store(ctx)
     try:
         if query is None:
+            from marchdb.cli.guard import stdin_taken
+
+            stdin_taken()  # the shell reads its statements there
             # A read-only connection, not an authorizer alone: dot commands such as
             # .restore write through the backup API, which no authorizer sees.
             shell = _shell(write, timeout)(db=store.con if write else store.reader())

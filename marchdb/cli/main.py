@@ -21,6 +21,9 @@ class _Terminated(BaseException):
 
 
 def _terminated(signum, frame) -> None:
+    # Once is enough: `timeout` signals the command's whole process group, and the
+    # command's own parent (cli.guard) passes its copy on, so a second one may follow.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated
 
 
