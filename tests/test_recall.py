@@ -513,6 +513,11 @@ def test_small_talk_is_no_keyword_match(vault, bm25_store):
         ("没毛病", True),
         ("谢", True),
         ("谢老师的电话", False),
+        # a word of talk that names a subject once it is someone's
+        ("What about my back?", False),
+        ("how is our way of doing it", False),
+        ("be back soon", True),
+        ("thanks for your time", True),
         ("这样的报错怎么修", False),
         ("", False),
     ],

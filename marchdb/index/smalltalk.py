@@ -58,14 +58,22 @@ WORDS_EN = frozenset(
 #: sentence-final particles of chat (谢谢啦, 好嘞, 好哒) as 吧 and 呀 are.
 FUNCTION_CHARS = bridge.FUNCTION_CHARS | frozenset("個們嗎對幾從於會沒爲為給與誰讓這還麼啦嘛咯喽嘞哒呐哟呦")
 _PHRASES = re.compile("|".join(map(re.escape, PHRASES_ZH)))
+#: Words of ``bridge.STOP`` that name a subject once they are someone's:
+#: "what about my back?" (not "be back soon"), "our way of deploying", "my
+#: part". "your" is left out: "thanks for your time" and "your help" are talk.
+OWNED_NOUNS = frozenset("back part reason time times way look lot kind sort use thing things".split())
+_OWNED = re.compile(r"\b(?:my|our|his|her|their)\s+([a-z]+)", re.IGNORECASE)
 
 
 def small_talk(text: str, terms: list[str]) -> bool:
     """Whether ``text`` (whose query terms are ``terms``, ``fts.query_terms``)
     names no subject: every term a word of ``bridge.STOP`` or ``WORDS_EN``,
-    or a piece of Chinese small talk. A message with no term at all is left to the rules
+    or a piece of Chinese small talk, and none of them someone's
+    (``OWNED_NOUNS``). A message with no term at all is left to the rules
     that read it already (numbers, nonsense)."""
     if not terms:
+        return False
+    if any(m.group(1).lower() in OWNED_NOUNS for m in _OWNED.finditer(text)):
         return False
     if any(not CJK_CHAR.search(term) and term not in bridge.STOP and term not in WORDS_EN for term in terms):
         return False
