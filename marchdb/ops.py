@@ -57,6 +57,7 @@ RUN_ID = Param(
     max_chars=200,
     hook=True,
     nonblank=True,
+    one_line=True,
 )
 PROJECT = Param(
     "project",
@@ -66,6 +67,7 @@ PROJECT = Param(
     flag="--project",
     max_chars=200,
     hook=True,
+    one_line=True,
 )
 CONVERSATION = Param(
     "conversation",
@@ -76,6 +78,7 @@ CONVERSATION = Param(
     max_chars=200,
     hook=True,
     nonblank=True,
+    one_line=True,
 )
 TRIGGER = Param(
     "trigger",

@@ -42,6 +42,7 @@ class Param:
         "hook",
         "cli_default",
         "nonblank",
+        "one_line",
     )
 
     def __init__(
@@ -63,10 +64,14 @@ class Param:
         hook: bool = False,
         cli_default: object = ...,
         nonblank: bool = False,
+        one_line: bool = False,
     ):
         assert kind in KINDS, kind
         #: A text that must hold more than spaces (an id, a run id) when given.
         self.nonblank = nonblank
+        #: A name (a run, a project): no line break or other control character, which
+        #: no tag can hold and which would split the log line it is written on.
+        self.one_line = one_line
         self.name, self.kind, self.help, self.default = name, kind, help, default
         self.required, self.choices, self.low, self.high, self.max_chars = required, choices, low, high, max_chars
         self.flag, self.short, self.metavar, self.mcp, self.hook = flag, short, metavar, mcp, hook
@@ -105,6 +110,8 @@ class Param:
             check_text(value, what)
             if self.nonblank and not value.strip():
                 raise InvalidInput(f"{what} must not be empty: {self.help}")
+            if self.one_line and any(c < " " or c == "\x7f" for c in value):
+                raise InvalidInput(f"{what} must be one line of text, without line breaks or control characters")
         else:  # strs
             if isinstance(value, str):
                 value = [value]

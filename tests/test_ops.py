@@ -171,6 +171,34 @@ def test_every_front_refuses_a_blank_run_id_with_the_same_words(tmp_path, mixed_
     assert said == {"memory_recall: run_id must not be empty: Id of the current agent run (for de-duplication)."}
 
 
+def test_a_name_of_several_lines_is_refused_by_every_front_with_the_same_words(mixed_vault, store):
+    # A project, run or conversation holding a line break matched no tag and split the line it was logged on.
+    from typer.testing import CliRunner
+
+    from marchdb import InvalidInput
+    from marchdb.cli.main import app
+
+    store.sync(embed=False)
+    said = set()
+    with pytest.raises(InvalidInput) as api:
+        store.recall("cache", project="march\nother")
+    said.add(str(api.value))
+    with pytest.raises(InvalidInput) as call:
+        ops.call(store, "memory_context", {"text": "cache", "project": "march\r"})
+    said.add(str(call.value).replace("memory_context", "memory_recall"))
+    base = ["--home", str(store.cfg.home), "--root", str(mixed_vault.root)]
+    cli = CliRunner().invoke(
+        app, [*base, "recall", "cache", "--project", "a\tb"], env={"MARCH_EMBED_MODEL": "none.gguf"}
+    )
+    assert cli.exit_code == 2
+    said.add(cli.stderr.strip().removeprefix("error: "))
+    assert said == {"memory_recall: project must be one line of text, without line breaks or control characters"}
+    for name in ("run_id", "conversation"):
+        with pytest.raises(InvalidInput, match=f"{name} must be one line"):
+            ops.get("memory_recall").checked({"text": "cache", name: "r1\nr2"})
+    assert ops.get("memory_recall").checked({"text": "cache", "project": "march-cli é 项目"})["project"]
+
+
 def test_a_blank_or_long_id_is_refused_by_the_table():
     from marchdb.vault import notes
 
