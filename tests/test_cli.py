@@ -576,6 +576,12 @@ def test_sql_takes_one_statement_and_its_json_keeps_every_column(cli, vault):
     several = cli("sql", "--json", "SELECT 1 AS a; SELECT 2 AS b, 3 AS c")
     assert several.exit_code == 2 and "one SQL statement per call" in several.stderr
     assert cli("sql", "SELECT 1 AS one; -- a comment after it").exit_code == 0
+    # With --write the first statement ran and was kept before the second was refused.
+    written = cli("sql", "--write", "CREATE TABLE mine(a); SELECT 1")
+    assert written.exit_code == 2 and "nothing was changed" in written.stderr
+    left = json.loads(cli("sql", "--json", "SELECT count(*) AS n FROM sqlite_master WHERE name = 'mine'").stdout)
+    assert left["rows"] == [{"n": 0}]
+    assert cli("sql", "--write", "CREATE TABLE mine(a); -- one statement").exit_code == 0
     data = json.loads(cli("sql", "--json", "SELECT 1 AS a, 2 AS a, 1e999 AS big").stdout)
     assert data["rows"] == [{"a": 1, "a:2": 2, "big": "inf"}]
 

@@ -31,6 +31,18 @@ READ_ONLY_SQL = (
 _COMMENTS = re.compile(r"--[^\n]*|/\*.*?(\*/|$)", re.S)
 
 
+def _one_statement_only(con: apsw.Connection, sql: str, params: tuple) -> tuple:
+    """The columns of ``sql``'s one statement, read without running it;
+    several statements are refused (``ExecTraceAbort``, as ``one_statement``
+    does once they run)."""
+    from apsw import ext  # only here: tens of milliseconds a read need not pay
+
+    info = ext.query_info(con, sql, params)
+    if _COMMENTS.sub("", info.query_remaining or "").strip(" \t\r\n;"):
+        raise apsw.ExecTraceAbort
+    return info.description or ()
+
+
 def too_long(seconds: float) -> str:
     """What a statement stopped at its time bound says."""
     return (
@@ -87,6 +99,10 @@ def run_one(
 
     rows: list[tuple] = []
     try:
+        # On a connection that writes, several statements are refused before any runs (stopped
+        # at the second, the first had changed the index), and the columns are read before the
+        # statement runs (prepared again afterwards, a CREATE TABLE finds its table there).
+        described = None if con.readonly("main") else _one_statement_only(con, sql, params)
         with time_bound(con, timeout) as stopped:
             cursor = con.cursor()
             cursor.exec_trace = one_statement
@@ -97,8 +113,8 @@ def run_one(
                 # No rows: ask the statement itself for its columns.
                 from apsw import ext  # only here: tens of milliseconds a hook need not pay
 
-                last = ext.query_info(con, sql, params).description or ()
-                columns = [d[0] for d in last]
+                last = described if described is not None else ext.query_info(con, sql, params).description
+                columns = [d[0] for d in last or ()]
             for row in cur:
                 if max_rows is not None and len(rows) >= max_rows:
                     break
@@ -113,8 +129,8 @@ def run_one(
         raise InvalidInput("the answer does not fit in memory; add a LIMIT, or read fewer rows (--max-rows)") from None
     except apsw.ExecTraceAbort:
         raise InvalidInput(
-            "give one SQL statement per call (only the first one ran); the shell, `marchdb sql` "
-            "without a query, takes several"
+            "give one SQL statement per call (nothing was changed); the shell, `marchdb sql` without a "
+            "query, takes several"
         ) from None
     except (apsw.ReadOnlyError, apsw.AuthError):
         raise InvalidInput(READ_ONLY_SQL) from None
