@@ -127,6 +127,10 @@ def test_march_embed_on_a_connection_of_your_own_names_its_text_beside_the_store
         con = apsw.Connection(":memory:")
         sqlfuncs.register(con, store.sql_engine, tables=False)
         assert len(con.execute("SELECT march_embed('prefix cache layers')").fetchone()[0]) == 4 * spy.dim
+        # A NULL kind takes the default, as a null argument does for every operation.
+        assert con.execute(
+            "SELECT march_embed('prefix cache layers', NULL) = march_embed('prefix cache layers')"
+        ).fetchone() == (1,)
         con.close()
     assert [p.parent for p in spy.named] == [cfg.index_path.parent], spy.named
     assert list(elsewhere.iterdir()) == [] and not list(tmp_path.glob("elsewhere.*"))

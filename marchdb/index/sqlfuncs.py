@@ -134,7 +134,10 @@ class Engine:
         stores it (``'passage'``) or as recall embeds a message (``'query'``).
         The text is named beside the store's index (whatever connection asks:
         your own may be in memory) while the model embeds it, as a recall's
-        message is: a text llama.cpp crashed on is refused after."""
+        message is: a text llama.cpp crashed on is refused after. A NULL kind
+        is the default, as a null argument is for every operation."""
+        if kind is None:
+            kind = "query"
         if kind not in ("query", "passage"):
             raise InvalidInput(f"march_embed: kind must be 'query' or 'passage', not {kind!r}")
         value = _text_arg(text, "march_embed")
