@@ -99,6 +99,15 @@ def test_a_batch_of_a_command_that_writes_nothing_is_run_again(tmp_path, env):
     assert "crashed (SIGBUS) while this command embedded a batch of texts" in proc.stderr
 
 
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGUSR1])
+def test_a_child_ended_by_a_signal_ends_the_command_by_it(tmp_path, env, signum):
+    # The out-of-memory killer, a kill of the child alone: the caller sees what it would have seen.
+    then = f"in_flight(True); os.kill(os.getpid(), {int(signum)})"
+    proc = subprocess.run(guarded(tmp_path, "recall", then), env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signum and runs(tmp_path) == 1, proc.stderr
+    assert proc.stderr == ""
+
+
 def test_another_process_s_in_flight_file_proves_nothing(tmp_path, env):
     # A file naming another pid (another command embedding at the same time) is not this crash's.
     other = tmp_path / "home" / "index.sqlite.embedding.1.0"

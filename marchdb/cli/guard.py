@@ -106,10 +106,12 @@ def stdin_taken() -> None:
 
 
 def _drained(fd: int) -> bool:
-    """Whether the child said it read stdin (its end of the pipe is closed: this does not block)."""
+    """Whether the child said it read stdin. Read without waiting: a process
+    the child forked may hold the pipe's other end open still."""
     try:
+        os.set_blocking(fd, False)
         return bool(os.read(fd, 16))
-    except OSError:
+    except OSError:  # BlockingIOError: nothing was said
         return False
     finally:
         os.close(fd)
@@ -146,8 +148,9 @@ def _die_with(parent: int) -> None:
 def _die_of(signum: int) -> None:
     """End this process by ``signum``, as the child ended: the caller's status is what it would have been."""
     sys.stderr.flush()
-    signal.signal(signum, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    if signum not in (signal.SIGKILL, signal.SIGSTOP):  # their action cannot be set, nor blocked
+        signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
     os.kill(os.getpid(), signum)
     os._exit(128 + signum)  # a signal whose default action is not to end (never one of CRASH_SIGNALS)
 
