@@ -230,7 +230,11 @@ EXIT_CODES: list[tuple[int, str]] = [
     (MarchError.exit_code, "unexpected error (a bug: please report it)"),
     (InvalidInput.exit_code, "invalid input: a bad argument or option"),
     (ConfigError.exit_code, "configuration: config.json, the environment or the memory root"),
-    (ModelError.exit_code, "the embedding model is missing, broken or fails its check"),
+    (
+        ModelError.exit_code,
+        "the embedding model is missing, broken or fails its check, or llama.cpp crashed on what the command "
+        "had written (it is kept; `marchdb sync` embeds it apart)",
+    ),
     (NotFound.exit_code, "no memory has that id"),
     (Conflict.exit_code, "several files hold that id, or a file marchdb cannot read still holds it"),
     (IndexUnavailable.exit_code, "the index file cannot be opened or written"),
