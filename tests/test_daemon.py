@@ -700,6 +700,23 @@ def test_a_client_that_sends_a_byte_now_and_then_is_not_waited_for(bm25_engine, 
     assert any("the request did not arrive whole" in line for line in logfile.read_log(bm25_engine.home, "daemon"))
 
 
+def test_a_request_past_the_bound_is_answered_not_dropped(bm25_engine):
+    # The engine closed the connection without a word: a client waited for its own timeout.
+    import socket
+
+    ours, theirs = socket.socketpair()
+    served = threading.Thread(target=bm25_engine._serve_one, args=(ours,))
+    served.start()
+    theirs.sendall(
+        b'{"v": 1, "op": "memory_recall", "args": {"text": "' + b"x" * 2 * client.MAX_MESSAGE_BYTES + b'"}}\n'
+    )
+    answer = json.loads(client._read_line(theirs, "the answer", 10))
+    served.join(5)
+    theirs.close()
+    assert answer["ok"] is False and answer["error"]["kind"] == "protocol" and answer["error"]["exit_code"] == 2
+    assert f"over {client.MAX_MESSAGE_BYTES:,} bytes" in answer["error"]["message"]
+
+
 def test_engine_files_another_user_could_plant_are_never_trusted(tmp_path, mixed_vault, monkeypatch):
     # A home others can write to may hold their socket (a fake engine reading every prompt and
     # injecting its own context) and their lock (naming a pid for `serve --stop` to kill).

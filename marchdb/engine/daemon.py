@@ -387,7 +387,15 @@ class Engine:
             try:
                 line = client._read_line(conn, "the request", READ_TIMEOUT)
                 answer = self.answer(line)
-            except (OSError, client.Unavailable) as exc:
+            except client.Unavailable as exc:
+                self.log(f"request not read: {exc}")
+                if exc.reason != "bad answer":  # cut short, or too slow: nobody to answer
+                    return
+                # Past the bound: said to the client, which would otherwise wait for its own timeout,
+                # once it has sent its line (read and dropped), so that it reads the answer.
+                _drop_rest(conn, READ_TIMEOUT)
+                answer = _refusal("protocol", f"{exc.detail}; marchdb's requests are at most that", 2)
+            except OSError as exc:
                 self.log(f"request not read: {exc}")
                 return
             try:
@@ -567,6 +575,17 @@ def _refuse(conn: socket.socket) -> None:
         conn.settimeout(1.0)
         client._read_line(conn)  # read first: a socket closed unread may reset the answer
         conn.sendall(refusal)
+
+
+def _drop_rest(conn: socket.socket, seconds: float) -> None:
+    """Read and drop what the client still sends of its line, for ``seconds`` at most."""
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(OSError):
+        while (left := deadline - time.monotonic()) > 0:
+            conn.settimeout(left)
+            chunk = conn.recv(1 << 20)
+            if not chunk or b"\n" in chunk:
+                return
 
 
 def _refusal(kind: str, message: str, exit_code: int, data: dict | None = None) -> dict:
