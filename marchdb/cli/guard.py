@@ -54,8 +54,11 @@ def guard(flags: dict, rest: list[str]) -> None:
     parent, wait for the child and exit as it did, or return (the command is
     run here, once more) after a crash of the model the sentinel now knows.
     Returns at once, unforked, for the commands in ``UNGUARDED``, a help
-    request, or where a fork is not possible."""
-    if not rest or rest[0] in UNGUARDED or rest[0].startswith("-") or not hasattr(os, "fork"):
+    request, or where a fork or ``sigwaitinfo`` is not to be had (the
+    command then runs here, as it did before the guard)."""
+    if not rest or rest[0] in UNGUARDED or rest[0].startswith("-"):
+        return
+    if not (hasattr(os, "fork") and hasattr(signal, "sigwaitinfo")):  # macOS has no sigwaitinfo
         return
     mask = {*_PASSED_ON, signal.SIGCHLD}
     before = signal.pthread_sigmask(signal.SIG_BLOCK, mask)
