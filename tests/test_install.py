@@ -302,35 +302,47 @@ def test_uninstall_gives_back_the_users_own_bytes(settings, text):
     assert ("\n" in installed.strip()) == ("\n" in text.strip())
 
 
+HOST_WRITER = """
+import json, os, sys, time
+settings, stop = sys.argv[1], sys.argv[2]
+n = 0
+while not os.path.exists(stop):
+    with open(settings) as fh:
+        data = json.loads(fh.read() or "{}")
+    data[f"key{n}"] = n
+    tmp = settings + ".host.tmp"
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(data))
+    os.replace(tmp, settings)
+    print(f"key{n}", flush=True)
+    n += 1
+    time.sleep(0.02)  # often, so that some writes fall inside an edit
+"""
+
+
 def test_a_concurrent_writer_loses_nothing_to_install(settings):
     # Concurrent installs lost keys the host wrote meanwhile: the edit reads again before it writes.
-    import threading
+    # The host is a process of its own, as it is for real (a thread of this process could be
+    # switched to by the interpreter between the edit's last read and its write).
+    import subprocess
+    import sys
     import time
 
     settings.write_text("{}")
-    stop = threading.Event()
-    written = []
-
-    def host_writes():
-        n = 0
-        while not stop.is_set():
-            data = json.loads(settings.read_text() or "{}")
-            data[f"key{n}"] = n
-            tmp = settings.with_name("host.tmp")
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, settings)
-            written.append(f"key{n}")
-            n += 1
-            time.sleep(0.05)  # a host saves its settings now and then, not in a tight loop
-
-    writer = threading.Thread(target=host_writes)
-    writer.start()
+    stop = settings.with_name("stop")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", HOST_WRITER, str(settings), str(stop)], stdout=subprocess.PIPE, text=True
+    )
+    first = writer.stdout.readline() if writer.stdout else ""  # writing already when the installs begin
     try:
         for i in range(8):
             claude_install(settings, install.hook_command(home=settings.parent / f"h{i}"))
+            time.sleep(0.02)  # installs spread over several of the host's writes
     finally:
-        stop.set()
-        writer.join()
+        stop.touch()
+        out, _ = writer.communicate(timeout=30)
+    written = [first.strip(), *out.split()]
+    assert len(written) >= 4, written
     data = json.loads(settings.read_text())
     assert len(ours(data, "Stop")) == 1
     lost = [k for k in written[:-1] if k not in data]  # the last may be the writer's own race with itself
