@@ -108,6 +108,17 @@ def test_a_child_ended_by_a_signal_ends_the_command_by_it(tmp_path, env, signum)
     assert proc.stderr == ""
 
 
+def test_a_fifo_or_folder_under_the_in_flight_name_is_no_record_and_no_wait(tmp_path, env):
+    then = (
+        f"home = {str(tmp_path / 'home')!r}\n"
+        "os.mkfifo(os.path.join(home, f'index.sqlite.embedding.{os.getpid()}.0'))\n"
+        "os.mkdir(os.path.join(home, f'index.sqlite.embedding.{os.getpid()}.1'))\n"
+        "os.kill(os.getpid(), signal.SIGSEGV)"
+    )
+    proc = subprocess.run(guarded(tmp_path, "recall", then), env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == -signal.SIGSEGV and runs(tmp_path) == 1 and "llama.cpp" not in proc.stderr
+
+
 def test_another_process_s_in_flight_file_proves_nothing(tmp_path, env):
     # A file naming another pid (another command embedding at the same time) is not this crash's.
     other = tmp_path / "home" / "index.sqlite.embedding.1.0"
