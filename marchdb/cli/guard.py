@@ -45,8 +45,6 @@ _PR_SET_PDEATHSIG = 1
 _UNREAD = -1
 #: In the child: the pipe on which it tells its parent that it read stdin (``stdin_taken``).
 _told: int | None = None
-#: An in-flight file is a few hundred bytes of hashes; read no more.
-_MAX_RECORD = 64 * 1024
 
 
 def guard(flags: dict, rest: list[str]) -> None:
@@ -218,40 +216,15 @@ def _after_crash(flags: dict, rest: list[str], pid: int, signum: int, stdin_at: 
 
 def _in_flight(flags: dict, pid: int) -> list[dict]:
     """The in-flight records the dead child left beside its index: what the model was embedding when it died."""
-    import json
-
     from marchdb.config import load_config
     from marchdb.errors import MarchError
+    from marchdb.index import sentinel
 
     try:
         cfg = load_config(home=flags.get("home"), root=flags.get("root"), model=flags.get("model"))
-        index = os.path.abspath(cfg.index_path)
     except (MarchError, OSError, TypeError):
         return []
-    folder, base = os.path.split(index)
-    prefix = f"{base}.embedding.{pid}."
-    records = []
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n[len(prefix) :].isdigit()]
-    except OSError:
-        return []
-    for name in names:
-        try:
-            # Never a link, and never waiting on a FIFO planted under the name.
-            fd = os.open(os.path.join(folder, name), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            continue
-        try:
-            raw = os.read(fd, _MAX_RECORD)
-        except OSError:  # a folder
-            continue
-        finally:
-            os.close(fd)
-        with contextlib.suppress(ValueError, RecursionError):
-            record = json.loads(raw)
-            if isinstance(record, dict) and record.get("pid") == pid:
-                records.append(record)
-    return records
+    return sentinel.in_flight_of(cfg.index_path, pid)
 
 
 def _model_error_code() -> int:

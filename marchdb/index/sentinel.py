@@ -101,6 +101,8 @@ MAX_MODELS = 4
 #: Texts embedded alone (messages, save probes) quarantined per model, the newest kept.
 MAX_ALONE = 1000
 _INFLIGHT = ".embedding."
+#: An in-flight record holds a few hashes a text; none is read past this.
+_MAX_RECORD_BYTES = 64 * 1024
 _LEDGER = ".crashes.json"
 _FATAL = ".fatal."
 #: ``(folder, index file name, fatal file path, its open file)`` while this
@@ -363,7 +365,7 @@ class Sentinel:
                 or not entry.is_file(follow_symlinks=False)
             ):
                 continue
-            record = _read_json(entry.path, 64 * 1024)
+            record = _read_json(entry.path, _MAX_RECORD_BYTES)
             if isinstance(record, dict):
                 pid = _pid(record.get("pid"))
                 record["pid"], record["start"] = pid, str(record.get("start", ""))
@@ -704,6 +706,25 @@ def _answered(guard: Sentinel) -> None:
         if ledger.lone:  # batches' crashes no text explains are not explained by this one
             ledger.lone = 0
             guard.write(ledger)
+
+
+def in_flight_of(index_path: str | os.PathLike, pid: int) -> list[dict]:
+    """The records of the in-flight files that process ``pid`` left beside
+    ``index_path``: what the model was embedding when it died (read by the
+    command that ran it in a child, ``cli.guard``)."""
+    folder, base = os.path.split(os.path.abspath(index_path))
+    prefix = f"{base}{_INFLIGHT}{pid}."
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    records = []
+    for name in names:
+        if name.startswith(prefix) and _digits(name[len(prefix) :]):
+            record = _read_json(os.path.join(folder, name), _MAX_RECORD_BYTES)
+            if isinstance(record, dict) and _pid(record.get("pid")) == pid:
+                records.append(record)
+    return records
 
 
 def _digits(text: str) -> bool:
