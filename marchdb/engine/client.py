@@ -272,7 +272,7 @@ def _read_line(sock: _socket.socket, what: str = "the engine's answer", seconds:
         if chunk.endswith(b"\n") or b"\n" in chunk:
             break
         if size > MAX_MESSAGE_BYTES:
-            raise Unavailable("bad answer", f"{what} is over {MAX_MESSAGE_BYTES:,} bytes")
+            raise Unavailable("too large", f"{what} is over {MAX_MESSAGE_BYTES:,} bytes")
     line = b"".join(chunks)
     return line.split(b"\n", 1)[0]
 

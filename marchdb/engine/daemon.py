@@ -389,7 +389,7 @@ class Engine:
                 answer = self.answer(line)
             except client.Unavailable as exc:
                 self.log(f"request not read: {exc}")
-                if exc.reason != "bad answer":  # cut short, or too slow: nobody to answer
+                if exc.reason != "too large":  # cut short, or too slow: nobody to answer
                     return
                 # Past the bound: said to the client, which would otherwise wait for its own timeout,
                 # once it has sent its line (read and dropped), so that it reads the answer.
