@@ -145,26 +145,42 @@ def test_every_operation_runs_a_store_method_of_its_parameters():
         assert not missing, (op.name, missing)
 
 
-def test_every_front_refuses_a_blank_run_id_with_the_same_words(tmp_path, mixed_vault, store):
-    # march_recall checked its arguments by hand and said it otherwise; Store.open, search and
-    # context checked again what the operations table had checked.
+def said_by_the_fronts(store, root, api, call: tuple[str, dict], cli: list[str]) -> set[str]:
+    """What the API (``api()``), ``ops.call`` (``call``: the operation and its
+    arguments) and the CLI (``cli``: the command's words) each say refusing an
+    argument, the operation named as ``memory_recall`` throughout."""
     from typer.testing import CliRunner
 
     from marchdb import InvalidInput
     from marchdb.cli.main import app
 
-    store.sync(embed=False)
     said = set()
-    with pytest.raises(InvalidInput) as api:
-        store.recall("cache", run_id="  ")
-    said.add(str(api.value))
-    with pytest.raises(InvalidInput) as call:
-        ops.call(store, "memory_recall", {"text": "cache", "run_id": ""})
-    said.add(str(call.value))
-    base = ["--home", str(store.cfg.home), "--root", str(mixed_vault.root)]
-    cli = CliRunner().invoke(app, [*base, "recall", "cache", "--run", " "], env={"MARCH_EMBED_MODEL": "none.gguf"})
-    assert cli.exit_code == 2
-    said.add(cli.stderr.strip().removeprefix("error: "))
+    with pytest.raises(InvalidInput) as by_api:
+        api()
+    said.add(str(by_api.value))
+    with pytest.raises(InvalidInput) as by_call:
+        ops.call(store, *call)
+    said.add(str(by_call.value).replace(call[0], "memory_recall"))
+    base = ["--home", str(store.cfg.home), "--root", str(root)]
+    by_cli = CliRunner().invoke(app, [*base, *cli], env={"MARCH_EMBED_MODEL": "none.gguf"})
+    assert by_cli.exit_code == 2
+    said.add(by_cli.stderr.strip().removeprefix("error: "))
+    return said
+
+
+def test_every_front_refuses_a_blank_run_id_with_the_same_words(tmp_path, mixed_vault, store):
+    # march_recall checked its arguments by hand and said it otherwise; Store.open, search and
+    # context checked again what the operations table had checked.
+    from marchdb import InvalidInput
+
+    store.sync(embed=False)
+    said = said_by_the_fronts(
+        store,
+        mixed_vault.root,
+        lambda: store.recall("cache", run_id="  "),
+        ("memory_recall", {"text": "cache", "run_id": ""}),
+        ["recall", "cache", "--run", " "],
+    )
     with pytest.raises(InvalidInput) as sql:
         store.query("SELECT id FROM march_recall('cache', 'user', '')", write=True)
     said.add(str(sql.value).replace("march_recall", "memory_recall"))
@@ -173,25 +189,16 @@ def test_every_front_refuses_a_blank_run_id_with_the_same_words(tmp_path, mixed_
 
 def test_a_name_of_several_lines_is_refused_by_every_front_with_the_same_words(mixed_vault, store):
     # A project, run or conversation holding a line break matched no tag and split the line it was logged on.
-    from typer.testing import CliRunner
-
     from marchdb import InvalidInput
-    from marchdb.cli.main import app
 
     store.sync(embed=False)
-    said = set()
-    with pytest.raises(InvalidInput) as api:
-        store.recall("cache", project="march\nother")
-    said.add(str(api.value))
-    with pytest.raises(InvalidInput) as call:
-        ops.call(store, "memory_context", {"text": "cache", "project": "march\r"})
-    said.add(str(call.value).replace("memory_context", "memory_recall"))
-    base = ["--home", str(store.cfg.home), "--root", str(mixed_vault.root)]
-    cli = CliRunner().invoke(
-        app, [*base, "recall", "cache", "--project", "a\tb"], env={"MARCH_EMBED_MODEL": "none.gguf"}
+    said = said_by_the_fronts(
+        store,
+        mixed_vault.root,
+        lambda: store.recall("cache", project="march\nother"),
+        ("memory_context", {"text": "cache", "project": "march\r"}),
+        ["recall", "cache", "--project", "a\tb"],
     )
-    assert cli.exit_code == 2
-    said.add(cli.stderr.strip().removeprefix("error: "))
     assert said == {"memory_recall: project must be one line of text, without line breaks or control characters"}
     for name in ("run_id", "conversation"):
         with pytest.raises(InvalidInput, match=f"{name} must be one line"):
