@@ -90,6 +90,12 @@ def check_line(raw: bytes) -> tuple[str | None, str | None]:
     return line, answer
 
 
+def _refused(answer: str | None) -> tuple[None, str | None, None]:
+    """``_check``'s result for a line that does not go on to the SDK: its
+    error response, or None when nothing may be answered."""
+    return None, answer, None
+
+
 def _check(raw: bytes) -> tuple[str | None, str | None, dict | None]:
     """``check_line``, and the message parsed when it goes on to the SDK."""
     import mcp_types as types
@@ -99,22 +105,18 @@ def _check(raw: bytes) -> tuple[str | None, str | None, dict | None]:
     except UnicodeDecodeError as exc:
         text, bad_byte = raw.decode("utf-8", "replace"), exc.start
     if not text.strip():
-        return None, None, None
+        return _refused(None)
     try:
         message = json.loads(text)
     except (ValueError, RecursionError):
-        return (
-            None,
-            _error(None, PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC object per line"),
-            None,
+        return _refused(
+            _error(None, PARSE_ERROR, "Parse error: the line is not JSON; send one JSON-RPC object per line")
         )
     if not isinstance(message, dict):
         kinds = {list: "a batch", str: "a string", bool: "true or false", type(None): "null"}
         what = kinds.get(type(message), "a number")
-        return (
-            None,
-            _error(None, INVALID_REQUEST, f"Invalid Request: send one JSON-RPC object per line, not {what}"),
-            None,
+        return _refused(
+            _error(None, INVALID_REQUEST, f"Invalid Request: send one JSON-RPC object per line, not {what}")
         )
     mid = message.get("id")
     if isinstance(mid, bool) or not isinstance(mid, (str, int)):
@@ -122,22 +124,18 @@ def _check(raw: bytes) -> tuple[str | None, str | None, dict | None]:
             # A request whose id cannot be used (null, true, 1.5, an object):
             # JSON-RPC 2.0 answers it with an error whose id is null. (The
             # SDK would take it for a notification and never answer.)
-            return None, _error(None, INVALID_REQUEST, "Invalid Request: the id must be a string or an integer"), None
+            return _refused(_error(None, INVALID_REQUEST, "Invalid Request: the id must be a string or an integer"))
         if "method" not in message and not {"result", "error"} & message.keys():
             # Neither a request, a notification nor a response ({"hello": 1}):
             # an Invalid Request, answered with a null id as JSON-RPC 2.0 says.
-            return None, _error(None, INVALID_REQUEST, "Invalid Request: a JSON-RPC message needs a method"), None
+            return _refused(_error(None, INVALID_REQUEST, "Invalid Request: a JSON-RPC message needs a method"))
         if bad_byte is not None or "method" not in message:
-            return None, None, None  # a response, or a broken notification: JSON-RPC never answers those
+            return _refused(None)  # a response, or a broken notification: JSON-RPC never answers those
     method = message.get("method")
     if isinstance(method, str) and len(method) > MAX_METHOD_CHARS:
         if isinstance(mid, bool) or not isinstance(mid, (str, int)):
-            return None, None, None  # a notification: never answered
-        return (
-            None,
-            _error(mid, METHOD_NOT_FOUND, f"Method not found: {method[:60]}… ({len(method):,} characters)"),
-            None,
-        )
+            return _refused(None)  # a notification: never answered
+        return _refused(_error(mid, METHOD_NOT_FOUND, f"Method not found: {method[:60]}… ({len(method):,} characters)"))
     if bad_byte is None:
         try:
             types.jsonrpc_message_adapter.validate_json(text, by_name=False)
@@ -145,24 +143,20 @@ def _check(raw: bytes) -> tuple[str | None, str | None, dict | None]:
         except Exception:  # noqa: BLE001 - the SDK's parser refuses it: find out why, below
             pass
     if isinstance(mid, bool) or not isinstance(mid, (str, int)):
-        return None, None, None  # a notification the SDK cannot read: nothing may be answered
+        return _refused(None)  # a notification the SDK cannot read: nothing may be answered
     if bad_byte is not None:
-        return None, _error(mid, PARSE_ERROR, f"Parse error: the message is not valid UTF-8 (byte {bad_byte})"), None
+        return _refused(_error(mid, PARSE_ERROR, f"Parse error: the message is not valid UTF-8 (byte {bad_byte})"))
     if _has_lone_surrogate(message):
-        return (
-            None,
+        return _refused(
             _error(
                 mid,
                 INVALID_PARAMS,
                 "Invalid params: a string holds a lone UTF-16 surrogate such as \\ud800 (text cut inside an emoji?); "
                 "send the text again as valid Unicode",
-            ),
-            None,
+            )
         )
-    return (
-        None,
-        _error(mid, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request (jsonrpc, id, method, params)"),
-        None,
+    return _refused(
+        _error(mid, INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 request (jsonrpc, id, method, params)")
     )
 
 
