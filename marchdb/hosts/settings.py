@@ -31,7 +31,7 @@ from pathlib import Path
 
 from marchdb.clock import utc_now_iso
 from marchdb.errors import FileError
-from marchdb.vault.files import fsync_dir, is_inside, write_temp
+from marchdb.vault.files import exchange, fsync_dir, is_inside, place_new, write_temp
 
 #: In the install note: the settings file did not exist before install made it.
 FILE_CREATED = "(file)"
@@ -235,19 +235,40 @@ def _owner_for(path: Path, st: os.stat_result | None) -> tuple[int, int] | None:
 
 def put(path: Path, data: bytes, expected: bytes | None, st: os.stat_result | None, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically, with its permissions and
-    owner, if it still holds ``expected`` (``Changed`` otherwise)."""
+    owner, if it still holds ``expected`` (``Changed`` otherwise).
+
+    A host writing the file between that check and the replace would lose its
+    write. The check ends with the file's identity (``st``: inode, size,
+    mtime) just before the replace, and where the system can swap two names
+    in one step (``exchange``) the file that ours replaced is checked too: a
+    write that landed in between gets its place back at once and the edit
+    reads again."""
     owner = _owner_for(path, st)
     tmp = write_temp(path.parent, data, stat.S_IMODE(st.st_mode) if st is not None else mode)
     try:
         if owner is not None:
             os.chown(tmp, *owner)
-        if read_bytes(path)[0] != expected:
+        if expected is None or st is None:
+            if not place_new(tmp, path):  # created meanwhile: never replace a file we did not read
+                raise Changed
+            return
+        if read_bytes(path)[0] != expected or _identity(path) != _identity(st):
             raise Changed
-        os.replace(tmp, path)
-    except BaseException:
+        if not exchange(tmp, path):
+            os.replace(tmp, path)
+        elif _identity(tmp) != _identity(st):
+            exchange(tmp, path)  # a host's write came in between: it goes back where it was
+            raise Changed
+    except FileNotFoundError:
+        raise Changed from None  # removed meanwhile
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+        fsync_dir(path.parent)
+
+
+def _identity(what: Path | os.stat_result) -> tuple[int, int, int, int]:
+    st = what if isinstance(what, os.stat_result) else os.lstat(what)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def backup_of(path: Path, raw: bytes, st: os.stat_result) -> Path:

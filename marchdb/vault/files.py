@@ -404,6 +404,38 @@ def write_temp(folder: Path, data: bytes, mode: int | None = None) -> Path:
     return tmp
 
 
+#: renameat2's flag that swaps two names in one step (Linux 3.15+).
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the names ``a`` and ``b`` in one atomic step; False where the
+    system or the file system cannot (then nothing was done).
+
+    A replace that must not lose another program's write uses it: after the
+    swap, ``a`` holds exactly the file that ``b`` had the moment ours took
+    its place, so a write that came after our last read is found there, never
+    overwritten unseen (``os.replace`` leaves a window in which it is).
+    ``FileNotFoundError`` when either name is gone.
+    """
+    if not hasattr(os, "sched_getaffinity"):  # Linux only: renameat2 is a Linux call
+        return False
+    import ctypes  # here: only an edit that swaps needs it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = getattr(libc, "renameat2", None)
+    if call is None:  # a C library older than glibc 2.28
+        return False
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if call(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False  # a kernel or a file system (some network and FUSE mounts) without it
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def place_new(tmp: Path, target: Path) -> bool:
     """Give ``tmp``'s content the name ``target`` unless that name exists.
 
