@@ -32,15 +32,14 @@ import signal
 import stat
 import sys
 
-#: What a native crash (llama.cpp's, or any C code's) ends a process with.
-CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT})
+from marchdb.forked import CRASH_SIGNALS, die_of, die_with
+
 #: Commands that serve or answer a host: not run in a child (see the module's doc).
 UNGUARDED = frozenset({"serve", "mcp", "browse", "hook"})
 #: Commands that write no memory, so running them twice does what running them once does.
 REPLAYABLE = frozenset({"recall", "context", "search", "open", "sync", "rebuild", "status", "doctor", "model", "demo"})
 #: What the parent waits for: the child's end, and signals to pass on to it.
 _PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-_PR_SET_PDEATHSIG = 1
 #: ``_stdin_offset`` for a stdin that needs no putting back (a terminal, none, or not read).
 _UNREAD = -1
 #: In the child: the pipe on which it tells its parent that it read stdin (``stdin_taken``).
@@ -76,7 +75,7 @@ def guard(flags: dict, rest: list[str]) -> None:
         global _told
         os.close(told)
         _told = tell
-        _die_with(os.getppid())
+        die_with(os.getppid())
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
         return
     os.close(tell)
@@ -92,7 +91,7 @@ def guard(flags: dict, rest: list[str]) -> None:
             return
         if again is False:
             os._exit(_model_error_code())
-    _die_of(signum)
+    die_of(signum)
 
 
 def stdin_taken() -> None:
@@ -133,27 +132,6 @@ def _wait(pid: int, mask: set) -> int:
         if info.si_code <= 0:  # SI_USER, SI_QUEUE, SI_TKILL: from a process, not from the kernel
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, info.si_signo)
-
-
-def _die_with(parent: int) -> None:
-    """The child dies when its parent does (``kill -9`` of the command, a
-    harness's time limit): nothing else would stop it, as nobody knows its pid."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _die_of(signum: int) -> None:
-    """End this process by ``signum``, as the child ended: the caller's status is what it would have been."""
-    sys.stderr.flush()
-    if signum not in (signal.SIGKILL, signal.SIGSTOP):  # their action cannot be set, nor blocked
-        signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
-    os.kill(os.getpid(), signum)
-    os._exit(128 + signum)  # a signal whose default action is not to end (never one of CRASH_SIGNALS)
 
 
 def _stdin_offset() -> int | None:

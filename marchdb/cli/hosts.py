@@ -228,9 +228,11 @@ def mcp(ctx: typer.Context, no_watch: bool = typer.Option(False, "--no-watch", h
     """Run the MCP server on stdio (memory_search, memory_open, memory_save, memory_log, memory_recall, memory_context)."""
     from marchdb.config import load_config
     from marchdb.mcp.server import main
+    from marchdb.mcp.supervise import supervise
 
     obj = ctx.find_root().obj or {}
     cfg = load_config(home=obj.get("home"), root=obj.get("root"), model=obj.get("model"))
+    supervise(cfg.index_path)  # the server runs in a child, which a crash of llama.cpp does not take the session with
     main(cfg, lambda: _store(ctx), watch=not no_watch, use_engine=not (obj.get("root") or obj.get("model")))
 
 

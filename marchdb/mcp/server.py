@@ -317,8 +317,14 @@ def main(cfg, make_store: Callable[[], Any], watch: bool = True, use_engine: boo
     """``marchdb mcp``: serve until stdin closes, SIGINT or SIGTERM, then exit
     at once (see the module's doc). Never returns."""
 
+    leaving: list[int] = []
+
     def on_signal(signum, _frame):
-        _leave(128 + signum)
+        # Ctrl-C reaches the server twice when it runs under the relay (the terminal's and the
+        # relay's): the second must not wait for the first's lock again.
+        if not leaving:
+            leaving.append(signum)
+            _leave(128 + signum)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
