@@ -46,9 +46,10 @@ Safety:
   (our change is a set of field assignments, so re-applying it is well
   defined and keeps the person's edit). After ``RACE_RETRIES`` rounds of a
   file that keeps changing, nothing is written and the caller is told to
-  retry. What remains is the sub-millisecond window between that last read
-  and ``os.replace``, which no file system lets us close without the
-  editor's co-operation.
+  retry. The replace itself checks that the file is still the one last read
+  (``files.replace_if_same``): on Linux a write that lands between that
+  check and the replace gets its name back and is re-applied onto, so no
+  edit is lost; elsewhere a window of microseconds stays.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ from marchdb.text import cut_bytes
 from marchdb.twins import find_same_name, find_similar, refuse_twin
 from marchdb.vault.changes import Changes
 from marchdb.vault.edit import edit_note
-from marchdb.vault.files import fsync_dir, place_new, read_file, safe_folder, vault_lock, write_temp
+from marchdb.vault.files import fsync_dir, place_new, read_file, replace_if_same, safe_folder, vault_lock, write_temp
 from marchdb.vault.notes import (
     MAX_FILE_BYTES,
     MAX_SLUG_BYTES,
@@ -242,7 +243,13 @@ def update_file(
                 current = latest  # edited under us: re-apply onto the edit
                 continue
             check_folders()
-            os.replace(tmp, path)
+            try:
+                placed = replace_if_same(tmp, path, st)
+            except FileNotFoundError:
+                placed = False  # moved or deleted meanwhile: the read below says so
+            if not placed:
+                current = _read(path, mem_id, root)[0]  # edited in the last moment: re-apply onto that
+                continue
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

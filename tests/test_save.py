@@ -241,6 +241,54 @@ def test_user_edit_racing_a_save_is_kept(vault, store):
     assert no_temp_files(vault.root)
 
 
+EDITOR = """
+import os, sys, time
+path, stop = sys.argv[1], sys.argv[2]
+n = 0
+while not os.path.exists(stop):
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    tmp = path + ".editor~"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text.rstrip("\\n") + f"\\nedit {n}\\n")
+    os.replace(tmp, path)
+    print(f"edit {n}", flush=True)
+    n += 1
+    time.sleep(0.004)
+"""
+
+
+def test_an_editor_saving_again_and_again_loses_no_line_to_saves(vault, store):
+    # An edit that landed between the save's last check and its replace was lost to os.replace;
+    # the replace now finds it (the names are swapped, the file taken away is checked) and the
+    # save is re-applied onto it. The editor is a process of its own, as Obsidian is.
+    from marchdb.errors import Retry
+
+    res = create(store)
+    path = Path(res["path"])
+    stop = vault.root.parent / "stop-editing"
+    editor = subprocess.Popen([sys.executable, "-c", EDITOR, str(path), str(stop)], stdout=subprocess.PIPE, text=True)
+    first = editor.stdout.readline() if editor.stdout else ""
+    saved = 0
+    try:
+        for i in range(60):
+            try:
+                update_file(
+                    path, res["id"], validate_changes(description=f"take {i}"), path.read_bytes(), notes.utc_now_iso()
+                )
+                saved += 1
+            except Retry:
+                pass  # the editor kept writing through every re-check: nothing written, and said so
+            time.sleep(0.003)
+    finally:
+        stop.touch()
+        out, _ = editor.communicate(timeout=30)
+    written = [first.strip(), *out.strip().splitlines()]
+    assert saved >= 10 and len(written) >= 10, (saved, len(written))
+    body = path.read_text(encoding="utf-8")
+    assert [line for line in written if line not in body] == []
+
+
 def test_stale_base_already_holding_the_values_is_still_checked(vault, store):
     res = create(store)
     path = Path(res["path"])

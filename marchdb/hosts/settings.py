@@ -31,7 +31,7 @@ from pathlib import Path
 
 from marchdb.clock import utc_now_iso
 from marchdb.errors import FileError
-from marchdb.vault.files import exchange, fsync_dir, is_inside, place_new, write_temp
+from marchdb.vault.files import fsync_dir, is_inside, place_new, replace_if_same, write_temp
 
 #: In the install note: the settings file did not exist before install made it.
 FILE_CREATED = "(file)"
@@ -237,12 +237,9 @@ def put(path: Path, data: bytes, expected: bytes | None, st: os.stat_result | No
     """Replace ``path`` with ``data`` atomically, with its permissions and
     owner, if it still holds ``expected`` (``Changed`` otherwise).
 
-    A host writing the file between that check and the replace would lose its
-    write. The check ends with the file's identity (``st``: inode, size,
-    mtime) just before the replace, and where the system can swap two names
-    in one step (``exchange``) the file that ours replaced is checked too: a
-    write that landed in between gets its place back at once and the edit
-    reads again."""
+    The check ends with the file's identity (``st``), and a host's write that
+    lands between it and the replace gets its place back
+    (``files.replace_if_same``): the edit reads again."""
     owner = _owner_for(path, st)
     tmp = write_temp(path.parent, data, stat.S_IMODE(st.st_mode) if st is not None else mode)
     try:
@@ -252,23 +249,13 @@ def put(path: Path, data: bytes, expected: bytes | None, st: os.stat_result | No
             if not place_new(tmp, path):  # created meanwhile: never replace a file we did not read
                 raise Changed
             return
-        if read_bytes(path)[0] != expected or _identity(path) != _identity(st):
-            raise Changed
-        if not exchange(tmp, path):
-            os.replace(tmp, path)
-        elif _identity(tmp) != _identity(st):
-            exchange(tmp, path)  # a host's write came in between: it goes back where it was
+        if read_bytes(path)[0] != expected or not replace_if_same(tmp, path, st):
             raise Changed
     except FileNotFoundError:
         raise Changed from None  # removed meanwhile
     finally:
         tmp.unlink(missing_ok=True)
         fsync_dir(path.parent)
-
-
-def _identity(what: Path | os.stat_result) -> tuple[int, int, int, int]:
-    st = what if isinstance(what, os.stat_result) else os.lstat(what)
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def backup_of(path: Path, raw: bytes, st: os.stat_result) -> Path:

@@ -436,6 +436,32 @@ def exchange(a: Path, b: Path) -> bool:
     raise OSError(err, os.strerror(err), str(b))
 
 
+def replace_if_same(tmp: Path, target: Path, seen: os.stat_result) -> bool:
+    """Give ``tmp``'s content the name ``target`` if ``target`` is still the
+    file ``seen`` (its inode, size and modification time); False, with
+    nothing changed, when another program wrote it since.
+
+    The last check and the replace are two steps, and a program that writes
+    between them would lose its write to ``os.replace``. Where names can be
+    swapped (``exchange``), the file the swap took away is checked as well,
+    and a write that landed in between goes back at once: that window is
+    closed. Elsewhere it stays (microseconds). ``FileNotFoundError`` when
+    ``target`` is gone."""
+    if _identity(os.lstat(target)) != _identity(seen):
+        return False
+    if not exchange(tmp, target):
+        os.replace(tmp, target)
+        return True
+    if _identity(os.lstat(tmp)) != _identity(seen):
+        exchange(tmp, target)  # written in between: that write gets its name back
+        return False
+    return True
+
+
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def place_new(tmp: Path, target: Path) -> bool:
     """Give ``tmp``'s content the name ``target`` unless that name exists.
 
