@@ -41,7 +41,7 @@ from marchdb.text import plain_line, unix_line_ends
 from marchdb.twins import refuse_twin
 from marchdb.vault.chunks import ENTRY_HEADING
 from marchdb.vault.edit import edit_note
-from marchdb.vault.files import fsync_dir, read_file, safe_folder, vault_lock, write_temp
+from marchdb.vault.files import fsync_dir, read_file, replace_if_same, safe_folder, vault_lock, write_temp
 from marchdb.vault.notes import MAX_FILE_BYTES, BadNote, Note, bucket_path, format_time, parse_note
 
 #: The tag every daily log carries (maintenance and import know a log by it).
@@ -312,10 +312,10 @@ class Logger:
                 )
             tmp = write_temp(path.parent, data, stat.S_IMODE(st.st_mode))
             try:
-                latest, _ = read_file(path, MAX_FILE_BYTES, self.root)
-                if latest != current:
-                    continue  # edited under us (an editor): append to the newest content
-                os.replace(tmp, path)
+                latest, seen = read_file(path, MAX_FILE_BYTES, self.root)
+                # Edited under us (an editor), up to the replace itself: append to the newest content.
+                if latest != current or not replace_if_same(tmp, path, seen):
+                    continue
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
