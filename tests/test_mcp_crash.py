@@ -143,7 +143,7 @@ def test_a_save_whose_own_vectors_crash_is_kept_said_and_not_done_twice(client, 
     )
     assert result["isError"], result
     said = result["content"][0]["text"]
-    assert "that is kept" in said and "marchdb sync" in said, said
+    assert "what it wrote is kept" in said and "marchdb sync" in said and "memory_search" in said, said
     root = Path(query_env["MARCH_MEMORY_ROOT"])
     saved = [p for p in root.rglob("*.md") if "Zyzzyva eat palms." in p.read_text(encoding="utf-8")]
     assert len(saved) == 1, saved

@@ -355,8 +355,9 @@ class _Relay:
             if records:
                 kept = True
                 text = (
-                    f"llama.cpp crashed ({name}) while this call embedded what it had written: that is kept, and "
-                    "its vectors are left to `marchdb sync`, which embeds them apart; the call was not run again"
+                    f"llama.cpp crashed ({name}) while the server embedded, and this call may have written already, "
+                    "so it was not run again: what it wrote is kept, its vectors are left to `marchdb sync` (which "
+                    "embeds them apart); look with memory_search before calling it again"
                 )
             else:
                 text = (
@@ -367,7 +368,10 @@ class _Relay:
         if not records:
             _say(f"the MCP server crashed ({name}) outside the model: restarting it")
         elif kept:
-            _say(f"llama.cpp crashed ({name}) while a call embedded what it had written: that is kept; restarting")
+            _say(
+                f"llama.cpp crashed ({name}) while the server embedded; a call that may have written already was "
+                "not run again (what it wrote is kept): restarting the MCP server"
+            )
         else:
             _say(
                 f"llama.cpp crashed ({name}) on a text a call gave the model, which is not given that text again "
