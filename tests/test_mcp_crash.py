@@ -181,3 +181,36 @@ def test_a_request_in_flight_when_the_server_crashes_elsewhere_gets_an_error_not
     assert result["isError"] and "outside the model" in result["content"][0]["text"], result
     assert data(client.call("memory_search", query="Biscuit"))["results"]
     assert client.close() == 0
+
+
+@pytest.fixture
+def plain_client(tmp_path):
+    root = tmp_path / "vault"
+    root.mkdir()
+    env = {**os.environ, "MARCH_HOME": str(tmp_path / "home"), "MARCH_MEMORY_ROOT": str(root), "MARCH_DAEMON": "0"}
+    c = Client(env)
+    yield c
+    if c.proc.poll() is None:
+        c.proc.kill()
+        c.proc.wait()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_the_server_ends_with_the_process_the_host_started(plain_client, signum):
+    # The host stops what it started: the server in the child must not be left running.
+    plain_client.start()
+    server = plain_client.server_pid()
+    os.kill(plain_client.proc.pid, signum)
+    code = plain_client.proc.wait(timeout=30)
+    assert code in (-signum, 128 + signum), code
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{server}").exists() and "Z" not in _state(server):
+        assert time.monotonic() < deadline, "the server outlived the process the host started"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"

@@ -150,6 +150,8 @@ class _Relay:
         #: Lines for a new child, held until it has answered that ``initialize``.
         self.held: list[bytes] = []
         self.crashes: list[float] = []
+        #: A signal the caller sent to stop the server (passed on to it).
+        self.stop_signal = 0
 
     # ------------------------------------------------------------ the child
 
@@ -188,6 +190,7 @@ class _Relay:
         return False
 
     def pass_on(self, signum: int, _frame: object) -> None:
+        self.stop_signal = signum  # a child that crashes meanwhile is not replaced
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signum)
 
@@ -310,7 +313,7 @@ class _Relay:
             sys.stderr.flush()
             os._exit(os.WEXITSTATUS(status))
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else signal.SIGKILL
-        if signum not in CRASH_SIGNALS or (not self.client_open and not self.pending):
+        if signum not in CRASH_SIGNALS or self.stop_signal or (not self.client_open and not self.pending):
             die_of(signum)
         now = time.monotonic()
         self.crashes = [t for t in self.crashes if now - t < CRASH_WINDOW_SECONDS] + [now]
