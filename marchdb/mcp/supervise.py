@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
 import signal
 import sys
@@ -111,6 +112,22 @@ def _message(line: bytes, tracked: bool) -> dict | None:
     except ValueError:
         return None
     return msg if isinstance(msg, dict) else None
+
+
+#: How the server's answers begin (the SDK writes ``jsonrpc`` and ``id`` first): their id is read
+#: off the head of the line, not by parsing an answer of megabytes (a memory opened whole).
+_ANSWER_HEAD = re.compile(rb'\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*,\s*"(\w+)"')
+#: Lines whose head is not that are parsed whole up to this size.
+_PARSED_WHOLE_BYTES = 1 << 20
+
+
+def _answered(line: bytes, tracked: bool) -> str | None:
+    """The id (``_key``) a line of the server answers; None for its own requests and notifications."""
+    head = _ANSWER_HEAD.match(line, 0, 512)
+    if head is not None:
+        return _key(json.loads(head.group(1))) if head.group(2) in (b"result", b"error") else None
+    msg = _message(line, tracked and len(line) <= _PARSED_WHOLE_BYTES)
+    return _key(msg["id"]) if msg is not None and "method" not in msg and "id" in msg else None
 
 
 def _key(request_id: object) -> str:
@@ -275,9 +292,8 @@ class _Relay:
         self._close_when_done()
 
     def _from_server(self, line: bytes, tracked: bool) -> None:
-        msg = _message(line, tracked)
-        if msg is not None and "method" not in msg and "id" in msg:
-            key = _key(msg["id"])
+        key = _answered(line, tracked)
+        if key is not None:
             if key == self.swallow:  # the answer to an initialize given again: the client had its own
                 self.swallow = None
                 held, self.held = self.held, []
