@@ -214,3 +214,29 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+def test_a_crash_right_after_a_crash_leaves_one_answer_per_request(plain_client):
+    # Two crashes in a row, the second as soon as the new server is there (before or after it has
+    # answered the introduction given again, as the timing falls): the next one is introduced
+    # once more, and every request is answered exactly once.
+    c = plain_client
+    c.start()
+    asked = [c.request("tools/list") for _ in range(3)]
+    first = c.server_pid()
+    os.kill(first, signal.SIGSEGV)
+    deadline = time.monotonic() + 60
+    while (second := c.server_pid()) == first:
+        assert time.monotonic() < deadline
+    os.kill(second, signal.SIGSEGV)
+    c.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}})
+    while c.server_pid() == second:
+        assert time.monotonic() < deadline
+    last = c.request("tools/list")
+    assert "result" in c.answer(last, timeout=120)
+    for n in asked:
+        c.answer(n, timeout=60)  # answered, by the server or with the relay's error
+    time.sleep(0.5)
+    c.close()
+    ids = [m["id"] for m in c.seen if "id" in m]
+    assert sorted(ids) == sorted(set(ids)), ids  # nothing answered twice, the introduction included

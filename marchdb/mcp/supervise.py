@@ -164,8 +164,8 @@ class _Relay:
         self.pending: dict[str, tuple[bytes, dict]] = {}
         #: The id of an ``initialize`` given again, whose answer the client must not see twice.
         self.swallow: str | None = None
-        #: Lines for a new child, held until it has answered that ``initialize``.
-        self.held: list[bytes] = []
+        #: Lines for a new child, held until it has answered that ``initialize`` (line, a request?).
+        self.held: list[tuple[bytes, bool]] = []
         self.crashes: list[float] = []
         #: A signal the caller sent to stop the server (passed on to it).
         self.stop_signal = 0
@@ -259,11 +259,11 @@ class _Relay:
                 self.initialized = line
             elif method == "notifications/cancelled" and isinstance(msg.get("params"), dict):
                 self.pending.pop(_key(msg["params"].get("requestId")), None)
-        self._to_server(line)
+        self._to_server(line, msg is not None and isinstance(method, str) and "id" in msg)
 
-    def _to_server(self, line: bytes) -> None:
+    def _to_server(self, line: bytes, request: bool = False) -> None:
         if self.swallow is not None:
-            self.held.append(line)
+            self.held.append((line, request))
             return
         self.out += line
         self._flush()
@@ -280,14 +280,16 @@ class _Relay:
             pass
         except OSError:  # the child is gone: its end is read next, and requests are asked again from ``pending``
             self.out.clear()
-        registered = "to server" in {k.data for k in self.selector.get_map().values()}
+        registered = self.to_child in self.selector.get_map()
         if self.out and not registered:
             self.selector.register(self.to_child, selectors.EVENT_WRITE, "to server")
-            if self.client_open and len(self.out) > _MAX_WAITING:
-                self.selector.unregister(0)  # the client waits until the child has taken most of it
         elif not self.out and registered:
             self.selector.unregister(self.to_child)
-            if self.client_open and 0 not in self.selector.get_map():
+        if self.client_open:  # the client waits while the child has much to take still
+            reading = 0 in self.selector.get_map()
+            if reading and len(self.out) > _MAX_WAITING:
+                self.selector.unregister(0)
+            elif not reading and len(self.out) <= _MAX_WAITING:
                 self.selector.register(0, selectors.EVENT_READ, "client")
         self._close_when_done()
 
@@ -297,8 +299,8 @@ class _Relay:
             if key == self.swallow:  # the answer to an initialize given again: the client had its own
                 self.swallow = None
                 held, self.held = self.held, []
-                for line_held in held:
-                    self._to_server(line_held)
+                for line_held, request in held:
+                    self._to_server(line_held, request)
                 return
             self.pending.pop(key, None)
         with contextlib.suppress(OSError):  # a client that stopped reading: what it asks is still answered
@@ -343,17 +345,19 @@ class _Relay:
         again = self._after_crash(signum)
         if self.spawn():
             return True
-        lines = [line for _, line in again]
-        self.held = [*lines, *self.held]
+        # What was held for the child that died: its requests are in ``again`` (or answered), and
+        # the introduction is made anew; the client's notifications still go.
+        notes = [(line, False) for line, request in self.held if not request and line is not self.initialized]
+        asked = [(line, True) for _, line in again]
+        self.swallow, self.held = None, []
         if self.init is not None and self.init[0] not in dict(again):
-            self.held[:0] = [self.initialized] if self.initialized else []
+            self.held = [*([(self.initialized, False)] if self.initialized else []), *asked, *notes]
             self.out += self.init[1]
             self.swallow = self.init[0]
             self._flush()
         else:
-            held, self.held = self.held, []
-            for line in held:
-                self._to_server(line)
+            for line, request in [*asked, *notes]:
+                self._to_server(line, request)
         return False
 
     def _after_crash(self, signum: int) -> list[tuple[str, bytes]]:
