@@ -303,8 +303,19 @@ class _Relay:
                     self._to_server(line_held, request)
                 return
             self.pending.pop(key, None)
-        with contextlib.suppress(OSError):  # a client that stopped reading: what it asks is still answered
-            _write_all(1, line)
+        self._to_client(line)
+
+    def _to_client(self, data: bytes) -> None:
+        try:
+            _write_all(1, data)
+        except OSError:
+            # `marchdb mcp | head -1`, a client that stopped reading: no answer can reach it.
+            _say("the client closed the server's stdout (it reads no answers); stopping")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            os._exit(1)
 
     def _close_when_done(self) -> None:
         """Once the client closed its end and the child has all it sent, the child sees the end too."""
@@ -408,8 +419,7 @@ class _Relay:
         else:
             answer = {"error": {"code": _INTERNAL_ERROR, "message": text}}
         line = json.dumps({"jsonrpc": "2.0", "id": msg["id"], **answer}, ensure_ascii=False) + "\n"
-        with contextlib.suppress(OSError):
-            _write_all(1, line.encode("utf-8"))
+        self._to_client(line.encode("utf-8"))
 
 
 def _writes(msg: dict) -> bool:
