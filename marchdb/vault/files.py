@@ -32,6 +32,7 @@ import errno
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -419,7 +420,7 @@ def exchange(a: Path, b: Path) -> bool:
     overwritten unseen (``os.replace`` leaves a window in which it is).
     ``FileNotFoundError`` when either name is gone.
     """
-    if not hasattr(os, "sched_getaffinity"):  # Linux only: renameat2 is a Linux call
+    if not sys.platform.startswith("linux"):  # renameat2 is a Linux call
         return False
     import ctypes  # here: only an edit that swaps needs it
 
