@@ -3,9 +3,9 @@
 The ``marchdb`` commands (``cli.guard``) and the MCP server (``mcp.supervise``)
 run their work in a forked child, so that a crash of llama.cpp (native code,
 which Python cannot catch) costs a warning and one more try, never the
-caller's process. Both need the same three things: which signals are a native
-crash, a child that cannot outlive its parent, and a parent that ends as its
-child did.
+caller's process. Both need the same things: which signals are a native
+crash, a child that cannot outlive its parent, a parent that ends as its
+child did, and its one line on stderr.
 """
 
 from __future__ import annotations
@@ -40,3 +40,10 @@ def die_of(signum: int) -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
     os.kill(os.getpid(), signum)
     os._exit(128 + signum)  # a signal whose default action is not to end (never one of CRASH_SIGNALS)
+
+
+def say(text: str) -> None:
+    """One line on stderr, as marchdb's (the parent's words on what happened to its child)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"marchdb: {text}\n")
+        sys.stderr.flush()

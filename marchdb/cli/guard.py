@@ -32,7 +32,7 @@ import signal
 import stat
 import sys
 
-from marchdb.forked import CRASH_SIGNALS, die_of, die_with
+from marchdb.forked import CRASH_SIGNALS, die_of, die_with, say
 
 #: Commands that serve or answer a host: not run in a child (see the module's doc).
 UNGUARDED = frozenset({"serve", "mcp", "browse", "hook"})
@@ -168,23 +168,23 @@ def _after_crash(flags: dict, rest: list[str], pid: int, signum: int, stdin_at: 
             with contextlib.suppress(OSError):
                 os.lseek(0, stdin_at, os.SEEK_SET)
         if alone:
-            _say(
+            say(
                 f"llama.cpp crashed ({name}) on a text this command gave the model, which is not given that "
                 "text again on this machine: running the command once more without it"
             )
         else:
-            _say(
+            say(
                 f"llama.cpp crashed ({name}) while this command embedded a batch of texts: running it once "
                 "more, with that batch's texts embedded one at a time apart, so that a crash costs only its text"
             )
         return True
     if alone or not writes:
-        _say(
+        say(
             f"llama.cpp crashed ({name}) on a text this command gave the model, before it wrote anything; "
             "run it again: the model is not given that text again on this machine"
         )
     else:
-        _say(
+        say(
             f"llama.cpp crashed ({name}) while this command embedded what it had written: that is kept, and "
             "its vectors are left to `marchdb sync`, which embeds them apart (`marchdb status` names what "
             "the model crashed on)"
@@ -209,9 +209,3 @@ def _model_error_code() -> int:
     from marchdb.errors import ModelError
 
     return ModelError.exit_code
-
-
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"marchdb: {text}\n")
-        sys.stderr.flush()

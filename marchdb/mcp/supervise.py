@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from marchdb.forked import CRASH_SIGNALS, die_of, die_with
+from marchdb.forked import CRASH_SIGNALS, die_of, die_with, say
 
 #: Crashes the relay restarts the server after, within the window below.
 MAX_CRASHES = 3
@@ -138,12 +138,6 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"marchdb: {text}\n")
-        sys.stderr.flush()
 
 
 class _Relay:
@@ -310,7 +304,7 @@ class _Relay:
             _write_all(1, data)
         except OSError:
             # `marchdb mcp | head -1`, a client that stopped reading: no answer can reach it.
-            _say("the client closed the server's stdout (it reads no answers); stopping")
+            say("the client closed the server's stdout (it reads no answers); stopping")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
             with contextlib.suppress(ChildProcessError):
@@ -348,7 +342,7 @@ class _Relay:
         self.crashes = [t for t in self.crashes if now - t < CRASH_WINDOW_SECONDS] + [now]
         name = signal.Signals(signum).name
         if len(self.crashes) > MAX_CRASHES:
-            _say(
+            say(
                 f"the MCP server crashed ({name}) {len(self.crashes)} times in {CRASH_WINDOW_SECONDS / 60:.0f} "
                 "minutes; stopping (`marchdb doctor` says whether the model works on this machine)"
             )
@@ -400,14 +394,14 @@ class _Relay:
                 )
             self._answer(msg, text)
         if not records:
-            _say(f"the MCP server crashed ({name}) outside the model: restarting it")
+            say(f"the MCP server crashed ({name}) outside the model: restarting it")
         elif kept:
-            _say(
+            say(
                 f"llama.cpp crashed ({name}) while the server embedded; a call that may have written already was "
                 "not run again (what it wrote is kept): restarting the MCP server"
             )
         else:
-            _say(
+            say(
                 f"llama.cpp crashed ({name}) on a text a call gave the model, which is not given that text again "
                 "on this machine: restarting the MCP server and asking it again"
             )
